@@ -1,0 +1,166 @@
+"""The async facade: one writer thread, fed by a queue, that group-commits.
+
+Concurrent sessions call :meth:`AsyncLedger.append` from the event loop. Events are
+validated and encoded right there (an invalid event fails at once, with no thread
+hop); the encoded append is queued for the single writer thread. The writer drains
+everything queued, writes it in ONE transaction (a savepoint per append, so a
+version conflict fails only its own append) and acknowledges every caller only after
+that transaction's single commit. Each append therefore costs one thread hop: the
+acknowledgement back to the loop. Reads run in a worker thread (one hop each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Final, NamedTuple, Self
+from uuid import UUID
+
+from ledger.backend import AppendRequest
+from ledger.codec import now_us
+from ledger.envelope import AppendResult, Recorded
+from ledger.errors import ConcurrencyError, LedgerError
+from ledger.events import Event
+from ledger.store import EventStore
+
+_STOP: Final = object()
+
+
+class _Job(NamedTuple):
+    request: AppendRequest
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[AppendResult]
+
+
+class AsyncLedger:
+    """Async access to an :class:`~ledger.store.EventStore` with group commit.
+
+    Args:
+        store: The store to write to (owned: closed by :meth:`aclose`).
+        max_group: The most appends one transaction takes.
+    """
+
+    def __init__(self, store: EventStore, *, max_group: int = 512) -> None:
+        self.store = store
+        self.max_group = max_group
+        self.groups_committed = 0
+        self.appends_committed = 0
+        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._closed = False
+        self._writer = threading.Thread(
+            target=self._run, name="turnledger-writer", daemon=True
+        )
+        self._writer.start()
+
+    async def append(
+        self, stream_id: UUID, events: Sequence[Event], *, expected_version: int
+    ) -> AppendResult:
+        """Append events to a stream; returns once they are durable.
+
+        Raises:
+            ConcurrencyError: The stream is not at ``expected_version``.
+            InvalidEventError: An event fails validation (raised before queueing).
+            LedgerError: The ledger is closed.
+        """
+        if self._closed:
+            msg = "Expected an open ledger, found it closed"
+            raise LedgerError(msg)
+        request = self.store.encode(stream_id, events, expected_version + 1, now_us())
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._queue.put(_Job(request, loop, future))
+        return await future
+
+    async def read_stream(
+        self, stream_id: UUID, *, after: int = 0, until: int | None = None
+    ) -> list[Recorded]:
+        """Return a stream's events after ``after`` (read in a worker thread)."""
+        return await asyncio.to_thread(
+            self.store.read_stream, stream_id, after=after, until=until
+        )
+
+    async def read_all(self, *, after: int = 0, limit: int = 500) -> list[Recorded]:
+        """Return one page of the global log after ``after``."""
+        return await asyncio.to_thread(self.store.read_all, after=after, limit=limit)
+
+    async def stream_version(self, stream_id: UUID) -> int:
+        """Return a stream's head version."""
+        return await asyncio.to_thread(self.store.stream_version, stream_id)
+
+    async def aclose(self) -> None:
+        """Finish queued appends, stop the writer and close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        await asyncio.to_thread(self._writer.join)
+        self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            jobs: list[_Job] = []
+            item = self._queue.get()
+            while True:
+                if item is _STOP:
+                    stopping = True
+                elif isinstance(item, _Job):
+                    jobs.append(item)
+                if len(jobs) >= self.max_group:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if jobs:
+                self._commit(jobs)
+
+    def _commit(self, jobs: list[_Job]) -> None:
+        try:
+            results = self.store.write_requests([job.request for job in jobs])
+        except BaseException as e:  # noqa: BLE001 - every waiting caller must hear of it
+            for job in jobs:
+                job.loop.call_soon_threadsafe(_fail, job.future, e)
+            return
+        self.groups_committed += 1
+        self.appends_committed += sum(
+            1 for r in results if not isinstance(r, ConcurrencyError)
+        )
+        # One wake-up per event loop, not per caller.
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, object]]] = {}
+        for job, result in zip(jobs, results, strict=True):
+            by_loop.setdefault(job.loop, []).append((job, result))
+        for loop, settled in by_loop.items():
+            loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: list[tuple[_Job, object]]) -> None:
+    for job, result in settled:
+        if isinstance(result, AppendResult):
+            _succeed(job.future, result)
+        else:
+            _fail(job.future, result)  # type: ignore[arg-type]
+
+
+def _succeed(future: asyncio.Future[AppendResult], result: AppendResult) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[AppendResult], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -1,0 +1,106 @@
+"""The narrow port a storage backend offers the ledger store.
+
+Both backends are built on eventsourcing's recorders; this Protocol is the part of
+them the store uses, in the store's own vocabulary. Rows cross it as the library's
+``StoredEvent`` / ``Notification`` records; decoding happens in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, Protocol
+from uuid import UUID
+
+from eventsourcing.persistence import Notification, StoredEvent
+
+
+class AppendRequest(NamedTuple):
+    """One stream's append inside a group commit."""
+
+    stream_id: UUID
+    expected_version: int
+    rows: Sequence[StoredEvent]
+
+
+class Conflict(NamedTuple):
+    """An append refused because the stream's head was not the expected version."""
+
+    found: int
+
+
+class StoredRow(NamedTuple):
+    """A raw row with its global position."""
+
+    position: int
+    stream_id: UUID
+    version: int
+    topic: str
+    state: bytes
+
+
+class RowSubscription(Protocol):
+    """A blocking iterator of new rows that can be stopped from another thread."""
+
+    def __iter__(self) -> Iterator[Notification]:
+        """Iterate over notifications as they are recorded."""
+        ...
+
+    def __next__(self) -> Notification:
+        """Block until the next notification, or raise StopIteration when stopped."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the subscription; a blocked ``next`` returns."""
+        ...
+
+
+class Backend(Protocol):
+    """What a storage backend does for the store."""
+
+    kind: str
+
+    def insert_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[tuple[int, ...] | Conflict]:
+        """Write the appends in ONE transaction, each in its own savepoint.
+
+        Returns, per request, the positions written or the conflict found. A conflict
+        in one request leaves the others untouched.
+        """
+        ...
+
+    def select_stream(
+        self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
+    ) -> list[StoredRow]:
+        """Return a stream's rows with versions in ``(gt, lte]``, in version order."""
+        ...
+
+    def select_all(
+        self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
+    ) -> list[StoredRow]:
+        """Return rows with positions in ``(gt, lte]`` in order, optionally by topic."""
+        ...
+
+    def stream_version(self, stream_id: UUID) -> int:
+        """Return a stream's head version (0 when empty)."""
+        ...
+
+    def max_position(self) -> int:
+        """Return the highest position written (0 when empty)."""
+        ...
+
+    def stream_ids(self) -> list[UUID]:
+        """Return every stream id, sorted."""
+        ...
+
+    def count_rows(self) -> int:
+        """Return the number of rows."""
+        ...
+
+    def subscribe(self, *, gt: int, topics: Sequence[str]) -> RowSubscription:
+        """Subscribe to rows after position ``gt``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,291 @@
+"""The event catalogue: every fact the ledger records, as a typed msgspec Struct.
+
+Rules (house style R2-R4):
+
+- Events are frozen, keyword-only, tagged Structs. The tag (``type`` field) is an
+  explicit, stable string, never the class name: it is what the ledger stores, so a
+  class may be renamed or moved without touching stored data.
+- Each type carries ``SCHEMA_VERSION``. Changes are additive (new fields get
+  defaults); a breaking change bumps the version and registers a pure upcaster in
+  :mod:`ledger.codec`, so old rows still decode.
+- Events carry no stream id, version, position or clock: that is the envelope
+  (:class:`ledger.envelope.Recorded`), written by the store.
+- Events never carry raw media bytes or the assembled prompt: media is referenced by
+  digest, the prompt by per-section sizes and digests.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, TypeAlias
+
+import msgspec
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+"""A count that cannot be negative."""
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+"""An identifier that cannot be empty."""
+
+Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+"""A lowercase hex SHA-256 digest."""
+
+TurnOrigin: TypeAlias = Literal[
+    "interactive", "channel", "agent_direct", "cron", "daemon", "sub_turn"
+]
+"""Where a turn came from; recall, autosave and consolidation branch on it."""
+
+MemorySource: TypeAlias = Literal["tool", "autosave", "consolidation", "import", "cli"]
+"""What wrote a memory entry."""
+
+ToolResultProvenance: TypeAlias = Literal["executed", "synthesized", "imported"]
+"""Where a tool result came from: a real run, the pairing repair, or an import."""
+
+TurnFailureKind: TypeAlias = Literal[
+    "error", "interrupted", "iteration_limit", "provider_error", "cancelled"
+]
+"""Why a turn did not complete."""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every ledger event. Not recorded itself."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+
+class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True):
+    """A session stream begins (first event of every session stream)."""
+
+    agent: NonEmpty
+    session_key: NonEmpty
+    channel: str = ""
+    workspace: str | None = None
+
+
+class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True):
+    """A turn begins with the user's input."""
+
+    turn_id: NonEmpty
+    origin: TurnOrigin
+    user_input: str
+    attachments: tuple[Sha256Hex, ...] = ()
+
+
+class RecallRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A reference to one recalled memory entry (never its content)."""
+
+    key: str
+    entry_id: str = ""
+    score: float | None = None
+    agent: str = ""
+
+
+class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True):
+    """Memory was searched for a turn; only references and a scrubbed summary."""
+
+    turn_id: NonEmpty
+    backend: str
+    entries: tuple[RecallRef, ...] = ()
+    query_summary: str = ""
+    injected_chars: NonNegative = 0
+
+
+class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
+    """The size and digest of one section of an assembled prompt."""
+
+    name: str
+    chars: NonNegative
+    messages: NonNegative = 0
+    digest: Sha256Hex
+
+
+class PromptAssembled(Event, tag="prompt.assembled", frozen=True, kw_only=True):
+    """A prompt was built: its fingerprint, never its text (it is ephemeral)."""
+
+    turn_id: NonEmpty
+    iteration: NonNegative = 0
+    sections: tuple[PromptSection, ...] = ()
+    fingerprint: Sha256Hex
+    estimated_tokens: NonNegative = 0
+
+
+class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True):
+    """One provider call, with usage and cost (errors scrubbed by the caller)."""
+
+    turn_id: NonEmpty
+    provider: str
+    model: str
+    input_tokens: NonNegative = 0
+    output_tokens: NonNegative = 0
+    cached_input_tokens: NonNegative = 0
+    cost_usd: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+    duration_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+    success: bool = True
+    error: str | None = None
+    iteration: NonNegative = 0
+
+
+class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call as the model made it."""
+
+    id: NonEmpty
+    name: NonEmpty
+    arguments: str = "{}"
+
+
+class AssistantMessage(Event, tag="assistant.message", frozen=True, kw_only=True):
+    """The model's message: text and the tool calls it asked for."""
+
+    turn_id: NonEmpty
+    text: str = ""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    iteration: NonNegative = 0
+
+
+class ToolResultRecorded(Event, tag="tool_result.recorded", frozen=True, kw_only=True):
+    """The bounded result of one tool call."""
+
+    turn_id: NonEmpty
+    call_id: NonEmpty
+    tool: str
+    success: bool = True
+    output: str = ""
+    error: str | None = None
+    original_chars: NonNegative = 0
+    kept_chars: NonNegative = 0
+    truncated: bool = False
+    provenance: ToolResultProvenance = "executed"
+
+
+class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True):
+    """Older turns were dropped from the provider-visible history."""
+
+    turn_id: NonEmpty
+    dropped_messages: NonNegative
+    dropped_turns: NonNegative
+    kept_turns: NonNegative
+    tokens_before: NonNegative
+    tokens_after: NonNegative
+    reason: str
+    dropped_through_version: NonNegative = 0
+    breadcrumb: bool = True
+
+
+class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True):
+    """A media file attached to a turn: metadata and a reference, never bytes."""
+
+    turn_id: NonEmpty
+    file_name: str
+    mime: str
+    kind: Literal["image", "audio", "video", "document", "unknown"]
+    size_bytes: NonNegative
+    sha256: Sha256Hex
+    storage_ref: str | None = None
+    summary: str | None = None
+
+
+class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True):
+    """A long-term memory entry was written (upsert per agent and key)."""
+
+    agent: NonEmpty
+    key: NonEmpty
+    content: str
+    category: str = "core"
+    session: str | None = None
+    namespace: str = "default"
+    importance: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    source: MemorySource = "tool"
+    entry_id: str = ""
+
+
+class MemoryForgotten(Event, tag="memory.forgotten", frozen=True, kw_only=True):
+    """A long-term memory entry was deleted."""
+
+    agent: NonEmpty
+    key: NonEmpty
+    session: str | None = None
+    source: MemorySource = "tool"
+    reason: str = ""
+
+
+class MemorySuperseded(Event, tag="memory.superseded", frozen=True, kw_only=True):
+    """A memory entry was replaced by a newer, conflicting one."""
+
+    agent: NonEmpty
+    key: NonEmpty
+    superseded_by: NonEmpty
+    source: MemorySource = "consolidation"
+    reason: str = ""
+
+
+class KnowledgeCaptured(Event, tag="knowledge.captured", frozen=True, kw_only=True):
+    """An explicit (subject, relation, object) triple."""
+
+    agent: NonEmpty
+    subject: NonEmpty
+    relation: NonEmpty
+    object: NonEmpty
+    provenance: str = ""
+
+
+class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True):
+    """A turn ended with a final answer."""
+
+    turn_id: NonEmpty
+    iterations: NonNegative = 1
+    duration_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
+
+
+class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True):
+    """A turn ended without a final answer."""
+
+    turn_id: NonEmpty
+    kind: TurnFailureKind = "error"
+    error: str = ""
+
+
+LedgerEvent: TypeAlias = (
+    SessionOpened
+    | TurnStarted
+    | MemoryRecalled
+    | PromptAssembled
+    | ModelCalled
+    | AssistantMessage
+    | ToolResultRecorded
+    | HistoryTrimmed
+    | MediaAttached
+    | MemoryStored
+    | MemoryForgotten
+    | MemorySuperseded
+    | KnowledgeCaptured
+    | TurnCompleted
+    | TurnFailed
+)
+"""Every event type the ledger records."""
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    SessionOpened,
+    TurnStarted,
+    MemoryRecalled,
+    PromptAssembled,
+    ModelCalled,
+    AssistantMessage,
+    ToolResultRecorded,
+    HistoryTrimmed,
+    MediaAttached,
+    MemoryStored,
+    MemoryForgotten,
+    MemorySuperseded,
+    KnowledgeCaptured,
+    TurnCompleted,
+    TurnFailed,
+)
+"""The catalogue in declaration order."""
+
+
+def tag_of(event_type: type[Event]) -> str:
+    """Return the stable tag stored for an event type."""
+    tag = event_type.__struct_config__.tag
+    if not isinstance(tag, str):
+        msg = f"Expected {event_type.__name__} to have a string tag, found {tag!r}"
+        raise TypeError(msg)
+    return tag

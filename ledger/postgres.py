@@ -1,0 +1,318 @@
+"""The PostgreSQL backend, built on eventsourcing's PostgreSQL application recorder.
+
+From the library: the datastore (psycopg pool, timeouts, composite type adapters),
+the table layout (``turnledger_events`` with a ``bigserial`` notification id), the
+``LOCK TABLE ... IN EXCLUSIVE MODE`` discipline that makes position order equal
+commit order, notification selection and the LISTEN/NOTIFY subscription. Added
+here: append-only and contiguity triggers, group commit with a savepoint per append,
+and a periodic wake-up of the subscription (library issue #305: a lost NOTIFY must
+not stall a follower). Pipeline mode is not used for writes: large pipelined
+transactions can hang (psycopg #685).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Final
+from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import Notification, PersistenceError
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresSubscription,
+)
+from psycopg.sql import SQL, Identifier
+
+from ledger.backend import AppendRequest, Conflict, StoredRow
+from ledger.errors import ConfigurationError, StoreUnavailableError
+
+TABLE: Final = "turnledger_events"
+
+
+class PostgresURL:
+    """The parts of a ``postgresql://`` URL the backend needs.
+
+    A ``schema`` query parameter selects the schema (default ``public``).
+    """
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            msg = f"Expected a postgresql:// URL, found scheme {parts.scheme!r}"
+            raise ConfigurationError(msg)
+        query = parse_qs(parts.query)
+        self.dbname = unquote(parts.path.lstrip("/")) or "postgres"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 5432
+        self.user = unquote(parts.username or "postgres")
+        self.password = unquote(parts.password or "")
+        self.schema = query.get("schema", ["public"])[0]
+        if not self.schema.replace("_", "").isalnum():
+            msg = f"Expected a schema of letters, digits and _, found {self.schema!r}"
+            raise ConfigurationError(msg)
+
+
+def _trigger_statements(schema: str, table: str) -> list[Any]:
+    ident = {"schema": Identifier(schema), "table": Identifier(table)}
+    return [
+        SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.turnledger_append_only() "
+            "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'turnledger: the ledger is append-only' "
+            "USING ERRCODE = 'restrict_violation'; END $$"
+        ).format(**ident),
+        SQL(
+            "CREATE OR REPLACE TRIGGER turnledger_no_change "
+            "BEFORE UPDATE OR DELETE ON {schema}.{table} "
+            "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
+        ).format(**ident),
+        SQL(
+            "CREATE OR REPLACE TRIGGER turnledger_no_truncate "
+            "BEFORE TRUNCATE ON {schema}.{table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_append_only()"
+        ).format(**ident),
+        SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.turnledger_contiguous() "
+            "RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE head bigint; BEGIN "
+            "SELECT max(originator_version) INTO head FROM {schema}.{table} "
+            "WHERE originator_id = NEW.originator_id; "
+            "IF NEW.originator_version <> coalesce(head, 0) + 1 THEN "
+            "RAISE EXCEPTION 'turnledger: stream versions must be contiguous' "
+            "USING ERRCODE = 'unique_violation'; END IF; RETURN NEW; END $$"
+        ).format(**ident),
+        SQL(
+            "CREATE OR REPLACE TRIGGER turnledger_contiguous "
+            "BEFORE INSERT ON {schema}.{table} "
+            "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_contiguous()"
+        ).format(**ident),
+    ]
+
+
+class _Recorder(PostgresApplicationRecorder):
+    """The library's application recorder plus the ledger's triggers."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        super().__init__(datastore, events_table_name=TABLE)
+        self.sql_create_statements.extend(_trigger_statements(datastore.schema, TABLE))
+
+
+class _WakingSubscription(PostgresSubscription):
+    """The library's LISTEN/NOTIFY subscription, also woken every second."""
+
+    def __init__(
+        self, recorder: PostgresApplicationRecorder, *, gt: int, topics: Sequence[str]
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._stopped = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(1.0):
+            self._has_been_notified.set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        super().stop()
+
+
+class PostgresBackend:
+    """The ledger's PostgreSQL storage.
+
+    Args:
+        url: ``postgresql://user[:password]@host[:port]/dbname[?schema=name]``.
+        lock_timeout: Seconds a writer waits for the table lock before failing.
+    """
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, lock_timeout: int = 30) -> None:
+        self.url = PostgresURL(url)
+        try:
+            self._datastore = PostgresDatastore(
+                dbname=self.url.dbname,
+                host=self.url.host,
+                port=self.url.port,
+                user=self.url.user,
+                password=self.url.password,
+                pool_size=2,
+                max_overflow=8,
+                lock_timeout=lock_timeout,
+                idle_in_transaction_session_timeout=60,
+                schema=self.url.schema,
+                connect_timeout=10,
+            )
+            self._create_schema()
+            self._recorder = _Recorder(self._datastore)
+            self._recorder.create_table()
+        except ConfigurationError:
+            raise
+        except Exception as e:
+            where = f"{self.url.host}:{self.url.port}/{self.url.dbname}"
+            msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
+            raise StoreUnavailableError(msg) from e
+        table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
+        self._head_sql = SQL(
+            "SELECT max(originator_version) AS head FROM {schema}.{table} "
+            "WHERE originator_id = %s"
+        ).format(**table)
+        self._table = table
+
+    def _create_schema(self) -> None:
+        with self._datastore.get_connection() as conn:
+            conn.execute(
+                SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(
+                    Identifier(self.url.schema)
+                )
+            )
+
+    def insert_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[tuple[int, ...] | Conflict]:
+        """Write appends in one transaction under the table lock, a savepoint each."""
+        try:
+            with self._datastore.get_connection() as conn, conn.transaction():
+                return self._write_group(conn, requests)
+        except (psycopg.Error, PersistenceError) as e:
+            msg = f"PostgreSQL append failed: {e}"
+            raise StoreUnavailableError(msg) from e
+
+    def _write_group(
+        self, conn: psycopg.Connection[Any], requests: Sequence[AppendRequest]
+    ) -> list[tuple[int, ...] | Conflict]:
+        results: list[tuple[int, ...] | Conflict] = []
+        with conn.cursor() as cursor:
+            for statement in self._recorder.lock_table_statements:
+                cursor.execute(statement)
+            results.extend(self._write_one(conn, cursor, r) for r in requests)
+            if any(not isinstance(r, Conflict) for r in results):
+                cursor.execute(
+                    SQL("NOTIFY {0}").format(Identifier(self._recorder.channel_name))
+                )
+        return results
+
+    def _write_one(
+        self,
+        conn: psycopg.Connection[Any],
+        cursor: psycopg.Cursor[Any],
+        request: AppendRequest,
+    ) -> tuple[int, ...] | Conflict:
+        cursor.execute(self._head_sql, (request.stream_id,))
+        head = _head(cursor.fetchone())
+        if head != request.expected_version:
+            return Conflict(head)
+        rows = [
+            self._recorder.construct_pg_stored_event(
+                request.stream_id, r.originator_version, r.topic, r.state
+            )
+            for r in request.rows
+        ]
+        try:
+            with conn.transaction():
+                cursor.execute(self._recorder.insert_events_statement, (rows,))
+                positions = tuple(int(r["notification_id"]) for r in cursor.fetchall())
+        except psycopg.errors.IntegrityError:
+            cursor.execute(self._head_sql, (request.stream_id,))
+            return Conflict(_head(cursor.fetchone()))
+        return positions
+
+    def select_stream(
+        self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
+    ) -> list[StoredRow]:
+        """Return a stream's rows with versions in ``(gt, lte]``."""
+        sql = SQL(
+            "SELECT notification_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s"
+        ).format(**self._table)
+        params: list[object] = [stream_id, gt]
+        if lte is not None:
+            sql += SQL(" AND originator_version <= %s")
+            params.append(lte)
+        sql += SQL(" ORDER BY originator_version")
+        if limit is not None:
+            sql += SQL(" LIMIT %s")
+            params.append(limit)
+        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [
+                StoredRow(
+                    int(r["notification_id"]),
+                    stream_id,
+                    int(r["originator_version"]),
+                    r["topic"],
+                    bytes(r["state"]),
+                )
+                for r in cursor.fetchall()
+            ]
+
+    def select_all(
+        self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
+    ) -> list[StoredRow]:
+        """Return rows with positions in ``(gt, lte]`` in order."""
+        notifications = self._recorder.select_notifications(
+            start=gt,
+            limit=limit,
+            stop=lte,
+            topics=list(topics),
+            inclusive_of_start=False,
+        )
+        return [_row(n) for n in notifications]
+
+    def stream_version(self, stream_id: UUID) -> int:
+        """Return a stream's head version (0 when empty)."""
+        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(self._head_sql, (stream_id,))
+            return _head(cursor.fetchone())
+
+    def max_position(self) -> int:
+        """Return the highest position written (0 when empty)."""
+        return int(self._recorder.max_notification_id() or 0)
+
+    def stream_ids(self) -> list[UUID]:
+        """Return every stream id, sorted."""
+        sql = SQL("SELECT DISTINCT originator_id FROM {schema}.{table}").format(
+            **self._table
+        )
+        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(sql)
+            return sorted(r["originator_id"] for r in cursor.fetchall())
+
+    def count_rows(self) -> int:
+        """Return the number of rows."""
+        sql = SQL("SELECT count(*) AS n FROM {schema}.{table}").format(**self._table)
+        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(sql)
+            row = cursor.fetchone()
+            return int(row["n"]) if row else 0
+
+    def subscribe(self, *, gt: int, topics: Sequence[str]) -> _WakingSubscription:
+        """Subscribe to rows after ``gt`` through LISTEN/NOTIFY."""
+        return _WakingSubscription(self._recorder, gt=gt, topics=list(topics))
+
+    def drop_schema(self) -> None:
+        """Drop the backend's schema with everything in it (tests use this)."""
+        with self._datastore.get_connection() as conn:
+            conn.execute(
+                SQL("DROP SCHEMA IF EXISTS {0} CASCADE").format(
+                    Identifier(self.url.schema)
+                )
+            )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._datastore.close()
+
+
+def _head(row: dict[str, Any] | None) -> int:
+    return int(row["head"] or 0) if row else 0
+
+
+def _row(n: Notification) -> StoredRow:
+    stream = (
+        n.originator_id if isinstance(n.originator_id, UUID) else UUID(n.originator_id)
+    )
+    return StoredRow(n.id, stream, n.originator_version, n.topic, n.state)
