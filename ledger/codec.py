@@ -251,7 +251,15 @@ class MsgspecMapper(Mapper[UUID]):
             body = self._decrypt(state[HEADER_SIZE:], where)
         else:
             body = state[HEADER_SIZE:]
-        return datetime_from_us(at_us), self._decode_event(topic, version, body, where)
+        try:
+            recorded_at = datetime_from_us(at_us)
+        except OverflowError:
+            msg = (
+                f"Corrupt record at {where()}: expected a recorded time before "
+                f"year 10000, found {at_us} microseconds"
+            )
+            raise CorruptRecordError(msg) from None
+        return recorded_at, self._decode_event(topic, version, body, where)
 
     def _decrypt(self, body: bytes, where: Callable[[], str]) -> bytes:
         if self.cipher is None:

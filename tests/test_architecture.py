@@ -1,0 +1,87 @@
+"""Imports point one way: ledger <- policies <- projections <- pipeline.
+
+Only ``ledger/`` imports eventsourcing; ``policies/`` is pure (no I/O, clock,
+randomness, logging or concurrency modules); nothing imports ``pipeline``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ledger", "policies", "projections", "pipeline")
+LAYER = {name: rank for rank, name in enumerate(PACKAGES)}
+FRAMEWORK_ONLY_IN_LEDGER = {"eventsourcing"}
+POLICY_IMPURE = {
+    "os", "io", "time", "random", "secrets", "logging", "asyncio", "socket",
+    "subprocess", "sqlite3", "threading", "multiprocessing", "shutil", "tempfile",
+    "structlog", "aiosqlite", "psycopg", "httpx", "urllib", "http", "glob",
+}
+# What policies may see of the ledger: its value types, never the store.
+LEDGER_TYPES = {"ledger", "ledger.events", "ledger.envelope", "ledger.errors", "ledger.ids"}
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append((".".join(parts), path))
+    return found
+
+
+def imports_of(module: str, path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                is_package = path.name == "__init__.py"
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base)
+                target = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                target = node.module or ""
+            names.append(target)
+    return names
+
+
+MODULES = modules()
+
+
+def test_the_four_packages_exist():
+    """The layout the architecture fixes is present."""
+    for package in PACKAGES:
+        assert (ROOT / package / "__init__.py").exists(), package
+        assert (ROOT / package / "py.typed").exists(), package
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_imports_point_one_way(module: str, path: Path):
+    """A package imports only packages below it; frameworks stay in their layer."""
+    layer = module.split(".")[0]
+    for target in imports_of(module, path):
+        top = target.split(".")[0]
+        if top in LAYER:
+            assert LAYER[top] <= LAYER[layer], f"{module} imports {target} (upward)"
+        if top in FRAMEWORK_ONLY_IN_LEDGER:
+            assert layer == "ledger", f"{module} imports {target}; only ledger/ may"
+        if layer == "policies":
+            assert top not in POLICY_IMPURE, f"policy {module} imports impure {target}"
+            if top == "ledger":
+                assert target in LEDGER_TYPES, f"policy {module} imports {target}"
+
+
+def test_stdlib_table_is_available():
+    """The purity check relies on the interpreter's stdlib list."""
+    assert "os" in sys.stdlib_module_names
