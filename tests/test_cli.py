@@ -33,7 +33,9 @@ def test_demo_then_tail_json_shape(capsys, sqlite_path):
     lines = [json.loads(line) for line in out.splitlines()]
     assert len(lines) == 18
     for line in lines:
-        assert {"position", "stream", "version", "type", "recorded_at", "event"} <= set(line)
+        assert {"position", "stream", "version", "type", "recorded_at", "event"} <= set(
+            line
+        )
         assert line["event"]["type"] == line["type"]
     assert [line["position"] for line in lines] == list(range(1, 19))
     assert lines[0]["type"] == "session.opened"
@@ -68,13 +70,16 @@ def test_verify_exit_1_lists_problems(capsys, sqlite_path):
         "GROUP BY originator_id ORDER BY 2 DESC LIMIT 1"
     ).fetchone()
     raw.execute(
-        "INSERT INTO stored_events VALUES (?,?,?,?)", (stream, head + 1, "turn.started", b"junk")
+        "INSERT INTO stored_events VALUES (?,?,?,?)",
+        (stream, head + 1, "turn.started", b"junk"),
     )
     raw.commit()
     raw.close()
     code, out, _ = run(capsys, "--db", sqlite_path, "verify")
     assert code == 1
-    assert out.splitlines()[0].startswith("position 19: corrupt: Corrupt record at position 19")
+    assert out.splitlines()[0].startswith(
+        "position 19: corrupt: Corrupt record at position 19"
+    )
     code, out, _ = run(capsys, "--db", sqlite_path, "verify", "--json")
     report = json.loads(out)
     assert code == 1
@@ -138,12 +143,17 @@ def test_every_command_has_help_and_is_in_the_readme(name):
 
 
 def readme_console_commands() -> list[str]:
-    blocks = re.findall(r"```console\n(.*?)```", README, re.S)
-    return [line[2:] for block in blocks for line in block.splitlines() if line.startswith("$ ")]
+    blocks = re.findall(r"```console\n(.*?)```", README, re.DOTALL)
+    return [
+        line[2:]
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith("$ ")
+    ]
 
 
 def readme_python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README, re.S)
+    return re.findall(r"```python\n(.*?)```", README, re.DOTALL)
 
 
 def test_readme_console_examples_run(tmp_path):
@@ -155,7 +165,14 @@ def test_readme_console_examples_run(tmp_path):
     for command in commands:
         args = command.split()
         assert args[0] == "turnledger"
-        done = subprocess.run([exe, *args[1:]], env=env, cwd=tmp_path, capture_output=True, text=True)
+        done = subprocess.run(
+            [exe, *args[1:]],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 0, (command, done.stderr)
 
 
@@ -170,7 +187,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
 
 def test_readme_commands_are_the_ci_commands():
     """.ci/run runs README's test command verbatim."""
-    install_blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    install_blocks = re.findall(r"```sh\n(.*?)```", README, re.DOTALL)
     test_command = install_blocks[1].strip()
     assert test_command.endswith("python -m pytest")
     assert test_command in (ROOT / ".ci" / "run").read_text()

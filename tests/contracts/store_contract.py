@@ -115,7 +115,8 @@ class StoreContract:
             )
         assert ra.positions[-1] < rb.positions[0] < ra2.positions[0]
         log = [r.position for r in store.read_all(limit=100)]
-        assert log == sorted(log) and len(set(log)) == len(log) == 24
+        assert log == sorted(log)
+        assert len(set(log)) == len(log) == 24
 
     def test_read_all_resumes_exactly(self, store: EventStore):
         """Reading after a position gives exactly the rest, page by page."""
@@ -135,14 +136,19 @@ class StoreContract:
         store.append(new_stream(), turn_events("t1"), expected_version=0)
         started = store.read_all(types=[TurnStarted])
         assert [type(r.event) for r in started] == [TurnStarted]
-        assert store.read_all(types=["tool_result.recorded"])[0].event.call_id == "t1-c0"
+        assert (
+            store.read_all(types=["tool_result.recorded"])[0].event.call_id == "t1-c0"
+        )
 
     def test_read_stream_from_a_version(self, store: EventStore):
         """A stream can be read from a version and up to a version."""
         stream = new_stream()
         store.append(stream, turn_events("t1"), expected_version=0)
         assert [r.version for r in store.read_stream(stream, after=5)] == [6, 7, 8]
-        assert [r.version for r in store.read_stream(stream, after=2, until=4)] == [3, 4]
+        assert [r.version for r in store.read_stream(stream, after=2, until=4)] == [
+            3,
+            4,
+        ]
         assert len(store.read_stream(stream, limit=2)) == 2
 
     def test_group_commit_isolates_conflicts(self, store: EventStore):
@@ -170,7 +176,10 @@ class StoreContract:
         bad = TurnStarted(turn_id="", origin="interactive", user_input="x")
         with pytest.raises(InvalidEventError, match=r"turn_id"):
             store.append_batch(
-                [Append(new_stream(), turn_events("ok"), 0), Append(new_stream(), [bad], 0)]
+                [
+                    Append(new_stream(), turn_events("ok"), 0),
+                    Append(new_stream(), [bad], 0),
+                ]
             )
         assert store.max_position() == 0
 

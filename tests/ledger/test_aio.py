@@ -20,7 +20,9 @@ async def run_sessions(ledger: AsyncLedger, sessions: int, turns: int) -> list:
     async def session(stream) -> None:
         version = 0
         for t in range(turns):
-            result = await ledger.append(stream, turn_events(f"{stream}-{t}"), expected_version=version)
+            result = await ledger.append(
+                stream, turn_events(f"{stream}-{t}"), expected_version=version
+            )
             # Acknowledged means durable and readable.
             assert (await ledger.stream_version(stream)) >= result.last_version
             version = result.last_version
@@ -32,7 +34,9 @@ async def run_sessions(ledger: AsyncLedger, sessions: int, turns: int) -> list:
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_concurrent_sessions_are_group_committed(backend, sqlite_path, request):
     """Appends from concurrent sessions share transactions; all land, in order."""
-    url = sqlite_path if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    url = (
+        sqlite_path if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    )
     ledger = AsyncLedger(open_store(url))
     try:
         streams = await run_sessions(ledger, sessions=16, turns=5)
@@ -93,7 +97,10 @@ async def test_writer_failure_reaches_every_waiting_caller(sqlite_path):
     store.backend.close()  # the writer's next transaction cannot get a connection
     try:
         results = await asyncio.gather(
-            *(ledger.append(new_stream(), turn_events("t"), expected_version=0) for _ in range(3)),
+            *(
+                ledger.append(new_stream(), turn_events("t"), expected_version=0)
+                for _ in range(3)
+            ),
             return_exceptions=True,
         )
         assert all(isinstance(r, Exception) for r in results)

@@ -35,7 +35,9 @@ def goldens() -> list[dict]:
     return [json.loads(line) for line in GOLDEN.read_text().splitlines() if line]
 
 
-@pytest.mark.parametrize("golden", goldens(), ids=lambda g: f"{g['tag']}@v{g['schema_version']}")
+@pytest.mark.parametrize(
+    "golden", goldens(), ids=lambda g: f"{g['tag']}@v{g['schema_version']}"
+)
 def test_golden_frames_still_decode(golden):
     """Every event ever written in a golden decodes to the same value today."""
     mapper = MsgspecMapper()
@@ -85,7 +87,9 @@ def test_round_trip(event, cipher_key):
     assert decoded.originator_version == 3
     assert decoded.recorded_at == datetime_from_us(1_000_000)
     assert stored.topic == tag_of(type(event))
-    assert (stored.state[HEADER_SIZE:] != msgspec.json.encode(event)) == bool(cipher_key)
+    assert (stored.state[HEADER_SIZE:] != msgspec.json.encode(event)) == bool(
+        cipher_key
+    )
 
 
 text = st.text(max_size=50)
@@ -95,14 +99,18 @@ text = st.text(max_size=50)
 @given(
     turn_id=text.filter(bool),
     user_input=text,
-    origin=st.sampled_from(["interactive", "channel", "agent_direct", "cron", "daemon", "sub_turn"]),
+    origin=st.sampled_from(
+        ["interactive", "channel", "agent_direct", "cron", "daemon", "sub_turn"]
+    ),
     at=st.integers(min_value=0, max_value=253_402_300_799_999_999),
 )
 def test_round_trip_property(turn_id, user_input, origin, at):
     """Any valid TurnStarted survives the codec unchanged, time included."""
     event = TurnStarted(turn_id=turn_id, origin=origin, user_input=user_input)
     mapper = MsgspecMapper()
-    decoded = mapper.to_domain_event(mapper.to_stored_event(PendingEvent(STREAM, 1, event, at)))
+    decoded = mapper.to_domain_event(
+        mapper.to_stored_event(PendingEvent(STREAM, 1, event, at))
+    )
     assert decoded.event == event
     assert decoded.recorded_at == datetime_from_us(at)
 
@@ -159,7 +167,12 @@ def test_older_versions_are_upcast_on_read():
     """A v1 payload decodes as the current v2 type through the registered upcaster."""
     register_event_type(NoteTaken)
     v1 = b'{"type":"test.note_taken","text":"hello"}'
-    header = (1).to_bytes(1, "big") + b"\x00" + (1).to_bytes(2, "big") + (0).to_bytes(8, "big")
+    header = (
+        (1).to_bytes(1, "big")
+        + b"\x00"
+        + (1).to_bytes(2, "big")
+        + (0).to_bytes(8, "big")
+    )
 
     def v1_to_v2(payload: dict) -> dict:
         payload = dict(payload)
@@ -167,10 +180,14 @@ def test_older_versions_are_upcast_on_read():
         payload.setdefault("lang", "und")
         return payload
 
-    with pytest.raises(CorruptRecordError, match="no upcaster registered for test.note_taken v1"):
+    with pytest.raises(
+        CorruptRecordError, match=r"no upcaster registered for test\.note_taken v1"
+    ):
         MsgspecMapper().decode_frame("test.note_taken", header + v1, lambda: "here")
     register_upcaster("test.note_taken", 1, v1_to_v2)
-    _, event = MsgspecMapper().decode_frame("test.note_taken", header + v1, lambda: "here")
+    _, event = MsgspecMapper().decode_frame(
+        "test.note_taken", header + v1, lambda: "here"
+    )
     assert event == NoteTaken(body="hello", lang="und")
 
 

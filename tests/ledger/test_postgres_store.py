@@ -36,7 +36,9 @@ def test_table_is_append_only(postgres_store: EventStore, postgres_url: str):
     postgres_store.append(stream, turn_events("t1"), expected_version=0)
     schema = postgres_url.rsplit("schema=", 1)[1]
     table = f'"{schema}".turnledger_events'
-    with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as conn:
+    with psycopg.connect(
+        postgres_url.split("?", maxsplit=1)[0], autocommit=True
+    ) as conn:
         for sql in (
             f"UPDATE {table} SET topic = 'x'",
             f"DELETE FROM {table}",

@@ -70,7 +70,9 @@ def test_synchronous_is_configurable(sqlite_path: str):
         pool = store.backend._datastore.pool
         connection = pool.get_connection(is_writer=False)
         try:
-            assert connection._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+            assert (
+                connection._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+            )
         finally:
             pool.put_connection(connection)
     finally:
@@ -83,7 +85,8 @@ def _raw_insert(path: str, stream_hex: str, version: int, topic: str, state: byt
     raw = sqlite3.connect(path)
     try:
         raw.execute(
-            "INSERT INTO stored_events VALUES (?,?,?,?)", (stream_hex, version, topic, state)
+            "INSERT INTO stored_events VALUES (?,?,?,?)",
+            (stream_hex, version, topic, state),
         )
         raw.commit()
     finally:
@@ -97,7 +100,9 @@ def test_corrupt_row_is_a_typed_error_naming_its_position(
     stream = new_stream()
     sqlite_store.append(stream, turn_events("t1"), expected_version=0)
     good = next(sqlite_store.iter_rows())
-    _raw_insert(sqlite_path, stream.hex, 9, "turn.completed", good.state[:12] + b"{nope")
+    _raw_insert(
+        sqlite_path, stream.hex, 9, "turn.completed", good.state[:12] + b"{nope"
+    )
     with pytest.raises(CorruptRecordError) as caught:
         sqlite_store.read_stream(stream)
     assert str(caught.value).startswith(
@@ -128,7 +133,9 @@ def test_short_frame_is_corrupt(sqlite_store: EventStore, sqlite_path: str):
     """A payload shorter than the frame header is reported as corrupt."""
     stream = new_stream()
     _raw_insert(sqlite_path, stream.hex, 1, "turn.started", b"\x01\x00")
-    with pytest.raises(CorruptRecordError, match="expected a frame of at least 12 bytes"):
+    with pytest.raises(
+        CorruptRecordError, match="expected a frame of at least 12 bytes"
+    ):
         sqlite_store.read_stream(stream)
 
 

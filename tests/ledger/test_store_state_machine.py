@@ -40,7 +40,10 @@ valid_events = st.one_of(
     ),
 )
 invalid_event = st.builds(
-    ModelCalled, turn_id=st.just("t"), provider=texts, model=texts,
+    ModelCalled,
+    turn_id=st.just("t"),
+    provider=texts,
+    model=texts,
     input_tokens=st.integers(max_value=-1),
 )
 
@@ -82,8 +85,11 @@ class LedgerModel(RuleBasedStateMachine):
         assert result.last_version == head + len(events)
         self._apply(stream, events)
 
-    @rule(stream=streams, events=st.lists(valid_events, min_size=1, max_size=3),
-          skew=st.integers(-3, 3).filter(bool))
+    @rule(
+        stream=streams,
+        events=st.lists(valid_events, min_size=1, max_size=3),
+        skew=st.integers(-3, 3).filter(bool),
+    )
     def stale_append(self, stream: UUID, events: list[Event], skew: int) -> None:
         head = len(self.model.get(stream, []))
         try:

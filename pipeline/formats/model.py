@@ -1,0 +1,104 @@
+"""Result types of the transcript readers.
+
+A reader turns one file into a :class:`ParsedTranscript`: the conversations it
+holds, in the neutral message model of :mod:`policies.messages`, plus an account
+of what it could not use (``skipped`` item types, ``problems`` with malformed
+input). Input that cannot be read at all raises :class:`TranscriptError`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, TypeAlias
+
+import msgspec
+
+from policies.messages import Message
+
+FormatName: TypeAlias = Literal[
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "langchain",
+    "pydantic-ai",
+    "claude-code",
+    "codex",
+    "cassette",
+]
+"""The name of a transcript format, as ``--format`` spells it."""
+
+FORMAT_NAMES: tuple[FormatName, ...] = (
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "langchain",
+    "pydantic-ai",
+    "claude-code",
+    "codex",
+    "cassette",
+)
+"""Every format a reader exists for, in the order ``--help`` lists them."""
+
+
+class TranscriptError(ValueError):
+    """The input cannot be read as a transcript of the expected format.
+
+    The message names what was expected and what was found, e.g.
+    ``"Expected a JSON document, found invalid JSON at byte 12"``.
+    """
+
+
+class Problem(NamedTuple):
+    """One malformed piece of input that was left out.
+
+    Attributes:
+        line: The 1-based line number in a line-based file (JSONL); ``0`` when the
+            problem is not tied to a line (the message then names the location).
+        message: What was expected and what was found.
+    """
+
+    line: int
+    message: str
+
+
+class Conversation(msgspec.Struct, frozen=True, kw_only=True):
+    """One conversation found in a transcript.
+
+    Attributes:
+        id: An id that is unique within the file (a session id, a cassette
+            interaction, or the file name).
+        messages: The messages in order, in the neutral model.
+        source: Where the conversation lives in the file, for people.
+        origins: Where each message came from (``"line 12"``,
+            ``"messages[3]"``, ``"interactions[2].response"``), parallel to
+            ``messages``.
+        api: The API shape of a recorded conversation (cassettes only), as a
+            format name.
+        sidechain: Whether every line of the conversation is marked as a
+            sidechain (a Claude Code subagent transcript).
+    """
+
+    id: str
+    messages: tuple[Message, ...]
+    source: str
+    origins: tuple[str, ...] = ()
+    api: FormatName | None = None
+    sidechain: bool = False
+
+
+class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a reader found in one file.
+
+    Attributes:
+        format: The format the file was read as.
+        conversations: The conversations, in file order.
+        skipped: Item, line or block types that produced no message, with counts
+            (unknown record types, reasoning items, provider-side tool blocks, ...).
+        problems: Malformed pieces that were left out, in file order.
+    """
+
+    format: FormatName
+    conversations: tuple[Conversation, ...]
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()

@@ -1,0 +1,1 @@
+"""Long-term memory: the contract, its backends, and the events they apply."""
