@@ -60,12 +60,14 @@ class Backend(Protocol):
     kind: str
 
     def insert_batch(
-        self, requests: Sequence[AppendRequest]
+        self, requests: Sequence[AppendRequest], *, atomic: bool = False
     ) -> list[tuple[int, ...] | Conflict]:
         """Write the appends in ONE transaction, each in its own savepoint.
 
         Returns, per request, the positions written or the conflict found. A conflict
-        in one request leaves the others untouched.
+        in one request leaves the others untouched, unless ``atomic``: then the
+        whole transaction is rolled back and nothing is written (the conflicting
+        request still reports its conflict; the others report empty positions).
         """
         ...
 

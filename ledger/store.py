@@ -114,12 +114,34 @@ class EventStore:
         ]
         return self.write_requests(requests)
 
+    def append_atomic(self, appends: Sequence[Append]) -> list[AppendResult]:
+        """Append to several streams in ONE transaction: all of it, or nothing.
+
+        Raises:
+            ConcurrencyError: One stream was not at its expected version; nothing
+                of the batch was written.
+            InvalidEventError: An event fails validation; nothing was written.
+        """
+        at_us = now_us()
+        requests = [
+            self.encode(a.stream_id, a.events, a.expected_version + 1, at_us)
+            for a in appends
+        ]
+        results = self.write_requests(requests, atomic=True)
+        for result in results:
+            if isinstance(result, ConcurrencyError):
+                raise result
+        return [r for r in results if isinstance(r, AppendResult)]
+
     def write_requests(
-        self, requests: Sequence[AppendRequest]
+        self, requests: Sequence[AppendRequest], *, atomic: bool = False
     ) -> list[AppendResult | ConcurrencyError]:
-        """Write already-encoded appends in one transaction (see :meth:`encode`)."""
+        """Write already-encoded appends in one transaction (see :meth:`encode`).
+
+        With ``atomic``, one conflict rolls the whole transaction back.
+        """
         live = [r for r in requests if r.rows]
-        outcomes = iter(self.backend.insert_batch(live) if live else [])
+        outcomes = iter(self.backend.insert_batch(live, atomic=atomic) if live else [])
         results: list[AppendResult | ConcurrencyError] = []
         for request in requests:
             if not request.rows:

@@ -1,0 +1,1 @@
+"""The shell: turn engine, providers, tools, importers/exporters, CLI."""

@@ -7,141 +7,20 @@ stderr and a non-zero exit: 1 for a failed check, 2 for unusable input.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-import msgspec
-
-from ledger.envelope import Recorded
 from ledger.errors import LedgerError
-from ledger.store import DEFAULT_PATH, EventStore, open_store
-from ledger.verify import verify
-from pipeline.demo import record_demo_session, render_history
+from ledger.store import DEFAULT_PATH
+from pipeline import cli_ledger, cli_memory, cli_projections, cli_transcripts
+from pipeline.cli_common import DB_ENV, Command, UsageError
+from pipeline.formats import TranscriptError
 
-DB_ENV: Final = "TURNLEDGER_DB"
-"""The environment variable naming the ledger when ``--db`` is not given."""
-
-_JSON: Final = msgspec.json.Encoder()
-
-Command = Callable[[argparse.Namespace], int]
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    """Create the ledger (tables, triggers) if it does not exist yet.
-
-    Example: turnledger --db ./turnledger.db init
-    """
-    with _open(args) as store:
-        print(f"ledger ready: {store.kind} {_target(args)} ({store.count()} events)")
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Record a small scripted session into the ledger and print its history.
-
-    Example: turnledger demo
-    """
-    with _open(args) as store:
-        stream_id = record_demo_session(store)
-        for line in render_history(store.read_stream(stream_id)):
-            print(line)
-        print(f"\nrecorded in {_target(args)}; try: turnledger tail --json")
-    return 0
-
-
-def cmd_tail(args: argparse.Namespace) -> int:
-    """Print the ledger's events in order; with --follow, keep printing new ones.
-
-    With --json each line is one object: position, stream, version, type,
-    recorded_at, event.
-
-    Example: turnledger tail --json --after 100
-    """
-    with _open(args) as store:
-        after = args.after
-        if args.last is not None:
-            after = max(0, store.max_position() - args.last)
-        for recorded in store.iter_all(after=after):
-            _print_event(recorded, as_json=args.json)
-            after = recorded.position
-        if not args.follow:
-            return 0
-        with store.subscribe(after=after) as subscription:
-            try:
-                for recorded in subscription:
-                    _print_event(recorded, as_json=args.json)
-            except KeyboardInterrupt:
-                return 0
-    return 0
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    """Check that versions are contiguous, every event decodes, positions increase.
-
-    Exit 0 when clean, 1 when problems were found (each is listed).
-
-    Example: turnledger verify --json
-    """
-    with _open(args) as store:
-        report = verify(store)
-    if args.json:
-        sys.stdout.buffer.write(_JSON.encode(report) + b"\n")
-    else:
-        for problem in report.problems:
-            print(f"position {problem.position}: {problem.kind}: {problem.message}")
-        state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-        print(
-            f"{state}: {report.events} events in {report.streams} streams, "
-            f"last position {report.last_position}"
-        )
-    return 0 if report.ok else 1
-
-
-class Stats(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``turnledger stats`` reports."""
-
-    backend: str
-    events: int
-    streams: int
-    last_position: int
-    by_type: dict[str, int]
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    """Print counts: events, streams, last position, events per type.
-
-    Example: turnledger stats --json
-    """
-    with _open(args) as store:
-        by_type = Counter(row.topic for row in store.iter_rows())
-        stats = Stats(
-            backend=store.kind,
-            events=sum(by_type.values()),
-            streams=len(store.stream_ids()),
-            last_position=store.max_position(),
-            by_type=dict(sorted(by_type.items())),
-        )
-    if args.json:
-        sys.stdout.buffer.write(_JSON.encode(stats) + b"\n")
-        return 0
-    print(f"backend        {stats.backend}")
-    print(f"events         {stats.events}")
-    print(f"streams        {stats.streams}")
-    print(f"last position  {stats.last_position}")
-    for tag, count in stats.by_type.items():
-        print(f"  {tag:<24} {count}")
-    return 0
-
+MODULES: Final = (cli_ledger, cli_transcripts, cli_projections, cli_memory)
 
 COMMANDS: Final[dict[str, Command]] = {
-    "init": cmd_init,
-    "demo": cmd_demo,
-    "tail": cmd_tail,
-    "verify": cmd_verify,
-    "stats": cmd_stats,
+    name: command for module in MODULES for name, command in module.COMMANDS.items()
 }
 
 
@@ -156,27 +35,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"ledger file or postgresql:// URL (default ${DB_ENV} or {DEFAULT_PATH})",
     )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="configuration file (default $TURNLEDGER_CONFIG or ./turnledger.toml)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, command in COMMANDS.items():
-        doc = command.__doc__ or ""
-        p = sub.add_parser(
-            name,
-            help=doc.splitlines()[0],
-            description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        _add_options(name, p)
-        p.set_defaults(handler=command)
+    for module in MODULES:
+        for name, command in module.COMMANDS.items():
+            doc = command.__doc__ or ""
+            p = sub.add_parser(
+                name,
+                help=doc.splitlines()[0],
+                description=doc,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+            module.add_arguments(name, p)
+            p.set_defaults(handler=command)
     return parser
-
-
-def _add_options(name: str, p: argparse.ArgumentParser) -> None:
-    if name in ("tail", "verify", "stats"):
-        p.add_argument("--json", action="store_true", help="print JSON")
-    if name == "tail":
-        p.add_argument("--follow", "-f", action="store_true", help="keep following")
-        p.add_argument("--after", type=int, default=0, help="start after POSITION")
-        p.add_argument("--last", type=int, default=None, help="only the last N events")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,40 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Command = args.handler
     try:
         return handler(args)
-    except LedgerError as e:
+    except (LedgerError, TranscriptError, UsageError) as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
+    except OSError as e:
+        print(
+            f"turnledger: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
+        return 2
+    except BrokenPipeError:  # pragma: no cover - a closed pager
         return 0
-
-
-def _target(args: argparse.Namespace) -> str:
-    return str(args.db or os.environ.get(DB_ENV) or DEFAULT_PATH)
-
-
-def _open(args: argparse.Namespace) -> EventStore:
-    return open_store(_target(args))
-
-
-def _print_event(recorded: Recorded, *, as_json: bool) -> None:
-    if as_json:
-        line = {
-            "position": recorded.position,
-            "stream": str(recorded.stream_id),
-            "version": recorded.version,
-            "type": recorded.event.__struct_config__.tag,
-            "recorded_at": recorded.recorded_at.isoformat(),
-            "event": recorded.event,
-        }
-        sys.stdout.buffer.write(_JSON.encode(line) + b"\n")
-        sys.stdout.buffer.flush()
-        return
-    tag = recorded.event.__struct_config__.tag
-    print(
-        f"{recorded.position:>8} {recorded.recorded_at:%Y-%m-%d %H:%M:%S} "
-        f"{str(recorded.stream_id)[:8]} v{recorded.version:<4} {tag}",
-        flush=True,
-    )
 
 
 if __name__ == "__main__":  # pragma: no cover

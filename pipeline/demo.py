@@ -26,6 +26,8 @@ from ledger.events import (
 )
 from ledger.ids import memory_stream_id, session_stream_id
 from ledger.store import EventStore
+from projections.base import fold
+from projections.history import SESSION_HISTORY, history_digest, visible_messages
 
 AGENT = "demo"
 
@@ -41,12 +43,11 @@ def _free_session_key(store: EventStore) -> str:
     return f"demo-{index}"
 
 
-def _turn(
-    turn_id: str, user: str, call: ToolCallRecord, result: str, answer: str
+def _turn_rest(
+    turn_id: str, history_digest_: str, script: tuple[str, ToolCallRecord, str, str]
 ) -> list[Event]:
-    prompt = f"system\n{user}"
+    user, call, result, answer = script
     return [
-        TurnStarted(turn_id=turn_id, origin="interactive", user_input=user),
         PromptAssembled(
             turn_id=turn_id,
             sections=(
@@ -54,11 +55,11 @@ def _turn(
                     name="system", chars=6, messages=1, digest=_digest("system")
                 ),
                 PromptSection(
-                    name="history", chars=len(user), messages=1, digest=_digest(user)
+                    name="history", chars=len(user), messages=1, digest=history_digest_
                 ),
             ),
-            fingerprint=_digest(prompt),
-            estimated_tokens=len(prompt) // 4 + 8,
+            fingerprint=_digest(f"system\n{history_digest_}"),
+            estimated_tokens=len(user) // 4 + 8,
         ),
         ModelCalled(
             turn_id=turn_id,
@@ -91,31 +92,53 @@ def _turn(
     ]
 
 
+def _record_turn(
+    store: EventStore,
+    stream: UUID,
+    turn_id: str,
+    script: tuple[str, ToolCallRecord, str, str],
+) -> None:
+    user = script[0]
+    version = store.append(
+        stream,
+        [TurnStarted(turn_id=turn_id, origin="interactive", user_input=user)],
+        expected_version=store.stream_version(stream),
+    ).last_version
+    # The prompt's history section is what the projection shows at this point.
+    state = fold(SESSION_HISTORY, store.read_stream(stream))[str(stream)]
+    digest = history_digest(visible_messages(state))
+    store.append(
+        stream,
+        _turn_rest(turn_id, digest, script),
+        expected_version=version,
+    )
+
+
 def record_demo_session(store: EventStore) -> UUID:
     """Record a two-turn scripted session (with a memory write); return its stream."""
     key = _free_session_key(store)
     stream = session_stream_id(AGENT, key)
-    version = store.append(
+    store.append(
         stream,
         [SessionOpened(agent=AGENT, session_key=key, channel="cli")],
         expected_version=0,
-    ).last_version
+    )
     store_call = ToolCallRecord(
         id="call_1",
         name="memory_store",
         arguments='{"key": "favourite_editor", "content": "Helix"}',
     )
-    version = store.append(
+    _record_turn(
+        store,
         stream,
-        _turn(
-            "t1",
+        "t1",
+        (
             "Remember that my favourite editor is Helix.",
             store_call,
             "Stored memory: favourite_editor",
             "Noted: your favourite editor is Helix.",
         ),
-        expected_version=version,
-    ).last_version
+    )
     memory = memory_stream_id(AGENT)
     store.append(
         memory,
@@ -133,16 +156,16 @@ def record_demo_session(store: EventStore) -> UUID:
     recall_call = ToolCallRecord(
         id="call_2", name="memory_recall", arguments='{"query": "editor"}'
     )
-    store.append(
+    _record_turn(
+        store,
         stream,
-        _turn(
-            "t2",
+        "t2",
+        (
             "Which editor do I like?",
             recall_call,
             "Found 1 memories:\n- [100%] favourite_editor: Helix",
             "You like Helix.",
         ),
-        expected_version=version,
     )
     return stream
 

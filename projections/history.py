@@ -11,6 +11,8 @@ itself is never rewritten.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -224,3 +226,15 @@ def visible_messages(state: SessionHistoryState) -> list[Message]:
 
 SESSION_HISTORY: Final = SessionHistory()
 """The session-history projection."""
+
+
+_DIGEST_ENCODER: Final = msgspec.json.Encoder()
+
+
+def history_digest(messages: Sequence[Message]) -> str:
+    """Return the digest a prompt records for its history section.
+
+    The turn engine records it when it assembles a prompt; replay re-derives it
+    from the ledger and compares.
+    """
+    return hashlib.sha256(_DIGEST_ENCODER.encode(tuple(messages))).hexdigest()

@@ -125,8 +125,15 @@ class Unsupported(msgspec.Struct, frozen=True, kw_only=True):
 class MemoryBackend(Protocol):
     """A long-term memory store: the view the memory events are applied to."""
 
-    name: str
-    capabilities: Capabilities
+    @property
+    def name(self) -> str:
+        """The backend kind (``sqlite``, ``markdown``...)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do."""
+        ...
 
     def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
         """Upsert the entry per (agent, key); the id and creation time are kept."""

@@ -263,3 +263,20 @@ class StoreContract:
             assert plain.stream_version(stream) == 8
         finally:
             plain.close()
+
+    def test_atomic_batch_is_all_or_nothing(self, store: EventStore):
+        """append_atomic writes every stream's append, or none when one conflicts."""
+        a, b = new_stream(), new_stream()
+        store.append(b, turn_events("b0"), expected_version=0)
+        before = store.max_position()
+        with pytest.raises(ConcurrencyError) as caught:
+            store.append_atomic(
+                [Append(a, turn_events("a1"), 0), Append(b, turn_events("b1"), 0)]
+            )
+        assert caught.value.stream_id == b
+        assert store.max_position() == before
+        assert store.stream_version(a) == 0
+        results = store.append_atomic(
+            [Append(a, turn_events("a1"), 0), Append(b, turn_events("b1"), 8)]
+        )
+        assert [r.last_version for r in results] == [8, 16]

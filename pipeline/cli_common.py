@@ -1,0 +1,53 @@
+"""What every command shares: finding the ledger, printing JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+from ledger.store import DEFAULT_PATH, EventStore, open_store
+from pipeline.config import Config, ConfigError, load_config
+
+DB_ENV: Final = "TURNLEDGER_DB"
+"""The environment variable naming the ledger when ``--db`` is not given."""
+
+Command = Callable[[argparse.Namespace], int]
+"""A command: parsed arguments in, exit code out."""
+
+_JSON: Final = msgspec.json.Encoder()
+
+
+class UsageError(ValueError):
+    """A command was given arguments it cannot use."""
+
+
+def config(args: argparse.Namespace) -> Config:
+    """Return the configuration: --config, $TURNLEDGER_CONFIG, ./turnledger.toml."""
+    try:
+        return load_config(getattr(args, "config", None))
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def target(args: argparse.Namespace) -> str:
+    """Return the ledger: --db, $TURNLEDGER_DB, the config's ``ledger``, the default."""
+    chosen = args.db or os.environ.get(DB_ENV)
+    if chosen:
+        return str(chosen)
+    return config(args).ledger or DEFAULT_PATH
+
+
+def open_ledger(args: argparse.Namespace) -> EventStore:
+    """Open the ledger a command uses."""
+    return open_store(target(args))
+
+
+def print_json(value: Any) -> None:
+    """Write one JSON document (one line) to stdout."""
+    sys.stdout.buffer.write(_JSON.encode(value) + b"\n")
+    sys.stdout.buffer.flush()

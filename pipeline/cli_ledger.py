@@ -1,0 +1,161 @@
+"""Ledger commands: init, demo, tail, verify, stats."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Final
+
+import msgspec
+
+from ledger.envelope import Recorded
+from ledger.verify import verify
+from pipeline.cli_common import Command, open_ledger, print_json, target
+from pipeline.demo import record_demo_session, render_history
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Create the ledger (tables, triggers) if it does not exist yet.
+
+    Example: turnledger --db ./turnledger.db init
+    """
+    with open_ledger(args) as store:
+        print(f"ledger ready: {store.kind} {target(args)} ({store.count()} events)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Record a small scripted session into the ledger and print its history.
+
+    Example: turnledger demo
+    """
+    with open_ledger(args) as store:
+        stream_id = record_demo_session(store)
+        for line in render_history(store.read_stream(stream_id)):
+            print(line)
+        print(f"\nrecorded in {target(args)}; try: turnledger tail --json")
+    return 0
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    """Print the ledger's events in order; with --follow, keep printing new ones.
+
+    With --json each line is one object: position, stream, version, type,
+    recorded_at, event.
+
+    Example: turnledger tail --json --after 100
+    """
+    with open_ledger(args) as store:
+        after = args.after
+        if args.last is not None:
+            after = max(0, store.max_position() - args.last)
+        for recorded in store.iter_all(after=after):
+            _print_event(recorded, as_json=args.json)
+            after = recorded.position
+        if not args.follow:
+            return 0
+        with store.subscribe(after=after) as subscription:
+            try:
+                for recorded in subscription:
+                    _print_event(recorded, as_json=args.json)
+            except KeyboardInterrupt:
+                return 0
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check that versions are contiguous, every event decodes, positions increase.
+
+    Exit 0 when clean, 1 when problems were found (each is listed).
+
+    Example: turnledger verify --json
+    """
+    with open_ledger(args) as store:
+        report = verify(store)
+    if args.json:
+        print_json(report)
+    else:
+        for problem in report.problems:
+            print(f"position {problem.position}: {problem.kind}: {problem.message}")
+        state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        print(
+            f"{state}: {report.events} events in {report.streams} streams, "
+            f"last position {report.last_position}"
+        )
+    return 0 if report.ok else 1
+
+
+class Stats(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``turnledger stats`` reports."""
+
+    backend: str
+    events: int
+    streams: int
+    last_position: int
+    by_type: dict[str, int]
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print counts: events, streams, last position, events per type.
+
+    Example: turnledger stats --json
+    """
+    with open_ledger(args) as store:
+        by_type = Counter(row.topic for row in store.iter_rows())
+        stats = Stats(
+            backend=store.kind,
+            events=sum(by_type.values()),
+            streams=len(store.stream_ids()),
+            last_position=store.max_position(),
+            by_type=dict(sorted(by_type.items())),
+        )
+    if args.json:
+        print_json(stats)
+        return 0
+    print(f"backend        {stats.backend}")
+    print(f"events         {stats.events}")
+    print(f"streams        {stats.streams}")
+    print(f"last position  {stats.last_position}")
+    for tag, count in stats.by_type.items():
+        print(f"  {tag:<24} {count}")
+    return 0
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "init": cmd_init,
+    "demo": cmd_demo,
+    "tail": cmd_tail,
+    "verify": cmd_verify,
+    "stats": cmd_stats,
+}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add a ledger command's options."""
+    if name in ("tail", "verify", "stats"):
+        p.add_argument("--json", action="store_true", help="print JSON")
+    if name == "tail":
+        p.add_argument("--follow", "-f", action="store_true", help="keep following")
+        p.add_argument("--after", type=int, default=0, help="start after POSITION")
+        p.add_argument("--last", type=int, default=None, help="only the last N events")
+
+
+def _print_event(recorded: Recorded, *, as_json: bool) -> None:
+    tag = recorded.event.__struct_config__.tag
+    if as_json:
+        print_json(
+            {
+                "position": recorded.position,
+                "stream": str(recorded.stream_id),
+                "version": recorded.version,
+                "type": tag,
+                "recorded_at": recorded.recorded_at.isoformat(),
+                "event": recorded.event,
+            }
+        )
+        return
+    print(
+        f"{recorded.position:>8} {recorded.recorded_at:%Y-%m-%d %H:%M:%S} "
+        f"{str(recorded.stream_id)[:8]} v{recorded.version:<4} {tag}",
+        flush=True,
+    )

@@ -1,0 +1,276 @@
+"""``turnledger memory ...``: long-term memory from the command line.
+
+Writes are recorded as events (source ``cli``) and applied to the agent's
+backend; reads are scoped to the agent and its configured peers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from pipeline.cli_common import (
+    Command,
+    UsageError,
+    config,
+    open_ledger,
+    print_json,
+    target,
+)
+from pipeline.config import StorageConfig
+from pipeline.memory_service import MemoryAccessError, MemoryService
+from projections.memory.protocol import MemoryEntry, Unsupported
+
+ACTIONS: Final = (
+    "store",
+    "recall",
+    "context",
+    "list",
+    "get",
+    "forget",
+    "stats",
+    "rebuild",
+)
+
+
+def _entry_json(entry: MemoryEntry) -> dict[str, object]:
+    return {
+        "key": entry.key,
+        "content": entry.content,
+        "category": entry.category,
+        "session": entry.session,
+        "agent": entry.agent,
+        "score": entry.score,
+        "id": entry.id,
+        "namespace": entry.namespace,
+        "importance": entry.importance,
+        "created_at": entry.created_at.isoformat(),
+        "updated_at": entry.updated_at.isoformat(),
+    }
+
+
+def _print_entries(entries: list[MemoryEntry], *, as_json: bool) -> None:
+    if as_json:
+        print_json([_entry_json(e) for e in entries])
+        return
+    if not entries:
+        print("No memories found.")
+        return
+    print(f"Found {len(entries)} memories:")
+    for e in entries:
+        score = "" if e.score is None else f"[{round(e.score * 100):d}%] "
+        where = f" (session {e.session})" if e.session else ""
+        print(f"- {score}{e.key}: {e.content}  <{e.category}, {e.agent}{where}>")
+
+
+def _unsupported(answer: Unsupported) -> int:
+    print(f"Unsupported: {answer.operation} on {answer.backend}: {answer.reason}")
+    return 1
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Long-term memory: store, recall, context, list, get, forget, stats, rebuild.
+
+    store --agent A KEY CONTENT [--category core|daily|conversation|NAME]
+      [--session S]; recall --agent A QUERY [--session S] [--limit N] [--json];
+    context --agent A QUERY [--session S] [--origin ORIGIN] prints exactly the
+    [Memory context] block a turn would get (nothing when no entry qualifies);
+    list|get|forget|stats --agent A ... [--json]; rebuild --agent A --backend
+    sqlite|markdown|postgres|qdrant replays the memory events into a fresh store.
+
+    Example: turnledger memory recall --agent ops "editor" --json
+    """
+    with open_ledger(args) as store:
+        service = MemoryService(
+            store, config(args), ledger_url=target(args), shredding=args.shred
+        )
+        try:
+            return _dispatch(service, args)
+        except MemoryAccessError as e:
+            raise UsageError(str(e)) from None
+        finally:
+            service.close()
+
+
+def _store(service: MemoryService, args: argparse.Namespace) -> int:
+    result = service.store_entry(
+        args.agent, args.key, args.content, category=args.category, session=args.session
+    )
+    if isinstance(result, Unsupported):
+        return _unsupported(result)
+    print(f"Stored memory: {result.key}")
+    return 0
+
+
+def _recall(service: MemoryService, args: argparse.Namespace) -> int:
+    found = service.recall(
+        args.agent, args.query, session=args.session, limit=args.limit
+    )
+    _print_entries(found, as_json=args.json)
+    return 0
+
+
+def _context(service: MemoryService, args: argparse.Namespace) -> int:
+    block = service.context_block(
+        args.agent, args.query, session=args.session, origin=args.origin
+    )
+    print(block, end="")
+    return 0
+
+
+def _list(service: MemoryService, args: argparse.Namespace) -> int:
+    found = service.list(args.agent, category=args.category, session=args.session)
+    _print_entries(found, as_json=args.json)
+    return 0
+
+
+def _get(service: MemoryService, args: argparse.Namespace) -> int:
+    entry = service.get(args.agent, args.key)
+    if entry is None:
+        print(f"No memory found with key: {args.key}")
+        return 1
+    _print_entries([entry], as_json=args.json)
+    return 0
+
+
+def _forget(service: MemoryService, args: argparse.Namespace) -> int:
+    outcome = service.forget(args.agent, args.key)
+    if isinstance(outcome, Unsupported):
+        return _unsupported(outcome)
+    if not outcome:
+        print(f"No memory found with key: {args.key}")
+        return 1
+    print(f"Forgot memory: {args.key}")
+    return 0
+
+
+def _stats(service: MemoryService, args: argparse.Namespace) -> int:
+    stats = service.stats(args.agent)
+    if args.json:
+        print_json(stats)
+    else:
+        for name, value in stats.items():
+            print(f"{name:<18} {value}")
+    return 0
+
+
+def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
+    handlers = {
+        "store": _store,
+        "recall": _recall,
+        "context": _context,
+        "list": _list,
+        "get": _get,
+        "forget": _forget,
+        "stats": _stats,
+        "rebuild": _rebuild,
+    }
+    return handlers[args.action](service, args)
+
+
+def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
+    """Replay an agent's memory events into a fresh store of another kind."""
+    agent = args.agent
+    kind = args.backend
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(tempfile.mkdtemp(prefix="turnledger-rebuild-"))
+    )
+    storage = dict(service.config.storage)
+    if kind == "postgres":
+        url = args.url or service.config.storage_for("postgres").url
+        if not url:
+            msg = "Expected --url (or storage.postgres.default.url) to rebuild into"
+            raise UsageError(msg)
+        storage["postgres"] = {"default": StorageConfig(url=url)}
+    cfg = msgspec.structs.replace(
+        service.config,
+        storage=storage,
+        agents={
+            **service.config.agents,
+            agent: msgspec.structs.replace(
+                service.config.agent(agent), memory=kind, read_memory_from=()
+            ),
+        },
+        data_dir=str(out),
+    )
+    fresh = MemoryService(service.store, cfg, ledger_url=str(out / "rebuild.db"))
+    try:
+        fresh_backend = fresh.backend(agent)
+        count = fresh_backend.count(agents=[agent])
+        where = str(out)
+        print(
+            f"rebuilt {count} entries of {agent} into a fresh {kind} store at {where}"
+        )
+        if args.json:
+            print_json(
+                {"agent": agent, "backend": kind, "entries": count, "path": where}
+            )
+    finally:
+        fresh.close()
+        if not args.out and not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+COMMANDS: Final[dict[str, Command]] = {"memory": cmd_memory}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add the memory command's actions and options."""
+    del name
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in ACTIONS:
+        a = actions.add_parser(action, help=f"memory {action}")
+        a.add_argument("--agent", required=True, help="the agent whose memory this is")
+        a.add_argument("--json", action="store_true", help="print JSON")
+        a.add_argument(
+            "--shred",
+            action="store_true",
+            help="seal contents with per-entry keys (forget destroys them)",
+        )
+        if action in ("store", "get", "forget"):
+            a.add_argument("key")
+        if action == "store":
+            a.add_argument("content")
+            a.add_argument("--category", default="core")
+        if action in ("recall", "context"):
+            a.add_argument("query")
+        if action in ("store", "recall", "context", "list"):
+            a.add_argument("--session", default=None)
+        if action == "recall":
+            a.add_argument("--limit", type=int, default=5)
+        if action == "list":
+            a.add_argument("--category", default=None)
+        if action == "context":
+            a.add_argument(
+                "--origin",
+                default="interactive",
+                choices=[
+                    "interactive",
+                    "channel",
+                    "agent_direct",
+                    "cron",
+                    "daemon",
+                    "sub_turn",
+                ],
+            )
+        if action == "rebuild":
+            a.add_argument(
+                "--backend",
+                required=True,
+                choices=["sqlite", "markdown", "postgres", "qdrant"],
+            )
+            a.add_argument("--out", default=None, help="where the fresh store goes")
+            a.add_argument(
+                "--url", default=None, help="postgresql:// URL of the fresh store"
+            )
+            a.add_argument(
+                "--keep", action="store_true", help="keep the temporary store"
+            )

@@ -1,0 +1,133 @@
+"""Projection commands: lifecycle, project (status, catch-up, rebuild)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Final
+
+from pipeline.cli_common import Command, UsageError, open_ledger, print_json, target
+from pipeline.lifecycle import lifecycle_markdown
+from projections.catalog import PROJECTIONS, projection_named
+from projections.runner import ProjectionRunner
+from projections.views import SQLiteViewStore
+
+VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
+
+
+def views_path(args: argparse.Namespace) -> str:
+    """Where the view store lives: --views, $TURNLEDGER_VIEWS, or beside the ledger."""
+    import os  # noqa: PLC0415
+
+    chosen = args.views or os.environ.get(VIEWS_ENV)
+    if chosen:
+        return str(chosen)
+    ledger = target(args)
+    if "://" in ledger and not ledger.startswith("sqlite:///"):
+        return "./turnledger.views.db"
+    path = Path(ledger.removeprefix("sqlite:///"))
+    return str(path.with_name(path.stem + ".views.db"))
+
+
+def cmd_lifecycle(args: argparse.Namespace) -> int:
+    """Print the payload lifecycle table (owner, durability, scope, review checks).
+
+    Generated from the declarations in the code; docs/lifecycle.md is its copy.
+
+    Example: turnledger lifecycle
+    """
+    del args
+    sys.stdout.write(lifecycle_markdown())
+    return 0
+
+
+class _Bar:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self) -> None:
+        self.shown = False
+        self.name = ""
+
+    def __call__(self, name: str, at: int, total: int) -> None:
+        if self.shown and name != self.name:
+            sys.stderr.write("\n")
+        self.name = name
+        width = 30
+        done = width if total <= 0 else min(width, width * at // max(total, 1))
+        percent = 100 if total <= 0 else min(100, 100 * at // max(total, 1))
+        bar = "#" * done + "-" * (width - done)
+        sys.stderr.write(f"\r{name:<16} [{bar}] {percent:3d}% {at}/{total}")
+        sys.stderr.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """Show, catch up or rebuild the projections' views.
+
+    status: each projection's tracking position against the ledger's last one.
+    catch-up: apply what is new. rebuild: drop the views and replay the ledger
+    (a progress bar shows on stderr; a killed rebuild resumes with catch-up).
+
+    Example: turnledger project rebuild --projection session_history
+    """
+    try:
+        chosen = (
+            [projection_named(args.projection)]
+            if args.projection
+            else list(PROJECTIONS)
+        )
+    except KeyError as e:
+        raise UsageError(str(e.args[0])) from None
+    views = SQLiteViewStore(views_path(args))
+    try:
+        with open_ledger(args) as store:
+            runner = ProjectionRunner(store, views, chosen)
+            names = [p.name for p in chosen]
+            if args.action == "status":
+                last = store.max_position()
+                rows = [(n, views.tracking(n)) for n in names]
+                if args.json:
+                    print_json(
+                        [
+                            {"projection": n, "position": p, "ledger": last}
+                            for n, p in rows
+                        ]
+                    )
+                else:
+                    for n, p in rows:
+                        print(f"{n:<16} at {p} (behind {last - p})")
+                return 0
+            bar = _Bar()
+            if args.action == "rebuild":
+                applied = runner.rebuild(names=names, progress=bar)
+            else:
+                applied = runner.catch_up(names=names, progress=bar)
+            bar.end()
+    finally:
+        views.close()
+    if args.json:
+        print_json(applied)
+    else:
+        for name, count in applied.items():
+            print(f"{name}: {count} events applied")
+    return 0
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "lifecycle": cmd_lifecycle,
+    "project": cmd_project,
+}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add a projection command's options."""
+    if name == "project":
+        p.add_argument("action", choices=["status", "catch-up", "rebuild"])
+        p.add_argument("--projection", default=None, help="one projection by name")
+        p.add_argument("--views", default=None, help="the view store file")
+        p.add_argument("--json", action="store_true", help="print JSON")

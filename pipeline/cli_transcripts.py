@@ -1,0 +1,242 @@
+"""Transcript commands: import, audit, export, replay, history."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Final
+
+from ledger.store import EventStore
+from pipeline.audit import AuditReport, audit_conversations, audit_file
+from pipeline.cli_common import (
+    Command,
+    UsageError,
+    config,
+    open_ledger,
+    print_json,
+    target,
+)
+from pipeline.export import EXPORT_FORMATS, ExportOptions, prepare_history, render
+from pipeline.formats import FORMAT_NAMES, read_transcript
+from pipeline.importer import import_transcript
+from pipeline.memory_service import MemoryService
+from pipeline.replay import replay_session
+from pipeline.sessions import list_sessions, load_history, resolve_session
+from projections.history import visible_messages
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a transcript file into the ledger: one session per conversation.
+
+    Formats: auto (detected), openai-chat, openai-responses, anthropic, langchain,
+    pydantic-ai, claude-code, codex (and cassette, gemini). Unknown item types are
+    skipped and counted; malformed lines are reported with their line numbers; a
+    failed import writes nothing.
+
+    Example: turnledger import session.jsonl --agent ops --json
+    """
+    parsed = read_transcript(Path(args.file), format=args.format)
+    with open_ledger(args) as store:
+        report = import_transcript(
+            store, parsed, agent=args.agent, session=args.session
+        )
+    if args.json:
+        print_json(
+            {
+                "format": report.format,
+                "sessions": report.sessions,
+                "skipped": report.skipped,
+                "problems": [
+                    {"line": line, "message": m} for line, m in report.problems
+                ],
+            }
+        )
+        return 0
+    for s in report.sessions:
+        print(f"imported {s.session} (agent {s.agent}): {s.events} events")
+    for kind, n in report.skipped.items():
+        print(f"skipped {n} x {kind}")
+    for line, message in report.problems:
+        print(f"line {line}: {message}")
+    return 0
+
+
+def _ledger_audit(
+    store: EventStore, target: str | None, agent: str | None
+) -> AuditReport:
+    if target is None:
+        sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
+    else:
+        sessions = [resolve_session(store, target, agent=agent)]
+    return audit_conversations(
+        "ledger",
+        (
+            (
+                f"{s.agent}/{s.key}",
+                [e.message for e in load_history(store, s.stream_id).entries],
+            )
+            for s in sessions
+        ),
+    )
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Audit tool-call pairing of ledger sessions (all when no target) or of a file.
+
+    Exit 0 when clean, 1 when a call or result is unpaired or misplaced, 2 when the
+    input is unreadable. With --json: format, conversations, tool_calls,
+    tool_results, unpaired_calls, unpaired_results and violations (kind, id,
+    conversation, position).
+
+    Example: turnledger audit transcript.jsonl --json
+    """
+    target = args.target
+    if target is not None and Path(target).is_file():
+        report = audit_file(Path(target), fmt=args.format)
+    else:
+        with open_ledger(args) as store:
+            report = _ledger_audit(store, target, args.agent)
+    if args.json:
+        print_json(report)
+    else:
+        print(
+            f"{report.format}: {report.conversations} conversation(s), "
+            f"{report.tool_calls} calls, {report.tool_results} results, "
+            f"{report.unpaired_calls} unpaired calls, "
+            f"{report.unpaired_results} unpaired results"
+        )
+        for v in report.violations:
+            print(f"  {v.kind} {v.id} in {v.conversation} at {v.position}")
+    return 0 if report.clean else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Print a session as a provider-ready request payload (JSON).
+
+    Trimmed to --budget-tokens, pairing-repaired, tool results bounded to
+    --max-tool-result-chars, with the memory context injected when
+    --memory-query is given; always pairing-valid.
+
+    Example: turnledger export demo-1 --format anthropic --budget-tokens 8000
+    """
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        state = load_history(store, ref.stream_id)
+        block = None
+        if args.memory_query is not None:
+            memory = MemoryService(store, config(args), ledger_url=target(args))
+            try:
+                block = (
+                    memory.context_block(ref.agent, args.memory_query, session=ref.key)
+                    or None
+                )
+            finally:
+                memory.close()
+    if args.budget_tokens < 0 or args.max_tool_result_chars < 0:
+        msg = "Expected --budget-tokens and --max-tool-result-chars >= 0"
+        raise UsageError(msg)
+    prepared = prepare_history(
+        visible_messages(state),
+        ExportOptions(
+            budget_tokens=args.budget_tokens,
+            max_tool_result_chars=args.max_tool_result_chars,
+            memory_block=block,
+        ),
+    )
+    print_json(render(prepared.messages, args.format))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a session as of a position; re-derive and check recorded digests.
+
+    Exit 1 when a recorded digest differs from the one re-derived.
+
+    Example: turnledger replay demo-1 --at 12 --json
+    """
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        report = replay_session(store, ref.stream_id, at=args.at)
+    if args.json:
+        print_json({**_as_dict(report), "ok": report.ok})
+    else:
+        print(
+            f"session {ref.agent}/{ref.key} at position {report.at}: {report.events} "
+            f"events, {report.messages} messages, {report.turns_completed} turns"
+        )
+        for name, value in report.projections.items():
+            print(f"  {name} digest {value}")
+        for check in report.checks:
+            state = "ok" if check.ok else f"DIFFERS (recorded {check.recorded})"
+            print(f"  {check.kind} {check.turn_id} at {check.position}: {state}")
+    return 0 if report.ok else 1
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print a session's provider-visible history.
+
+    Example: turnledger history demo-1
+    """
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        state = load_history(store, ref.stream_id)
+    messages = visible_messages(state)
+    if args.json:
+        print_json(messages)
+        return 0
+    print(f"session {ref.agent}/{ref.key} ({len(messages)} messages)")
+    for m in messages:
+        for call in m.tool_calls:
+            print(f"  [{m.role}] -> {call.name} {call.arguments}")
+        for result in m.tool_results:
+            print(f"  [tool {result.name or result.call_id}] {result.content[:200]}")
+        if m.text:
+            print(f"  [{m.role}] {m.text}")
+    return 0
+
+
+def _as_dict(value: object) -> dict[str, object]:
+    import msgspec  # noqa: PLC0415
+
+    return msgspec.to_builtins(value)  # type: ignore[no-any-return]
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "import": cmd_import,
+    "audit": cmd_audit,
+    "export": cmd_export,
+    "replay": cmd_replay,
+    "history": cmd_history,
+}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add a transcript command's options."""
+    formats = ["auto", *FORMAT_NAMES]
+    if name == "import":
+        p.add_argument("file", help="the transcript file")
+        p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument(
+            "--agent", default="imported", help="the agent the sessions belong to"
+        )
+        p.add_argument(
+            "--session", default=None, help="the session key (default: derived)"
+        )
+    if name == "audit":
+        p.add_argument(
+            "target", nargs="?", default=None, help="a session or a transcript file"
+        )
+        p.add_argument("--format", choices=formats, default="auto")
+    if name in ("export", "replay", "history"):
+        p.add_argument("session", help="the session key or stream id")
+    if name in ("audit", "export", "replay", "history"):
+        p.add_argument("--agent", default=None, help="only sessions of this agent")
+    if name == "export":
+        p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+        p.add_argument("--budget-tokens", type=int, default=0)
+        p.add_argument("--max-tool-result-chars", type=int, default=50_000)
+        p.add_argument("--memory-query", default=None)
+    if name == "replay":
+        p.add_argument("--at", type=int, default=None, help="a global position")
+    if name in ("import", "audit", "replay", "history"):
+        p.add_argument("--json", action="store_true", help="print JSON")

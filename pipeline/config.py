@@ -1,0 +1,243 @@
+"""``turnledger.toml``: one file for the ledger, agents, storage, limits, providers.
+
+Defaults work with no file at all: the ledger is ``./turnledger.db`` and any agent
+name works on the default SQLite memory backend. Validation errors name the key
+and the problem (unknown backend, peer on another backend kind, self-reference,
+missing URL).
+
+Example::
+
+    ledger = "./turnledger.db"
+
+    [agents.ops]
+    memory = "sqlite"
+    read_memory_from = ["research"]
+
+    [agents.research]
+    memory = "sqlite"
+
+    [storage.postgres.shared]
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+
+from ledger.store import DEFAULT_PATH
+from policies.scoping import (
+    AgentMemoryConfig,
+    AgentScope,
+    ScopeConfigError,
+    build_agent_scope,
+    build_agent_scopes,
+    normalize_backend,
+)
+
+CONFIG_NAME: Final = "turnledger.toml"
+CONFIG_ENV: Final = "TURNLEDGER_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The configuration file is invalid; the message names the key."""
+
+
+class AgentConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[agents.<alias>]``."""
+
+    memory: str = "sqlite"
+    read_memory_from: tuple[str, ...] = ()
+    workspace: str | None = None
+    strategy: Literal["default", "none"] = "default"
+    autosave: bool = True
+    provider: str | None = None
+
+
+class StorageConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[storage.<kind>.<alias>]``: where a memory backend keeps its data."""
+
+    path: str | None = None
+    url: str | None = None
+    collection: str | None = None
+    command: tuple[str, ...] = ()
+
+
+class RuntimeConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[runtime]``: limits of the turn engine."""
+
+    max_tool_result_chars: int = msgspec.field(default=50_000)
+    context_budget_tokens: int = 32_000
+    max_tool_iterations: int = 10
+    tool_concurrency: int = 4
+    max_media_bytes: int = 20 * 1024 * 1024
+
+
+class RecallConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[recall]``: memory injection settings (reference §4.1)."""
+
+    limit: int = 5
+    min_relevance: float = 0.4
+    max_entries: int = 4
+    entry_max_chars: int = 800
+    max_total_chars: int = 4_000
+
+
+class EmbeddingConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[embedding]``: none (keyword only) or an OpenAI-compatible endpoint."""
+
+    provider: Literal["none", "openai-compatible"] = "none"
+    base_url: str | None = None
+    model: str = "text-embedding-3-small"
+    dims: int = 1536
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+class ProviderConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[providers.<name>]``: a model endpoint (keys come from the environment)."""
+
+    kind: Literal["scripted", "openai-compatible", "anthropic"]
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    script: str | None = None
+    timeout: float = 60.0
+
+
+class PriceConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[pricing.<model>]``: USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cached_input: float = 0.0
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The whole configuration."""
+
+    ledger: str | None = None
+    views: str | None = None
+    data_dir: str = "./turnledger-data"
+    agents: dict[str, AgentConfig] = {}
+    storage: dict[str, dict[str, StorageConfig]] = {}
+    runtime: RuntimeConfig = RuntimeConfig()
+    recall: RecallConfig = RecallConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    providers: dict[str, ProviderConfig] = {}
+    pricing: dict[str, PriceConfig] = {}
+    source: str | None = None
+
+    def ledger_url(self) -> str:
+        """The ledger: the file's ``ledger`` key, else the default path."""
+        return self.ledger or DEFAULT_PATH
+
+    def agent(self, alias: str) -> AgentConfig:
+        """Return an agent's settings (defaults for an unconfigured agent)."""
+        return self.agents.get(alias, AgentConfig())
+
+    def scope(self, alias: str) -> AgentScope:
+        """Return an agent's memory scope (own rows plus configured peers)."""
+        if alias not in self.agents:
+            return AgentScope(agent=alias, backend="sqlite.default", allowed=(alias,))
+        return build_agent_scope(alias, _memory_configs(self))
+
+    def storage_for(self, backend_ref: str) -> StorageConfig:
+        """Return the storage settings of a ``kind.alias`` backend reference."""
+        kind, _, alias = normalize_backend(backend_ref).partition(".")
+        return self.storage.get(kind, {}).get(alias, StorageConfig())
+
+
+def _memory_configs(config: Config) -> dict[str, AgentMemoryConfig]:
+    return {
+        alias: AgentMemoryConfig(backend=a.memory, read_memory_from=a.read_memory_from)
+        for alias, a in config.agents.items()
+    }
+
+
+_NEEDS: Final = {"postgres": "url", "lucid": "command"}
+
+
+def validate(config: Config) -> Config:
+    """Check cross-key rules: backends, peers, storage settings.
+
+    Raises:
+        ConfigError: A rule is broken; the message names the key.
+    """
+    try:
+        build_agent_scopes(_memory_configs(config))
+    except ScopeConfigError as e:
+        raise ConfigError(f"agents: {e}") from None
+    for alias, agent in config.agents.items():
+        kind, _, storage_alias = normalize_backend(agent.memory).partition(".")
+        needed = _NEEDS.get(kind)
+        storage = config.storage_for(agent.memory)
+        if needed and not getattr(storage, needed):
+            msg = (
+                f"agents.{alias}.memory = {agent.memory!r}: expected "
+                f"storage.{kind}.{storage_alias}.{needed}, found none"
+            )
+            raise ConfigError(msg)
+        if agent.provider and agent.provider not in config.providers:
+            msg = (
+                f"agents.{alias}.provider: expected one of "
+                f"{sorted(config.providers)}, found {agent.provider!r}"
+            )
+            raise ConfigError(msg)
+    for kind in config.storage:
+        try:
+            normalize_backend(kind)
+        except ScopeConfigError as e:
+            raise ConfigError(f"storage.{kind}: {e}") from None
+    return config
+
+
+def parse_config(text: str, *, source: str = "<config>") -> Config:
+    """Parse and validate TOML text.
+
+    Raises:
+        ConfigError: The text is not TOML, or a key is invalid.
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: expected TOML, {e}") from None
+    try:
+        config = msgspec.convert({**raw, "source": source}, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    return validate(config)
+
+
+def load_config(path: str | None = None) -> Config:
+    """Load ``path``, else ``$TURNLEDGER_CONFIG``, else ``./turnledger.toml``.
+
+    A missing default file gives the defaults; a missing named file is an error.
+
+    Raises:
+        ConfigError: The file is invalid, or a named file does not exist.
+    """
+    chosen = path or os.environ.get(CONFIG_ENV)
+    file = Path(chosen) if chosen else Path(CONFIG_NAME)
+    if not file.exists():
+        if chosen:
+            raise ConfigError(f"Expected a configuration file at {file}, found none")
+        return Config()
+    return parse_config(file.read_text(encoding="utf-8"), source=str(file))

@@ -1,0 +1,264 @@
+"""Provider-ready payloads from a session's history.
+
+The same policies the turn engine uses shape the history: tool results bounded,
+the history trimmed to a token budget (whole turns, breadcrumb), pairing repaired
+(a dangling call gets an explicit interrupted result), and the memory context
+injected into the last user message when asked. The result is rendered in one of
+three wire formats and is always pairing-valid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from policies.bounding import make_result_bounder
+from policies.messages import Message, ToolResult, make_message
+from policies.pairing import RepairDecision, repair_pairing
+from policies.recall import inject_memory_context
+from policies.trimming import TrimDecision, trim_to_budget
+
+ExportFormat: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic"]
+"""The wire formats a session can be exported in."""
+
+EXPORT_FORMATS: tuple[ExportFormat, ...] = (
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+)
+
+Json: TypeAlias = dict[str, Any]
+
+
+class ExportOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How to shape the history.
+
+    Attributes:
+        budget_tokens: Trim to this many estimated tokens (0: no trim).
+        max_tool_result_chars: Bound each tool result (0: no bound).
+        memory_block: A ``[Memory context]`` block to prepend to the last user
+            message (``None``: none).
+        system: A system prompt to put first.
+    """
+
+    budget_tokens: int = 0
+    max_tool_result_chars: int = 50_000
+    memory_block: str | None = None
+    system: str | None = None
+
+
+class PreparedHistory(msgspec.Struct, frozen=True, kw_only=True):
+    """A history shaped for a provider, and what shaping did.
+
+    Attributes:
+        messages: The messages to send (system first when given).
+        trim: The trim decision (``None`` when no budget was given).
+        repair: The pairing repair decision.
+        truncated_results: How many tool results were bounded.
+        injected: Whether the memory context was injected.
+    """
+
+    messages: tuple[Message, ...]
+    trim: TrimDecision | None
+    repair: RepairDecision
+    truncated_results: int
+    injected: bool
+
+
+def prepare_history(
+    messages: Sequence[Message], options: ExportOptions
+) -> PreparedHistory:
+    """Bound, trim, repair and inject, in that order (see the module docstring)."""
+    bounded, truncated = _bound_results(messages, options.max_tool_result_chars)
+    if options.system:
+        bounded = [make_message("system", options.system), *bounded]
+    trim = (
+        trim_to_budget(bounded, options.budget_tokens)
+        if options.budget_tokens
+        else None
+    )
+    shaped = list(trim.messages) if trim else bounded
+    repair = repair_pairing(shaped)
+    final = list(repair.messages)
+    injected = False
+    if options.memory_block:
+        injection = inject_memory_context(final, options.memory_block)
+        final = list(injection.messages)
+        injected = injection.outcome == "injected"
+    return PreparedHistory(
+        messages=tuple(final),
+        trim=trim,
+        repair=repair,
+        truncated_results=truncated,
+        injected=injected,
+    )
+
+
+def _bound_results(
+    messages: Sequence[Message], max_chars: int
+) -> tuple[list[Message], int]:
+    bound = make_result_bounder(max_chars)
+    out: list[Message] = []
+    truncated = 0
+    for message in messages:
+        if not message.tool_results:
+            out.append(message)
+            continue
+        results = []
+        for result in message.tool_results:
+            b = bound(result.content)
+            truncated += b.truncated
+            results.append(msgspec.structs.replace(result, content=b.text))
+        out.append(
+            make_message(
+                message.role,
+                message.text,
+                tool_calls=message.tool_calls,
+                tool_results=tuple(results),
+                kind=message.kind,
+            )
+        )
+    return out, truncated
+
+
+def render(messages: Sequence[Message], fmt: ExportFormat) -> Json:
+    """Render messages as the request payload of a wire format."""
+    if fmt == "openai-chat":
+        return {"messages": to_openai_chat(messages)}
+    if fmt == "anthropic":
+        system, rendered = to_anthropic(messages)
+        return {"system": system, "messages": rendered}
+    return {"input": to_openai_responses(messages)}
+
+
+def _result_rows(results: Sequence[ToolResult]) -> list[Json]:
+    return [
+        {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+        for r in results
+    ]
+
+
+def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
+    """OpenAI Chat Completions messages: ``tool`` rows after the calling message."""
+    out: list[Json] = []
+    for m in messages:
+        if m.tool_results:
+            out.extend(_result_rows(m.tool_results))
+            if m.role == "user" and m.text and m.kind == "normal":
+                out.append({"role": "user", "content": m.text})
+            continue
+        if m.role == "assistant":
+            row: Json = {"role": "assistant", "content": m.text or None}
+            if m.tool_calls:
+                row["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for c in m.tool_calls
+                ]
+            out.append(row)
+        elif m.role != "tool":
+            out.append({"role": m.role, "content": m.text})
+    return out
+
+
+def _tool_input(arguments: str) -> Json:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {"_raw_arguments": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _anthropic_blocks(m: Message) -> tuple[str, list[Json]]:
+    if m.tool_results:
+        blocks: list[Json] = [
+            {
+                "type": "tool_result",
+                "tool_use_id": r.call_id,
+                "content": r.content,
+                "is_error": r.is_error,
+            }
+            for r in m.tool_results
+        ]
+        if m.role == "user" and m.text and m.kind == "normal":
+            blocks.append({"type": "text", "text": m.text})
+        return "user", blocks
+    if m.role == "assistant":
+        blocks = [{"type": "text", "text": m.text}] if m.text else []
+        blocks += [
+            {
+                "type": "tool_use",
+                "id": c.id,
+                "name": c.name,
+                "input": _tool_input(c.arguments),
+            }
+            for c in m.tool_calls
+        ]
+        return "assistant", blocks
+    return "user", [{"type": "text", "text": m.text}]
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[Json]]:
+    """Anthropic Messages: system apart, results as blocks of the next user turn.
+
+    Consecutive messages of one role are merged (the API wants alternation),
+    which puts every ``tool_result`` in the user message right after its call.
+    """
+    system = "\n\n".join(m.text for m in messages if m.role == "system")
+    out: list[Json] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        role, blocks = _anthropic_blocks(m)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return system, out
+
+
+def to_openai_responses(messages: Sequence[Message]) -> list[Json]:
+    """OpenAI Responses input items: calls and outputs joined by ``call_id``."""
+    out: list[Json] = []
+    for m in messages:
+        out.extend(
+            {"type": "function_call_output", "call_id": r.call_id, "output": r.content}
+            for r in m.tool_results
+        )
+        if m.role == "assistant":
+            if m.text:
+                out.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": m.text}],
+                    }
+                )
+            out.extend(
+                {
+                    "type": "function_call",
+                    "call_id": c.id,
+                    "name": c.name,
+                    "arguments": c.arguments,
+                }
+                for c in m.tool_calls
+            )
+        elif m.role in ("user", "system") and (
+            not m.tool_results or (m.text and m.kind == "normal")
+        ):
+            out.append(
+                {
+                    "type": "message",
+                    "role": m.role,
+                    "content": [{"type": "input_text", "text": m.text}],
+                }
+            )
+    return out

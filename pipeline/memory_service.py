@@ -1,0 +1,396 @@
+"""Long-term memory for the shell: writes as events, reads from the projection.
+
+A write appends a ``memory.stored`` / ``memory.forgotten`` event to the agent's
+memory stream, then brings the agent's backend up to date; reads are scoped to
+the agent and its configured peers. Backends come from the configuration (one
+install-wide instance per backend reference; Markdown per agent).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ledger.envelope import Recorded
+from ledger.events import MemoryForgotten, MemorySource, MemoryStored
+from ledger.ids import memory_stream_id
+from ledger.store import EventStore
+from pipeline.config import Config
+from policies.paths import sanitize_session_key
+from policies.recall import (
+    RecallCandidate,
+    make_recall_selector,
+    resolve_inject_policy,
+)
+from policies.scoping import check_forget, normalize_backend, recall_agents
+from policies.types import TurnOrigin
+from projections.memory.apply import MEMORY_EVENT_TYPES
+from projections.memory.embedders import Embedder, NoEmbedder, OpenAICompatibleEmbedder
+from projections.memory.protocol import MemoryBackend, MemoryEntry, Unsupported
+from projections.memory.shred import KeyStore
+
+
+class MemoryAccessError(ValueError):
+    """A memory operation is refused (scope) or cannot be served."""
+
+
+def _base_paths(ledger_url: str) -> tuple[Path, str]:
+    if "://" in ledger_url and not ledger_url.startswith("sqlite:///"):
+        return Path(), "turnledger"
+    path = Path(ledger_url.removeprefix("sqlite:///"))
+    return path.parent, path.stem
+
+
+class MemoryService:
+    """Scoped long-term memory over the ledger.
+
+    Args:
+        store: The ledger.
+        config: The configuration (agents, storage, embedding, recall).
+        ledger_url: Where the ledger is (default files are put beside it).
+        shredding: Seal memory contents with per-entry keys (forget destroys them).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        config: Config,
+        *,
+        ledger_url: str,
+        shredding: bool = False,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.base, self.stem = _base_paths(ledger_url)
+        self.shredding = shredding
+        self._backends: dict[str, MemoryBackend] = {}
+        self._keys: KeyStore | None = None
+
+    # -- wiring ---------------------------------------------------------------
+
+    def keys(self) -> KeyStore:
+        """The key store of sealed contents (opened on first use)."""
+        if self._keys is None:
+            self._keys = KeyStore(str(self.base / f"{self.stem}.keys.db"))
+        return self._keys
+
+    def backend_ref(self, agent: str) -> str:
+        """The ``kind.alias`` of the backend an agent's memory lives in."""
+        return normalize_backend(self.config.agent(agent).memory)
+
+    def _embedder(self) -> Embedder:
+        settings = self.config.embedding
+        if settings.provider == "none":
+            return NoEmbedder()
+        import os  # noqa: PLC0415
+
+        return OpenAICompatibleEmbedder(
+            base_url=settings.base_url or "https://api.openai.com",
+            model=settings.model,
+            dims=settings.dims,
+            api_key=os.environ.get(settings.api_key_env),
+        )
+
+    def _workspace(self, agent: str) -> Path:
+        configured = self.config.agent(agent).workspace
+        if configured:
+            return Path(configured)
+        return Path(self.config.data_dir) / "agents" / agent / "workspace"
+
+    def _open(self, ref: str, agent: str) -> MemoryBackend:
+        kind, _, alias = ref.partition(".")
+        storage = self.config.storage_for(ref)
+        if kind == "sqlite":
+            from projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+
+            default = self.base / f"{self.stem}.memory.db"
+            if alias != "default":
+                default = self.base / f"{self.stem}.memory.{alias}.db"
+            return SQLiteMemory(storage.path or default, embedder=self._embedder())
+        if kind == "markdown":
+            from projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
+
+            return MarkdownMemory(self._workspace(agent), agent=agent)
+        if kind == "postgres":
+            from projections.memory.postgres import PostgresMemory  # noqa: PLC0415
+
+            return PostgresMemory(str(storage.url), embedder=self._embedder())
+        if kind == "qdrant":
+            from projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
+
+            if storage.url:
+                return QdrantMemory(url=storage.url, embedder=self._embedder())
+            path = storage.path or str(Path(self.config.data_dir) / "qdrant")
+            return QdrantMemory(path=path, embedder=self._embedder())
+        if kind == "lucid":
+            from projections.memory.lucid import LucidMemory  # noqa: PLC0415
+            from projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+
+            local = SQLiteMemory(self.base / f"{self.stem}.lucid.db")
+            return LucidMemory(local, list(storage.command))
+        from projections.memory.none import NoneMemory  # noqa: PLC0415
+
+        return NoneMemory()
+
+    def _served(self, agent: str) -> tuple[str, MemoryBackend]:
+        ref = self.backend_ref(agent)
+        cache_key = f"{ref}/{agent}" if ref.startswith("markdown.") else ref
+        backend = self._backends.get(cache_key)
+        if backend is None:
+            backend = self._open(ref, agent)
+            self._backends[cache_key] = backend
+        return ref, backend
+
+    def backend(self, agent: str) -> MemoryBackend:
+        """The agent's backend, brought up to date with the ledger."""
+        ref, backend = self._served(agent)
+        self._catch_up(ref, backend, agent)
+        return backend
+
+    def _owners(self, ref: str, agent: str) -> set[str] | None:
+        if ref.startswith("markdown."):
+            return {agent}
+        return None  # an install-wide backend takes every agent mapped to it
+
+    def _catch_up(self, ref: str, backend: MemoryBackend, agent: str) -> int:
+        target = self.store.max_position()
+        done = backend.applied_position()
+        if done >= target:
+            return 0
+        owners = self._owners(ref, agent)
+        applied = 0
+        for page in _pages(self.store, done, target):
+            events = [
+                self._opened(r) for r in page.events if self._belongs(r, ref, owners)
+            ]
+            backend.apply(events, page.reached)
+            applied += len(events)
+        return applied
+
+    def _belongs(self, recorded: Recorded, ref: str, owners: set[str] | None) -> bool:
+        event_agent = str(getattr(recorded.event, "agent", ""))
+        if owners is not None:
+            return event_agent in owners
+        return self.backend_ref(event_agent) == ref
+
+    def _opened(self, recorded: Recorded) -> Recorded:
+        event = recorded.event
+        if isinstance(event, MemoryStored) and self._keys_exist():
+            plain = self.keys().open(event.content)
+            if plain != event.content:
+                event = msgspec.structs.replace(event, content=plain)
+                return msgspec.structs.replace(recorded, event=event)
+        return recorded
+
+    def _keys_exist(self) -> bool:
+        return self._keys is not None or (self.base / f"{self.stem}.keys.db").exists()
+
+    # -- writes ---------------------------------------------------------------
+
+    def store_entry(
+        self,
+        agent: str,
+        key: str,
+        content: str,
+        *,
+        category: str = "core",
+        session: str | None = None,
+        source: MemorySource = "cli",
+        importance: float | None = None,
+    ) -> MemoryEntry | Unsupported:
+        """Record a memory write and apply it; returns the stored entry."""
+        entry_id = uuid.uuid4().hex
+        if self.shredding:
+            content = self.keys().seal(
+                content, key_id=entry_id, agent=agent, memory_key=key
+            )
+        event = MemoryStored(
+            agent=agent,
+            key=key,
+            content=content,
+            category=category,
+            session=sanitize_session_key(session) if session else None,
+            importance=importance,
+            source=source,
+            entry_id=entry_id,
+        )
+        _, backend = self._served(agent)
+        if not backend.capabilities.stores:
+            return Unsupported(
+                operation="store",
+                backend=backend.name,
+                reason="memory is disabled for this agent (backend none)",
+            )
+        stream = memory_stream_id(agent)
+        self.store.append(
+            stream, [event], expected_version=self.store.stream_version(stream)
+        )
+        found = self.backend(agent).get(key, agents=[agent])
+        if found is None:  # pragma: no cover - a backend that lost a write
+            msg = f"Expected the stored entry {key!r} to be readable, found nothing"
+            raise MemoryAccessError(msg)
+        return found
+
+    def forget(
+        self, agent: str, key: str, *, source: MemorySource = "cli"
+    ) -> bool | Unsupported:
+        """Forget the agent's own entry (peers' entries are refused).
+
+        Returns False when there is no such entry, Unsupported when the backend is
+        append-only; with shredding the entry's keys are destroyed too.
+
+        Raises:
+            MemoryAccessError: The entry belongs to another agent.
+        """
+        backend = self.backend(agent)
+        scope = self.config.scope(agent)
+        existing = backend.get(key, agents=list(scope.allowed))
+        if existing is None:
+            return False
+        decision = check_forget(scope, existing.agent)
+        if not decision.allowed:
+            raise MemoryAccessError(decision.detail)
+        if backend.capabilities.append_only:
+            return Unsupported(
+                operation="forget",
+                backend=backend.name,
+                reason=f"{backend.name} memory is append-only (an audit trail)",
+            )
+        stream = memory_stream_id(agent)
+        self.store.append(
+            stream,
+            [
+                MemoryForgotten(
+                    agent=agent, key=key, session=existing.session, source=source
+                )
+            ],
+            expected_version=self.store.stream_version(stream),
+        )
+        if self._keys_exist():
+            self.keys().destroy(agent=agent, memory_key=key)
+        self.backend(agent)
+        scrub = getattr(backend, "scrub", None)
+        if callable(scrub):
+            scrub()
+        return True
+
+    # -- reads ----------------------------------------------------------------
+
+    def _agents(self, agent: str, requested: Sequence[str] | None) -> list[str]:
+        return list(recall_agents(self.config.scope(agent), requested))
+
+    def recall(
+        self,
+        agent: str,
+        query: str,
+        *,
+        session: str | None = None,
+        limit: int = 5,
+        agents: Sequence[str] | None = None,
+    ) -> list[MemoryEntry]:
+        """Recall among the agent's allowlist (narrowed by ``agents``), best first."""
+        allowed = self._agents(agent, agents)
+        if not allowed:
+            return []
+        scoped_session = sanitize_session_key(session) if session else None
+        return self.backend(agent).recall(
+            query, agents=allowed, limit=limit, session=scoped_session
+        )
+
+    def get(self, agent: str, key: str) -> MemoryEntry | None:
+        """Return the entry with that key (own first, then peers)."""
+        return self.backend(agent).get(key, agents=self._agents(agent, None))
+
+    def list(
+        self, agent: str, *, category: str | None = None, session: str | None = None
+    ) -> list[MemoryEntry]:
+        """Return the agent's (and peers') entries, newest first."""
+        return self.backend(agent).list(
+            agents=self._agents(agent, None), category=category, session=session
+        )
+
+    def stats(self, agent: str) -> dict[str, Any]:
+        """Counts of an agent's memory, by category."""
+        entries = self.list(agent)
+        by_category: dict[str, int] = {}
+        for entry in entries:
+            by_category[entry.category] = by_category.get(entry.category, 0) + 1
+        backend = self.backend(agent)
+        return {
+            "agent": agent,
+            "backend": self.backend_ref(agent),
+            "entries": backend.count(agents=[agent]),
+            "visible": len(entries),
+            "by_category": dict(sorted(by_category.items())),
+            "applied_position": backend.applied_position(),
+        }
+
+    def context_block(
+        self,
+        agent: str,
+        query: str,
+        *,
+        session: str | None = None,
+        origin: TurnOrigin = "interactive",
+    ) -> str:
+        """Return exactly the ``[Memory context]`` block a turn would get, or ""."""
+        policy = resolve_inject_policy(origin, sessions=[session] if session else [])
+        if not policy.inject:
+            return ""
+        settings = self.config.recall
+        found = self.recall(
+            agent,
+            query,
+            session=policy.sessions[0] if policy.sessions else None,
+            limit=settings.limit,
+        )
+        select = make_recall_selector(
+            min_relevance_score=settings.min_relevance,
+            max_entries=settings.max_entries,
+            entry_max_chars=settings.entry_max_chars,
+            max_total_chars=settings.max_total_chars,
+        )
+        candidates = [
+            RecallCandidate(
+                id=e.id,
+                key=e.key,
+                content=e.content,
+                category=e.category,
+                score=e.score,
+                session=e.session,
+                agent=e.agent,
+            )
+            for e in found
+        ]
+        return select(candidates, policy).block
+
+    def close(self) -> None:
+        """Close every backend and the key store."""
+        for backend in self._backends.values():
+            backend.close()
+        self._backends.clear()
+        if self._keys is not None:
+            self._keys.close()
+            self._keys = None
+
+
+class _Page(msgspec.Struct, frozen=True):
+    events: list[Recorded]
+    reached: int
+
+
+def _pages(store: EventStore, done: int, target: int, size: int = 500) -> list[_Page]:
+    pages = []
+    after = done
+    while after < target:
+        events = store.read_all(
+            after=after, limit=size, types=MEMORY_EVENT_TYPES, until=target
+        )
+        reached = target if len(events) < size else events[-1].position
+        pages.append(_Page(events, reached))
+        after = reached
+    return pages

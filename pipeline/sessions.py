@@ -1,0 +1,88 @@
+"""Finding sessions in the ledger and loading their history."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import msgspec
+
+from ledger.errors import LedgerError
+from ledger.events import SessionOpened
+from ledger.store import EventStore
+from projections.base import fold
+from projections.history import SESSION_HISTORY, SessionHistoryState
+
+
+class SessionNotFoundError(LedgerError):
+    """No session matches what was asked for (or more than one does)."""
+
+
+class SessionRef(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a session lives.
+
+    Attributes:
+        stream_id: Its stream.
+        agent: Its agent.
+        key: Its session key.
+        channel: Its channel.
+    """
+
+    stream_id: UUID
+    agent: str
+    key: str
+    channel: str = ""
+
+
+def list_sessions(store: EventStore) -> list[SessionRef]:
+    """Return every session in the ledger, in the order they were opened."""
+    return [
+        SessionRef(
+            stream_id=r.stream_id,
+            agent=r.event.agent,
+            key=r.event.session_key,
+            channel=r.event.channel,
+        )
+        for r in store.iter_all(types=[SessionOpened])
+        if isinstance(r.event, SessionOpened)
+    ]
+
+
+def resolve_session(
+    store: EventStore, target: str, *, agent: str | None = None
+) -> SessionRef:
+    """Find the session a command names.
+
+    Args:
+        store: The ledger.
+        target: A stream id, or a session key (unique, or narrowed by ``agent``).
+        agent: Only sessions of this agent.
+
+    Raises:
+        SessionNotFoundError: Nothing matches, or the key is ambiguous.
+    """
+    sessions = list_sessions(store)
+    if agent is not None:
+        sessions = [s for s in sessions if s.agent == agent]
+    matches = [s for s in sessions if target in (str(s.stream_id), s.key)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        scope = f" of agent {agent!r}" if agent else ""
+        msg = f"Expected a session id or key{scope}, found no session {target!r}"
+        raise SessionNotFoundError(msg)
+    agents = sorted({s.agent for s in matches})
+    msg = (
+        f"Expected one session named {target!r}, found {len(matches)} "
+        f"(agents {', '.join(agents)}); add --agent"
+    )
+    raise SessionNotFoundError(msg)
+
+
+def load_history(
+    store: EventStore, stream_id: UUID, *, at: int | None = None
+) -> SessionHistoryState:
+    """Fold a session's events (up to global position ``at``) into its history."""
+    events = [r for r in store.read_stream(stream_id) if at is None or r.position <= at]
+    return fold(SESSION_HISTORY, events).get(
+        str(stream_id), SESSION_HISTORY.initial("")
+    )
