@@ -30,6 +30,7 @@ from typing import Final, Literal
 import msgspec
 
 from ledger.store import DEFAULT_PATH
+from policies.pricing import ModelPrice
 from policies.scoping import (
     AgentMemoryConfig,
     AgentScope,
@@ -120,14 +121,24 @@ class ProviderConfig(
     timeout: float = 60.0
 
 
-class PriceConfig(
+class BudgetConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """``[pricing.<model>]``: USD per million tokens."""
+    """``[budgets]``: spending limits in USD (reference §8.1)."""
 
-    input: float = 0.0
-    output: float = 0.0
-    cached_input: float = 0.0
+    enabled: bool = False
+    daily_limit_usd: float = 10.0
+    monthly_limit_usd: float = 100.0
+    warn_at_percent: float = 80.0
+
+
+class MemoryConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[memory]``: install-wide memory settings."""
+
+    shredding: bool = False
+    autosave: bool = True
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -141,8 +152,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     runtime: RuntimeConfig = RuntimeConfig()
     recall: RecallConfig = RecallConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
+    memory: MemoryConfig = MemoryConfig()
     providers: dict[str, ProviderConfig] = {}
-    pricing: dict[str, PriceConfig] = {}
+    pricing: dict[str, ModelPrice] = {}
+    budgets: BudgetConfig = BudgetConfig()
     source: str | None = None
 
     def ledger_url(self) -> str:

@@ -16,22 +16,33 @@ from typing import Any
 import msgspec
 
 from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemorySource, MemoryStored
+from ledger.events import MemoryForgotten, MemorySource, MemoryStored, RecallRef
 from ledger.ids import memory_stream_id
 from ledger.store import EventStore
 from pipeline.config import Config
 from policies.paths import sanitize_session_key
 from policies.recall import (
     RecallCandidate,
+    bound_recall_limit,
     make_recall_selector,
     resolve_inject_policy,
 )
+from policies.scrubbing import scrub_text, summarize
 from policies.scoping import check_forget, normalize_backend, recall_agents
 from policies.types import TurnOrigin
 from projections.memory.apply import MEMORY_EVENT_TYPES
 from projections.memory.embedders import Embedder, NoEmbedder, OpenAICompatibleEmbedder
 from projections.memory.protocol import MemoryBackend, MemoryEntry, Unsupported
 from projections.memory.shred import KeyStore
+
+
+class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
+    """What recall gave a turn: the block to inject and references to record."""
+
+    block: str
+    refs: tuple[RecallRef, ...]
+    backend: str
+    query_summary: str
 
 
 class MemoryAccessError(ValueError):
@@ -338,15 +349,28 @@ class MemoryService:
         origin: TurnOrigin = "interactive",
     ) -> str:
         """Return exactly the ``[Memory context]`` block a turn would get, or ""."""
+        return self.recall_for_turn(agent, query, session=session, origin=origin).block
+
+    def recall_for_turn(
+        self,
+        agent: str,
+        query: str,
+        *,
+        session: str | None = None,
+        origin: TurnOrigin = "interactive",
+    ) -> TurnRecall:
+        """Recall for a turn per the recall policy: the block and its references."""
         policy = resolve_inject_policy(origin, sessions=[session] if session else [])
+        ref = self.backend_ref(agent)
+        summary = summarize(scrub_text(query))
         if not policy.inject:
-            return ""
+            return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
         settings = self.config.recall
         found = self.recall(
             agent,
             query,
             session=policy.sessions[0] if policy.sessions else None,
-            limit=settings.limit,
+            limit=bound_recall_limit(settings.limit),
         )
         select = make_recall_selector(
             min_relevance_score=settings.min_relevance,
@@ -366,7 +390,20 @@ class MemoryService:
             )
             for e in found
         ]
-        return select(candidates, policy).block
+        selection = select(candidates, policy)
+        by_id = {e.id: e for e in found}
+        refs = tuple(
+            RecallRef(
+                key=r.key,
+                entry_id=r.id,
+                score=by_id[r.id].score if r.id in by_id else None,
+                agent=by_id[r.id].agent if r.id in by_id else "",
+            )
+            for r in selection.entries
+        )
+        return TurnRecall(
+            block=selection.block, refs=refs, backend=ref, query_summary=summary
+        )
 
     def close(self) -> None:
         """Close every backend and the key store."""

@@ -1,0 +1,1 @@
+"""Model providers behind one Protocol: scripted, OpenAI-compatible, Anthropic."""

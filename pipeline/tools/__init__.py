@@ -1,0 +1,1 @@
+"""Tools the model can call: memory, knowledge and workspace file tools."""
