@@ -34,7 +34,9 @@ TurnOrigin: TypeAlias = Literal[
 ]
 """Where a turn came from; recall, autosave and consolidation branch on it."""
 
-MemorySource: TypeAlias = Literal["tool", "autosave", "consolidation", "import", "cli"]
+MemorySource: TypeAlias = Literal[
+    "tool", "autosave", "consolidation", "import", "cli", "governance"
+]
 """What wrote a memory entry."""
 
 ToolResultProvenance: TypeAlias = Literal["executed", "synthesized", "imported"]

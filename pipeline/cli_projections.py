@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Final
 
@@ -11,23 +14,34 @@ from pipeline.cli_common import Command, UsageError, open_ledger, print_json, ta
 from pipeline.lifecycle import lifecycle_markdown
 from projections.catalog import PROJECTIONS, projection_named
 from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from projections.views import SQLiteViewStore, ViewStore
+from projections.views_pg import PostgresViewStore
 
 VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
 
 
 def views_path(args: argparse.Namespace) -> str:
-    """Where the view store lives: --views, $TURNLEDGER_VIEWS, or beside the ledger."""
-    import os  # noqa: PLC0415
+    """Where views live.
 
-    chosen = args.views or os.environ.get(VIEWS_ENV)
+    --views, else $TURNLEDGER_VIEWS, else the PostgreSQL ledger itself, else a
+    file beside a SQLite ledger.
+    """
+    chosen = getattr(args, "views", None) or os.environ.get(VIEWS_ENV)
     if chosen:
         return str(chosen)
     ledger = target(args)
-    if "://" in ledger and not ledger.startswith("sqlite:///"):
-        return "./turnledger.views.db"
+    if ledger.startswith(("postgresql://", "postgres://")):
+        return ledger
     path = Path(ledger.removeprefix("sqlite:///"))
     return str(path.with_name(path.stem + ".views.db"))
+
+
+def open_views(args: argparse.Namespace) -> ViewStore:
+    """Open the view store a command uses."""
+    where = views_path(args)
+    if where.startswith(("postgresql://", "postgres://")):
+        return PostgresViewStore(where)
+    return SQLiteViewStore(where)
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:
@@ -67,11 +81,14 @@ class _Bar:
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    """Show, catch up or rebuild the projections' views.
+    """Show, catch up, rebuild or run the projections' views.
 
     status: each projection's tracking position against the ledger's last one.
     catch-up: apply what is new. rebuild: drop the views and replay the ledger
     (a progress bar shows on stderr; a killed rebuild resumes with catch-up).
+    run: a worker process that follows the ledger until stopped (SIGTERM); one
+    active worker per projection (advisory lock on PostgreSQL, a file lock on
+    SQLite), others stand by.
 
     Example: turnledger project rebuild --projection session_history
     """
@@ -83,11 +100,13 @@ def cmd_project(args: argparse.Namespace) -> int:
         )
     except KeyError as e:
         raise UsageError(str(e.args[0])) from None
-    views = SQLiteViewStore(views_path(args))
+    views = open_views(args)
     try:
         with open_ledger(args) as store:
             runner = ProjectionRunner(store, views, chosen)
             names = [p.name for p in chosen]
+            if args.action == "run":
+                return _work(runner)
             if args.action == "status":
                 last = store.max_position()
                 rows = [(n, views.tracking(n)) for n in names]
@@ -118,6 +137,21 @@ def cmd_project(args: argparse.Namespace) -> int:
     return 0
 
 
+def _work(runner: ProjectionRunner) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        del signum, frame
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(f"worker {os.getpid()} started", flush=True)
+    runner.work(stop, on_lock=lambda name: print(f"worker holds {name}", flush=True))
+    print(f"worker {os.getpid()} stopped", flush=True)
+    return 0
+
+
 COMMANDS: Final[dict[str, Command]] = {
     "lifecycle": cmd_lifecycle,
     "project": cmd_project,
@@ -127,7 +161,7 @@ COMMANDS: Final[dict[str, Command]] = {
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add a projection command's options."""
     if name == "project":
-        p.add_argument("action", choices=["status", "catch-up", "rebuild"])
+        p.add_argument("action", choices=["status", "catch-up", "rebuild", "run"])
         p.add_argument("--projection", default=None, help="one projection by name")
         p.add_argument("--views", default=None, help="the view store file")
         p.add_argument("--json", action="store_true", help="print JSON")

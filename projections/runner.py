@@ -15,7 +15,7 @@ from typing import Any
 from ledger.envelope import Recorded
 from ledger.store import EventStore
 from projections.base import Projection, fold
-from projections.views import SQLiteViewStore
+from projections.views import ViewStore
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(projection, position reached, target position)``."""
@@ -33,7 +33,7 @@ class ProjectionRunner:
     def __init__(
         self,
         store: EventStore,
-        views: SQLiteViewStore,
+        views: ViewStore,
         projections: Sequence[Projection[Any]],
     ) -> None:
         self.store = store
@@ -105,18 +105,28 @@ class ProjectionRunner:
             self.views.reset(name)
         return self.catch_up(names=names, page_size=page_size, progress=progress)
 
-    def follow(self, stop: threading.Event, *, page_size: int = 500) -> None:
-        """Keep catching up as events arrive until ``stop`` is set."""
-        after = min((self.views.tracking(n) for n in self.projections), default=0)
-        subscription = self.store.subscribe(after=after)
+    def work(
+        self,
+        stop: threading.Event,
+        *,
+        page_size: int = 500,
+        poll_interval: float = 0.05,
+        on_lock: Callable[[str], None] | None = None,
+    ) -> None:
+        """Run as a projection worker until ``stop`` is set.
 
-        def stopper() -> None:
-            stop.wait()
-            subscription.stop()
-
-        threading.Thread(target=stopper, daemon=True).start()
-        self.catch_up(page_size=page_size)
-        for _ in subscription:
-            self.catch_up(page_size=page_size)
-            if stop.is_set():
-                break
+        Each projection is run by one worker at a time: this worker takes the
+        projections whose lock it gets, keeps trying for the others (standing by
+        for a worker that dies), and applies new events as they arrive. Safe to
+        kill at any moment: tracking makes a restart resume exactly.
+        """
+        owned: list[str] = []
+        while not stop.is_set():
+            for name in self.projections:
+                if name not in owned and self.views.try_lock(name):
+                    owned.append(name)
+                    if on_lock is not None:
+                        on_lock(name)
+            applied = self.catch_up(names=owned, page_size=page_size) if owned else {}
+            if not any(applied.values()):
+                stop.wait(poll_interval)

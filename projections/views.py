@@ -10,10 +10,12 @@ pattern). Views are rebuildable from the ledger, so their SQLite file runs with
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, TypeVar
+from pathlib import Path
+from typing import IO, Any, Final, Protocol, TypeVar
 
 import msgspec
 
@@ -24,6 +26,40 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 class TrackingConflictError(RuntimeError):
     """A page was applied at or below the projection's tracking position."""
+
+
+class ViewStore(Protocol):
+    """Where projection states and tracking positions live (SQLite or PostgreSQL)."""
+
+    def tracking(self, projection: str) -> int:
+        """Return the last position applied to a projection (0: none)."""
+        ...
+
+    def load(
+        self, projection: str, keys: Iterable[str], state_type: type[S]
+    ) -> dict[str, S]:
+        """Return the stored states of some keys."""
+        ...
+
+    def all(self, projection: str, state_type: type[S]) -> dict[str, S]:
+        """Return every state of a projection."""
+        ...
+
+    def commit(self, projection: str, states: Mapping[str, Any], position: int) -> None:
+        """Write states and the tracking position in one transaction."""
+        ...
+
+    def reset(self, projection: str) -> None:
+        """Forget a projection's states and tracking."""
+        ...
+
+    def try_lock(self, projection: str) -> bool:
+        """Try to become the projection's one active worker."""
+        ...
+
+    def close(self) -> None:
+        """Release resources."""
+        ...
 
 
 class SQLiteViewStore:
@@ -51,6 +87,7 @@ class SQLiteViewStore:
             "key TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY (projection, key))"
         )
         self._decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+        self._held: dict[str, IO[str]] = {}
 
     def _decoder(self, state_type: type[S]) -> msgspec.json.Decoder[S]:
         decoder = self._decoders.get(state_type)
@@ -138,6 +175,24 @@ class SQLiteViewStore:
             )
             raise TrackingConflictError(msg)
 
+    def try_lock(self, projection: str) -> bool:
+        """Try to become the projection's one active worker (held until close).
+
+        A lock file beside the view file, locked with ``flock``: the operating
+        system releases it when the process dies, so a killed worker never
+        blocks its successor.
+        """
+        if projection in self._held:
+            return True
+        handle = Path(f"{self.path}.{projection}.lock").open("a")  # noqa: SIM115 - held open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._held[projection] = handle
+        return True
+
     def reset(self, projection: str) -> None:
         """Forget a projection's states and tracking (one transaction)."""
         with self._lock:
@@ -149,6 +204,9 @@ class SQLiteViewStore:
             self._conn.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (releasing any worker lock)."""
         with self._lock:
             self._conn.close()
+            for handle in self._held.values():
+                handle.close()
+            self._held.clear()
