@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = sorted(
-    p for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")
+    p
+    for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")
     if not p.name.startswith("_")
 )
 

@@ -27,7 +27,9 @@ from ledger.events import (
 SHA = "a" * 64
 
 EXAMPLES: list[Event] = [
-    SessionOpened(agent="ops", session_key="telegram_42", channel="telegram", workspace="/w"),
+    SessionOpened(
+        agent="ops", session_key="telegram_42", channel="telegram", workspace="/w"
+    ),
     TurnStarted(
         turn_id="t1", origin="channel", user_input="résumé ✓ please", attachments=(SHA,)
     ),
@@ -61,7 +63,9 @@ EXAMPLES: list[Event] = [
     AssistantMessage(
         turn_id="t1",
         text="Let me look.",
-        tool_calls=(ToolCallRecord(id="call_1", name="file_read", arguments='{"p":"a"}'),),
+        tool_calls=(
+            ToolCallRecord(id="call_1", name="file_read", arguments='{"p":"a"}'),
+        ),
         iteration=1,
     ),
     ToolResultRecorded(
@@ -108,12 +112,18 @@ EXAMPLES: list[Event] = [
         source="consolidation",
         entry_id="e1",
     ),
-    MemoryForgotten(agent="ops", key="editor", session="s", source="cli", reason="asked"),
+    MemoryForgotten(
+        agent="ops", key="editor", session="s", source="cli", reason="asked"
+    ),
     MemorySuperseded(
         agent="ops", key="editor", superseded_by="editor_2", source="consolidation"
     ),
     KnowledgeCaptured(
-        agent="ops", subject="alice", relation="works_on", object="turnledger", provenance="t1"
+        agent="ops",
+        subject="alice",
+        relation="works_on",
+        object="turnledger",
+        provenance="t1",
     ),
     TurnCompleted(turn_id="t1", iterations=2, duration_ms=1500.0),
     TurnFailed(turn_id="t2", kind="interrupted", error="process died"),

@@ -1,0 +1,217 @@
+"""Scale-out on PostgreSQL: append throughput with 1, 2 and 4 writer processes,
+and projection lag under that load.
+
+Each writer process runs S concurrent sessions through the async facade
+(``AsyncLedger``: one writer thread per process, group commit), each session
+appending T turns of 8 events. Throughput is total turns / wall time, from the
+moment all writers are ready to the last acknowledgement. Goal: 4 writers >= 2.5x
+one. Projection lag: a projection worker follows the ledger (tracking in the same
+database) while 4 writers write; the lag (ledger position minus tracking position)
+is sampled every 50 ms, and the time to catch up after the last write is reported.
+
+Run: python benchmarks/bench_scale.py [--quick] [--url URL] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ledger.aio import AsyncLedger  # noqa: E402
+from ledger.events import (  # noqa: E402
+    AssistantMessage,
+    ModelCalled,
+    SessionOpened,
+    ToolCallRecord,
+    ToolResultRecorded,
+    TurnCompleted,
+    TurnStarted,
+)
+from ledger.ids import session_stream_id  # noqa: E402
+from ledger.store import open_store  # noqa: E402
+from projections.history import SESSION_HISTORY  # noqa: E402
+from projections.runner import ProjectionRunner  # noqa: E402
+from projections.views_pg import PostgresViewStore  # noqa: E402
+
+DEFAULT_URL = os.environ.get(
+    "TURNLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def turn(turn_id: str) -> list:
+    calls = tuple(
+        ToolCallRecord(id=f"{turn_id}-{i}", name="file_read", arguments='{"path": "a.txt"}')
+        for i in range(2)
+    )
+    return [
+        TurnStarted(turn_id=turn_id, origin="interactive", user_input="question " * 20),
+        ModelCalled(turn_id=turn_id, provider="p", model="m", input_tokens=900),
+        AssistantMessage(turn_id=turn_id, tool_calls=calls),
+        *(
+            ToolResultRecorded(turn_id=turn_id, call_id=c.id, tool=c.name, output="x" * 300)
+            for c in calls
+        ),
+        ModelCalled(turn_id=turn_id, provider="p", model="m", iteration=1),
+        AssistantMessage(turn_id=turn_id, text="answer " * 25, iteration=1),
+        TurnCompleted(turn_id=turn_id),
+    ]
+
+
+async def _write(url: str, tag: str, sessions: int, turns: int, start: float) -> int:
+    ledger = AsyncLedger(open_store(url))
+
+    async def session(i: int) -> None:
+        stream = session_stream_id(tag, f"s{i}")
+        result = await ledger.append(
+            stream, [SessionOpened(agent=tag, session_key=f"s{i}")], expected_version=0
+        )
+        version = result.last_version
+        for t in range(turns):
+            result = await ledger.append(
+                stream, turn(f"{tag}-{i}-{t}"), expected_version=version
+            )
+            version = result.last_version
+
+    while time.time() < start:  # start together
+        await asyncio.sleep(0.001)
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+    await ledger.aclose()
+    return sessions * turns
+
+
+def writer_main(url: str, tag: str, sessions: int, turns: int, start: float, out) -> None:  # noqa: ANN001
+    done = asyncio.run(_write(url, tag, sessions, turns, start))
+    out.put((done, time.time()))
+
+
+def run_writers(url: str, writers: int, sessions: int, turns: int) -> float:
+    """Return turns/s for ``writers`` processes writing together."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 2.0  # time to spawn and import
+    procs = [
+        ctx.Process(
+            target=writer_main,
+            args=(url, f"w{writers}-{i}-{uuid.uuid4().hex[:6]}", sessions, turns, start, out),
+        )
+        for i in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    total = sum(r[0] for r in results)
+    end = max(r[1] for r in results)
+    return total / (end - start)
+
+
+def measure_lag(url: str, sessions: int, turns: int) -> dict[str, float]:
+    """Follow the ledger with a worker while 4 writers write; sample the lag."""
+    store = open_store(url)
+    views = PostgresViewStore(url)
+    runner = ProjectionRunner(store, views, [SESSION_HISTORY])
+    stop = threading.Event()
+    worker = threading.Thread(target=runner.work, args=(stop,), daemon=True)
+    worker.start()
+    samples: list[int] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            samples.append(store.max_position() - views.tracking(SESSION_HISTORY.name))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    run_writers(url, 4, sessions, turns)
+    written = time.perf_counter()
+    target = store.max_position()
+    while views.tracking(SESSION_HISTORY.name) < target:
+        time.sleep(0.01)
+    catch_up = time.perf_counter() - written
+    sampling.set()
+    stop.set()
+    worker.join()
+    sampler.join()
+    views.close()
+    store.close()
+    return {
+        "lag_events_p50": statistics.median(samples) if samples else 0.0,
+        "lag_events_max": float(max(samples, default=0)),
+        "catch_up_s": catch_up,
+    }
+
+
+def fresh_url(base: str) -> str:
+    schema = f"tl_bench_{uuid.uuid4().hex[:10]}"
+    return f"{base}{'&' if '?' in base else '?'}schema={schema}"
+
+
+def drop(url: str) -> None:
+    schema = url.rsplit("schema=", 1)[1]
+    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=DEFAULT_URL)
+    parser.add_argument("--sessions", type=int, default=16, help="sessions per writer")
+    parser.add_argument("--turns", type=int, default=20, help="turns per session")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if args.quick:
+        args.sessions, args.turns = 2, 2
+    try:
+        psycopg.connect(args.url, connect_timeout=3).close()
+    except psycopg.Error as e:
+        print(f"PostgreSQL not available at {args.url}: {e}; nothing measured")
+        return
+    figures: dict[str, float] = {}
+    print(f"bench_scale: PostgreSQL, {args.sessions} sessions x {args.turns} turns per writer")
+    for writers in (1, 2, 4):
+        url = fresh_url(args.url)
+        try:
+            open_store(url).close()
+            figures[f"writers_{writers}_turns_per_s"] = run_writers(
+                url, writers, args.sessions, args.turns
+            )
+        finally:
+            drop(url)
+        print(f"  {writers} writer(s): {figures[f'writers_{writers}_turns_per_s']:8.0f} turns/s")
+    ratio = figures["writers_4_turns_per_s"] / figures["writers_1_turns_per_s"]
+    figures["ratio_4_vs_1"] = ratio
+    verdict = "PASS" if ratio >= 2.5 else "MISS"
+    print(f"  4 writers / 1 writer: {ratio:.2f}x (goal >= 2.5x) {verdict}")
+    url = fresh_url(args.url)
+    try:
+        open_store(url).close()
+        figures.update(measure_lag(url, args.sessions, args.turns))
+    finally:
+        drop(url)
+    print(
+        f"  projection lag under 4 writers: p50 {figures['lag_events_p50']:.0f} events, "
+        f"max {figures['lag_events_max']:.0f}; caught up {figures['catch_up_s'] * 1000:.0f} ms "
+        "after the last write"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

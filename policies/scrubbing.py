@@ -1,0 +1,397 @@
+"""Credential scrubbing for anything shown outside the model (§8.3).
+
+ZeroClaw scrubs ``key=value`` credentials at its rendering boundary, secret
+prefixes only in provider errors, and sends tool-call arguments raw. Here one
+rule, :func:`scrub_text`, covers all of it and is used on every surface (logs,
+observer events, tool-call arguments, summaries). It removes, in this order:
+
+1. PEM private-key blocks (a block cut before its END line is removed to the
+   end of the text: a truncated key is still a key);
+2. the query string of every ``http(s)`` URL;
+3. credential ``key=value`` / ``key: value`` pairs with a value of at least 8
+   characters: the key and the first 4 characters stay, then ``*[REDACTED]``
+   (``Authorization: Bearer <token>`` keeps the scheme word too);
+4. bare ``Bearer <token>`` values the same way;
+5. bare tokens with a known secret prefix (``sk-``, ``ghp_``, ``gho_``, ``ghu_``,
+   ``github_pat_``, ``xoxb-``, ``xoxp-``, ``AIza``) and 8+ more characters,
+   replaced whole by ``[REDACTED]``.
+
+Every step is idempotent and none creates input for an earlier one, so
+``scrub_text(scrub_text(x)) == scrub_text(x)``. The patterns are linear: each
+quantified run is bounded by characters that end it, so 1 MB of text is one pass
+per pattern.
+
+:func:`scrub_json` walks parsed JSON: the whole value of a secret-looking key
+becomes ``"[REDACTED]"``, every other string is scrubbed as text.
+:func:`scrub_json_text` does the same for JSON text and falls back to
+:func:`scrub_text` when the text is not JSON.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Iterable
+from typing import Final, TypeAlias
+
+import msgspec
+
+from policies.messages import Message, ToolCall, measure_chars
+
+REDACTED: Final = "[REDACTED]"
+"""What a whole secret is replaced by."""
+
+PRIVATE_KEY_REDACTED: Final = "[REDACTED PRIVATE KEY]"
+"""What a PEM private-key block is replaced by."""
+
+SUMMARY_LIMIT: Final = 200
+"""The default character bound of a summary (before the ellipsis)."""
+
+ELLIPSIS: Final = "\u2026"
+"""The summary ellipsis: one character that no secret pattern contains, so a cut
+summary never grows a credential value (``"..."`` would extend ``key=abcdefg``)."""
+
+JsonValue: TypeAlias = (
+    bool
+    | int
+    | float
+    | str
+    | list["JsonValue"]
+    | tuple["JsonValue", ...]
+    | dict[str, "JsonValue"]
+    | None
+)
+"""A parsed JSON value (tuples are accepted and kept as tuples)."""
+
+_PEM_BLOCK: Final = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
+    re.DOTALL,
+)
+
+# Up to the first character that cannot be in a URL written in text or JSON. The
+# scheme is spelled as classes, not with IGNORECASE, so the engine can skip
+# positions by first character.
+_URL: Final = re.compile(r"[hH][tT][tT][pP][sS]?://[^\s\"'<>`\\]*")
+
+# Credentials are matched against an ASCII-lowercased copy of the text (same
+# length, same positions) so that the key alternation is case-sensitive and starts
+# with plain letters: the regex engine then skips positions by first character,
+# which is what keeps a pass over 1 MB in the tens of milliseconds.
+_ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_CREDENTIAL_KEYS: Final = (
+    r"a(?:uthorization|pi[_-]?key|ccess[_-]key)|token|bearer"
+    r"|p(?:ass(?:word|wd|phrase)|rivate[_-]key)"
+    r"|s(?:ecrets?|ecret[_-]key|et[_-]cookie)|user[_-]key"
+    r"|c(?:redentials?|lient[_-]key|ookie)"
+)
+_CREDENTIAL: Final = re.compile(
+    # key, optional closing quote, separator, optional auth scheme; or "bearer "
+    rf"(?:{_CREDENTIAL_KEYS})"
+    r"(?:[\"']?[ \t]*[:=][ \t]*(?:(?:bearer|basic|token)[ \t]+)?|(?<=bearer)[ \t]+)"
+    # a value of 8+ characters: double-quoted, single-quoted or bare
+    r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.){8,})\""
+    r"|'(?P<sq>(?:[^'\\\r\n]|\\.){8,})'"
+    r"|(?P<bare>[a-z0-9_\-./+=]{8,}))"
+)
+# A character class first (not a look-behind) lets the engine skip positions by
+# first character; the look-behind then checks the token boundary.
+_SECRET_PREFIX: Final = re.compile(
+    r"[sgxA](?<![A-Za-z0-9][sgxA])"
+    r"(?:(?<=s)k-|(?<=g)h[pou]_|(?<=g)ithub_pat_|(?<=x)ox[bp]-|(?<=A)Iza)"
+    r"[A-Za-z0-9\-_.:]{8,}"
+)
+
+_SECRET_WORDS: Final = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "credential",
+        "credentials",
+        "cookie",
+        "cookies",
+        "authorization",
+        "bearer",
+        "apikey",
+        "auth",
+    }
+)
+_KEY_QUALIFIERS: Final = frozenset(
+    {
+        "api",
+        "private",
+        "secret",
+        "access",
+        "user",
+        "client",
+        "signing",
+        "encryption",
+        "master",
+    }
+)
+_KEY_WORD_SPLIT: Final = re.compile(r"[^a-z0-9]+")
+_CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _strip_query(match: re.Match[str]) -> str:
+    url = match.group(0)
+    fragment = url.find("#")
+    if fragment == -1:
+        fragment = len(url)
+    query = url.find("?", 0, fragment)
+    if query != -1:
+        return url[:query]
+    # A fragment that carries parameters (OAuth implicit flow) is a query too.
+    if "=" in url[fragment:]:
+        return url[:fragment]
+    return url
+
+
+# A character of a value, an escape sequence counting as one: the kept head is
+# 4 of these, so it never ends in half an escape (``\\*`` would corrupt JSON).
+_UNIT: Final = re.compile(r"\\.|[^\\]", re.DOTALL)
+
+
+def _head(value: str) -> str:
+    return "".join(_UNIT.findall(value[:8])[:4])
+
+
+def _scrub_credentials(text: str) -> str:
+    pieces: list[str] = []
+    last = 0
+    for match in _CREDENTIAL.finditer(text.translate(_ASCII_LOWER)):
+        # The key, separator and opening quote stay; the value keeps its head.
+        start, end = match.span(match.lastgroup or 0)
+        pieces += (text[last:start], _head(text[start:end]), "*", REDACTED)
+        last = end
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def scrub_text(text: str) -> str:
+    """Remove credentials and secrets from text.
+
+    Args:
+        text: Any text: a log line, a tool result, a query, an error message.
+
+    Returns:
+        The text with PEM private keys, URL query strings, credential values and
+        secret-prefixed tokens removed (see the module docstring). Idempotent.
+
+    Example:
+        ``"token=QWxh+GRpbjpvcGVu/IHNlc2FtZQ== next=public"`` becomes
+        ``"token=QWxh*[REDACTED] next=public"``.
+    """
+    if "PRIVATE KEY" in text:
+        text = _PEM_BLOCK.sub(PRIVATE_KEY_REDACTED, text)
+    text = _URL.sub(_strip_query, text)
+    text = _scrub_credentials(text)
+    return _SECRET_PREFIX.sub(REDACTED, text)
+
+
+def _key_words(key: str) -> list[str]:
+    spaced = _CAMEL_BOUNDARY.sub("_", key).lower()
+    return [word for word in _KEY_WORD_SPLIT.split(spaced) if word]
+
+
+def looks_like_secret_key(key: str) -> bool:
+    """Return whether a JSON object key names a secret.
+
+    The key is split into words (``_``, ``-``, spaces and camelCase). It is a
+    secret key when a word is one of ``password``, ``passwd``, ``passphrase``,
+    ``secret(s)``, ``credential(s)``, ``cookie(s)``, ``authorization``,
+    ``bearer``, ``apikey``, ``auth``; when its last word is ``token``
+    (``access_token``, but not ``max_tokens`` or ``token_count``); or when it ends
+    with ``<qualifier> key`` for a qualifier such as ``api``, ``private``,
+    ``access`` or ``user`` (``api_key``, ``privateKey``, ``x-api-key``).
+
+    Args:
+        key: A JSON object key.
+
+    Returns:
+        Whether its whole value must be redacted.
+    """
+    words = _key_words(key)
+    if not words:
+        return False
+    if words[-1] == "token" or any(word in _SECRET_WORDS for word in words):
+        return True
+    return len(words) >= 2 and words[-1] == "key" and words[-2] in _KEY_QUALIFIERS
+
+
+def scrub_json(value: JsonValue) -> JsonValue:
+    """Scrub a parsed JSON value recursively.
+
+    Args:
+        value: A parsed JSON value (tool-call arguments, an event payload...).
+
+    Returns:
+        A new value: the value of each secret-looking key (any type) becomes
+        ``"[REDACTED]"``, every other string goes through :func:`scrub_text`.
+        Numbers, booleans and ``None`` are returned as they are. Idempotent.
+    """
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if looks_like_secret_key(key) else scrub_json(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [scrub_json(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(scrub_json(item) for item in value)
+    return value
+
+
+def scrub_json_text(text: str) -> str:
+    """Scrub JSON text, such as a tool call's arguments.
+
+    Args:
+        text: JSON text, or text that is meant to be JSON.
+
+    Returns:
+        When ``text`` parses: :func:`scrub_json` of it, re-encoded as compact
+        JSON. Otherwise :func:`scrub_text` of ``text``. Idempotent.
+    """
+    parsed, value = _decode(text)
+    if not parsed:
+        text = scrub_text(text)
+        # Scrubbing can drop what made the text invalid (a bad escape inside a
+        # redacted value); such text is JSON now and must take the JSON path, or
+        # a second pass would scrub it differently.
+        parsed, value = _decode(text)
+        if not parsed:
+            return text
+    return msgspec.json.encode(scrub_json(value)).decode()
+
+
+def _decode(text: str) -> tuple[bool, JsonValue]:
+    try:
+        value: JsonValue = msgspec.json.decode(text)
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return False, None
+    return True, value
+
+
+def summarize(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    """Return a scrubbed summary of at most ``limit`` characters plus an ellipsis.
+
+    Args:
+        text: The text to summarize (a recall query, an error message...).
+        limit: The character bound before the ellipsis (>= 1).
+
+    Returns:
+        :func:`scrub_text` of ``text``; when longer than ``limit``, its first
+        ``limit`` characters, right-trimmed, followed by ``…``. Idempotent.
+
+    Raises:
+        ValueError: ``limit`` is below 1.
+    """
+    if limit < 1:
+        msg = f"Expected a summary limit >= 1, found {limit}"
+        raise ValueError(msg)
+    scrubbed = scrub_text(text)
+    if len(scrubbed) <= limit:
+        return scrubbed
+    return scrubbed[:limit].rstrip() + ELLIPSIS
+
+
+def scrub_tool_call(call: ToolCall) -> ToolCall:
+    """Return a tool call with its JSON arguments scrubbed.
+
+    Args:
+        call: A tool call as the model produced it.
+
+    Returns:
+        The same call with ``arguments`` passed through :func:`scrub_json_text`.
+    """
+    return msgspec.structs.replace(call, arguments=scrub_json_text(call.arguments))
+
+
+def scrub_message(message: Message) -> Message:
+    """Return a message safe to show outside the model (logs, observers, exports).
+
+    Args:
+        message: A provider-visible message.
+
+    Returns:
+        The message with its text, tool-call arguments and tool-result contents
+        scrubbed, and ``chars`` measured again.
+    """
+    text = scrub_text(message.text)
+    calls = tuple(scrub_tool_call(call) for call in message.tool_calls)
+    results = tuple(
+        msgspec.structs.replace(result, content=scrub_text(result.content))
+        for result in message.tool_results
+    )
+    return msgspec.structs.replace(
+        message,
+        text=text,
+        tool_calls=calls,
+        tool_results=results,
+        chars=measure_chars(text, calls, results),
+    )
+
+
+class ScrubberConfigError(ValueError):
+    """A scrubber was configured with an unusable known secret."""
+
+
+MIN_KNOWN_SECRET_CHARS: Final = 8
+"""The shortest configured secret a scrubber accepts."""
+
+
+# Marker characters (a marker must never contain a secret) and the characters
+# that end a URL (deleting a query must never join two halves of a secret).
+_FORBIDDEN_IN_SECRETS: Final = frozenset("[]*\"'<>`\\")
+
+
+def _validated_secret(secret: str) -> str:
+    if len(secret) < MIN_KNOWN_SECRET_CHARS or any(
+        char.isspace() or char in _FORBIDDEN_IN_SECRETS for char in secret
+    ):
+        msg = (
+            "Expected known secrets of at least 8 characters without whitespace,"
+            " quotes, '[', ']', '*', '<', '>', '`' or '\\', found one of"
+            f" {len(secret)} characters"
+        )
+        raise ScrubberConfigError(msg)
+    return secret
+
+
+def make_scrubber(*, known_secrets: Iterable[str] = ()) -> Callable[[str], str]:
+    """Build a scrubber that also removes configured secret values.
+
+    The shell knows the real API keys it was configured with; each occurrence of
+    one is replaced by ``[REDACTED]`` before the :func:`scrub_text` patterns run.
+
+    Args:
+        known_secrets: Literal secret values: at least 8 characters, without
+            whitespace, quotes, ``[``, ``]``, ``*``, ``<``, ``>``, backtick or
+            backslash (so no marker contains one and no URL cut creates one).
+
+    Returns:
+        ``scrub(text) -> text``, idempotent.
+
+    Raises:
+        ScrubberConfigError: A secret is too short or holds a forbidden
+            character (the message never repeats the secret).
+    """
+    secrets = sorted(
+        {_validated_secret(secret) for secret in known_secrets}, key=len, reverse=True
+    )
+    if not secrets:
+        return scrub_text
+    # Longest first, so a secret that contains another is removed whole.
+    pattern = re.compile("|".join(re.escape(secret) for secret in secrets))
+
+    def scrub(text: str) -> str:
+        return scrub_text(pattern.sub(REDACTED, text))
+
+    return scrub

@@ -1,0 +1,216 @@
+"""The SQL and pure helpers of :mod:`projections.memory.postgres`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TypeAlias
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+import numpy as np
+
+from projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES, MemoryEntry
+
+TABLE: Final = "turnledger_memories"
+META_TABLE: Final = "turnledger_memory_meta"
+VECTOR_WEIGHT: Final = 0.7
+KEYWORD_WEIGHT: Final = 0.3
+MAX_QUERY_WORDS: Final = 32
+"""Words of a query searched for (a user message can be long)."""
+
+_SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = re.compile(r"[^\W_]+")
+COLUMNS: Final = """agent, key, id, content, category, session, namespace,
+    importance, created_at, updated_at"""
+CREATE: Final = (
+    "CREATE SCHEMA IF NOT EXISTS {schema}",
+    """CREATE TABLE IF NOT EXISTS {table} (agent text NOT NULL, key text NOT NULL,
+    id text NOT NULL, content text NOT NULL, category text NOT NULL, session text,
+    namespace text NOT NULL DEFAULT 'default', importance double precision,
+    created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+    superseded_by text, embedding {column}, search tsvector GENERATED ALWAYS AS (
+    setweight(to_tsvector('simple', key), 'A')
+    || setweight(to_tsvector('simple', content), 'B')) STORED,
+    PRIMARY KEY (agent, key))""",
+    "CREATE INDEX IF NOT EXISTS tl_memories_search ON {table} USING GIN (search)",
+    "CREATE INDEX IF NOT EXISTS tl_memories_recent ON {table} (agent, updated_at)",
+    "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL)",
+    "INSERT INTO {meta} VALUES ('applied_position', '0') ON CONFLICT DO NOTHING",
+)
+UPSERT: Final = f"""INSERT INTO {{table}} ({COLUMNS}, embedding) VALUES (
+    %(agent)s, %(key)s, %(id)s, %(content)s, %(category)s, %(session)s,
+    %(namespace)s, %(importance)s, %(at)s, %(at)s, %(embedding)s::{{column}})
+    ON CONFLICT (agent, key) DO UPDATE SET content = EXCLUDED.content,
+    category = EXCLUDED.category, session = EXCLUDED.session,
+    namespace = EXCLUDED.namespace, importance = EXCLUDED.importance,
+    updated_at = EXCLUDED.updated_at, embedding = EXCLUDED.embedding,
+    superseded_by = NULL RETURNING {COLUMNS}"""
+KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}},
+    coalesce(rank / nullif(max(rank) OVER (), 0), 0) AS score
+    FROM (SELECT *, ts_rank_cd(search, q) AS rank FROM {{table}},
+    (SELECT {{tsquery}}) AS query(q) WHERE {{where}} AND search @@ q) AS matched
+    ORDER BY score DESC, updated_at DESC, key LIMIT %(pool)s"""
+NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL FROM {{table}}
+    WHERE {{where}} AND embedding IS NOT NULL {{dims}} ORDER BY {{order}}
+    LIMIT %(pool)s"""
+PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
+    THEN 1 - (embedding <=> %(qvec)s::vector) END"""
+Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
+"""A unit-length float32 vector."""
+
+VectorKind: TypeAlias = Literal["pgvector", "array"]
+"""How vectors are stored: a pgvector ``vector`` or a ``float4[]``."""
+
+
+class _Candidate(msgspec.Struct, kw_only=True):
+    """A recall candidate: the row, its normalised keyword score, its cosine."""
+
+    entry: MemoryEntry
+    keyword: float | None = None
+    similarity: float | None = None
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """Return the connection URL without ``schema=`` and the schema it selects.
+
+    Raises:
+        ValueError: Not a postgresql:// URL, or a schema that is not an identifier.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgresql", "postgres"}:
+        msg = f"Expected a postgresql:// URL, found scheme {parts.scheme!r}"
+        raise ValueError(msg)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((value for name, value in query if name == "schema"), "public")
+    if not _SCHEMA.fullmatch(schema):
+        msg = f"Expected a schema of letters, digits and _, found {schema!r}"
+        raise ValueError(msg)
+    rest = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+def query_words(query: str) -> list[str]:
+    """Return the distinct lowercase words of a query searched for, in order."""
+    return list(dict.fromkeys(_WORD.findall(query.lower())))[:MAX_QUERY_WORDS]
+
+
+def row_entry(row: Sequence[Any], score: float | None = None) -> MemoryEntry:
+    """Return the entry a row of :data:`COLUMNS` holds."""
+    agent, key, id_, content, category, session, namespace, importance = row[:8]
+    return MemoryEntry(
+        id=id_,
+        key=key,
+        content=content,
+        category=category,
+        agent=agent,
+        session=session,
+        namespace=namespace,
+        importance=importance,
+        created_at=row[8].astimezone(UTC),
+        updated_at=row[9].astimezone(UTC),
+        score=score,
+    )
+
+
+def unit_vector(vector: Any) -> Vector | None:
+    """Return the vector scaled to unit length; ``None`` when empty or zero."""
+    array = np.asarray(vector, dtype=np.float32).ravel()
+    norm = float(np.linalg.norm(array)) if array.size else 0.0
+    return array / norm if norm > 0.0 else None
+
+
+def blend(keyword: float | None, similarity: float | None) -> float:
+    """Return the hybrid score: 0.7 vector + 0.3 keyword over the legs present."""
+    legs = [(VECTOR_WEIGHT, similarity), (KEYWORD_WEIGHT, keyword)]
+    present = [(weight, score) for weight, score in legs if score is not None]
+    total = sum(weight for weight, _ in present)
+    return sum(weight * score for weight, score in present) / total if total else 0.0
+
+
+def scope_clause(
+    agents: Sequence[str],
+    session: str | None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    strict: bool = False,
+    category: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Return the WHERE clause every read filters by, and its parameters.
+
+    Args:
+        agents: The allowed agents.
+        session: A session scope; its rows, plus session-less core/daily rows
+            unless ``strict``.
+        since: Earliest creation time (inclusive).
+        until: Latest creation time (inclusive).
+        strict: Only the session's own rows.
+        category: Only this category.
+    """
+    clauses = ["agent = ANY(%(agents)s)", "superseded_by IS NULL"]
+    params: dict[str, Any] = {"agents": list(agents), "session": session}
+    if session is not None:
+        clauses.append(
+            "session = %(session)s"
+            if strict
+            else "(session = %(session)s OR"
+            " (session IS NULL AND category = ANY(%(durable)s)))"
+        )
+        params["durable"] = sorted(DURABLE_GLOBAL_CATEGORIES)
+    for name, value, clause in (
+        ("since", since, "created_at >= %(since)s"),
+        ("until", until, "created_at <= %(until)s"),
+        ("category", category, "category = %(category)s"),
+    ):
+        if value is not None:
+            clauses.append(clause)
+            params[name] = value
+    return " AND ".join(clauses), params
+
+
+def similarity(
+    value: Any, vector: Vector | None, *, stored: VectorKind
+) -> float | None:
+    """Return a row's cosine on [0, 1]: pgvector's, or computed from float4[].
+
+    Args:
+        value: What the query read: pgvector's similarity, or the stored array.
+        vector: The unit query vector (``None``: no vector leg).
+        stored: How vectors are stored.
+    """
+    if value is None or vector is None:
+        return None
+    if stored == "pgvector":
+        return min(1.0, max(0.0, float(value)))
+    row = unit_vector(value)
+    if row is None or row.shape != vector.shape:
+        return None
+    return min(1.0, max(0.0, float(row @ vector)))
+
+
+def rank_candidates(
+    rows: Sequence[Sequence[Any]], vector: Vector | None, *, stored: VectorKind
+) -> list[MemoryEntry]:
+    """Merge keyword and vector candidate rows into scored entries, best first.
+
+    Each row is :data:`COLUMNS`, the vector column, the normalised keyword
+    score (``NULL`` for a vector-only candidate). Rows with neither a keyword
+    score nor a positive cosine are dropped.
+    """
+    found: dict[tuple[str, str], _Candidate] = {}
+    for row in rows:
+        candidate = found.setdefault((row[0], row[1]), _Candidate(entry=row_entry(row)))
+        if row[-1] is not None:
+            candidate.keyword = float(row[-1])
+        cosine = similarity(row[-2], vector, stored=stored)
+        if cosine is not None:
+            candidate.similarity = cosine
+    scored = [
+        msgspec.structs.replace(c.entry, score=blend(c.keyword, c.similarity))
+        for c in found.values()
+        if c.keyword is not None or (c.similarity or 0.0) > 0.0
+    ]
+    scored.sort(key=lambda e: (-(e.score or 0.0), -e.updated_at.timestamp(), e.key))
+    return scored

@@ -1,0 +1,152 @@
+"""The vector side of the SQLite memory: embedder, cache, identity and matrix.
+
+Writes get their vectors here (cache first, then one embedder call for the
+misses); a failing embedder is recorded and the write goes on without a vector.
+Queries get the scope's nearest rows from the in-memory matrix, which follows
+this connection's writes row by row and is reloaded when another connection has
+committed (``PRAGMA data_version`` changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from projections.memory._sqlite_schema import Database, stamp_identity, stored_identity
+from projections.memory._sqlite_scope import Scope
+from projections.memory._sqlite_vectors import VectorIndex, VectorRow, vector_blob
+from projections.memory.cache import EmbeddingCache, content_hash
+from projections.memory.embedders import Embedder, EmbedderError, EmbeddingIdentity
+
+_VECTOR_COLUMNS = "rowid, id, agent, session, category, created_us, embedding"
+_CHUNK = 500
+
+
+class EmbeddingStage:
+    """Vectors for writes and queries of one backend.
+
+    Args:
+        db: The memory database.
+        embedder: The embedder (dims 0: the stage is off).
+        cache_size: How many vectors the cache keeps.
+
+    Attributes:
+        failures: How many embedder calls failed since the backend opened.
+        last_error: The last failure, as ``Type: message``.
+    """
+
+    def __init__(self, db: Database, embedder: Embedder, cache_size: int) -> None:
+        self._db = db
+        self._embedder = embedder
+        self.identity: EmbeddingIdentity = embedder.identity
+        self.cache = EmbeddingCache(db.conn, cache_size)
+        self.vectors = VectorIndex(self.identity.dims)
+        self.failures = 0
+        self.last_error: str | None = None
+        self._seen_version: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Whether vectors are computed at all (the embedder has dims > 0)."""
+        return self.identity.dims > 0
+
+    def adopt_identity(self) -> None:
+        """Stamp the embedder's identity; drop another model's vectors.
+
+        Same identity: nothing. None stored: stamp it. Another one: every vector
+        is set to NULL (content kept, recall degrades to keyword until
+        ``reindex``), the cache is cleared and the new identity stamped.
+        """
+        if not self.live:
+            return
+        with self._db.transaction() as conn:
+            stored = stored_identity(conn)
+            if stored == self.identity:
+                return
+            if stored is not None:
+                conn.execute("UPDATE memories SET embedding = NULL")
+                self.cache.clear()
+                self.vectors.reset()
+            stamp_identity(conn, self.identity)
+
+    def embed(self, texts: Sequence[str]) -> list[bytes | None]:
+        """Return a float32 vector per text (``None`` where embedding failed).
+
+        Call it outside any transaction: the embedder may be slow, and the
+        cache reads and writes take their own short transactions.
+        """
+        if not self.live or not texts:
+            return [None] * len(texts)
+        hashes = [content_hash(t) for t in texts]
+        with self._db.transaction():
+            known = self.cache.get_many(hashes)
+        missing = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
+        fresh = self._embed_missing(missing)
+        if fresh:
+            with self._db.transaction():
+                self.cache.put_many(fresh)
+        known.update(fresh)
+        return [known.get(h) for h in hashes]
+
+    def _embed_missing(self, missing: dict[str, str]) -> dict[str, bytes]:
+        if not missing:
+            return {}
+        dims = self.identity.dims
+        try:
+            vectors = self._embedder.embed(list(missing.values()))
+            if len(vectors) != len(missing):
+                msg = f"Expected {len(missing)} vectors, found {len(vectors)}"
+                raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
+            blobs = [vector_blob(v, dims) for v in vectors]
+        except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: whatever it raises, the write is kept
+            self.failures += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            return {}
+        return dict(zip(missing, blobs, strict=True))
+
+    def search(
+        self, vector: bytes, scope: Scope, window: int
+    ) -> dict[int, tuple[str, float]]:
+        """Return ``{rowid: (entry id, cosine)}`` of the scope's nearest rows."""
+        conn = self._db.conn
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._seen_version:
+            # Another connection committed: the matrix may be stale.
+            self.vectors.reset()
+            self._seen_version = version
+        if not self.vectors.loaded:
+            rows = conn.execute(
+                f"SELECT {_VECTOR_COLUMNS} FROM memories "
+                "WHERE embedding IS NOT NULL AND superseded_by IS NULL"
+            ).fetchall()
+            self.vectors.load(rows)
+        query = np.frombuffer(vector, dtype="<f4")
+        hits = self.vectors.search(query, scope, window)
+        return {rowid: (entry_id, sim) for rowid, entry_id, sim in hits}
+
+    def refresh(self, rowids: Sequence[int]) -> None:
+        """Re-read these rows into the matrix (after this connection wrote them)."""
+        if not self.vectors.loaded or not rowids:
+            return
+        conn = self._db.conn
+        for start in range(0, len(rowids), _CHUNK):
+            chunk = rowids[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT {_VECTOR_COLUMNS}, superseded_by IS NULL FROM memories "
+                f"WHERE rowid IN ({marks})",
+                chunk,
+            ):
+                rowid, entry_id, agent, session, category, created, blob, live = row
+                vector = blob if live and blob else b""
+                self.vectors.put(
+                    VectorRow(
+                        rowid, entry_id, agent, session, category, created, vector
+                    )
+                )
+
+    def drop(self, rowids: Sequence[int]) -> None:
+        """Remove rows from the matrix (deleted or superseded)."""
+        if self.vectors.loaded:
+            self.vectors.drop(rowids)

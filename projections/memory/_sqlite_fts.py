@@ -1,0 +1,288 @@
+"""Keyword search: safe FTS5 queries that stay fast on frequent words.
+
+A query is never passed to FTS5 as syntax. It is split into word tokens the way
+the ``unicode61`` tokenizer splits text, and each token becomes a quoted phrase
+(``"token"``, or ``"token"*`` for a trailing ``*``), so quotes, operators,
+column filters and SQL text are only ever searched for.
+
+Stop-word safety. A ranked MATCH costs one BM25 evaluation (a few µs) per
+matching row, and a query of frequent words matches most of the table (~120 ms
+at 100k rows; reading a frequent word's count from ``fts5vocab`` alone costs
+~9 ms, as it walks the whole doclist). So each token's document count is taken
+by counting its matches up to :data:`MATCH_BUDGET` (cheap: no ranking), and
+estimated from the newest :data:`SAMPLE_ROWS` rows above that. Then:
+
+1. tokens that occur nowhere are dropped (they cannot match);
+2. if the tokens' document counts sum to at most :data:`MATCH_BUDGET`, the
+   query is the OR of all of them ranked by FTS5's BM25 (the reference
+   behaviour, and the only case small stores ever see);
+3. otherwise the rarest tokens whose counts fit the budget are OR-ed and ranked
+   by FTS5's BM25 to pick a bounded candidate pool, which is then re-scored in
+   Python with BM25 over every token, so the frequent words still count;
+4. if even the rarest token alone exceeds the budget (a query of stop words
+   only), the candidates are the newest rows matching the AND of the three
+   rarest tokens (or the rarest alone when that AND matches nothing), again
+   re-scored with BM25 over every token.
+
+Every query carries the read scope inside, so the budget and pools are computed
+on the rows the caller may see.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
+
+from projections.memory._sqlite_scope import Scope, scope_sql
+
+MATCH_BUDGET: Final = 1_000
+"""The most documents the OR-ed terms of one ranked MATCH may cover."""
+
+SAMPLE_ROWS: Final = 5_000
+"""How many of the newest rows a frequent token's document count is estimated on."""
+
+MAX_TERMS: Final = 16
+"""How many distinct tokens of a query are used (the longest, when more)."""
+
+RESCORE_POOL: Final = 64
+"""The smallest candidate pool re-scored in Python."""
+
+FREQUENT_AND_TERMS: Final = 3
+"""How many of the rarest tokens a stop-word-only query ANDs."""
+
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+_MIN_IDF: Final = 1e-6  # FTS5 floors a non-positive IDF at this value
+_TOKEN: Final = re.compile(r"[^\W_]+")
+
+
+class Term(NamedTuple):
+    """One query token: its normalised text and whether it is a prefix."""
+
+    text: str
+    prefix: bool = False
+
+    @property
+    def phrase(self) -> str:
+        """The token as an FTS5 phrase (tokens never contain quotes)."""
+        return f'"{self.text}"*' if self.prefix else f'"{self.text}"'
+
+
+class Plan(NamedTuple):
+    """How to run a keyword query.
+
+    Attributes:
+        expression: The MATCH expression.
+        ranked: ``True``: candidates by FTS5 BM25; ``False``: newest matches.
+        rescore: Tokens to re-score the candidates with in Python (empty: the
+            FTS5 BM25 is the score).
+    """
+
+    expression: str
+    ranked: bool
+    rescore: tuple[Term, ...] = ()
+
+
+def normalize(text: str) -> str:
+    """Lowercase and strip diacritics, as ``unicode61 remove_diacritics 2``."""
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def tokens(text: str) -> list[str]:
+    """Return the word tokens of a text, normalised."""
+    return _TOKEN.findall(normalize(text))
+
+
+def query_terms(query: str) -> list[Term]:
+    """Return a query's distinct tokens, in order.
+
+    A whitespace-separated word ending in ``*`` makes its last token a prefix.
+    A query with more than :data:`MAX_TERMS` distinct tokens (a whole user
+    message) keeps the longest ones, which are the likeliest to be specific.
+    """
+    found: dict[Term, None] = {}
+    for word in query.split():
+        words = tokens(word)
+        for i, text in enumerate(words):
+            prefix = word.endswith("*") and i == len(words) - 1
+            found.setdefault(Term(text, prefix))
+    terms = list(found)
+    if len(terms) <= MAX_TERMS:
+        return terms
+    longest = sorted(range(len(terms)), key=lambda i: (-len(terms[i].text), i))
+    return [terms[i] for i in sorted(longest[:MAX_TERMS])]
+
+
+def document_counts(db: sqlite3.Connection, terms: Sequence[Term]) -> dict[Term, int]:
+    """Return how many rows contain each term (a prefix: any completion).
+
+    Counts are exact up to :data:`MATCH_BUDGET`; above it they are estimated
+    from the newest :data:`SAMPLE_ROWS` rows (and never below the budget + 1).
+    """
+    counts: dict[Term, int] = {}
+    for term in terms:
+        found = _count(db, term.phrase, MATCH_BUDGET + 1)
+        if found > MATCH_BUDGET:
+            found = max(found, _estimate(db, term.phrase))
+        counts[term] = found
+    return counts
+
+
+def _count(db: sqlite3.Connection, expression: str, cap: int, after: int = 0) -> int:
+    row = db.execute(
+        "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+        "WHERE memories_fts MATCH ? AND rowid > ? LIMIT ?)",
+        (expression, after, cap),
+    ).fetchone()
+    return int(row[0])
+
+
+def _estimate(db: sqlite3.Connection, expression: str) -> int:
+    top = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
+    after = max(0, top - SAMPLE_ROWS)
+    found = _count(db, expression, SAMPLE_ROWS, after)
+    if after == 0:
+        return found
+    return round(found * row_count(db) / SAMPLE_ROWS)
+
+
+def row_count(db: sqlite3.Connection) -> int:
+    """Return how many rows the full-text index holds."""
+    return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def plan_query(counts: dict[Term, int], budget: int = MATCH_BUDGET) -> Plan | None:
+    """Choose the MATCH for a query's terms (see the module docstring).
+
+    Args:
+        counts: Each term's document count.
+        budget: The most documents one ranked OR may cover.
+
+    Returns:
+        The plan, or ``None`` when no term occurs anywhere.
+    """
+    live = sorted((t for t, n in counts.items() if n > 0), key=lambda t: (counts[t], t))
+    if not live:
+        return None
+    if sum(counts[t] for t in live) <= budget:
+        return Plan(_join(live, "OR"), ranked=True)
+    selective: list[Term] = []
+    covered = 0
+    for term in live:
+        if covered + counts[term] > budget:
+            break
+        selective.append(term)
+        covered += counts[term]
+    if selective:
+        return Plan(_join(selective, "OR"), ranked=True, rescore=tuple(live))
+    return Plan(
+        _join(live[:FREQUENT_AND_TERMS], "AND"), ranked=False, rescore=tuple(live)
+    )
+
+
+def _join(terms: Sequence[Term], operator: str) -> str:
+    return f" {operator} ".join(t.phrase for t in terms)
+
+
+def keyword_search(
+    db: sqlite3.Connection, query: str, scope: Scope, window: int
+) -> dict[int, tuple[str, float]]:
+    """Return the scope's best keyword matches: raw BM25 (higher is better).
+
+    Args:
+        db: The memory database.
+        query: The user's query text.
+        scope: The rows that may match.
+        window: How many candidates to return at most.
+
+    Returns:
+        ``{rowid: (entry id, raw score)}`` for at most ``window`` rows.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return {}
+    counts = document_counts(db, terms)
+    plan = plan_query(counts, MATCH_BUDGET)
+    if plan is None:
+        return {}
+    if not plan.rescore:
+        rows = _candidates(db, plan, scope, window, with_text=False)
+        return {rowid: (entry_id, -float(raw)) for rowid, entry_id, raw in rows}
+    pool = max(window, RESCORE_POOL)
+    rows = _candidates(db, plan, scope, pool, with_text=True)
+    if not rows and not plan.ranked:
+        rarest = Plan(plan.rescore[0].phrase, ranked=False, rescore=plan.rescore)
+        rows = _candidates(db, rarest, scope, pool, with_text=True)
+    scored = bm25_rescore(rows, plan.rescore, counts, row_count(db))
+    return dict(sorted(scored.items(), key=lambda kv: (-kv[1][1], kv[1][0]))[:window])
+
+
+def _candidates(
+    db: sqlite3.Connection, plan: Plan, scope: Scope, limit: int, *, with_text: bool
+) -> list[tuple[Any, ...]]:
+    where, params = scope_sql(scope)
+    text = ", m.key, m.content" if with_text else ""
+    rank = ", bm25(memories_fts) AS raw" if plan.ranked else ", NULL AS raw"
+    order = "raw, m.id" if plan.ranked else "memories_fts.rowid DESC"
+    sql = (
+        f"SELECT m.rowid, m.id{rank}{text} FROM memories_fts "
+        "JOIN memories AS m ON m.rowid = memories_fts.rowid "
+        f"WHERE memories_fts MATCH ? AND {where} ORDER BY {order} LIMIT ?"
+    )
+    return db.execute(sql, [plan.expression, *params, limit]).fetchall()
+
+
+def bm25_rescore(
+    rows: Sequence[tuple[Any, ...]],
+    terms: Sequence[Term],
+    counts: dict[Term, int],
+    total: int,
+) -> dict[int, tuple[str, float]]:
+    """Score candidate rows with BM25 over ``terms`` (FTS5's formula).
+
+    The average document length is taken over the candidates, which keeps the
+    cost bounded by the pool size.
+
+    Args:
+        rows: ``(rowid, id, _, key, content)`` candidates.
+        terms: The query's terms.
+        counts: Each term's document count.
+        total: The number of indexed rows.
+
+    Returns:
+        ``{rowid: (entry id, score)}``.
+    """
+    if not rows:
+        return {}
+    docs = [tokens(f"{row[3]} {row[4]}") for row in rows]
+    average = max(1.0, sum(len(d) for d in docs) / len(docs))
+    idf = {t: _idf(total, counts[t]) for t in terms}
+    scored: dict[int, tuple[str, float]] = {}
+    for row, words in zip(rows, docs, strict=True):
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
+        score = 0.0
+        for term in terms:
+            freq = _frequency(term, words)
+            if freq:
+                score += idf[term] * freq * (BM25_K1 + 1) / (freq + norm)
+        scored[int(row[0])] = (str(row[1]), score)
+    return scored
+
+
+def _idf(total: int, docs: int) -> float:
+    docs = min(docs, total)
+    value = math.log((total - docs + 0.5) / (docs + 0.5))
+    return value if value > 0 else _MIN_IDF
+
+
+def _frequency(term: Term, words: Sequence[str]) -> int:
+    if term.prefix:
+        return sum(1 for w in words if w.startswith(term.text))
+    return sum(1 for w in words if w == term.text)

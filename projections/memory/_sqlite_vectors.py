@@ -1,0 +1,306 @@
+"""An in-memory matrix of the stored vectors, searched by brute-force cosine.
+
+Loading every vector from SQLite on each recall would cost far more than the
+search itself (150 MB at 100k x 384), so the backend keeps the unit-normalised
+vectors in one float32 matrix, with the columns a scope filters on (agent,
+session, durable flag, creation time) as parallel arrays. The backend updates it
+row by row after its own writes and drops it when another connection has written
+(``PRAGMA data_version``), to reload it on the next vector query.
+
+A search masks the rows outside the scope BEFORE ranking, so disallowed rows
+can neither crowd out nor outrank allowed ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from projections.memory._sqlite_scope import Scope
+from projections.memory.embedders import EmbedderError
+from projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
+
+Matrix = npt.NDArray[np.float32]
+"""Rows of unit-normalised vectors."""
+
+_INITIAL: Final = 1024
+_NO_SESSION: Final = -1
+_SUBSET_SHARE: Final = 0.5  # below this share of rows, multiply only the subset
+_ARRAYS: Final = (
+    "_matrix",
+    "_rowids",
+    "_agents",
+    "_sessions",
+    "_durable",
+    "_created",
+    "_alive",
+)
+
+
+class VectorRow(NamedTuple):
+    """One stored row's vector and the columns a scope filters on."""
+
+    rowid: int
+    entry_id: str
+    agent: str
+    session: str | None
+    category: str
+    created_us: int
+    vector: bytes
+
+
+def vector_blob(vector: Sequence[float], dims: int) -> bytes:
+    """Encode an embedder's vector as little-endian float32 bytes.
+
+    Raises:
+        EmbedderError: It is not ``dims`` finite numbers (in float32 range).
+    """
+    try:
+        array = np.asarray(vector, dtype="<f4")
+    except (TypeError, ValueError):
+        msg = f"Expected {dims} numbers in an embedding, found {type(vector).__name__}"
+        raise EmbedderError(msg) from None
+    if array.shape != (dims,):
+        msg = f"Expected a {dims}-dimension embedding, found shape {array.shape}"
+        raise EmbedderError(msg)
+    if not np.isfinite(array).all():
+        msg = "Expected finite numbers in an embedding"
+        raise EmbedderError(msg)
+    return array.tobytes()
+
+
+class VectorIndex:
+    """The vectors of the live rows, with their scope columns.
+
+    Args:
+        dims: The vector length; rows of another length are ignored.
+    """
+
+    _matrix: Matrix
+    _rowids: npt.NDArray[np.int64]
+    _agents: npt.NDArray[np.int32]
+    _sessions: npt.NDArray[np.int32]
+    _durable: npt.NDArray[np.bool_]
+    _created: npt.NDArray[np.int64]
+    _alive: npt.NDArray[np.bool_]
+    _slots: dict[int, int]
+    _ids: list[str]
+    _agent_codes: dict[str, int]
+    _session_codes: dict[str, int]
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+        self.loaded = False
+        self._reset_arrays(_INITIAL)
+
+    def reset(self) -> None:
+        """Drop everything; the next search needs :meth:`load` again."""
+        self.loaded = False
+        self._reset_arrays(_INITIAL)
+
+    def load(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Replace the contents with ``rows`` (the live rows with vectors).
+
+        Args:
+            rows: ``(rowid, entry id, agent, session, category, created_us,
+                vector)`` tuples; vectors of another length are skipped.
+        """
+        width = 4 * self.dims
+        usable = [r for r in rows if r[6] is not None and len(r[6]) == width]
+        n = len(usable)
+        self._reset_arrays(max(_INITIAL, n + n // 8))
+        if n:
+            raw = np.frombuffer(b"".join(r[6] for r in usable), dtype="<f4")
+            self._store_normalized(raw.reshape(n, self.dims))
+            self._rowids[:n] = [r[0] for r in usable]
+            self._ids = [r[1] for r in usable]
+            self._agents[:n] = [self._code(self._agent_codes, r[2]) for r in usable]
+            self._sessions[:n] = [self._session_code(r[3]) for r in usable]
+            self._durable[:n] = [
+                r[3] is None and r[4] in DURABLE_GLOBAL_CATEGORIES for r in usable
+            ]
+            self._created[:n] = [r[5] for r in usable]
+            self._alive[:n] = True
+            self._slots = {r[0]: i for i, r in enumerate(usable)}
+            self._size = n
+        self.loaded = True
+
+    def _store_normalized(self, raw: npt.NDArray[np.float32]) -> None:
+        n = raw.shape[0]
+        # einsum: the squared norms without an n x dims temporary.
+        norms = np.sqrt(np.einsum("ij,ij->i", raw, raw))
+        norms[norms == 0] = np.inf  # zero vectors stay zero (cosine 0)
+        np.divide(raw, norms[:, None], out=self._matrix[:n])
+
+    def put(self, row: VectorRow) -> None:
+        """Insert or replace a row; a row without a usable vector is dropped."""
+        vector = np.frombuffer(row.vector, dtype="<f4") if row.vector else None
+        if vector is None or vector.shape[0] != self.dims:
+            self.drop([row.rowid])
+            return
+        slot = self._slots.get(row.rowid)
+        if slot is None:
+            slot = self._append()
+            self._slots[row.rowid] = slot
+            self._rowids[slot] = row.rowid
+        norm = float(np.linalg.norm(vector))
+        self._matrix[slot] = vector / norm if norm > 0 else 0.0
+        self._ids[slot] = row.entry_id
+        self._agents[slot] = self._code(self._agent_codes, row.agent)
+        self._sessions[slot] = self._session_code(row.session)
+        self._durable[slot] = _durable(row)
+        self._created[slot] = row.created_us
+        self._alive[slot] = True
+
+    def drop(self, rowids: Iterable[int]) -> None:
+        """Remove rows (unknown rowids are ignored)."""
+        for rowid in rowids:
+            slot = self._slots.pop(rowid, None)
+            if slot is not None:
+                self._alive[slot] = False
+                self._dead += 1
+        if self._dead > max(_INITIAL, len(self._slots)):
+            self._compact()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def search(
+        self, query: npt.ArrayLike, scope: Scope, window: int
+    ) -> list[tuple[int, str, float]]:
+        """Return the scope's rows most similar to ``query``.
+
+        Args:
+            query: The query vector.
+            scope: The rows that may match (applied before ranking).
+            window: How many rows at most.
+
+        Returns:
+            ``(rowid, entry id, cosine)`` with cosine in (0, 1], best first,
+            ties by entry id.
+        """
+        q = np.asarray(query, dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        if q.shape[0] != self.dims or not norm > 0:
+            return []
+        candidates = np.flatnonzero(self._mask(scope))
+        if candidates.size == 0:
+            return []
+        q32 = (q / norm).astype(np.float32)
+        if candidates.size == self._size:
+            sims = self._matrix[: self._size] @ q32
+        elif candidates.size < _SUBSET_SHARE * self._size:
+            sims = self._matrix[candidates] @ q32
+        else:
+            sims = (self._matrix[: self._size] @ q32)[candidates]
+        return self._top(candidates, sims, q / norm, window)
+
+    def _top(
+        self,
+        candidates: npt.NDArray[np.intp],
+        sims: npt.NDArray[np.float32],
+        q: npt.NDArray[np.float64],
+        window: int,
+    ) -> list[tuple[int, str, float]]:
+        if sims.size > window:
+            # Keep every row tied with the window's last score, so the id
+            # tie-break below decides, not argpartition's arbitrary order.
+            floor = np.partition(sims, sims.size - window)[sims.size - window]
+            keep = sims >= floor
+            candidates = candidates[keep]
+        # Re-score the survivors in float64, as the reference does.
+        exact = self._matrix[candidates].astype(np.float64) @ q
+        found = [
+            (int(self._rowids[slot]), self._ids[int(slot)], min(1.0, float(sim)))
+            for slot, sim in zip(candidates, exact, strict=True)
+            if sim > 0
+        ]
+        found.sort(key=lambda hit: (-hit[2], hit[1]))
+        return found[:window]
+
+    def _mask(self, scope: Scope) -> npt.NDArray[np.bool_]:
+        n = self._size
+        wanted = [self._agent_codes[a] for a in scope.agents if a in self._agent_codes]
+        allowed = np.zeros(len(self._agent_codes) + 1, dtype=np.bool_)
+        allowed[wanted] = True
+        mask = self._alive[:n] & allowed[self._agents[:n]]
+        if scope.session is not None:
+            code = self._session_codes.get(scope.session)
+            own = (
+                self._sessions[:n] == code
+                if code is not None
+                else np.zeros(n, dtype=np.bool_)
+            )
+            mask &= own if scope.strict else own | self._durable[:n]
+        if scope.since_us is not None:
+            mask &= self._created[:n] >= scope.since_us
+        if scope.until_us is not None:
+            mask &= self._created[:n] <= scope.until_us
+        return mask
+
+    def _reset_arrays(self, capacity: int) -> None:
+        self._size = 0
+        self._dead = 0
+        self._slots = {}
+        self._ids = []
+        self._rowids = np.zeros(capacity, dtype=np.int64)
+        self._agent_codes = {}
+        self._session_codes = {}
+        self._matrix = np.zeros((capacity, self.dims), dtype=np.float32)
+        self._agents = np.zeros(capacity, dtype=np.int32)
+        self._sessions = np.full(capacity, _NO_SESSION, dtype=np.int32)
+        self._durable = np.zeros(capacity, dtype=np.bool_)
+        self._created = np.zeros(capacity, dtype=np.int64)
+        self._alive = np.zeros(capacity, dtype=np.bool_)
+
+    def _append(self) -> int:
+        if self._size == self._matrix.shape[0]:
+            self._grow(2 * self._matrix.shape[0])
+        slot = self._size
+        self._size += 1
+        self._ids.append("")
+        return slot
+
+    def _grow(self, capacity: int) -> None:
+        def grown(array: npt.NDArray[Any], fill: object = 0) -> npt.NDArray[Any]:
+            bigger = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+            bigger[: array.shape[0]] = array
+            return bigger
+
+        self._matrix = grown(self._matrix)
+        self._rowids = grown(self._rowids)
+        self._agents = grown(self._agents)
+        self._sessions = grown(self._sessions, _NO_SESSION)
+        self._durable = grown(self._durable, fill=False)
+        self._created = grown(self._created)
+        self._alive = grown(self._alive, fill=False)
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._alive[: self._size])
+        ids = [self._ids[int(slot)] for slot in keep]
+        capacity = max(_INITIAL, 2 * keep.size)
+        arrays = {name: getattr(self, name)[keep] for name in _ARRAYS}
+        agent_codes, session_codes = self._agent_codes, self._session_codes
+        self._reset_arrays(capacity)
+        self._agent_codes, self._session_codes = agent_codes, session_codes
+        for name, values in arrays.items():
+            getattr(self, name)[: keep.size] = values
+        self._ids = ids
+        self._size = int(keep.size)
+        self._slots = {int(r): i for i, r in enumerate(self._rowids[: self._size])}
+
+    def _session_code(self, session: str | None) -> int:
+        if session is None:
+            return _NO_SESSION
+        return self._code(self._session_codes, session)
+
+    @staticmethod
+    def _code(codes: dict[str, int], value: str) -> int:
+        return codes.setdefault(value, len(codes))
+
+
+def _durable(row: VectorRow) -> bool:
+    return row.session is None and row.category in DURABLE_GLOBAL_CATEGORIES

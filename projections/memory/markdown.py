@@ -1,0 +1,427 @@
+r"""Markdown memory: one agent's human-readable, append-only memory files (§2.2).
+
+Layout under the agent's workspace: ``MEMORY.md`` holds ``core`` rows and
+``memory/YYYY-MM-DD.md`` every other category, dated by the write's recorded time
+in UTC (never the wall clock, so a rebuild writes the same files). One line per
+write::
+
+    - **editor** [category=core at=2026-11-01T12:00:00Z id=e1 pos=17]: Helix is mine
+
+Fixed from the reference: category, session, creation time, entry id and the
+ledger position are kept on every line (ZeroClaw collapsed every dated line to
+``daily`` and dropped sessions, so conversation text leaked into every session);
+``forget`` answers :class:`Unsupported` instead of a silent ``False``; reads keep
+upsert semantics (the newest line of a key wins); keyword scores are on [0, 1]
+with the session, time and agent filters applied before limiting; peers' results
+are merged by score (:class:`~projections.memory.markdown_peers.MarkdownPeers`).
+
+Escaping keeps a line a line: ``\`` and newlines in keys and content are
+backslash-escaped, ``*`` in keys too (a Markdown escape), and metadata values
+that are not plain words are JSON strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, TypeAlias
+
+import msgspec
+
+from ledger.envelope import Recorded
+from ledger.events import MemoryStored
+from policies.recall import bound_recall_limit
+from projections.memory.apply import new_memory
+from projections.memory.protocol import (
+    Capabilities,
+    MemoryEntry,
+    NewMemory,
+    Unsupported,
+    is_recent_query,
+    visible_in_session,
+)
+
+CORE_FILE: Final = "MEMORY.md"
+"""The file of ``core`` rows, at the workspace root."""
+
+DAILY_DIR: Final = "memory"
+"""The directory of dated files (every category but ``core``)."""
+
+POSITION_FILE: Final = ".applied_position"
+"""The tracking file (inside :data:`DAILY_DIR`) of positions without a line."""
+
+APPEND_ONLY_REASON: Final = "markdown memory is append-only (an audit trail)"
+"""Why forget, supersede and purge_session are unsupported."""
+
+CAPABILITIES: Final = Capabilities(append_only=True, purge_session=False)
+"""Keyword recall, sessions, categories and time filters; nothing is removed."""
+
+_LINE = re.compile(
+    r"^- \*\*(?P<key>(?:[^*\\]|\\.)*)\*\* "
+    r'\[(?P<meta>(?:[^\]"]|"(?:[^"\\]|\\.)*")*)\]:(?: (?P<content>.*))?$'
+)
+_META = re.compile(r'(?P<name>\w+)=(?P<value>"(?:[^"\\]|\\.)*"|[^\s"\]]*)')
+_BARE = re.compile(r"[\w.:+\-]+")
+_ESCAPED = re.compile(r"\\(.)")
+_TOKEN = re.compile(r"\w+")
+_UNESCAPE: Final = {"n": "\n", "r": "\r"}
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
+_Entries: TypeAlias = list[MemoryEntry]
+
+
+class _Line(msgspec.Struct, frozen=True, kw_only=True):
+    """One parsed write, with where it sorts among writes."""
+
+    entry: MemoryEntry
+    position: int | None
+    order: tuple[datetime, int, int, int]
+
+
+def _escape(text: str, *, key: bool = False) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return text.replace("*", "\\*") if key else text
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(lambda m: _UNESCAPE.get(m[1], m[1]), text)
+
+
+def _meta_value(value: str) -> str:
+    return value if _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _stamp(moment: datetime) -> str:
+    return _utc(moment).isoformat().replace("+00:00", "Z")
+
+
+def format_line(entry: NewMemory, position: int | None = None) -> str:
+    """Return the Markdown line that records one write.
+
+    Args:
+        entry: The write.
+        position: The ledger position that wrote it, when applied from the ledger.
+
+    Returns:
+        The line, without its newline.
+    """
+    meta = [("category", entry.category)]
+    if entry.session is not None:
+        meta.append(("session", entry.session))
+    meta += [("at", _stamp(entry.at)), ("id", entry.entry_id)]
+    if position is not None:
+        meta.append(("pos", str(position)))
+    if entry.namespace != "default":
+        meta.append(("ns", entry.namespace))
+    if entry.importance is not None:
+        meta.append(("importance", repr(entry.importance)))
+    fields = " ".join(f"{name}={_meta_value(value)}" for name, value in meta)
+    return f"- **{_escape(entry.key, key=True)}** [{fields}]: {_escape(entry.content)}"
+
+
+def _parse_meta(text: str) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for match in _META.finditer(text):
+        value = match["value"]
+        meta[match["name"]] = str(json.loads(value)) if value.startswith('"') else value
+    return meta
+
+
+def parse_line(line: str, *, agent: str) -> tuple[MemoryEntry, int | None] | None:
+    """Parse one line written by :func:`format_line`.
+
+    Args:
+        line: The line, without its newline.
+        agent: The agent owning the file.
+
+    Returns:
+        The entry (unscored) and the position that wrote it, or ``None`` for a
+        line that is not a memory line (headers, prose a human added).
+    """
+    match = _LINE.match(line.rstrip("\r"))
+    if match is None:
+        return None
+    meta = _parse_meta(match["meta"])
+    try:
+        at = _utc(datetime.fromisoformat(meta["at"]))
+        position = int(meta["pos"]) if "pos" in meta else None
+        importance = float(meta["importance"]) if "importance" in meta else None
+    except (KeyError, ValueError):
+        return None
+    entry = MemoryEntry(
+        id=meta.get("id", ""),
+        key=_unescape(match["key"]),
+        content=_unescape(match["content"] or ""),
+        category=meta.get("category", "core"),
+        agent=agent,
+        session=meta.get("session"),
+        namespace=meta.get("ns", "default"),
+        importance=importance,
+        created_at=at,
+        updated_at=at,
+    )
+    return entry, position
+
+
+def keyword_score(query_tokens: frozenset[str], entry: MemoryEntry) -> float:
+    """Return the share of query tokens found among the entry's key/content tokens."""
+    if not query_tokens:
+        return 0.0
+    found = set(_TOKEN.findall(f"{entry.key} {entry.content}".lower()))
+    return len(query_tokens & found) / len(query_tokens)
+
+
+def newest_first(entry: MemoryEntry) -> tuple[float, str]:
+    """Return a sort key ordering rows newest first (then by key)."""
+    return (-entry.updated_at.timestamp(), entry.key)
+
+
+def in_window(
+    entry: MemoryEntry, since: datetime | None, until: datetime | None
+) -> bool:
+    """Return whether the row was created inside the inclusive window."""
+    return (since is None or entry.created_at >= _utc(since)) and (
+        until is None or entry.created_at <= _utc(until)
+    )
+
+
+class AppendOnlyRefusals:
+    """The refusals every append-only Markdown handle answers with."""
+
+    name: str = "markdown"
+    capabilities: Capabilities = CAPABILITIES
+
+    def forget(self, key: str, *, agent: str) -> bool | Unsupported:
+        """Refuse: nothing is ever removed from the files."""
+        return self._refuse("forget", key, agent)
+
+    def supersede(
+        self, key: str, *, agent: str, superseded_by: str
+    ) -> bool | Unsupported:
+        """Refuse: nothing is ever hidden in the files."""
+        return self._refuse("supersede", key, agent, superseded_by)
+
+    def purge_session(self, session: str, *, agent: str) -> int | Unsupported:
+        """Refuse: nothing is ever removed from the files."""
+        return self._refuse("purge_session", session, agent)
+
+    def _refuse(self, operation: str, *_: str) -> Unsupported:
+        return Unsupported(
+            operation=operation, backend=self.name, reason=APPEND_ONLY_REASON
+        )
+
+
+class MarkdownMemory(AppendOnlyRefusals):
+    """One agent's Markdown memory files (append-only; reads see upserts).
+
+    Args:
+        workspace_root: The agent's workspace directory (created if missing).
+        agent: The agent the workspace belongs to; writes for others are refused.
+    """
+
+    def __init__(self, workspace_root: str | os.PathLike[str], *, agent: str) -> None:
+        self.root = Path(workspace_root)
+        self.agent = agent
+        self._lock = threading.Lock()
+        (self.root / DAILY_DIR).mkdir(parents=True, exist_ok=True)
+
+    def file_for(self, entry: NewMemory) -> Path:
+        """Return the file a write goes to (by category and UTC date of ``at``)."""
+        if entry.category == "core":
+            return self.root / CORE_FILE
+        return self.root / DAILY_DIR / f"{_utc(entry.at).date().isoformat()}.md"
+
+    def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
+        """Append the write as a line; the returned row is what reads now show."""
+        refused = self._append(entry, None)
+        if refused is not None:
+            return refused
+        found = self._rows().get(entry.key)
+        if found is None:  # pragma: no cover - the line was just written
+            msg = f"Expected key {entry.key!r} after writing it, found none"
+            raise RuntimeError(msg)
+        return found
+
+    def _append(self, entry: NewMemory, position: int | None) -> Unsupported | None:
+        if entry.agent != self.agent:
+            reason = (
+                f"markdown memory at {self.root} belongs to agent {self.agent!r},"
+                f" not {entry.agent!r}"
+            )
+            return Unsupported(operation="store", backend=self.name, reason=reason)
+        path = self.file_for(entry)
+        with self._lock:
+            _append_line(path, _header(path), format_line(entry, position))
+        return None
+
+    def _lines(self) -> list[_Line]:
+        files = [self.root / CORE_FILE]
+        daily = self.root / DAILY_DIR
+        files += sorted(p for p in daily.iterdir() if _DATED.fullmatch(p.name))
+        lines: list[_Line] = []
+        for rank, path in enumerate(files):
+            if not path.is_file():
+                continue
+            for number, text in enumerate(path.read_text("utf-8").split("\n")):
+                parsed = parse_line(text, agent=self.agent)
+                if parsed is not None:
+                    entry, position = parsed
+                    order = (entry.updated_at, position or 0, rank, number)
+                    lines.append(_Line(entry=entry, position=position, order=order))
+        return lines
+
+    def _rows(self) -> dict[str, MemoryEntry]:
+        """Fold the lines per key: newest content, first id and creation time."""
+        rows: dict[str, MemoryEntry] = {}
+        for line in sorted(self._lines(), key=lambda line: line.order):
+            first = rows.get(line.entry.key)
+            if first is None:
+                rows[line.entry.key] = line.entry
+            else:
+                rows[line.entry.key] = msgspec.structs.replace(
+                    line.entry, id=first.id, created_at=first.created_at
+                )
+        return rows
+
+    def _visible(self, agents: Sequence[str]) -> _Entries:
+        return list(self._rows().values()) if self.agent in agents else []
+
+    def recall(
+        self,
+        query: str,
+        *,
+        agents: Sequence[str],
+        limit: int = 5,
+        session: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> _Entries:
+        """Return the best keyword matches (or the newest rows), filters first."""
+        limit = bound_recall_limit(limit)
+        rows = [
+            row
+            for row in self._visible(agents)
+            if visible_in_session(row.session, row.category, session)
+            and in_window(row, since, until)
+        ]
+        if is_recent_query(query):
+            return sorted(rows, key=newest_first)[:limit]
+        tokens = frozenset(_TOKEN.findall(query.lower()))
+        scored = [
+            msgspec.structs.replace(row, score=score)
+            for row in rows
+            if (score := keyword_score(tokens, row)) > 0.0
+        ]
+        scored.sort(key=lambda row: (-(row.score or 0.0), *newest_first(row)))
+        return scored[:limit]
+
+    def get(self, key: str, *, agents: Sequence[str]) -> MemoryEntry | None:
+        """Return the newest write of ``key`` when this agent is allowed."""
+        return self._rows().get(key) if self.agent in agents else None
+
+    def list(
+        self,
+        *,
+        agents: Sequence[str],
+        category: str | None = None,
+        session: str | None = None,
+        limit: int = 1000,
+    ) -> _Entries:
+        """Return one row per key, newest first (strict session filter)."""
+        rows = [
+            row
+            for row in self._visible(agents)
+            if (category is None or row.category == category)
+            and (session is None or row.session == session)
+        ]
+        return sorted(rows, key=newest_first)[:limit]
+
+    def count(self, *, agents: Sequence[str]) -> int:
+        """Return how many keys the files hold (when this agent is allowed)."""
+        return len(self._visible(agents))
+
+    def export(
+        self,
+        *,
+        agents: Sequence[str],
+        session: str | None = None,
+        category: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> _Entries:
+        """Return one row per key matching the filters, oldest first."""
+        rows = [
+            row
+            for row in self.list(agents=agents, category=category, session=session)
+            if in_window(row, since, until)
+        ]
+        return sorted(rows, key=lambda row: (row.created_at, row.key))
+
+    def health(self) -> bool:
+        """Return whether the workspace directory exists."""
+        return (self.root / DAILY_DIR).is_dir()
+
+    def applied_position(self) -> int:
+        """Return the highest position written to a line or tracked (0: none)."""
+        tracked = self.root / DAILY_DIR / POSITION_FILE
+        done = int(tracked.read_text("utf-8") or 0) if tracked.is_file() else 0
+        return max([done, *(line.position or 0 for line in self._lines())])
+
+    def apply(self, events: Sequence[Recorded], position: int) -> None:
+        """Append this agent's ``memory.stored`` events above the position.
+
+        A line carries the position that wrote it, so a crash between the
+        append and the tracking write never duplicates a line. Deletions are
+        not applied: the files are an audit trail.
+        """
+        done = self.applied_position()
+        if position <= done:
+            return
+        for recorded in events:
+            if recorded.position <= done or not isinstance(
+                recorded.event, MemoryStored
+            ):
+                continue
+            if recorded.event.agent == self.agent:
+                self._append(new_memory(recorded), recorded.position)
+        _write_atomically(self.root / DAILY_DIR / POSITION_FILE, str(position))
+
+    def close(self) -> None:
+        """Release nothing: every call opens and closes its files."""
+
+
+def _header(path: Path) -> str:
+    if path.name == CORE_FILE:
+        return "# Long-Term Memory"
+    return f"# Daily Log — {path.stem}"
+
+
+def _append_line(path: Path, header: str, line: str) -> None:
+    """Append one line; a torn last line (a crash mid-write) is closed first."""
+    with path.open("ab") as handle:
+        if handle.tell() == 0:
+            handle.write(f"{header}\n\n".encode())
+        else:
+            with path.open("rb") as reader:
+                reader.seek(-1, os.SEEK_END)
+                if reader.read(1) != b"\n":
+                    handle.write(b"\n")
+        handle.write(f"{line}\n".encode())
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.tmp")
+    temporary.write_text(text, "utf-8")
+    temporary.replace(path)

@@ -1,0 +1,411 @@
+"""The default long-term memory backend: one SQLite file, FTS5 and numpy vectors.
+
+One row per (agent, key): storing a key again updates the row in place and keeps
+its id and creation time. Keyword search is FTS5 (external content, kept in step
+by triggers); vectors are float32 BLOBs searched by brute-force cosine over an
+in-memory matrix. Memory events are applied together with the ledger position
+in one transaction, so each event takes effect exactly once.
+
+Recall (see :meth:`SQLiteMemory.recall`):
+
+1. an empty or ``*`` query returns the scope's newest rows, unscored;
+2. keyword stage: a safe, stop-word-bounded FTS5 query (``_sqlite_fts``)
+   returns up to ``2 * limit`` raw BM25 scores;
+3. vector stage: the query's embedding against the scope's vectors, keeping
+   cosine > 0, up to ``2 * limit``;
+4. fusion (``_hybrid``): ``sum(w_i * s_i) / sum(w_i)`` over the modalities each
+   row has, keyword scores divided by the batch maximum, ties by entry id;
+5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
+   share of words found, at most 0.5.
+
+The agent allowlist, the session (with session-less core/daily rows visible
+from every session) and the time window are applied INSIDE every stage's query,
+before ranking, normalising and limiting. An "unlimited" limit (0) means 1,024.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Literal, Self, TypeAlias
+
+from ledger.envelope import Recorded
+from ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from policies.recall import bound_recall_limit
+from projections.memory import _sqlite_writes as writes
+from projections.memory._hybrid import Scored, fuse
+from projections.memory._sqlite_embedding import EmbeddingStage
+from projections.memory._sqlite_fts import keyword_search
+from projections.memory._sqlite_like import like_search
+from projections.memory._sqlite_schema import COLUMNS, Database, entry_from_row
+from projections.memory._sqlite_scope import Scope, make_scope, newest_sql, scope_sql
+from projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
+from projections.memory.cache import DEFAULT_CACHE_SIZE
+from projections.memory.embedders import Embedder, EmbeddingIdentity, NoEmbedder
+from projections.memory.protocol import (
+    Capabilities,
+    MemoryEntry,
+    NewMemory,
+    is_recent_query,
+)
+
+SearchMode: TypeAlias = Literal["hybrid", "bm25", "embedding"]
+"""``hybrid``: keyword and vectors; ``bm25``: keyword only; ``embedding``:
+vectors only (with no embedder, straight to the LIKE fallback)."""
+
+SEARCH_MODES: Final = frozenset({"hybrid", "bm25", "embedding"})
+"""Every :data:`SearchMode`."""
+
+LIST_CEILING: Final = 10_000
+"""The most rows one ``list`` returns (a limit of 0 means this)."""
+
+
+class SQLiteMemory:
+    """Long-term memory in one SQLite file.
+
+    Args:
+        path: The database file (created if missing), or ``:memory:``.
+        embedder: Computes vectors; ``None`` (or dims 0) means keyword only.
+        cache_size: How many vectors the embedding cache keeps (0: none).
+        vector_weight: The vector modality's weight in fused scores.
+        keyword_weight: The keyword modality's weight in fused scores.
+        search_mode: ``hybrid``, ``bm25`` or ``embedding``.
+
+    Raises:
+        ValueError: A weight is negative, both are zero, the cache size is
+            negative, or the search mode is unknown.
+    """
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        embedder: Embedder | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        vector_weight: float = 0.7,
+        keyword_weight: float = 0.3,
+        search_mode: SearchMode = "hybrid",
+    ) -> None:
+        _check_settings(vector_weight, keyword_weight, search_mode)
+        self.vector_weight = vector_weight
+        self.keyword_weight = keyword_weight
+        self.search_mode: SearchMode = search_mode
+        self._db = Database(path, on_rollback=self._forget_vectors)
+        self._embedding = EmbeddingStage(self._db, embedder or NoEmbedder(), cache_size)
+        self.capabilities = Capabilities(vectors=self._embedding.live)
+        self._embedding.adopt_identity()
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        """The embedder's provider, model and dimensions."""
+        return self._embedding.identity
+
+    @property
+    def embedding_failures(self) -> int:
+        """How many embedder calls failed since this handle opened."""
+        return self._embedding.failures
+
+    @property
+    def last_embedding_error(self) -> str | None:
+        """The last embedder failure, as ``Type: message``."""
+        return self._embedding.last_error
+
+    # -- writes -------------------------------------------------------------
+
+    def store(self, entry: NewMemory) -> MemoryEntry:
+        """Upsert the entry per (agent, key); the id and creation time are kept.
+
+        A failing embedder never loses the write: the row is kept without a
+        vector (see :meth:`reindex`).
+        """
+        (blob,) = self._embedding.embed([entry.content])
+        with self._db.transaction() as conn:
+            row = writes.upsert(conn, entry, blob)
+            self._embedding.refresh([row[0]])
+        return entry_from_row(row)
+
+    def forget(self, key: str, *, agent: str) -> bool:
+        """Delete ``agent``'s row with that key; False when there was none."""
+        with self._db.transaction() as conn:
+            gone = writes.forget(conn, agent, key)
+            self._embedding.drop(gone)
+        return bool(gone)
+
+    def supersede(self, key: str, *, agent: str, superseded_by: str) -> bool:
+        """Hide ``agent``'s row with that key (storing the key again un-hides it)."""
+        with self._db.transaction() as conn:
+            hidden = writes.supersede(conn, agent, key, superseded_by)
+            self._embedding.drop(hidden)
+        return bool(hidden)
+
+    def purge_session(self, session: str, *, agent: str) -> int:
+        """Delete ``agent``'s rows of a session; return how many."""
+        with self._db.transaction() as conn:
+            gone = writes.purge_session(conn, agent, session)
+            self._embedding.drop(gone)
+        return len(gone)
+
+    def apply(self, events: Sequence[Recorded], position: int) -> None:
+        """Apply memory events above the stored position, then record ``position``.
+
+        The effects and the position are written in ONE transaction, so a crash
+        leaves either both or neither, and re-applying is a no-op. Vectors are
+        computed (in one batch) before the transaction opens.
+        """
+        done = self.applied_position()
+        if position <= done:
+            return
+        todo = [
+            r
+            for r in events
+            if r.position > done and isinstance(r.event, MEMORY_EVENT_TYPES)
+        ]
+        stored = [r for r in todo if isinstance(r.event, MemoryStored)]
+        entries = [new_memory(r) for r in stored]
+        blobs = self._embedding.embed([e.content for e in entries])
+        vectors = {
+            id(r): (e, b) for r, e, b in zip(stored, entries, blobs, strict=True)
+        }
+        with self._db.transaction() as conn:
+            done = writes.position(conn)  # another handle may have applied some
+            batch: list[writes.Write] = []
+            for recorded in (r for r in todo if r.position > done):
+                if id(recorded) in vectors:
+                    batch.append(vectors[id(recorded)])
+                    continue
+                self._embedding.refresh(writes.upsert_many(conn, batch))
+                batch = []
+                self._apply_removal(conn, recorded.event)
+            self._embedding.refresh(writes.upsert_many(conn, batch))
+            writes.save_position(conn, position)
+
+    def reindex(self) -> int:
+        """Rebuild the full-text index and embed every row that lacks a vector.
+
+        Returns:
+            How many rows got a vector (0 without an embedder).
+        """
+        with self._db.transaction() as conn:
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+            missing = conn.execute(
+                "SELECT rowid, content FROM memories WHERE embedding IS NULL"
+            ).fetchall()
+        blobs = self._embedding.embed([str(content) for _, content in missing])
+        found = [
+            (blob, int(rowid))
+            for (rowid, _), blob in zip(missing, blobs, strict=True)
+            if blob is not None
+        ]
+        with self._db.transaction() as conn:
+            conn.executemany("UPDATE memories SET embedding = ? WHERE rowid = ?", found)
+            self._embedding.refresh([rowid for _, rowid in found])
+        return len(found)
+
+    # -- reads --------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str,
+        *,
+        agents: Sequence[str],
+        limit: int = 5,
+        session: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[MemoryEntry]:
+        """Return the best matches among ``agents``' rows, best first.
+
+        See the module docstring for the stages. A recent query (empty or ``*``)
+        returns the newest rows, unscored. ``limit`` 0 means 1,024, and no limit
+        exceeds 1,024.
+
+        Raises:
+            RecallConfigError: ``limit`` is negative.
+        """
+        count = bound_recall_limit(limit)
+        scope = make_scope(agents, session=session, since=since, until=until)
+        if not scope.agents:
+            return []
+        if is_recent_query(query):
+            return self._newest(scope, count)
+        vector = None
+        if self.search_mode != "bm25":
+            (vector,) = self._embedding.embed([query])
+        window = 2 * count
+        with self._db.read() as conn:
+            keyword = (
+                {}
+                if self.search_mode == "embedding"
+                else keyword_search(conn, query, scope, window)
+            )
+            near = (
+                {} if vector is None else self._embedding.search(vector, scope, window)
+            )
+            fused = fuse(
+                near,
+                keyword,
+                vector_weight=self.vector_weight,
+                keyword_weight=self.keyword_weight,
+            )[:count]
+            if fused:
+                return _hydrate(conn, fused)
+            found = like_search(conn, query, scope, count)
+        return [entry_from_row(row, score) for row, score in found]
+
+    def get(self, key: str, *, agents: Sequence[str]) -> MemoryEntry | None:
+        """Return the live row with that key, the first agent in ``agents`` winning."""
+        order = list(dict.fromkeys(agents))
+        if not order:
+            return None
+        marks = ",".join("?" * len(order))
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {COLUMNS} FROM memories WHERE key = ? "
+                f"AND agent IN ({marks}) AND superseded_by IS NULL",
+                [key, *order],
+            ).fetchall()
+        if not rows:
+            return None
+        return entry_from_row(min(rows, key=lambda row: order.index(row[2])))
+
+    def list(
+        self,
+        *,
+        agents: Sequence[str],
+        category: str | None = None,
+        session: str | None = None,
+        limit: int = 1000,
+    ) -> list[MemoryEntry]:
+        """Return live rows, newest first (strict session filter).
+
+        ``limit`` 0 means :data:`LIST_CEILING`, and no limit exceeds it.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        if limit < 0:
+            msg = f"Expected a list limit >= 0, found {limit}"
+            raise ValueError(msg)
+        scope = make_scope(agents, session=session, strict=True, category=category)
+        if not scope.agents:
+            return []
+        return self._newest(scope, min(limit or LIST_CEILING, LIST_CEILING))
+
+    def count(self, *, agents: Sequence[str]) -> int:
+        """Return how many live rows ``agents`` have."""
+        scope = make_scope(agents)
+        if not scope.agents:
+            return 0
+        where, params = scope_sql(scope)
+        with self._db.read() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM memories AS m WHERE {where}", params
+            ).fetchone()
+        return int(row[0])
+
+    def export(
+        self,
+        *,
+        agents: Sequence[str],
+        session: str | None = None,
+        category: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> builtins.list[MemoryEntry]:
+        """Return every live row matching the filters, oldest first."""
+        scope = make_scope(
+            agents,
+            session=session,
+            since=since,
+            until=until,
+            strict=True,
+            category=category,
+        )
+        if not scope.agents:
+            return []
+        where, params = scope_sql(scope)
+        with self._db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {COLUMNS} FROM memories AS m WHERE {where} "
+                "ORDER BY created_us, id",
+                params,
+            ).fetchall()
+        return [entry_from_row(row) for row in rows]
+
+    def health(self) -> bool:
+        """Return whether the database answers."""
+        try:
+            with self._db.read() as conn:
+                conn.execute("SELECT 1").fetchone()
+        except sqlite3.Error:
+            return False
+        return True
+
+    def applied_position(self) -> int:
+        """Return the last ledger position applied to this store (0: none)."""
+        with self._db.read() as conn:
+            return writes.position(conn)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+        self._forget_vectors()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------
+
+    def _forget_vectors(self) -> None:
+        self._embedding.vectors.reset()
+
+    def _apply_removal(self, conn: sqlite3.Connection, event: object) -> None:
+        if isinstance(event, MemoryForgotten):
+            self._embedding.drop(writes.forget(conn, event.agent, event.key))
+        elif isinstance(event, MemorySuperseded):
+            gone = writes.supersede(conn, event.agent, event.key, event.superseded_by)
+            self._embedding.drop(gone)
+
+    def _newest(self, scope: Scope, limit: int) -> builtins.list[MemoryEntry]:
+        sql, params = newest_sql(scope, limit)
+        with self._db.read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [entry_from_row(row) for row in rows]
+
+
+def _hydrate(conn: sqlite3.Connection, fused: Sequence[Scored]) -> list[MemoryEntry]:
+    marks = ",".join("?" * len(fused))
+    rows = {
+        row[0]: row
+        for row in conn.execute(
+            f"SELECT {COLUMNS} FROM memories WHERE rowid IN ({marks})",
+            [s.rowid for s in fused],
+        )
+    }
+    return [entry_from_row(rows[s.rowid], s.score) for s in fused if s.rowid in rows]
+
+
+def _check_settings(vector: float, keyword: float, mode: str) -> None:
+    if vector < 0 or keyword < 0 or vector + keyword <= 0:
+        msg = (
+            "Expected non-negative weights with a positive sum, found "
+            f"vector_weight={vector}, keyword_weight={keyword}"
+        )
+        raise ValueError(msg)
+    if mode not in SEARCH_MODES:
+        msg = f"Expected a search mode in {sorted(SEARCH_MODES)}, found {mode!r}"
+        raise ValueError(msg)

@@ -1,0 +1,344 @@
+"""PostgreSQL memory on the real server: the contract (keyword-only and hybrid),
+scores normalised over the scoped batch, vectors (pgvector or float4[]), odd
+queries and transactional apply."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import timedelta
+from uuid import UUID
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.envelope import Recorded
+from ledger.events import MemoryStored
+from projections.memory._postgres_sql import blend
+from projections.memory.embedders import EmbedderError, EmbeddingIdentity, NoEmbedder
+from projections.memory.postgres import PostgresMemory, query_words, split_url
+from tests.conftest import drop_schema, fresh_schema_url, require_postgres
+from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+
+pytestmark = pytest.mark.postgres
+
+
+class HashingEmbedder:
+    """A deterministic bag-of-words embedder; ``synonyms`` share a dimension."""
+
+    def __init__(self, dims=256, synonyms=None, name="hashing"):
+        self.dims = dims
+        self.synonyms = synonyms or {}
+        self.identity = EmbeddingIdentity("fake", name, dims)
+
+    def embed(self, texts):
+        vectors = []
+        for text in texts:
+            vector = [0.0] * self.dims
+            for found in re.findall(r"\w+", text.lower()):
+                word = self.synonyms.get(found, found)
+                digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
+                vector[int.from_bytes(digest, "big") % self.dims] += 1.0
+            vectors.append(vector)
+        return vectors
+
+
+def own_copy(test):
+    """Wrap the contract's Hypothesis test afresh for this class (see markdown tests)."""
+    return settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )(given(data=st.data())(test.hypothesis.inner_test))
+
+
+LEAK_TEST = MemoryContract.test_no_path_leaks_outside_the_allowlist_or_session
+
+
+@pytest.fixture(name="schemas")
+def _schemas():
+    """Extra schemas a test creates, dropped afterwards."""
+    urls = []
+    yield urls
+    for url in urls:
+        drop_schema(url)
+
+
+def factory(schemas, **options):
+    def make():
+        url = fresh_schema_url(require_postgres())
+        schemas.append(url)
+        return PostgresMemory(url, **options)
+
+    return make
+
+
+class TestPostgresKeyword(MemoryContract):
+    """Keyword-only (no embedder) passes the contract."""
+
+    test_no_path_leaks_outside_the_allowlist_or_session = own_copy(LEAK_TEST)
+
+    @pytest.fixture(name="memory")
+    def _memory(self, postgres_url):
+        memory = PostgresMemory(postgres_url)
+        yield memory
+        memory.close()
+
+    @pytest.fixture(name="reopen")
+    def _reopen(self, postgres_url):
+        return lambda: PostgresMemory(postgres_url)
+
+    @pytest.fixture(name="memory_factory")
+    def _memory_factory(self, schemas):
+        return factory(schemas)
+
+
+class TestPostgresHybrid(MemoryContract):
+    """With an embedder (pgvector when the server has it, else float4[])."""
+
+    test_no_path_leaks_outside_the_allowlist_or_session = own_copy(LEAK_TEST)
+
+    @pytest.fixture(name="memory")
+    def _memory(self, postgres_url):
+        memory = PostgresMemory(postgres_url, embedder=HashingEmbedder())
+        yield memory
+        memory.close()
+
+    @pytest.fixture(name="reopen")
+    def _reopen(self, postgres_url):
+        return lambda: PostgresMemory(postgres_url, embedder=HashingEmbedder())
+
+    @pytest.fixture(name="memory_factory")
+    def _memory_factory(self, schemas):
+        return factory(schemas, embedder=HashingEmbedder())
+
+
+def server_has_pgvector() -> bool:
+    with psycopg.connect(require_postgres()) as conn:
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+        )
+
+
+@pytest.fixture(name="keyword_memory")
+def _keyword_memory(postgres_url):
+    memory = PostgresMemory(postgres_url)
+    yield memory
+    memory.close()
+
+
+@pytest.fixture(name="vector_memory", params=["array", "auto"])
+def _vector_memory(request, postgres_url):
+    """The float4[] fallback explicitly, and whatever the server offers."""
+    embedder = HashingEmbedder(synonyms={"automobile": "car", "vehicle": "car"})
+    memory = PostgresMemory(postgres_url, embedder=embedder, vectors=request.param)
+    yield memory
+    memory.close()
+
+
+def test_auto_uses_pgvector_only_when_the_server_has_it(postgres_url):
+    """auto picks pgvector when the extension can be created, float4[] otherwise."""
+    memory = PostgresMemory(postgres_url, embedder=HashingEmbedder())
+    try:
+        expected = "pgvector" if server_has_pgvector() else "array"
+        assert memory.vector_kind == expected
+    finally:
+        memory.close()
+
+
+def test_best_keyword_hit_scores_one(keyword_memory):
+    """Scores are divided by the batch's best, so the best hit is exactly 1.0."""
+    put(keyword_memory, "a", "deploy the release on friday")
+    put(keyword_memory, "b", "the release notes")
+    found = keyword_memory.recall("deploy release friday", agents=["alice"])
+    assert keys(found) == ["a", "b"]
+    assert found[0].score == 1.0
+    assert 0.0 < found[1].score < 1.0
+
+
+def test_normalisation_is_over_the_scoped_batch(keyword_memory):
+    """Stronger rows of other agents or sessions never depress in-scope scores."""
+    for i in range(5):
+        put(keyword_memory, f"x{i}", "deploy deploy deploy deploy", agent=f"other{i}")
+    put(
+        keyword_memory,
+        "s2",
+        "deploy deploy deploy",
+        category="conversation",
+        session="s2",
+    )
+    put(keyword_memory, "mine", "deploy notes", category="conversation", session="s1")
+    found = keyword_memory.recall("deploy", agents=["alice"], session="s1")
+    assert [(e.key, e.score) for e in found] == [("mine", 1.0)]
+
+
+def test_key_matches_weigh_more_than_content(keyword_memory):
+    """A word in the key ranks above the same word in the content."""
+    put(keyword_memory, "deploy", "steps to follow")
+    put(keyword_memory, "steps", "how we deploy")
+    assert keys(keyword_memory.recall("deploy", agents=["alice"])) == [
+        "deploy",
+        "steps",
+    ]
+
+
+def test_any_word_matches_not_all(keyword_memory):
+    """A long natural-language query finds rows sharing any of its words."""
+    put(keyword_memory, "editor", "Helix is my editor")
+    found = keyword_memory.recall(
+        "which text editor do I like to use these days?", agents=["alice"]
+    )
+    assert keys(found) == ["editor"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "_",
+        "___ ---",
+        "a & b | !c",
+        "x:* <-> y",
+        "'quoted' \"double\"",
+        "\x01ctl",
+        "ä" * 5,
+    ],
+)
+def test_odd_queries_are_words_not_operators(keyword_memory, query):
+    """tsquery operators in a query are plain text; nothing raises."""
+    put(keyword_memory, "k", "a b c x y quoted double ääääa")
+    assert isinstance(keyword_memory.recall(query, agents=["alice"]), list)
+
+
+def test_query_words_are_bounded_and_deduplicated():
+    """At most 32 distinct words are searched, underscores split words."""
+    assert query_words("Foo foo_bar FOO") == ["foo", "bar"]
+    assert len(query_words(" ".join(f"w{i}" for i in range(100)))) == 32
+
+
+def test_upsert_revives_a_superseded_key(keyword_memory):
+    """Storing a superseded key again makes the new content visible."""
+    put(keyword_memory, "office", "Paris")
+    keyword_memory.supersede("office", agent="alice", superseded_by="e9")
+    assert keyword_memory.get("office", agents=["alice"]) is None
+    put(keyword_memory, "office", "Lyon", at=T0 + timedelta(days=1))
+    assert keyword_memory.get("office", agents=["alice"]).content == "Lyon"
+
+
+def test_vector_leg_finds_what_keywords_miss(vector_memory):
+    """A synonym hit comes from the vector leg alone, with its cosine as score."""
+    put(vector_memory, "ride", "car")
+    put(vector_memory, "lunch", "noon")
+    found = vector_memory.recall("automobile", agents=["alice"])
+    assert keys(found) == ["ride"]
+    assert found[0].score == pytest.approx(1.0)
+
+
+def test_hybrid_blends_seventy_thirty(vector_memory):
+    """Rows with both legs score 0.7 vector + 0.3 normalised keyword."""
+    put(vector_memory, "both", "car wash")
+    found = vector_memory.recall("car", agents=["alice"])
+    cosine = 1 / 2**0.5  # {car} against {car, wash}
+    assert found[0].score == pytest.approx(0.7 * cosine + 0.3 * 1.0, rel=1e-5)
+    assert blend(None, 0.5) == 0.5
+    assert blend(0.5, None) == 0.5
+
+
+def test_vector_recall_keeps_scope(vector_memory):
+    """Vector candidates are filtered by agent and session inside the query."""
+    put(vector_memory, "theirs", "car", agent="bob")
+    put(vector_memory, "other", "car", category="conversation", session="s2")
+    put(vector_memory, "mine", "vehicle", category="conversation", session="s1")
+    found = vector_memory.recall("automobile", agents=["alice"], session="s1")
+    assert keys(found) == ["mine"]
+
+
+def test_a_new_embedder_identity_clears_vectors(postgres_url):
+    """Vectors made by another embedder are dropped; content stays searchable."""
+    first = PostgresMemory(postgres_url, embedder=HashingEmbedder(), vectors="array")
+    put(first, "ride", "car")
+    first.close()
+    other = HashingEmbedder(dims=32, name="other")
+    second = PostgresMemory(postgres_url, embedder=other, vectors="array")
+    try:
+        with psycopg.connect(split_url(postgres_url)[0]) as conn:
+            schema = split_url(postgres_url)[1]
+            (vector,) = conn.execute(
+                f'SELECT embedding FROM "{schema}".turnledger_memories'
+            ).fetchone()
+        assert vector is None
+        assert keys(second.recall("car", agents=["alice"])) == ["ride"]
+    finally:
+        second.close()
+
+
+def test_failing_embedder_degrades_to_keywords(postgres_url):
+    """An embedder error stores the row without a vector and recalls by keyword."""
+
+    class Broken(HashingEmbedder):
+        def embed(self, texts):
+            raise EmbedderError("embedding service down")
+
+    memory = PostgresMemory(postgres_url, embedder=Broken(), vectors="array")
+    try:
+        put(memory, "editor", "Helix")
+        assert keys(memory.recall("helix", agents=["alice"])) == ["editor"]
+    finally:
+        memory.close()
+
+
+def test_apply_is_one_transaction(keyword_memory):
+    """A failing event rolls back the batch's effects and its position."""
+    stream = UUID("00000000-0000-4000-8000-0000000000cc")
+
+    def rec(position, content):
+        return Recorded(
+            stream_id=stream,
+            version=position,
+            position=position,
+            recorded_at=T0,
+            event=MemoryStored(agent="alice", key=f"k{position}", content=content),
+        )
+
+    with pytest.raises(psycopg.DataError):
+        keyword_memory.apply([rec(1, "fine"), rec(2, "nul \x00 byte")], 2)
+    assert keyword_memory.applied_position() == 0
+    assert keyword_memory.count(agents=["alice"]) == 0
+    keyword_memory.apply([rec(1, "fine")], 1)
+    assert keyword_memory.applied_position() == 1
+    assert keyword_memory.count(agents=["alice"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://h/db", "Expected a postgresql:// URL, found scheme 'mysql'"),
+        ("postgresql://h/db?schema=a;b", "found 'a;b'"),
+    ],
+)
+def test_bad_urls_are_refused(url, message):
+    """Only postgresql:// URLs with an identifier schema are accepted."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        split_url(url)
+
+
+def test_split_url_keeps_other_parameters():
+    """schema= is taken out; other connection parameters stay."""
+    assert split_url("postgresql://u@h:5/db?sslmode=disable&schema=s1") == (
+        "postgresql://u@h:5/db?sslmode=disable",
+        "s1",
+    )
+
+
+def test_no_embedder_dimensions_means_keyword_only(postgres_url):
+    """An embedder of dimension 0 (NoEmbedder) leaves recall keyword-only."""
+    memory = PostgresMemory(postgres_url, embedder=NoEmbedder())
+    try:
+        assert memory.capabilities.vectors is False
+        put(memory, "editor", "Helix")
+        assert [e.score for e in memory.recall("helix", agents=["alice"])] == [1.0]
+    finally:
+        memory.close()
