@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias
 
-TurnOrigin: TypeAlias = Literal[
-    "interactive", "channel", "agent_direct", "cron", "daemon", "sub_turn"
-]
+from ledger.events import TurnOrigin as LedgerTurnOrigin
+
+TurnOrigin: TypeAlias = LedgerTurnOrigin
 """Who started a turn.
 
 ``interactive`` (CLI/REPL), ``channel`` (a chat channel message) and
