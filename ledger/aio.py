@@ -39,12 +39,16 @@ class AsyncLedger:
     """Async access to an :class:`~ledger.store.EventStore` with group commit.
 
     Args:
-        store: The store to write to (owned: closed by :meth:`aclose`).
+        store: The store to write to.
         max_group: The most appends one transaction takes.
+        close_store: Whether :meth:`aclose` also closes the store.
     """
 
-    def __init__(self, store: EventStore, *, max_group: int = 512) -> None:
+    def __init__(
+        self, store: EventStore, *, max_group: int = 512, close_store: bool = True
+    ) -> None:
         self.store = store
+        self.close_store = close_store
         self.max_group = max_group
         self.groups_committed = 0
         self.appends_committed = 0
@@ -97,7 +101,8 @@ class AsyncLedger:
         self._closed = True
         self._queue.put(_STOP)
         await asyncio.to_thread(self._writer.join)
-        self.store.close()
+        if self.close_store:
+            self.store.close()
 
     async def __aenter__(self) -> Self:
         return self

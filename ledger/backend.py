@@ -14,12 +14,20 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, StoredEvent
 
 
+class EncodedRow(NamedTuple):
+    """One event ready to insert: what a stored event holds besides its stream."""
+
+    originator_version: int
+    topic: str
+    state: bytes
+
+
 class AppendRequest(NamedTuple):
     """One stream's append inside a group commit."""
 
     stream_id: UUID
     expected_version: int
-    rows: Sequence[StoredEvent]
+    rows: Sequence[EncodedRow | StoredEvent]
 
 
 class Conflict(NamedTuple):

@@ -14,7 +14,7 @@ Position: TypeAlias = int
 """A global, strictly increasing position in the ledger (1-based)."""
 
 
-class Recorded(msgspec.Struct, frozen=True, kw_only=True):
+class Recorded(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An event as recorded: the envelope plus the payload, kept apart.
 
     Attributes:

@@ -48,13 +48,13 @@ TurnFailureKind: TypeAlias = Literal[
 """Why a turn did not complete."""
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
     """Base of every ledger event. Not recorded itself."""
 
     SCHEMA_VERSION: ClassVar[int] = 1
 
 
-class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True):
+class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True, gc=False):
     """A session stream begins (first event of every session stream)."""
 
     agent: NonEmpty
@@ -63,7 +63,7 @@ class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True):
     workspace: str | None = None
 
 
-class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True):
+class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True, gc=False):
     """A turn begins with the user's input."""
 
     turn_id: NonEmpty
@@ -72,7 +72,7 @@ class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True):
     attachments: tuple[Sha256Hex, ...] = ()
 
 
-class RecallRef(msgspec.Struct, frozen=True, kw_only=True):
+class RecallRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A reference to one recalled memory entry (never its content)."""
 
     key: str
@@ -81,7 +81,7 @@ class RecallRef(msgspec.Struct, frozen=True, kw_only=True):
     agent: str = ""
 
 
-class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True):
+class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True, gc=False):
     """Memory was searched for a turn; only references and a scrubbed summary."""
 
     turn_id: NonEmpty
@@ -91,7 +91,7 @@ class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True):
     injected_chars: NonNegative = 0
 
 
-class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
+class PromptSection(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The size and digest of one section of an assembled prompt."""
 
     name: str
@@ -100,7 +100,9 @@ class PromptSection(msgspec.Struct, frozen=True, kw_only=True):
     digest: Sha256Hex
 
 
-class PromptAssembled(Event, tag="prompt.assembled", frozen=True, kw_only=True):
+class PromptAssembled(
+    Event, tag="prompt.assembled", frozen=True, kw_only=True, gc=False
+):
     """A prompt was built: its fingerprint, never its text (it is ephemeral)."""
 
     turn_id: NonEmpty
@@ -110,7 +112,7 @@ class PromptAssembled(Event, tag="prompt.assembled", frozen=True, kw_only=True):
     estimated_tokens: NonNegative = 0
 
 
-class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True):
+class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True, gc=False):
     """One provider call, with usage and cost (errors scrubbed by the caller)."""
 
     turn_id: NonEmpty
@@ -126,7 +128,7 @@ class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True):
     iteration: NonNegative = 0
 
 
-class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A tool call as the model made it."""
 
     id: NonEmpty
@@ -134,7 +136,9 @@ class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
     arguments: str = "{}"
 
 
-class AssistantMessage(Event, tag="assistant.message", frozen=True, kw_only=True):
+class AssistantMessage(
+    Event, tag="assistant.message", frozen=True, kw_only=True, gc=False
+):
     """The model's message: text and the tool calls it asked for."""
 
     turn_id: NonEmpty
@@ -143,7 +147,9 @@ class AssistantMessage(Event, tag="assistant.message", frozen=True, kw_only=True
     iteration: NonNegative = 0
 
 
-class ToolResultRecorded(Event, tag="tool_result.recorded", frozen=True, kw_only=True):
+class ToolResultRecorded(
+    Event, tag="tool_result.recorded", frozen=True, kw_only=True, gc=False
+):
     """The bounded result of one tool call."""
 
     turn_id: NonEmpty
@@ -158,7 +164,7 @@ class ToolResultRecorded(Event, tag="tool_result.recorded", frozen=True, kw_only
     provenance: ToolResultProvenance = "executed"
 
 
-class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True):
+class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True, gc=False):
     """Older turns were dropped from the provider-visible history."""
 
     turn_id: NonEmpty
@@ -172,7 +178,7 @@ class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True):
     breadcrumb: bool = True
 
 
-class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True):
+class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True, gc=False):
     """A media file attached to a turn: metadata and a reference, never bytes."""
 
     turn_id: NonEmpty
@@ -185,7 +191,7 @@ class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True):
     summary: str | None = None
 
 
-class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True):
+class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True, gc=False):
     """A long-term memory entry was written (upsert per agent and key)."""
 
     agent: NonEmpty
@@ -199,7 +205,9 @@ class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True):
     entry_id: str = ""
 
 
-class MemoryForgotten(Event, tag="memory.forgotten", frozen=True, kw_only=True):
+class MemoryForgotten(
+    Event, tag="memory.forgotten", frozen=True, kw_only=True, gc=False
+):
     """A long-term memory entry was deleted."""
 
     agent: NonEmpty
@@ -209,7 +217,9 @@ class MemoryForgotten(Event, tag="memory.forgotten", frozen=True, kw_only=True):
     reason: str = ""
 
 
-class MemorySuperseded(Event, tag="memory.superseded", frozen=True, kw_only=True):
+class MemorySuperseded(
+    Event, tag="memory.superseded", frozen=True, kw_only=True, gc=False
+):
     """A memory entry was replaced by a newer, conflicting one."""
 
     agent: NonEmpty
@@ -219,7 +229,9 @@ class MemorySuperseded(Event, tag="memory.superseded", frozen=True, kw_only=True
     reason: str = ""
 
 
-class KnowledgeCaptured(Event, tag="knowledge.captured", frozen=True, kw_only=True):
+class KnowledgeCaptured(
+    Event, tag="knowledge.captured", frozen=True, kw_only=True, gc=False
+):
     """An explicit (subject, relation, object) triple."""
 
     agent: NonEmpty
@@ -229,7 +241,7 @@ class KnowledgeCaptured(Event, tag="knowledge.captured", frozen=True, kw_only=Tr
     provenance: str = ""
 
 
-class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True):
+class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True, gc=False):
     """A turn ended with a final answer."""
 
     turn_id: NonEmpty
@@ -237,7 +249,7 @@ class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True):
     duration_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
 
 
-class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True):
+class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True, gc=False):
     """A turn ended without a final answer."""
 
     turn_id: NonEmpty

@@ -7,17 +7,35 @@ stderr and a non-zero exit: 1 for a failed check, 2 for unusable input.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Final
 
+import structlog
+
 from ledger.errors import LedgerError
 from ledger.store import DEFAULT_PATH
-from pipeline import cli_ledger, cli_memory, cli_projections, cli_transcripts
+from pipeline import (
+    cli_engine,
+    cli_ledger,
+    cli_memory,
+    cli_projections,
+    cli_transcripts,
+)
 from pipeline.cli_common import DB_ENV, Command, UsageError
+from pipeline.config import ConfigError
 from pipeline.formats import TranscriptError
+from pipeline.providers._http import ProviderConfigError
+from pipeline.providers.scripted import ScriptFormatError
 
-MODULES: Final = (cli_ledger, cli_transcripts, cli_projections, cli_memory)
+MODULES: Final = (
+    cli_ledger,
+    cli_engine,
+    cli_transcripts,
+    cli_projections,
+    cli_memory,
+)
 
 COMMANDS: Final[dict[str, Command]] = {
     name: command for module in MODULES for name, command in module.COMMANDS.items()
@@ -40,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="configuration file (default $TURNLEDGER_CONFIG or ./turnledger.toml)",
     )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log turn steps to stderr (JSON)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in MODULES:
         for name, command in module.COMMANDS.items():
@@ -55,13 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(verbose: bool) -> None:
+    """Logs go to stderr (stdout is for results); warnings only unless -v."""
+    level = logging.INFO if verbose else logging.WARNING
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
     handler: Command = args.handler
     try:
         return handler(args)
-    except (LedgerError, TranscriptError, UsageError) as e:
+    except (
+        LedgerError,
+        TranscriptError,
+        UsageError,
+        ConfigError,
+        ScriptFormatError,
+        ProviderConfigError,
+    ) as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from typing import Final
 
@@ -10,8 +11,10 @@ import msgspec
 
 from ledger.envelope import Recorded
 from ledger.verify import verify
-from pipeline.cli_common import Command, open_ledger, print_json, target
-from pipeline.demo import record_demo_session, render_history
+from pipeline.cli_common import Command, config, open_ledger, print_json, target
+from pipeline.demo import record_demo_session, render_costs, render_history
+from pipeline.lifecycle import lifecycle_markdown
+from pipeline.memory_service import MemoryService
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -25,15 +28,38 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Record a small scripted session into the ledger and print its history.
+    """Run a scripted multi-turn session through the engine and print what it left.
+
+    Parallel tool calls, a failing tool, memory writes and recall, an image
+    attachment, a bounded oversized tool result and a visible trim, on the
+    embedded SQLite default; then the history, memory, costs and lifecycle table.
 
     Example: turnledger demo
     """
+    cfg = config(args)
     with open_ledger(args) as store:
-        stream_id = record_demo_session(store)
-        for line in render_history(store.read_stream(stream_id)):
+        stream_id = record_demo_session(
+            store, data_dir=cfg.data_dir, ledger_url=target(args)
+        )
+        events = store.read_stream(stream_id)
+        print("== session history (what the provider sees next) ==")
+        for line in render_history(events):
             print(line)
-        print(f"\nrecorded in {target(args)}; try: turnledger tail --json")
+        print("\n== memory of agent demo ==")
+        memory = MemoryService(store, cfg, ledger_url=target(args))
+        try:
+            for entry in memory.list("demo"):
+                print(f"  {entry.key} [{entry.category}]: {entry.content}")
+        finally:
+            memory.close()
+        print("\n== costs ==")
+        for line in render_costs(events):
+            print(line)
+    print("\n== lifecycle ==")
+    sys.stdout.write(lifecycle_markdown())
+    print(
+        f"\nrecorded in {target(args)}; try: turnledger tail --json, turnledger audit"
+    )
     return 0
 
 

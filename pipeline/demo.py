@@ -1,39 +1,117 @@
-"""``turnledger demo``: a small scripted session recorded into the ledger.
+"""``turnledger demo``: a scripted multi-turn session through the real turn engine.
 
-The turn engine (issue #5) replaces the script with a real scripted provider; the
-events recorded here are the same kinds the engine records.
+The session has parallel tool calls, a failing tool, memory writes and recall, an
+image attachment, an oversized tool result (bounded) and a visible trim, all on
+the embedded SQLite default. Afterwards the demo prints the session history, the
+agent's memory, the costs, the lifecycle table and where the ledger is.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
+import base64
+import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from uuid import UUID
 
+import msgspec
+
+from ledger.aio import AsyncLedger
 from ledger.envelope import Recorded
-from ledger.events import (
-    AssistantMessage,
-    Event,
-    MemoryStored,
-    ModelCalled,
-    PromptAssembled,
-    PromptSection,
-    SessionOpened,
-    ToolCallRecord,
-    ToolResultRecorded,
-    TurnCompleted,
-    TurnStarted,
-)
-from ledger.ids import memory_stream_id, session_stream_id
+from ledger.events import Event, HistoryTrimmed, ToolResultRecorded
+from ledger.ids import session_stream_id
 from ledger.store import EventStore
+from pipeline.config import Config
+from pipeline.engine import TurnEngine
+from pipeline.media import MediaRef, MediaStore, attachment_event
+from pipeline.memory_service import MemoryService
+from pipeline.providers.base import ChatResponse, Usage
+from pipeline.providers.scripted import ScriptedProvider
+from pipeline.tools.registry import default_tools
+from policies.messages import ToolCall
+from policies.pricing import ModelPrice
 from projections.base import fold
-from projections.history import SESSION_HISTORY, history_digest, visible_messages
+from projections.costs import COST_RECORDS, grand_total, totals
+from projections.history import SESSION_HISTORY, visible_messages
 
 AGENT = "demo"
+MODEL = "scripted-1"
+
+# A 1x1 transparent PNG: the "screenshot" attached in turn two.
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def _call(call_id: str, name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=json.dumps(arguments))
+
+
+def _usage(inp: int, out: int) -> Usage:
+    return Usage(input_tokens=inp, output_tokens=out, cached_input_tokens=inp // 4)
+
+
+def demo_script() -> list[ChatResponse]:
+    """The model's side of the demo, one answer per provider call."""
+    return [
+        ChatResponse(
+            text="I'll remember both.",
+            tool_calls=(
+                _call(
+                    "call_1",
+                    "memory_store",
+                    key="release_day",
+                    content="The release is on Friday.",
+                ),
+                _call(
+                    "call_2",
+                    "memory_store",
+                    key="editor",
+                    content="The user prefers the Helix editor.",
+                ),
+            ),
+            usage=_usage(310, 42),
+        ),
+        ChatResponse(
+            text="Noted: release on Friday, Helix as editor.", usage=_usage(420, 12)
+        ),
+        ChatResponse(
+            tool_calls=(
+                _call("call_3", "file_read", path="build.log"),
+                _call("call_4", "file_read", path="missing.txt"),
+            ),
+            usage=_usage(520, 30),
+        ),
+        ChatResponse(
+            text="The build log ends with 'BUILD OK'; missing.txt does not exist.",
+            usage=_usage(2900, 25),
+        ),
+        ChatResponse(
+            tool_calls=(_call("call_5", "memory_recall", query="release"),),
+            usage=_usage(900, 15),
+        ),
+        ChatResponse(text="The release is on Friday.", usage=_usage(1000, 9)),
+        ChatResponse(text="You're welcome!", usage=_usage(380, 6)),
+    ]
+
+
+DEMO_TURNS = (
+    "Remember that the release is on Friday and that I prefer Helix.",
+    "Here is a screenshot of the build; read build.log and missing.txt.",
+    "When is the release?",
+    "Thanks for the help today!",
+)
+
+
+def demo_config(data_dir: Path) -> Config:
+    """Small limits so the demo shows a bounded result and a trim."""
+    cfg = Config(data_dir=str(data_dir))
+    runtime = msgspec.structs.replace(
+        cfg.runtime, max_tool_result_chars=600, context_budget_tokens=450
+    )
+    pricing = {MODEL: ModelPrice(input_per_million=3.0, output_per_million=15.0)}
+    return msgspec.structs.replace(cfg, runtime=runtime, pricing=pricing)
 
 
 def _free_session_key(store: EventStore) -> str:
@@ -43,149 +121,89 @@ def _free_session_key(store: EventStore) -> str:
     return f"demo-{index}"
 
 
-def _turn_rest(
-    turn_id: str, history_digest_: str, script: tuple[str, ToolCallRecord, str, str]
-) -> list[Event]:
-    user, call, result, answer = script
-    return [
-        PromptAssembled(
-            turn_id=turn_id,
-            sections=(
-                PromptSection(
-                    name="system", chars=6, messages=1, digest=_digest("system")
-                ),
-                PromptSection(
-                    name="history", chars=len(user), messages=1, digest=history_digest_
-                ),
-            ),
-            fingerprint=_digest(f"system\n{history_digest_}"),
-            estimated_tokens=len(user) // 4 + 8,
-        ),
-        ModelCalled(
-            turn_id=turn_id,
-            provider="scripted",
-            model="demo-1",
-            input_tokens=42,
-            output_tokens=12,
-            duration_ms=1.5,
-        ),
-        AssistantMessage(turn_id=turn_id, tool_calls=(call,)),
-        ToolResultRecorded(
-            turn_id=turn_id,
-            call_id=call.id,
-            tool=call.name,
-            output=result,
-            original_chars=len(result),
-            kept_chars=len(result),
-        ),
-        ModelCalled(
-            turn_id=turn_id,
-            provider="scripted",
-            model="demo-1",
-            input_tokens=61,
-            output_tokens=9,
-            duration_ms=1.2,
-            iteration=1,
-        ),
-        AssistantMessage(turn_id=turn_id, text=answer, iteration=1),
-        TurnCompleted(turn_id=turn_id, iterations=2),
-    ]
+def _prepare_workspace(config: Config) -> MediaRef:
+    workspace = Path(config.data_dir) / "agents" / AGENT / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    lines = [f"[{i:04d}] compiling module {i} ... ok" for i in range(400)]
+    (workspace / "build.log").write_text("\n".join([*lines, "BUILD OK"]) + "\n")
+    stored = MediaStore(config.data_dir).ingest("build.png", _PNG)
+    if not isinstance(stored, MediaRef):  # pragma: no cover - a 70-byte PNG fits
+        msg = f"Expected the demo image to be accepted, found {stored!r}"
+        raise TypeError(msg)
+    return stored
 
 
-def _record_turn(
-    store: EventStore,
-    stream: UUID,
-    turn_id: str,
-    script: tuple[str, ToolCallRecord, str, str],
-) -> None:
-    user = script[0]
-    version = store.append(
-        stream,
-        [TurnStarted(turn_id=turn_id, origin="interactive", user_input=user)],
-        expected_version=store.stream_version(stream),
-    ).last_version
-    # The prompt's history section is what the projection shows at this point.
-    state = fold(SESSION_HISTORY, store.read_stream(stream))[str(stream)]
-    digest = history_digest(visible_messages(state))
-    store.append(
-        stream,
-        _turn_rest(turn_id, digest, script),
-        expected_version=version,
+async def _run(store: EventStore, config: Config, ledger_url: str, key: str) -> None:
+    image = _prepare_workspace(config)
+    ledger = AsyncLedger(store, close_store=False)
+    memory = MemoryService(store, config, ledger_url=ledger_url)
+    engine = TurnEngine(
+        ledger=ledger,
+        provider=ScriptedProvider(demo_script(), model=MODEL),
+        memory=memory,
+        tools=default_tools(),
+        config=config,
     )
-
-
-def record_demo_session(store: EventStore) -> UUID:
-    """Record a two-turn scripted session (with a memory write); return its stream."""
-    key = _free_session_key(store)
-    stream = session_stream_id(AGENT, key)
-    store.append(
-        stream,
-        [SessionOpened(agent=AGENT, session_key=key, channel="cli")],
-        expected_version=0,
-    )
-    store_call = ToolCallRecord(
-        id="call_1",
-        name="memory_store",
-        arguments='{"key": "favourite_editor", "content": "Helix"}',
-    )
-    _record_turn(
-        store,
-        stream,
-        "t1",
-        (
-            "Remember that my favourite editor is Helix.",
-            store_call,
-            "Stored memory: favourite_editor",
-            "Noted: your favourite editor is Helix.",
-        ),
-    )
-    memory = memory_stream_id(AGENT)
-    store.append(
-        memory,
-        [
-            MemoryStored(
-                agent=AGENT,
-                key="favourite_editor",
-                content="Helix",
-                session=key,
-                source="tool",
+    try:
+        for number, text in enumerate(DEMO_TURNS):
+            attachments: Sequence[Event] = ()
+            if number == 1:
+                attachments = (attachment_event(image, turn_id="pending"),)
+            await engine.run_turn(
+                AGENT, key, text, channel="cli", attachments=attachments
             )
-        ],
-        expected_version=store.stream_version(memory),
-    )
-    recall_call = ToolCallRecord(
-        id="call_2", name="memory_recall", arguments='{"query": "editor"}'
-    )
-    _record_turn(
-        store,
-        stream,
-        "t2",
-        (
-            "Which editor do I like?",
-            recall_call,
-            "Found 1 memories:\n- [100%] favourite_editor: Helix",
-            "You like Helix.",
-        ),
-    )
-    return stream
+    finally:
+        memory.close()
+        await ledger.aclose()
+
+
+def record_demo_session(store: EventStore, *, data_dir: str, ledger_url: str) -> UUID:
+    """Run the demo session through the engine; return its stream id."""
+    config = demo_config(Path(data_dir))
+    key = _free_session_key(store)
+    asyncio.run(_run(store, config, ledger_url, key))
+    return session_stream_id(AGENT, key)
 
 
 def render_history(events: Sequence[Recorded]) -> Iterator[str]:
-    """Yield a readable line per provider-visible step of a session."""
-    for recorded in events:
-        match recorded.event:
-            case SessionOpened(agent=agent, session_key=key, channel=channel):
-                yield f"session {key} (agent {agent}, channel {channel or '-'})"
-            case TurnStarted(user_input=text):
-                yield f"  [user] {text}"
-            case AssistantMessage(text=text, tool_calls=calls):
-                for call in calls:
-                    yield f"  [assistant] -> {call.name} {call.arguments}"
-                if text:
-                    yield f"  [assistant] {text}"
-            case ToolResultRecorded(tool=tool, output=output):
-                yield f"  [tool {tool}] {output.splitlines()[0] if output else ''}"
-            case ModelCalled(model=model, input_tokens=i, output_tokens=o):
-                yield f"    (model {model}: {i} in / {o} out tokens)"
-            case _:
-                pass
+    """Yield the provider-visible history of a session, then what was trimmed."""
+    states = fold(SESSION_HISTORY, events)
+    for state in states.values():
+        channel = state.channel or "-"
+        yield f"session {state.session_key} (agent {state.agent}, channel {channel})"
+        for m in visible_messages(state):
+            for c in m.tool_calls:
+                yield f"  [assistant] -> {c.name} {c.arguments}"
+            for result in m.tool_results:
+                status = "error" if result.is_error else "ok"
+                first = result.content.splitlines()[0] if result.content else ""
+                yield f"  [tool {result.name} {status}] {first[:100]}"
+            if m.text:
+                label = "trim" if m.kind == "breadcrumb" else m.role
+                for line in m.text.splitlines()[:3]:
+                    yield f"  [{label}] {line[:120]}"
+    for r in events:
+        if isinstance(r.event, HistoryTrimmed):
+            t = r.event
+            yield (
+                f"  (trimmed {t.dropped_turns} turn(s), {t.dropped_messages} messages: "
+                f"{t.tokens_before} -> {t.tokens_after} tokens, {t.reason})"
+            )
+        if isinstance(r.event, ToolResultRecorded) and r.event.truncated:
+            t2 = r.event
+            yield (
+                f"  (tool result {t2.call_id} bounded: {t2.original_chars} -> "
+                f"{t2.kept_chars} characters)"
+            )
+
+
+def render_costs(events: Sequence[Recorded]) -> Iterator[str]:
+    """Yield the session's cost records per model, and the total."""
+    states = fold(COST_RECORDS, events)
+    for model, t in totals(states, "model").items():
+        yield (
+            f"  {model}: {t.calls} calls, {t.input_tokens} in / {t.output_tokens} out "
+            f"tokens ({t.cached_input_tokens} cached), ${t.cost_usd:.6f}"
+        )
+    total = grand_total(states)
+    yield f"  total: ${total.cost_usd:.6f} over {total.calls} calls"

@@ -27,8 +27,8 @@ from policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
-from policies.scrubbing import scrub_text, summarize
 from policies.scoping import check_forget, normalize_backend, recall_agents
+from policies.scrubbing import scrub_text, summarize
 from policies.types import TurnOrigin
 from projections.memory.apply import MEMORY_EVENT_TYPES
 from projections.memory.embedders import Embedder, NoEmbedder, OpenAICompatibleEmbedder

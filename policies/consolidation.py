@@ -187,14 +187,12 @@ class ExistingFact(msgspec.Struct, frozen=True, kw_only=True):
         content: Its text.
         category: Its category (only ``core`` entries are considered).
         score: Its similarity to the candidate on [0, 1], when scored.
-        importance: Its importance, when known.
     """
 
     key: str
     content: str
     category: str = CORE_CATEGORY
     score: float | None = None
-    importance: float | None = None
 
 
 class DedupDecision(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -17,6 +18,15 @@ from pipeline.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+EXE = shutil.which("turnledger") or f"{sys.prefix}/bin/turnledger"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands write their default files (data dir, views) in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TURNLEDGER_DB", raising=False)
+    monkeypatch.delenv("TURNLEDGER_CONFIG", raising=False)
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -25,27 +35,64 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def stats(capsys, db: str) -> dict:
+    return json.loads(run(capsys, "--db", db, "stats", "--json")[1])
+
+
 def test_demo_then_tail_json_shape(capsys, sqlite_path):
     """tail --json prints one object per line with the documented fields."""
     assert run(capsys, "--db", sqlite_path, "demo")[0] == 0
     code, out, _ = run(capsys, "--db", sqlite_path, "tail", "--json")
     assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]
-    assert len(lines) == 18
+    total = stats(capsys, sqlite_path)["events"]
+    assert len(lines) == total > 30
     for line in lines:
         assert {"position", "stream", "version", "type", "recorded_at", "event"} <= set(
             line
         )
         assert line["event"]["type"] == line["type"]
-    assert [line["position"] for line in lines] == list(range(1, 19))
+    assert [line["position"] for line in lines] == list(range(1, total + 1))
     assert lines[0]["type"] == "session.opened"
+
+
+def test_demo_shows_every_lifecycle_step(capsys, sqlite_path):
+    """The demo's session has parallel calls, a failure, media, a bound and a trim."""
+    code, out, _ = run(capsys, "--db", sqlite_path, "demo")
+    assert code == 0
+    by_type = stats(capsys, sqlite_path)["by_type"]
+    for tag in (
+        "media.attached",
+        "history.trimmed",
+        "memory.stored",
+        "memory.recalled",
+        "tool_result.recorded",
+        "model.called",
+        "prompt.assembled",
+    ):
+        assert by_type.get(tag, 0) >= 1, tag
+    assert "[trim] [earlier turns omitted to fit the context window]" in out
+    assert "[IMAGE:media/" in out
+    assert "bounded: 13899 -> 600 characters" in out
+    assert "[tool file_read error]" in out
+    assert "release_day [core]: The release is on Friday." in out
+    assert "| Surface | Owner | Durability |" in out
+    assert run(capsys, "--db", sqlite_path, "audit")[0] == 0
+    assert run(capsys, "--db", sqlite_path, "replay", "demo-1")[0] == 0
 
 
 def test_tail_after_and_last(capsys, sqlite_path):
     """--after and --last select the end of the log."""
     run(capsys, "--db", sqlite_path, "demo")
-    _, out, _ = run(capsys, "--db", sqlite_path, "tail", "--json", "--after", "15")
-    assert [json.loads(x)["position"] for x in out.splitlines()] == [16, 17, 18]
+    total = stats(capsys, sqlite_path)["events"]
+    _, out, _ = run(
+        capsys, "--db", sqlite_path, "tail", "--json", "--after", str(total - 3)
+    )
+    assert [json.loads(x)["position"] for x in out.splitlines()] == [
+        total - 2,
+        total - 1,
+        total,
+    ]
     _, out, _ = run(capsys, "--db", sqlite_path, "tail", "--last", "2")
     assert len(out.splitlines()) == 2
     assert "turn.completed" in out.splitlines()[-1]
@@ -54,11 +101,14 @@ def test_tail_after_and_last(capsys, sqlite_path):
 def test_demo_twice_records_two_sessions(capsys, sqlite_path):
     """Each demo run records a new session; the ledger stays consistent."""
     run(capsys, "--db", sqlite_path, "demo")
+    once = stats(capsys, sqlite_path)["events"]
     _, out, _ = run(capsys, "--db", sqlite_path, "demo")
     assert "session demo-2" in out
     code, out, _ = run(capsys, "--db", sqlite_path, "verify")
+    twice = stats(capsys, sqlite_path)["events"]
     assert code == 0
-    assert out.strip() == "ok: 36 events in 3 streams, last position 36"
+    assert twice > once
+    assert out.strip() == f"ok: {twice} events in 3 streams, last position {twice}"
 
 
 def test_verify_exit_1_lists_problems(capsys, sqlite_path):
@@ -77,26 +127,27 @@ def test_verify_exit_1_lists_problems(capsys, sqlite_path):
     raw.close()
     code, out, _ = run(capsys, "--db", sqlite_path, "verify")
     assert code == 1
+    code_json, out_json, _ = run(capsys, "--db", sqlite_path, "verify", "--json")
+    report = json.loads(out_json)
+    bad = report["events"]
+    assert code_json == 1
     assert out.splitlines()[0].startswith(
-        "position 19: corrupt: Corrupt record at position 19"
+        f"position {bad}: corrupt: Corrupt record at position {bad}"
     )
-    code, out, _ = run(capsys, "--db", sqlite_path, "verify", "--json")
-    report = json.loads(out)
-    assert code == 1
     assert report["problems"][0]["kind"] == "corrupt"
-    assert report["events"] == 19
 
 
 def test_stats(capsys, sqlite_path):
     """stats counts events per type."""
     run(capsys, "--db", sqlite_path, "demo")
     code, out, _ = run(capsys, "--db", sqlite_path, "stats", "--json")
-    stats = json.loads(out)
+    result = json.loads(out)
     assert code == 0
-    assert stats["events"] == 18
-    assert stats["streams"] == 2
-    assert stats["by_type"]["turn.started"] == 2
-    assert stats["backend"] == "sqlite"
+    assert result["events"] == sum(result["by_type"].values())
+    assert result["streams"] == 2  # the session and the agent's memory stream
+    assert result["by_type"]["turn.started"] == 4
+    assert result["by_type"]["turn.completed"] == 4
+    assert result["backend"] == "sqlite"
 
 
 def test_init_on_postgres(capsys, postgres_url):
@@ -114,18 +165,43 @@ def test_unusable_database_exits_2(capsys, tmp_path):
     assert len(err.splitlines()) == 1
 
 
+def test_bad_config_exits_2_naming_the_key(capsys, tmp_path):
+    """A configuration error names the key and exits 2."""
+    (tmp_path / "turnledger.toml").write_text(
+        '[agents.ops]\nmemory = "sqlite"\nread_memory_from = ["ops"]\n'
+    )
+    code, _, err = run(capsys, "memory", "list", "--agent", "ops")
+    assert code == 2
+    assert "lists itself in read_memory_from" in err
+
+
 def test_follow_prints_new_events(sqlite_path, tmp_path):
     """tail --follow keeps printing events appended later."""
     env = {**os.environ, "TURNLEDGER_DB": sqlite_path}
-    exe = shutil.which("turnledger") or f"{sys.prefix}/bin/turnledger"
-    subprocess.run([exe, "init"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [EXE, "init"], env=env, check=True, capture_output=True, cwd=tmp_path
+    )
     follower = subprocess.Popen(
-        [exe, "tail", "--follow", "--json"], env=env, stdout=subprocess.PIPE, text=True
+        [EXE, "tail", "--follow", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     try:
-        subprocess.run([exe, "demo"], env=env, check=True, capture_output=True)
-        seen = [json.loads(follower.stdout.readline()) for _ in range(18)]
-        assert seen[-1]["position"] == 18
+        subprocess.run(
+            [EXE, "demo"], env=env, check=True, capture_output=True, cwd=tmp_path
+        )
+        done = subprocess.run(
+            [EXE, "stats", "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        total = json.loads(done.stdout)["events"]
+        seen = [json.loads(follower.stdout.readline()) for _ in range(total)]
+        assert seen[-1]["position"] == total
     finally:
         follower.kill()
         follower.wait()
@@ -152,34 +228,35 @@ def readme_console_commands() -> list[str]:
     ]
 
 
-def readme_python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README, re.DOTALL)
-
-
 def test_readme_console_examples_run(tmp_path):
-    """Every `$ turnledger ...` line of the README runs and exits 0, in order."""
+    """Every `$ turnledger ...` line of the README runs, in order, and exits 0."""
     commands = readme_console_commands()
     assert commands
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     env = {**os.environ, "TURNLEDGER_DB": str(tmp_path / "readme.db")}
-    exe = shutil.which("turnledger") or f"{sys.prefix}/bin/turnledger"
-    for command in commands:
-        args = command.split()
+    env.pop("TURNLEDGER_CONFIG", None)
+    for line in commands:
+        command, _, redirect = line.partition(" > ")
+        args = shlex.split(command)
         assert args[0] == "turnledger"
         done = subprocess.run(
-            [exe, *args[1:]],
+            [EXE, *args[1:]],
             env=env,
             cwd=tmp_path,
             capture_output=True,
             text=True,
             check=False,
+            stdin=subprocess.DEVNULL,
         )
-        assert done.returncode == 0, (command, done.stderr)
+        assert done.returncode == 0, (line, done.stdout[-800:], done.stderr[-800:])
+        if redirect:
+            (tmp_path / redirect.strip()).write_text(done.stdout)
 
 
 def test_readme_python_examples_run(tmp_path, monkeypatch):
     """Every Python block of the README executes."""
     monkeypatch.chdir(tmp_path)
-    blocks = readme_python_blocks()
+    blocks = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
     assert blocks
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the docs are the test
@@ -192,3 +269,10 @@ def test_readme_commands_are_the_ci_commands():
     assert test_command.endswith("python -m pytest")
     assert test_command in (ROOT / ".ci" / "run").read_text()
     assert "turnledger demo" in install_blocks[0]
+
+
+def test_lifecycle_doc_is_generated_from_the_code(capsys):
+    """docs/lifecycle.md is exactly what `turnledger lifecycle` prints."""
+    code, out, _ = run(capsys, "lifecycle")
+    assert code == 0
+    assert out == (ROOT / "docs" / "lifecycle.md").read_text()

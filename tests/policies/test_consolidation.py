@@ -119,10 +119,8 @@ class TestJaccard:
         assert token_jaccard(text, text) == 1.0
 
 
-def fact(key, content, *, category="core", score=None, importance=None):
-    return ExistingFact(
-        key=key, content=content, category=category, score=score, importance=importance
-    )
+def fact(key, content, *, category="core", score=None):
+    return ExistingFact(key=key, content=content, category=category, score=score)
 
 
 class TestDedup:
@@ -202,7 +200,9 @@ class TestDedup:
 class TestMergeFacts:
     def test_contained_incoming_keeps_the_survivor(self):
         """Nothing new: the survivor stays as it is."""
-        assert merge_facts(" user likes tea a lot ", "likes tea") == "user likes tea a lot"
+        assert (
+            merge_facts(" user likes tea a lot ", "likes tea") == "user likes tea a lot"
+        )
 
     def test_empty_incoming_keeps_the_survivor(self):
         """An empty fact adds nothing."""
@@ -210,7 +210,9 @@ class TestMergeFacts:
 
     def test_containing_incoming_replaces_the_survivor(self):
         """A richer fact wins."""
-        assert merge_facts("likes tea", "user likes tea a lot") == "user likes tea a lot"
+        assert (
+            merge_facts("likes tea", "user likes tea a lot") == "user likes tea a lot"
+        )
 
     def test_different_facts_are_joined_sorted(self):
         """Deterministic: sorted, one per line."""
@@ -281,7 +283,9 @@ class TestPrompt:
 
     def test_media_markers_become_placeholders(self):
         """Every marker kind, any case, closed or cut, becomes [media attachment]."""
-        text = "a [IMAGE:data:image/png;base64,AAAA] b [voice:/x.ogg] c [DOCUMENT:/d.pdf"
+        text = (
+            "a [IMAGE:data:image/png;base64,AAAA] b [voice:/x.ogg] c [DOCUMENT:/d.pdf"
+        )
         assert strip_media_markers(text) == (
             f"a {MEDIA_PLACEHOLDER} b {MEDIA_PLACEHOLDER} c {MEDIA_PLACEHOLDER}"
         )
@@ -319,7 +323,7 @@ class TestParser:
         )
 
     @pytest.mark.parametrize(
-        "update", ['null', '"   "', None], ids=["null", "blank", "missing"]
+        "update", ["null", '"   "', None], ids=["null", "blank", "missing"]
     )
     def test_no_update(self, update):
         """Null, blank and missing updates all mean none."""
