@@ -24,6 +24,7 @@ from pipeline.memory_service import MemoryService
 from pipeline.providers.base import Provider
 from pipeline.providers.factory import make_provider
 from pipeline.providers.scripted import ScriptedProvider
+from pipeline.strategy import strategy_for
 from pipeline.tools.registry import default_tools
 from projections.base import fold
 from projections.observer import OBSERVER_VIEW, render_item, timeline
@@ -39,12 +40,18 @@ async def _turns(
     ledger_url = target(args)
     ledger = AsyncLedger(store, close_store=False)
     memory = MemoryService(store, cfg, ledger_url=ledger_url)
+    strategy = (
+        strategy_for(args.agent, memory, provider)
+        if getattr(args, "consolidate", False)
+        else None
+    )
     engine = TurnEngine(
         ledger=ledger,
         provider=provider,
         memory=memory,
         tools=default_tools(),
         config=cfg,
+        strategy=strategy,
     )
     failures = 0
     try:
@@ -162,6 +169,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--turn", action="append", default=[], help="a user turn")
     if name == "chat":
         p.add_argument("--provider", default=None, help="a [providers.NAME] entry")
+        p.add_argument(
+            "--consolidate",
+            action="store_true",
+            help="after each turn, one provider call consolidates it into memory",
+        )
     if name in ("run", "chat"):
         p.add_argument("--agent", default="default")
         p.add_argument("--session", default="cli")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +25,7 @@ from pipeline.cli_common import (
 )
 from pipeline.config import StorageConfig
 from pipeline.memory_service import MemoryAccessError, MemoryService
+from pipeline.strategy import strategy_for
 from projections.memory.protocol import MemoryEntry, Unsupported
 
 ACTIONS: Final = (
@@ -35,6 +37,7 @@ ACTIONS: Final = (
     "forget",
     "stats",
     "rebuild",
+    "govern",
 )
 
 
@@ -74,14 +77,16 @@ def _unsupported(answer: Unsupported) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    """Long-term memory: store, recall, context, list, get, forget, stats, rebuild.
+    """Long-term memory: store, recall, context, list, get, forget, stats, rebuild...
 
     store --agent A KEY CONTENT [--category core|daily|conversation|NAME]
       [--session S]; recall --agent A QUERY [--session S] [--limit N] [--json];
     context --agent A QUERY [--session S] [--origin ORIGIN] prints exactly the
     [Memory context] block a turn would get (nothing when no entry qualifies);
     list|get|forget|stats --agent A ... [--json]; rebuild --agent A --backend
-    sqlite|markdown|postgres|qdrant replays the memory events into a fresh store.
+    sqlite|markdown|postgres|qdrant replays the memory events into a fresh store;
+    govern --agent A [--dry-run] applies retention as memory events (conversation
+    rows expire after 30 days; daily rows are archived after 7, purged after 30).
 
     Example: turnledger memory recall --agent ops "editor" --json
     """
@@ -159,6 +164,22 @@ def _stats(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
+def _govern(service: MemoryService, args: argparse.Namespace) -> int:
+    """Apply retention now (recorded as events), or only show the plan."""
+    strategy = strategy_for(args.agent, service, None)
+    report = strategy.govern(args.agent, datetime.now(UTC), dry_run=args.dry_run)
+    if args.json:
+        print_json(report)
+        return 0
+    verb = "would" if args.dry_run else "did"
+    for step in (*report.plan.expire, *report.plan.archive, *report.plan.purge):
+        print(f"{verb} {step.action} {step.key}: {step.reason}")
+    print(
+        f"{report.recorded} memory event(s) recorded; refused: {list(report.refused)}"
+    )
+    return 0
+
+
 def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
     handlers = {
         "store": _store,
@@ -169,6 +190,7 @@ def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
         "forget": _forget,
         "stats": _stats,
         "rebuild": _rebuild,
+        "govern": _govern,
     }
     return handlers[args.action](service, args)
 
@@ -222,6 +244,51 @@ def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
 COMMANDS: Final[dict[str, Command]] = {"memory": cmd_memory}
 
 
+_ORIGINS: Final = (
+    "interactive",
+    "channel",
+    "agent_direct",
+    "cron",
+    "daemon",
+    "sub_turn",
+)
+
+_ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...]]] = {
+    "store": (
+        (("key",), {}),
+        (("content",), {}),
+        (("--category",), {"default": "core"}),
+        (("--session",), {"default": None}),
+    ),
+    "recall": (
+        (("query",), {}),
+        (("--session",), {"default": None}),
+        (("--limit",), {"type": int, "default": 5}),
+    ),
+    "context": (
+        (("query",), {}),
+        (("--session",), {"default": None}),
+        (("--origin",), {"default": "interactive", "choices": _ORIGINS}),
+    ),
+    "list": ((("--session",), {"default": None}), (("--category",), {"default": None})),
+    "get": ((("key",), {}),),
+    "forget": ((("key",), {}),),
+    "stats": (),
+    "rebuild": (
+        (
+            ("--backend",),
+            {"required": True, "choices": ("sqlite", "markdown", "postgres", "qdrant")},
+        ),
+        (("--out",), {"default": None, "help": "where the fresh store goes"}),
+        (("--url",), {"default": None, "help": "postgresql:// URL of the fresh store"}),
+        (("--keep",), {"action": "store_true", "help": "keep the temporary store"}),
+    ),
+    "govern": (
+        (("--dry-run",), {"action": "store_true", "help": "show the plan only"}),
+    ),
+}
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add the memory command's actions and options."""
     del name
@@ -235,42 +302,5 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
             action="store_true",
             help="seal contents with per-entry keys (forget destroys them)",
         )
-        if action in ("store", "get", "forget"):
-            a.add_argument("key")
-        if action == "store":
-            a.add_argument("content")
-            a.add_argument("--category", default="core")
-        if action in ("recall", "context"):
-            a.add_argument("query")
-        if action in ("store", "recall", "context", "list"):
-            a.add_argument("--session", default=None)
-        if action == "recall":
-            a.add_argument("--limit", type=int, default=5)
-        if action == "list":
-            a.add_argument("--category", default=None)
-        if action == "context":
-            a.add_argument(
-                "--origin",
-                default="interactive",
-                choices=[
-                    "interactive",
-                    "channel",
-                    "agent_direct",
-                    "cron",
-                    "daemon",
-                    "sub_turn",
-                ],
-            )
-        if action == "rebuild":
-            a.add_argument(
-                "--backend",
-                required=True,
-                choices=["sqlite", "markdown", "postgres", "qdrant"],
-            )
-            a.add_argument("--out", default=None, help="where the fresh store goes")
-            a.add_argument(
-                "--url", default=None, help="postgresql:// URL of the fresh store"
-            )
-            a.add_argument(
-                "--keep", action="store_true", help="keep the temporary store"
-            )
+        for flags, options in _ARGUMENTS[action]:
+            a.add_argument(*flags, **options)  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ from pipeline.config import Config
 from pipeline.export import ExportOptions, prepare_history
 from pipeline.memory_service import MemoryService, TurnRecall
 from pipeline.providers.base import ChatRequest, ChatResponse, Provider, ProviderError
+from pipeline.strategy import MemoryStrategy
 from pipeline.tools.base import Tool, ToolContext, ToolOutcome
 from policies.autosave import autosave_key, decide_autosave
 from policies.bounding import make_result_bounder
@@ -125,6 +126,8 @@ class TurnEngine:
         tools: The tools the model may call, by name.
         config: Limits, recall and pricing settings.
         system_prompt: The system prompt (ephemeral: only its digest is recorded).
+        strategy: The agent's memory strategy, run after a completed turn
+            (consolidation: one extra provider call); ``None`` runs none.
     """
 
     def __init__(
@@ -136,7 +139,9 @@ class TurnEngine:
         tools: Mapping[str, Tool],
         config: Config,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        strategy: MemoryStrategy | None = None,
     ) -> None:
+        self.strategy = strategy
         self.ledger = ledger
         self.provider = provider
         self.memory = memory
@@ -286,6 +291,7 @@ class TurnEngine:
                     iteration=iteration,
                     started=started,
                 )
+                await self._consolidate(session, user_input, response.text)
                 return TurnOutcome(
                     turn_id=turn_id,
                     completed=True,
@@ -578,6 +584,20 @@ class TurnEngine:
         )
 
     # -- end of turn -------------------------------------------------------------
+
+    async def _consolidate(self, session: _Session, user: str, answer: str) -> None:
+        """Run the memory strategy after a completed turn; never fails the turn."""
+        if self.strategy is None:
+            return
+        try:
+            report = await self.strategy.consolidate_turn(
+                session.agent, session.key, user, answer
+            )
+            _log.info("memory.consolidated", outcome=report.outcome)
+        except Exception as e:  # noqa: BLE001 - consolidation never fails a turn
+            _log.warning(
+                "memory.consolidation_failed", error=summarize(scrub_text(str(e)))
+            )
 
     async def _finish(
         self,
