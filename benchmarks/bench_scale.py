@@ -25,13 +25,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.aio import AsyncLedger  # noqa: E402
-from ledger.events import (  # noqa: E402
+from ledger.aio import AsyncLedger
+from ledger.events import (
     AssistantMessage,
     ModelCalled,
     SessionOpened,
@@ -40,11 +41,11 @@ from ledger.events import (  # noqa: E402
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id  # noqa: E402
-from ledger.store import open_store  # noqa: E402
-from projections.history import SESSION_HISTORY  # noqa: E402
-from projections.runner import ProjectionRunner  # noqa: E402
-from projections.views_pg import PostgresViewStore  # noqa: E402
+from ledger.ids import session_stream_id
+from ledger.store import open_store
+from projections.history import SESSION_HISTORY
+from projections.runner import ProjectionRunner
+from projections.views_pg import PostgresViewStore
 
 DEFAULT_URL = os.environ.get(
     "TURNLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -53,7 +54,9 @@ DEFAULT_URL = os.environ.get(
 
 def turn(turn_id: str) -> list:
     calls = tuple(
-        ToolCallRecord(id=f"{turn_id}-{i}", name="file_read", arguments='{"path": "a.txt"}')
+        ToolCallRecord(
+            id=f"{turn_id}-{i}", name="file_read", arguments='{"path": "a.txt"}'
+        )
         for i in range(2)
     )
     return [
@@ -61,7 +64,9 @@ def turn(turn_id: str) -> list:
         ModelCalled(turn_id=turn_id, provider="p", model="m", input_tokens=900),
         AssistantMessage(turn_id=turn_id, tool_calls=calls),
         *(
-            ToolResultRecorded(turn_id=turn_id, call_id=c.id, tool=c.name, output="x" * 300)
+            ToolResultRecorded(
+                turn_id=turn_id, call_id=c.id, tool=c.name, output="x" * 300
+            )
             for c in calls
         ),
         ModelCalled(turn_id=turn_id, provider="p", model="m", iteration=1),
@@ -85,14 +90,14 @@ async def _write(url: str, tag: str, sessions: int, turns: int, start: float) ->
             )
             version = result.last_version
 
-    while time.time() < start:  # start together
-        await asyncio.sleep(0.001)
+    await asyncio.sleep(max(0.0, start - time.time()))  # start together
     await asyncio.gather(*(session(i) for i in range(sessions)))
     await ledger.aclose()
     return sessions * turns
 
 
-def writer_main(url: str, tag: str, sessions: int, turns: int, start: float, out) -> None:  # noqa: ANN001
+def writer_main(job: tuple[str, str, int, int, float], out: Any) -> None:
+    url, tag, sessions, turns, start = job
     done = asyncio.run(_write(url, tag, sessions, turns, start))
     out.put((done, time.time()))
 
@@ -105,7 +110,10 @@ def run_writers(url: str, writers: int, sessions: int, turns: int) -> float:
     procs = [
         ctx.Process(
             target=writer_main,
-            args=(url, f"w{writers}-{i}-{uuid.uuid4().hex[:6]}", sessions, turns, start, out),
+            args=(
+                (url, f"w{writers}-{i}-{uuid.uuid4().hex[:6]}", sessions, turns, start),
+                out,
+            ),
         )
         for i in range(writers)
     ]
@@ -163,7 +171,7 @@ def fresh_url(base: str) -> str:
 
 def drop(url: str) -> None:
     schema = url.rsplit("schema=", 1)[1]
-    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+    with psycopg.connect(url.split("?", maxsplit=1)[0], autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
@@ -183,7 +191,8 @@ def main() -> None:
         print(f"PostgreSQL not available at {args.url}: {e}; nothing measured")
         return
     figures: dict[str, float] = {}
-    print(f"bench_scale: PostgreSQL, {args.sessions} sessions x {args.turns} turns per writer")
+    shape = f"{args.sessions} sessions x {args.turns} turns per writer"
+    print(f"bench_scale: PostgreSQL, {shape}")
     for writers in (1, 2, 4):
         url = fresh_url(args.url)
         try:
@@ -193,10 +202,18 @@ def main() -> None:
             )
         finally:
             drop(url)
-        print(f"  {writers} writer(s): {figures[f'writers_{writers}_turns_per_s']:8.0f} turns/s")
+        rate = figures[f"writers_{writers}_turns_per_s"]
+        print(f"  {writers} writer(s): {rate:8.0f} turns/s")
     ratio = figures["writers_4_turns_per_s"] / figures["writers_1_turns_per_s"]
     figures["ratio_4_vs_1"] = ratio
     verdict = "PASS" if ratio >= 2.5 else "MISS"
+    ratios = {
+        "4 writer processes vs 1 (turns/s)": {
+            "ratio": ratio,
+            "goal": 2.5,
+            "verdict": verdict,
+        }
+    }
     print(f"  4 writers / 1 writer: {ratio:.2f}x (goal >= 2.5x) {verdict}")
     url = fresh_url(args.url)
     try:
@@ -204,13 +221,15 @@ def main() -> None:
         figures.update(measure_lag(url, args.sessions, args.turns))
     finally:
         drop(url)
+    p50, top = figures["lag_events_p50"], figures["lag_events_max"]
+    caught = figures["catch_up_s"] * 1000
     print(
-        f"  projection lag under 4 writers: p50 {figures['lag_events_p50']:.0f} events, "
-        f"max {figures['lag_events_max']:.0f}; caught up {figures['catch_up_s'] * 1000:.0f} ms "
-        "after the last write"
+        f"  projection lag under 4 writers: p50 {p50:.0f} events, max {top:.0f}; "
+        f"caught up {caught:.0f} ms after the last write"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        doc = {"series": figures, "ratios": ratios}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
 
 
 if __name__ == "__main__":
