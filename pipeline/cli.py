@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import MutableMapping, Sequence
+from typing import Any, Final
 
 import structlog
 
@@ -28,6 +28,7 @@ from pipeline.config import ConfigError
 from pipeline.formats import TranscriptError
 from pipeline.providers._http import ProviderConfigError
 from pipeline.providers.scripted import ScriptFormatError
+from policies.scrubbing import scrub_text, summarize
 
 MODULES: Final = (
     cli_ledger,
@@ -76,12 +77,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def scrub_log_values(
+    logger: object, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """A structlog processor: every string value scrubbed and bounded.
+
+    The same rule as the observer view (``policies.scrubbing``), so a log line
+    never carries a credential or an unbounded payload.
+    """
+    del logger, method
+    for key, value in event_dict.items():
+        if isinstance(value, str) and key != "event":
+            event_dict[key] = summarize(scrub_text(value))
+    return event_dict
+
+
 def _configure_logging(verbose: bool) -> None:
     """Logs go to stderr (stdout is for results); warnings only unless -v."""
     level = logging.INFO if verbose else logging.WARNING
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            scrub_log_values,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.JSONRenderer(),

@@ -276,3 +276,16 @@ def test_lifecycle_doc_is_generated_from_the_code(capsys):
     code, out, _ = run(capsys, "lifecycle")
     assert code == 0
     assert out == (ROOT / "docs" / "lifecycle.md").read_text()
+
+
+def test_logs_are_scrubbed_and_bounded():
+    """The CLI's log processor scrubs secrets and bounds every string value."""
+    from pipeline.cli import scrub_log_values
+
+    event = scrub_log_values(
+        None,
+        "info",
+        {"event": "x", "error": "token=sk-abcdefghijklmnopqrstuv " + "y" * 500},
+    )
+    assert "abcdefghijklmnop" not in event["error"]
+    assert len(event["error"]) <= 201
