@@ -281,12 +281,13 @@ class MemoryService:
             ],
             expected_version=self.store.stream_version(stream),
         )
-        if self._keys_exist():
+        shredded = self._keys_exist()
+        if shredded:
             self.keys().destroy(agent=agent, memory_key=key)
         self.backend(agent)
         scrub = getattr(backend, "scrub", None)
-        if callable(scrub):
-            scrub()
+        if shredded and callable(scrub):
+            scrub()  # with shredding on, no copy may stay in the view's files
         return True
 
     # -- reads ----------------------------------------------------------------

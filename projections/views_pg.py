@@ -197,4 +197,6 @@ class PostgresViewStore:
         with self._lock:
             self._conn.close()
             if self._locks is not None:
+                # Unlock explicitly: the server may notice the closed session late.
+                self._locks.execute("SELECT pg_advisory_unlock_all()")
                 self._locks.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import structlog
 
 from ledger.store import EventStore, open_store
 
@@ -85,6 +86,13 @@ def _postgres_store(postgres_url: str) -> Iterator[EventStore]:
     store = open_store(postgres_url)
     yield store
     store.close()
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """Each test starts with structlog's defaults (the CLI configures it globally)."""
+    yield
+    structlog.reset_defaults()
 
 
 class SeededRandom(random.Random):

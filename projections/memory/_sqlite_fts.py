@@ -34,8 +34,9 @@ import math
 import re
 import sqlite3
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from projections.memory._sqlite_scope import Scope, scope_sql
 
@@ -120,17 +121,45 @@ def query_terms(query: str) -> list[Term]:
     return [terms[i] for i in sorted(longest[:MAX_TERMS])]
 
 
-def document_counts(db: sqlite3.Connection, terms: Sequence[Term]) -> dict[Term, int]:
+FrequentTerms: TypeAlias = dict[str, tuple[int, int]]
+"""Estimated counts of frequent phrases: ``{phrase: (count, row count then)}``."""
+
+_FREQUENT_CACHE: Final = 4_096
+_STALE_SHARE: Final = 0.1
+
+
+def document_counts(
+    db: sqlite3.Connection,
+    terms: Sequence[Term],
+    total: int,
+    frequent: FrequentTerms | None = None,
+) -> dict[Term, int]:
     """Return how many rows contain each term (a prefix: any completion).
 
     Counts are exact up to :data:`MATCH_BUDGET`; above it they are estimated
     from the newest :data:`SAMPLE_ROWS` rows (and never below the budget + 1).
+    Estimates are kept in ``frequent`` and reused while the table has grown or
+    shrunk by less than a tenth: stop words recur in almost every query.
+
+    Args:
+        db: The memory database.
+        terms: The query's terms.
+        total: The number of indexed rows (see :func:`row_count`).
+        frequent: The caller's cache of estimates (updated in place).
     """
+    cache: FrequentTerms = {} if frequent is None else frequent
     counts: dict[Term, int] = {}
     for term in terms:
+        known = cache.get(term.phrase)
+        if known is not None and abs(total - known[1]) <= _STALE_SHARE * known[1]:
+            counts[term] = known[0]
+            continue
         found = _count(db, term.phrase, MATCH_BUDGET + 1)
         if found > MATCH_BUDGET:
-            found = max(found, _estimate(db, term.phrase))
+            found = max(found, _estimate(db, term.phrase, total))
+            if len(cache) >= _FREQUENT_CACHE:
+                cache.clear()
+            cache[term.phrase] = (found, total)
         counts[term] = found
     return counts
 
@@ -144,18 +173,19 @@ def _count(db: sqlite3.Connection, expression: str, cap: int, after: int = 0) ->
     return int(row[0])
 
 
-def _estimate(db: sqlite3.Connection, expression: str) -> int:
-    top = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
-    after = max(0, top - SAMPLE_ROWS)
+def _estimate(db: sqlite3.Connection, expression: str, total: int) -> int:
+    after = max(0, total - SAMPLE_ROWS)
     found = _count(db, expression, SAMPLE_ROWS, after)
-    if after == 0:
-        return found
-    return round(found * row_count(db) / SAMPLE_ROWS)
+    return found if after == 0 else round(found * total / SAMPLE_ROWS)
 
 
 def row_count(db: sqlite3.Connection) -> int:
-    """Return how many rows the full-text index holds."""
-    return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
+    """Return the highest rowid: the indexed row count, give or take deletions.
+
+    It is O(log n) where ``count(*)`` walks the table, and only feeds estimates
+    (inverse document frequencies, sampling windows).
+    """
+    return int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
 
 
 def plan_query(counts: dict[Term, int], budget: int = MATCH_BUDGET) -> Plan | None:
@@ -192,7 +222,11 @@ def _join(terms: Sequence[Term], operator: str) -> str:
 
 
 def keyword_search(
-    db: sqlite3.Connection, query: str, scope: Scope, window: int
+    db: sqlite3.Connection,
+    query: str,
+    scope: Scope,
+    window: int,
+    frequent: FrequentTerms | None = None,
 ) -> dict[int, tuple[str, float]]:
     """Return the scope's best keyword matches: raw BM25 (higher is better).
 
@@ -201,6 +235,7 @@ def keyword_search(
         query: The user's query text.
         scope: The rows that may match.
         window: How many candidates to return at most.
+        frequent: The caller's cache of frequent-term estimates.
 
     Returns:
         ``{rowid: (entry id, raw score)}`` for at most ``window`` rows.
@@ -208,35 +243,52 @@ def keyword_search(
     terms = query_terms(query)
     if not terms:
         return {}
-    counts = document_counts(db, terms)
+    total = row_count(db)
+    counts = document_counts(db, terms, total, frequent)
     plan = plan_query(counts, MATCH_BUDGET)
     if plan is None:
         return {}
     if not plan.rescore:
-        rows = _candidates(db, plan, scope, window, with_text=False)
+        rows = _candidates(db, plan, scope, window)
         return {rowid: (entry_id, -float(raw)) for rowid, entry_id, raw in rows}
     pool = max(window, RESCORE_POOL)
-    rows = _candidates(db, plan, scope, pool, with_text=True)
+    rows = _candidates(db, plan, scope, pool)
     if not rows and not plan.ranked:
         rarest = Plan(plan.rescore[0].phrase, ranked=False, rescore=plan.rescore)
-        rows = _candidates(db, rarest, scope, pool, with_text=True)
-    scored = bm25_rescore(rows, plan.rescore, counts, row_count(db))
+        rows = _candidates(db, rarest, scope, pool)
+    scored = bm25_rescore(_with_text(db, rows), plan.rescore, counts, total)
     return dict(sorted(scored.items(), key=lambda kv: (-kv[1][1], kv[1][0]))[:window])
 
 
 def _candidates(
-    db: sqlite3.Connection, plan: Plan, scope: Scope, limit: int, *, with_text: bool
+    db: sqlite3.Connection, plan: Plan, scope: Scope, limit: int
 ) -> list[tuple[Any, ...]]:
     where, params = scope_sql(scope)
-    text = ", m.key, m.content" if with_text else ""
-    rank = ", bm25(memories_fts) AS raw" if plan.ranked else ", NULL AS raw"
+    rank = "bm25(memories_fts)" if plan.ranked else "NULL"
     order = "raw, m.id" if plan.ranked else "memories_fts.rowid DESC"
     sql = (
-        f"SELECT m.rowid, m.id{rank}{text} FROM memories_fts "
+        f"SELECT m.rowid, m.id, {rank} AS raw FROM memories_fts "
         "JOIN memories AS m ON m.rowid = memories_fts.rowid "
         f"WHERE memories_fts MATCH ? AND {where} ORDER BY {order} LIMIT ?"
     )
     return db.execute(sql, [plan.expression, *params, limit]).fetchall()
+
+
+def _with_text(
+    db: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    # Fetched apart, so the ranking above sorts narrow rows.
+    if not rows:
+        return []
+    marks = ",".join("?" * len(rows))
+    text = {
+        rowid: (key, content)
+        for rowid, key, content in db.execute(
+            f"SELECT rowid, key, content FROM memories WHERE rowid IN ({marks})",
+            [row[0] for row in rows],
+        )
+    }
+    return [(*row, *text[row[0]]) for row in rows]
 
 
 def bm25_rescore(
@@ -267,9 +319,10 @@ def bm25_rescore(
     scored: dict[int, tuple[str, float]] = {}
     for row, words in zip(rows, docs, strict=True):
         norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
+        seen = Counter(words)
         score = 0.0
         for term in terms:
-            freq = _frequency(term, words)
+            freq = _frequency(term, seen)
             if freq:
                 score += idf[term] * freq * (BM25_K1 + 1) / (freq + norm)
         scored[int(row[0])] = (str(row[1]), score)
@@ -282,7 +335,7 @@ def _idf(total: int, docs: int) -> float:
     return value if value > 0 else _MIN_IDF
 
 
-def _frequency(term: Term, words: Sequence[str]) -> int:
+def _frequency(term: Term, seen: Counter[str]) -> int:
     if term.prefix:
-        return sum(1 for w in words if w.startswith(term.text))
-    return sum(1 for w in words if w == term.text)
+        return sum(n for word, n in seen.items() if word.startswith(term.text))
+    return seen[term.text]

@@ -17,7 +17,7 @@ from projections.memory._sqlite_scope import Scope, newest_sql
 LIKE_TERMS: Final = 8
 """How many whitespace words of a query the LIKE fallback looks for."""
 
-LIKE_WINDOW: Final = 2_000
+LIKE_WINDOW: Final = 500
 """How many of the scope's newest rows the LIKE fallback scans at most."""
 
 _WINDOW_COLUMNS: Final = "m.rowid AS rowid, m.updated_us AS updated_us, m.id AS id"

@@ -28,6 +28,8 @@ SCHEMA_VERSION: Final = 1
 PRAGMAS: Final = {
     "journal_mode": "WAL",
     "synchronous": "NORMAL",
+    # Deleted rows are overwritten, not left in free pages (forget that forgets).
+    "secure_delete": "ON",
     "temp_store": "MEMORY",
     "busy_timeout": "5000",
     "cache_size": "-32768",
@@ -53,9 +55,11 @@ CREATE TABLE IF NOT EXISTS memories (
     UNIQUE (agent, key)
 );
 CREATE INDEX IF NOT EXISTS memories_recent
-    ON memories (agent, updated_us DESC, id) WHERE superseded_by IS NULL;
+    ON memories (agent, updated_us DESC, id, superseded_by)
+    WHERE superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS memories_session
-    ON memories (agent, session, updated_us DESC, id) WHERE superseded_by IS NULL;
+    ON memories (agent, session, updated_us DESC, id, category, superseded_by)
+    WHERE superseded_by IS NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
     key, content,
     content = 'memories', content_rowid = 'rowid',
@@ -85,7 +89,9 @@ CREATE TABLE IF NOT EXISTS memory_tracking (
     position INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
-"""Every table, index and trigger (idempotent)."""
+"""Every table, index and trigger (idempotent). The two partial indexes cover
+the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
+``superseded_by`` and ``category`` so no table row is read to filter."""
 
 STAGE_DDL: Final = """
 CREATE TEMP TABLE IF NOT EXISTS memory_stage (
@@ -110,14 +116,15 @@ ON CONFLICT (agent, key) DO UPDATE SET
     session = excluded.session,
     namespace = excluded.namespace,
     importance = excluded.importance,
-    updated_us = excluded.updated_us,
+    updated_us = max(excluded.updated_us, memories.created_us),
     superseded_by = NULL,
     embedding = CASE
         WHEN excluded.embedding IS NULL AND memories.content = excluded.content
         THEN memories.embedding ELSE excluded.embedding END
 """
-"""The upsert rule: id and creation time are kept; a re-store un-hides a
-superseded row; a vector survives a failed re-embedding of unchanged content."""
+"""The upsert rule: id and creation time are kept (an update is never dated
+before the creation); a re-store un-hides a superseded row; a vector survives a
+failed re-embedding of unchanged content."""
 
 TRACKING_NAME: Final = "memory"
 """The name of the tracking row."""

@@ -39,7 +39,7 @@ from policies.recall import bound_recall_limit
 from projections.memory import _sqlite_writes as writes
 from projections.memory._hybrid import Scored, fuse
 from projections.memory._sqlite_embedding import EmbeddingStage
-from projections.memory._sqlite_fts import keyword_search
+from projections.memory._sqlite_fts import FrequentTerms, keyword_search
 from projections.memory._sqlite_like import like_search
 from projections.memory._sqlite_schema import COLUMNS, Database, entry_from_row
 from projections.memory._sqlite_scope import Scope, make_scope, newest_sql, scope_sql
@@ -92,13 +92,14 @@ class SQLiteMemory:
         keyword_weight: float = 0.3,
         search_mode: SearchMode = "hybrid",
     ) -> None:
-        _check_settings(vector_weight, keyword_weight, search_mode)
+        _check_settings(vector_weight, keyword_weight, search_mode, cache_size)
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
         self.search_mode: SearchMode = search_mode
         self._db = Database(path, on_rollback=self._forget_vectors)
         self._embedding = EmbeddingStage(self._db, embedder or NoEmbedder(), cache_size)
         self.capabilities = Capabilities(vectors=self._embedding.live)
+        self._frequent: FrequentTerms = {}
         self._embedding.adopt_identity()
 
     @property
@@ -166,18 +167,19 @@ class SQLiteMemory:
             for r in events
             if r.position > done and isinstance(r.event, MEMORY_EVENT_TYPES)
         ]
-        stored = [r for r in todo if isinstance(r.event, MemoryStored)]
-        entries = [new_memory(r) for r in stored]
-        blobs = self._embedding.embed([e.content for e in entries])
-        vectors = {
-            id(r): (e, b) for r, e, b in zip(stored, entries, blobs, strict=True)
+        entries = {
+            r.position: new_memory(r) for r in todo if isinstance(r.event, MemoryStored)
         }
+        blobs = self._embedding.embed([e.content for e in entries.values()])
+        stored = dict(
+            zip(entries, zip(entries.values(), blobs, strict=True), strict=True)
+        )
         with self._db.transaction() as conn:
             done = writes.position(conn)  # another handle may have applied some
             batch: list[writes.Write] = []
             for recorded in (r for r in todo if r.position > done):
-                if id(recorded) in vectors:
-                    batch.append(vectors[id(recorded)])
+                if recorded.position in stored:
+                    batch.append(stored[recorded.position])
                     continue
                 self._embedding.refresh(writes.upsert_many(conn, batch))
                 batch = []
@@ -193,6 +195,9 @@ class SQLiteMemory:
         """
         with self._db.transaction() as conn:
             conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+        if not self._embedding.live:
+            return 0
+        with self._db.read() as conn:
             missing = conn.execute(
                 "SELECT rowid, content FROM memories WHERE embedding IS NULL"
             ).fetchall()
@@ -242,7 +247,7 @@ class SQLiteMemory:
             keyword = (
                 {}
                 if self.search_mode == "embedding"
-                else keyword_search(conn, query, scope, window)
+                else keyword_search(conn, query, scope, window, self._frequent)
             )
             near = (
                 {} if vector is None else self._embedding.search(vector, scope, window)
@@ -352,6 +357,19 @@ class SQLiteMemory:
         with self._db.read() as conn:
             return writes.position(conn)
 
+    def scrub(self) -> None:
+        """Leave no trace of deleted rows in the database files.
+
+        Rows are deleted with ``secure_delete`` on; this also merges the
+        full-text index (whose older segments still list a deleted row's
+        words), rewrites the file and truncates the write-ahead log. Run after
+        forgetting with shredding on; it costs a full rewrite.
+        """
+        with self._db.read() as conn:
+            conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         """Close the database."""
         self._db.close()
@@ -392,14 +410,15 @@ def _hydrate(conn: sqlite3.Connection, fused: Sequence[Scored]) -> list[MemoryEn
     rows = {
         row[0]: row
         for row in conn.execute(
-            f"SELECT {COLUMNS} FROM memories WHERE rowid IN ({marks})",
+            f"SELECT {COLUMNS} FROM memories "
+            f"WHERE rowid IN ({marks}) AND superseded_by IS NULL",
             [s.rowid for s in fused],
         )
     }
     return [entry_from_row(rows[s.rowid], s.score) for s in fused if s.rowid in rows]
 
 
-def _check_settings(vector: float, keyword: float, mode: str) -> None:
+def _check_settings(vector: float, keyword: float, mode: str, cache: int) -> None:
     if vector < 0 or keyword < 0 or vector + keyword <= 0:
         msg = (
             "Expected non-negative weights with a positive sum, found "
@@ -408,4 +427,7 @@ def _check_settings(vector: float, keyword: float, mode: str) -> None:
         raise ValueError(msg)
     if mode not in SEARCH_MODES:
         msg = f"Expected a search mode in {sorted(SEARCH_MODES)}, found {mode!r}"
+        raise ValueError(msg)
+    if cache < 0:
+        msg = f"Expected a cache size >= 0, found {cache}"
         raise ValueError(msg)

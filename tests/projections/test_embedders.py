@@ -65,11 +65,14 @@ def make_handler(state: FakeServer) -> type[BaseHTTPRequestHandler]:
             raw = (
                 payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             )
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (the timeout test)
 
         def answer(self, body: dict) -> tuple[int, object]:
             texts = body["input"]
@@ -295,3 +298,38 @@ def test_sentence_transformers_missing_extra(monkeypatch):
     )
     assert isinstance(failed.value, EmbedderError)
     assert isinstance(failed.value, ImportError)
+
+
+class FakeModel:
+    """Stands in for sentence_transformers.SentenceTransformer (no download)."""
+
+    def __init__(self, name, device=None):
+        if name == "missing-model":
+            raise OSError("not found on the hub")
+        self.name, self.device = name, device
+
+    def get_sentence_embedding_dimension(self):
+        return 2
+
+    def encode(self, texts, convert_to_numpy=True):
+        import numpy as np
+
+        if "boom" in texts:
+            raise RuntimeError("CUDA out of memory")
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+
+def test_sentence_transformers_with_a_fake_module(monkeypatch):
+    """With the package importable, the model is loaded and used lazily."""
+    fake = type(sys)("sentence_transformers")
+    fake.SentenceTransformer = FakeModel
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    embedder = SentenceTransformerEmbedder("tiny", device="cpu")
+    assert embedder.identity == EmbeddingIdentity("sentence-transformers", "tiny", 2)
+    assert embedder.embed(["abc", "de"]) == [[3.0, 1.0], [2.0, 1.0]]
+    assert embedder.embed([]) == []
+    assert repr(embedder) == "SentenceTransformerEmbedder(model='tiny')"
+    with pytest.raises(EmbedderError, match="CUDA out of memory"):
+        embedder.embed(["boom"])
+    with pytest.raises(EmbedderError, match="not found on the hub"):
+        SentenceTransformerEmbedder("missing-model")

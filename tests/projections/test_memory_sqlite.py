@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import math
 import re
+import sqlite3
 from datetime import timedelta
 from uuid import UUID
 
@@ -474,6 +475,16 @@ class TestFtsQueries:
         ]
         assert query_terms("🙂 %_ *") == []
 
+    def test_long_queries_keep_their_longest_terms(self):
+        message = " ".join(f"w{i}" for i in range(20)) + " extraordinary deployment"
+        terms = [t.text for t in query_terms(message)]
+        assert terms == [
+            *["w0", "w1", "w2", "w3"],  # the first of the shortest, by position
+            *[f"w{i}" for i in range(10, 20)],
+            "extraordinary",
+            "deployment",
+        ]
+
     def test_operators_are_searched_for(self, keyword_memory):
         keyword_memory.store(new("op", "salt AND pepper NOT sugar"))
         keyword_memory.store(new("plain", "salt only"))
@@ -686,6 +697,58 @@ class TestApplyAndLimits:
         reader.close()
         writer.close()
 
+    def test_loaded_vectors_follow_every_write(self):
+        """After the matrix is loaded, stores, forgets, supersedes and purges show."""
+        memory = SQLiteMemory(
+            ":memory:", embedder=HashingEmbedder(), search_mode="embedding"
+        )
+        memory.store(new("a", "walnut cake"))
+        assert keys(memory.recall("walnut", agents=["alice"])) == ["a"]
+        memory.store(new("b", "walnut bread", category="conversation", session="s1"))
+        memory.store(new("c", "walnut oil"))
+        assert set(keys(memory.recall("walnut", agents=["alice"]))) == {"a", "b", "c"}
+        memory.supersede("a", agent="alice", superseded_by="c")
+        memory.purge_session("s1", agent="alice")
+        assert keys(memory.recall("walnut", agents=["alice"])) == ["c"]
+        memory.forget("c", agent="alice")
+        assert memory.recall("walnut", agents=["alice"]) == []
+        memory.store(new("a", "walnut cake again", at=T0 + timedelta(1)))
+        assert keys(memory.recall("walnut", agents=["alice"])) == ["a"]
+
+    def test_reindex_without_embedder_rebuilds_the_index(self, keyword_memory):
+        keyword_memory.store(new("k", "pebble"))
+        assert keyword_memory.reindex() == 0
+        assert keys(keyword_memory.recall("pebble", agents=["alice"])) == ["k"]
+
+    def test_apply_is_all_or_nothing(self, monkeypatch):
+        """A failure mid-apply leaves neither effects nor position."""
+        from projections.memory import _sqlite_writes
+
+        memory = SQLiteMemory(":memory:", embedder=HashingEmbedder())
+        memory.store(new("seed", "pear"))
+        memory.recall("pear", agents=["alice"])  # the matrix is loaded
+
+        def fail(conn, reached):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(_sqlite_writes, "save_position", fail)
+        events = [
+            recorded(1, MemoryStored(agent="alice", key="k", content="pear tart")),
+            recorded(2, MemoryForgotten(agent="alice", key="seed")),
+        ]
+        with pytest.raises(sqlite3.OperationalError):
+            memory.apply(events, 2)
+        assert memory.applied_position() == 0
+        assert keys(memory.recall("pear", agents=["alice"])) == ["seed"]
+
+    def test_many_agents(self, keyword_memory):
+        """A long allowlist (one query instead of one per agent) still scopes."""
+        keyword_memory.store(new("mine", "quartz"))
+        keyword_memory.store(new("theirs", "quartz", agent="outsider"))
+        agents = [f"agent{i}" for i in range(150)] + ["alice"]
+        assert keys(keyword_memory.recall("", agents=agents)) == ["mine"]
+        assert keys(keyword_memory.list(agents=agents)) == ["mine"]
+
     def test_health_after_close(self):
         memory = SQLiteMemory(":memory:")
         assert memory.health() is True
@@ -703,3 +766,32 @@ def test_cosine_of_table_vectors_is_exact():
     (entry,) = memory.recall("q", agents=["alice"])
     assert entry.score == pytest.approx(24 / 25, abs=1e-7)
     assert math.isclose(entry.score, 0.96, rel_tol=1e-6)
+
+
+def test_vector_index_grows_and_compacts():
+    """The matrix grows past its first capacity and compacts after many drops."""
+    from projections.memory._sqlite_scope import make_scope
+    from projections.memory._sqlite_vectors import VectorIndex, VectorRow, vector_blob
+
+    index = VectorIndex(2)
+    index.load([])
+    for i in range(3000):
+        vector = vector_blob([1.0, i / 3000], 2)
+        index.put(VectorRow(i + 1, f"e{i:04d}", "alice", None, "core", 0, vector))
+    index.drop(range(1, 2501))
+    assert len(index) == 500
+    assert index._size == 500  # compacted
+    hits = index.search([1.0, 1.0], make_scope(["alice"]), 3)
+    assert [entry_id for _, entry_id, _ in hits] == ["e2999", "e2998", "e2997"]
+    assert index.search([1.0, 1.0], make_scope(["bob"]), 3) == []
+    index.put(
+        VectorRow(1, "again", "bob", "s1", "conversation", 5, vector_blob([0, 1], 2))
+    )
+    scope = make_scope(["bob"], session="s1")
+    assert [h[1] for h in index.search([0.0, 1.0], scope, 3)] == ["again"]
+
+
+def test_cache_size_must_not_be_negative():
+    """A negative cache size is refused."""
+    with pytest.raises(ValueError, match="Expected a cache size >= 0, found -1"):
+        SQLiteMemory(":memory:", embedder=HashingEmbedder(), cache_size=-1)
