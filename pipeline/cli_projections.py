@@ -15,7 +15,6 @@ from pipeline.lifecycle import lifecycle_markdown
 from projections.catalog import PROJECTIONS, projection_named
 from projections.runner import ProjectionRunner
 from projections.views import SQLiteViewStore, ViewStore
-from projections.views_pg import PostgresViewStore
 
 VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
 
@@ -40,6 +39,9 @@ def open_views(args: argparse.Namespace) -> ViewStore:
     """Open the view store a command uses."""
     where = views_path(args)
     if where.startswith(("postgresql://", "postgres://")):
+        # PostgreSQL support is an optional extra: import it only when used.
+        from projections.views_pg import PostgresViewStore  # noqa: PLC0415
+
         return PostgresViewStore(where)
     return SQLiteViewStore(where)
 

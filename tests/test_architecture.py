@@ -109,3 +109,21 @@ def test_imports_point_one_way(module: str, path: Path):
 def test_stdlib_table_is_available():
     """The purity check relies on the interpreter's stdlib list."""
     assert "os" in sys.stdlib_module_names
+
+
+def test_the_cli_needs_no_optional_extra():
+    """`pip install .` (no extras) is enough for the CLI: psycopg, qdrant-client and
+    sentence-transformers load only when a command needs them."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "for name in ('psycopg', 'psycopg_pool', 'qdrant_client', 'sentence_transformers', 'matplotlib'):\n"
+        "    sys.modules[name] = None\n"
+        "import pipeline.cli, pipeline.engine, projections, policies, ledger\n"
+        "from ledger.store import open_store\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
