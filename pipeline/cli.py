@@ -126,14 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # A closed pager (``| head``): stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0
     except OSError as e:
         print(
             f"turnledger: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
             file=sys.stderr,
         )
         return 2
-    except BrokenPipeError:  # pragma: no cover - a closed pager
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
