@@ -71,10 +71,19 @@ class PreparedHistory(msgspec.Struct, frozen=True, kw_only=True):
 def prepare_history(
     messages: Sequence[Message], options: ExportOptions
 ) -> PreparedHistory:
-    """Bound, trim, repair and inject, in that order (see the module docstring)."""
+    """Bound, inject, trim and repair, in that order (see the module docstring).
+
+    The memory block goes into the last user message before the trim, so the
+    budget counts it (the trim always keeps that message's turn).
+    """
     bounded, truncated = _bound_results(messages, options.max_tool_result_chars)
     if options.system:
         bounded = [make_message("system", options.system), *bounded]
+    injected = False
+    if options.memory_block:
+        injection = inject_memory_context(bounded, options.memory_block)
+        bounded = list(injection.messages)
+        injected = injection.outcome == "injected"
     trim = (
         trim_to_budget(bounded, options.budget_tokens)
         if options.budget_tokens
@@ -82,14 +91,8 @@ def prepare_history(
     )
     shaped = list(trim.messages) if trim else bounded
     repair = repair_pairing(shaped)
-    final = list(repair.messages)
-    injected = False
-    if options.memory_block:
-        injection = inject_memory_context(final, options.memory_block)
-        final = list(injection.messages)
-        injected = injection.outcome == "injected"
     return PreparedHistory(
-        messages=tuple(final),
+        messages=tuple(repair.messages),
         trim=trim,
         repair=repair,
         truncated_results=truncated,

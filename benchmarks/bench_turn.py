@@ -1,0 +1,453 @@
+"""Turn-engine cost per step vs one durable commit, measured in the same run.
+
+A *step* is one atomic append of the turn engine (``AsyncLedger.append``: one
+durable commit). The workload is a turn with no waiting anywhere else: a
+zero-latency scripted provider and an instant tool. Each turn makes 10 steps:
+``turn.started``, ``memory.recalled``, then twice ``prompt.assembled``,
+``model.called`` and ``assistant.message`` (the first asks for two parallel
+tool calls, whose two ``tool_result.recorded`` events are one step), and
+``turn.completed``; a session's first turn adds ``session.opened``. The count
+is read from the ledger (``AsyncLedger.appends_committed``), not assumed.
+
+Everything else is the real pipeline: the SQLite ledger (WAL,
+``synchronous=FULL``) behind the group-committing writer thread, the session
+history fold per prompt, bounding, the budget trim check, pairing repair,
+memory recall against a SQLite memory backend seeded with 24 core facts,
+pricing, scrubbing. Autosave is off (its ``memory.stored`` is a commit of the
+memory service, not an engine step) and logs are filtered at WARNING, as the
+CLI runs without ``-v``. Sessions are rotated every ``--session-turns`` turns,
+so histories stay a realistic length.
+
+Cases, each timed round-robin per repetition (fresh files per run, one folder,
+so one disk for all):
+
+- ``raw_commit``: raw ``sqlite3``, WAL, ``synchronous=FULL``, one autocommit
+  INSERT of a 300-byte row into the ledger's table layout: one durable commit.
+- ``engine_step``: turns through :class:`~pipeline.engine.TurnEngine` on a
+  durable ledger; the time per step (commit included).
+- ``engine_step_nosync``: the same on a ledger with ``synchronous=OFF``: the
+  pipeline's own cost per step with the fsync taken out (for the diagnosis).
+
+Goal: ``engine_step`` time <= 1.5 x ``raw_commit`` time (the median of the
+per-repetition ratios). Also printed: the overhead beyond the commit
+(``engine_step - raw_commit``) and ``engine_step_nosync / raw_commit``. The
+script reports PASS or MISS and always exits 0.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_turn.py              # full run (~1 min)
+    .venv/bin/python benchmarks/bench_turn.py --quick      # smoke: a few seconds
+    .venv/bin/python benchmarks/bench_turn.py --turns 300 --repeat 7 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import structlog
+
+from ledger.aio import AsyncLedger
+from ledger.store import open_store
+from pipeline.config import parse_config
+from pipeline.engine import TurnEngine
+from pipeline.memory_service import MemoryService
+from pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec, Usage
+from pipeline.providers.scripted import ScriptedProvider
+from pipeline.tools.base import ToolContext, ToolOutcome
+from policies.messages import ToolCall, starts_turn
+
+try:
+    from benchmarks._harness import Case, Series, Stopwatch, print_table, run_rounds
+    from benchmarks._harness import write_json as harness_write_json
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    from _harness import (  # type: ignore[no-redef]
+        Case,
+        Series,
+        Stopwatch,
+        print_table,
+        run_rounds,
+    )
+    from _harness import write_json as harness_write_json  # type: ignore[no-redef]
+
+GOAL = 1.5
+"""The most an engine step may cost, in durable commits."""
+
+AGENT = "bench"
+RAW_ROW_BYTES = 300
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS stored_events (originator_id TEXT, "
+    "originator_version INTEGER, topic TEXT, state BLOB, "
+    "PRIMARY KEY (originator_id, originator_version))"
+)
+INSERT = "INSERT INTO stored_events VALUES (?,?,?,?)"
+USER_TEXT = (
+    "the export job failed again last night after the schema migration, can you "
+    "check the logs for the nightly run and tell me which table broke, then propose "
+    "a fix that keeps the retention policy"
+)
+ANSWER_TEXT = (
+    "The nightly export broke on the billing_events table: the migration renamed "
+    "a column the exporter still selects. Rename it back in the view, rerun the "
+    "export, and keep the retention policy as it is; nothing touches production."
+)
+TOOL_OUTPUT = "2024-06-01T02:13:07Z ERROR export: no such column: amount_cents\n" * 5
+FACT_WORDS = USER_TEXT.split()
+SCRIPT_STEPS = 1_000_000
+"""More provider answers than any run asks for (the script plays one per call)."""
+
+INSTANT_SPEC = ToolSpec(
+    name="grep_logs",
+    description="Search the logs.",
+    parameters={"type": "object", "properties": {"pattern": {"type": "string"}}},
+)
+
+
+class InstantTool:
+    """Answers at once with a fixed ~300-character output."""
+
+    spec = INSTANT_SPEC
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
+        """Return the canned output."""
+        del arguments, context
+        return ToolOutcome(output=TOOL_OUTPUT)
+
+
+def answer(request: ChatRequest) -> ChatResponse:
+    """Two parallel tool calls on a turn's first call, then the final answer."""
+    messages = request.messages
+    start = max(i for i, m in enumerate(messages) if starts_turn(m))
+    usage = Usage(input_tokens=1200, output_tokens=80, cached_input_tokens=600)
+    if any(m.role == "assistant" for m in messages[start:]):
+        return ChatResponse(text=ANSWER_TEXT, usage=usage)
+    calls = tuple(
+        ToolCall(
+            id=f"call_{uuid4().hex[:16]}",
+            name="grep_logs",
+            arguments=f'{{"pattern": "ERROR|Traceback", "file": "nightly-{i}.log"}}',
+        )
+        for i in range(2)
+    )
+    return ChatResponse(text="Let me look.", tool_calls=calls, usage=usage)
+
+
+# -- files ----------------------------------------------------------------------
+
+
+class Files:
+    """Fresh database paths in one temporary folder (one disk for every case)."""
+
+    def __init__(self, parent: str | None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="bench_turn_", dir=parent))
+        self._count = 0
+
+    def fresh(self) -> Path:
+        """Return a new, unused database path."""
+        self._count += 1
+        return self.root / f"db{self._count}.sqlite"
+
+    @staticmethod
+    def drop(path: Path) -> None:
+        """Delete a database and every file beside it that shares its stem."""
+        for found in path.parent.glob(f"{path.stem}*"):
+            if found.is_file():
+                found.unlink()
+
+    def cleanup(self) -> None:
+        """Delete the folder."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def device_of(path: Path) -> str:
+    """Return ``device (mount point)`` of the filesystem holding ``path``."""
+    mount = path.resolve()
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    source = "?"
+    try:
+        for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
+            parts = line.split()
+            if len(parts) > 1 and parts[1] == str(mount):
+                source = parts[0]
+    except OSError:
+        pass
+    return f"{source} (mounted at {mount})"
+
+
+# -- the cases ------------------------------------------------------------------
+
+
+def raw_commits(files: Files) -> Callable[[int], float]:
+    """Raw: n autocommit INSERTs of one row each (WAL, FULL): n durable commits."""
+
+    def run(n: int) -> float:
+        path = files.fresh()
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(SCHEMA)
+        stream = uuid4().hex
+        rows = [
+            (stream, i + 1, "tool_result.recorded", os.urandom(RAW_ROW_BYTES))
+            for i in range(n)
+        ]
+        with Stopwatch() as sw:
+            for row in rows:
+                conn.execute(INSERT, row)
+        conn.close()
+        files.drop(path)
+        return sw.seconds
+
+    return run
+
+
+class StepCounter:
+    """Steps and turns run by the engine cases, per case (for the report)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+        self.turns: dict[str, int] = {}
+
+    def add(self, case: str, steps: int, turns: int) -> None:
+        """Count one run."""
+        self.steps[case] = self.steps.get(case, 0) + steps
+        self.turns[case] = self.turns.get(case, 0) + turns
+
+    def per_turn(self, case: str) -> float:
+        """Steps per turn, over every run of the case."""
+        return self.steps[case] / self.turns[case] if self.turns.get(case) else 0.0
+
+
+async def drive_turns(
+    path: Path, synchronous: str, turns: int, session_turns: int
+) -> tuple[float, int]:
+    """Run ``turns`` turns; return the seconds they took and the steps they made."""
+    config = parse_config(
+        f'data_dir = "{path.parent / (path.stem + "-data")}"\n'
+        "[memory]\nautosave = false\n"
+    )
+    store = open_store(str(path), synchronous=synchronous)
+    memory = MemoryService(store, config, ledger_url=str(path))
+    for i in range(24):
+        words = " ".join(FACT_WORDS[i % 7 : i % 7 + 6])
+        memory.store_entry(AGENT, f"fact_{i}", f"{words} (note {i})", category="core")
+    memory.backend(AGENT)  # caught up before the clock starts
+    ledger = AsyncLedger(store)
+    engine = TurnEngine(
+        ledger=ledger,
+        provider=ScriptedProvider([answer] * SCRIPT_STEPS),
+        memory=memory,
+        tools={"grep_logs": InstantTool()},
+        config=config,
+    )
+    try:
+        with Stopwatch() as sw:
+            for i in range(turns):
+                outcome = await engine.run_turn(
+                    AGENT, f"session-{i // session_turns}", USER_TEXT
+                )
+                if not outcome.completed:
+                    msg = f"Expected a completed turn, found {outcome}"
+                    raise RuntimeError(msg)
+        steps = ledger.appends_committed
+    finally:
+        await ledger.aclose()
+        memory.close()
+    return sw.seconds, steps
+
+
+def engine_steps(
+    files: Files,
+    synchronous: str,
+    *,
+    case: str,
+    session_turns: int,
+    counter: StepCounter,
+    steps_per_turn: float,
+) -> Callable[[int], float]:
+    """Engine: enough turns for about n steps; seconds scaled to exactly n steps."""
+
+    def run(n: int) -> float:
+        path = files.fresh()
+        turns = max(1, round(n / steps_per_turn))
+        seconds, steps = asyncio.run(
+            drive_turns(path, synchronous, turns, session_turns)
+        )
+        files.drop(path)
+        shutil.rmtree(path.parent / (path.stem + "-data"), ignore_errors=True)
+        counter.add(case, steps, turns)
+        return seconds * n / steps
+
+    return run
+
+
+# -- main -----------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--turns", type=int, default=100, help="turns per run (100)")
+    p.add_argument(
+        "--session-turns", type=int, default=20, help="turns per session (20)"
+    )
+    p.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case (1)")
+    p.add_argument("--dir", default=None, help="folder for the database files (/tmp)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.session_turns, args.repeat = 6, 3, 1
+    return args
+
+
+def time_ratios(numerator: Series, denominator: Series) -> list[float]:
+    """Per-repetition ratio of time per unit (numerator / denominator)."""
+    return [
+        (a / numerator.n) / (b / denominator.n)
+        for a, b in zip(numerator.seconds, denominator.seconds, strict=True)
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the cases, print the table and the verdict; always return 0."""
+    args = parse_args(argv)
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
+    )
+    files = Files(args.dir)
+    counter = StepCounter()
+    load_before = os.getloadavg()
+    try:
+        # Calibrate: how many steps a turn makes (read from the ledger).
+        probe = files.fresh()
+        _, probe_steps = asyncio.run(
+            drive_turns(probe, "OFF", args.session_turns, args.session_turns)
+        )
+        files.drop(probe)
+        steps_per_turn = probe_steps / args.session_turns
+        n = max(1, round(args.turns * steps_per_turn))
+        warmup_n = max(1, round(min(args.turns, 10) * steps_per_turn))
+        cases = [
+            Case("raw_commit", n, raw_commits(files), "step", "sqlite3 INSERT, FULL"),
+            Case(
+                "engine_step",
+                n,
+                engine_steps(
+                    files,
+                    "FULL",
+                    case="engine_step",
+                    session_turns=args.session_turns,
+                    counter=counter,
+                    steps_per_turn=steps_per_turn,
+                ),
+                "step",
+                "TurnEngine, ledger FULL",
+                warmup_n=warmup_n,
+            ),
+            Case(
+                "engine_step_nosync",
+                n,
+                engine_steps(
+                    files,
+                    "OFF",
+                    case="engine_step_nosync",
+                    session_turns=args.session_turns,
+                    counter=counter,
+                    steps_per_turn=steps_per_turn,
+                ),
+                "step",
+                "TurnEngine, ledger OFF",
+                warmup_n=warmup_n,
+            ),
+        ]
+        series = run_rounds(cases, repeat=args.repeat, warmup=args.warmup)
+    finally:
+        files.cleanup()
+    by = {s.name: s for s in series}
+    raw, engine, nosync = by["raw_commit"], by["engine_step"], by["engine_step_nosync"]
+    ratios = time_ratios(engine, raw)
+    ratio = statistics.median(ratios)
+    verdict = "PASS" if ratio <= GOAL else "MISS"
+    figures = {
+        "raw_commit_us": raw.us_per_op,
+        "engine_step_us": engine.us_per_op,
+        "engine_step_nosync_us": nosync.us_per_op,
+        "overhead_beyond_commit_us": engine.us_per_op - raw.us_per_op,
+        "ratio": ratio,
+        "ratio_per_repeat": ratios,
+        "nosync_ratio": statistics.median(time_ratios(nosync, raw)),
+        "goal": GOAL,
+        "verdict": verdict,
+        "steps_per_turn": counter.per_turn("engine_step") or steps_per_turn,
+    }
+    meta: dict[str, Any] = {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "folder": str(files.root),
+        "device": device_of(files.root.parent),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "args": {k: v for k, v in vars(args).items() if k != "json"},
+        "per_step": figures,
+    }
+    report(meta, series, figures)
+    if args.json:
+        harness_write_json(args.json, meta=meta, series=series)
+        print(f"\nfigures written to {args.json}")
+    return 0
+
+
+def report(
+    meta: dict[str, Any], series: Sequence[Series], figures: dict[str, Any]
+) -> None:
+    """Print the context, the table and the verdict."""
+    a = meta["args"]
+    print(
+        f"bench_turn: python {meta['python']}, sqlite {meta['sqlite']}; "
+        "WAL, synchronous=FULL for the raw commit and the engine's ledger"
+    )
+    before, after = meta["loadavg_before"][0], meta["loadavg_after"][0]
+    print(
+        f"machine: {meta['cpus']} CPUs, load average {before:.1f} before, "
+        f"{after:.1f} after"
+    )
+    print(f"disk: {meta['folder']} on {meta['device']}")
+    print(
+        f"workload: {a['turns']} turns per run, {a['session_turns']} per session, "
+        f"{figures['steps_per_turn']:.2f} steps per turn; repeat {a['repeat']}, "
+        f"warm-up {a['warmup']}{', QUICK sizes' if a['quick'] else ''}\n"
+    )
+    print_table(series)
+    values = figures["ratio_per_repeat"]
+    print(
+        f"\nper step: engine {figures['engine_step_us']:,.0f} µs, durable commit "
+        f"{figures['raw_commit_us']:,.0f} µs, overhead beyond the commit "
+        f"{figures['overhead_beyond_commit_us']:,.0f} µs; without fsync the engine "
+        f"takes {figures['engine_step_nosync_us']:,.0f} µs "
+        f"({figures['nosync_ratio']:.2f}x a commit)"
+    )
+    print(
+        f"{figures['verdict']}  engine step / durable commit = "
+        f"{figures['ratio']:.2f}x (per-repeat {min(values):.2f}-{max(values):.2f}); "
+        f"goal <= {figures['goal']:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
