@@ -30,6 +30,9 @@ import msgspec
 import structlog
 
 from ledger.aio import AsyncLedger
+from ledger.codec import datetime_from_us, now_us
+from ledger.envelope import Recorded
+from ledger.errors import ConcurrencyError
 from ledger.events import (
     AssistantMessage,
     Event,
@@ -107,13 +110,29 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Session:
-    """The engine's cursor on one session stream."""
+    """The engine's cursor on one session stream.
 
-    def __init__(self, stream_id: UUID, version: int, agent: str, key: str) -> None:
+    The engine is the session's only writer while a turn runs, so it keeps the
+    session's history folded in memory and folds each event it appends, instead
+    of re-reading the stream for every prompt. Events that need no commit of
+    their own (a recall record, a model call's usage) wait in ``pending`` and go
+    out with the next append.
+    """
+
+    def __init__(
+        self,
+        stream_id: UUID,
+        version: int,
+        agent: str,
+        key: str,
+        state: SessionHistoryState,
+    ) -> None:
         self.stream_id = stream_id
         self.version = version
         self.agent = agent
         self.key = key
+        self.state = state
+        self.pending: list[Event] = []
 
 
 class TurnEngine:
@@ -154,16 +173,42 @@ class TurnEngine:
     # -- session ---------------------------------------------------------------
 
     async def _append(self, session: _Session, events: Sequence[Event]) -> None:
-        result = await self.ledger.append(
-            session.stream_id, events, expected_version=session.version
-        )
+        batch = [*session.pending, *events]
+        session.pending.clear()
+        try:
+            result = await self.ledger.append(
+                session.stream_id, batch, expected_version=session.version
+            )
+        except ConcurrencyError:
+            # Another writer took the session: our folded copy is stale.
+            session.state = await self._read_history(session)
+            session.version = session.state.last_version
+            raise
+        now = datetime_from_us(now_us())
+        recorded = [
+            Recorded(
+                stream_id=session.stream_id,
+                version=result.first_version + i,
+                position=position,
+                recorded_at=now,
+                event=event,  # type: ignore[arg-type]
+            )
+            for i, (event, position) in enumerate(
+                zip(batch, result.positions, strict=True)
+            )
+        ]
+        key = str(session.stream_id)
+        session.state = fold(SESSION_HISTORY, recorded, {key: session.state})[key]
         session.version = result.last_version
 
-    async def _history(self, session: _Session) -> SessionHistoryState:
+    async def _read_history(self, session: _Session) -> SessionHistoryState:
         events = await self.ledger.read_stream(session.stream_id)
         return fold(SESSION_HISTORY, events).get(
             str(session.stream_id), SESSION_HISTORY.initial("")
         )
+
+    async def _history(self, session: _Session) -> SessionHistoryState:
+        return session.state
 
     async def open_session(
         self, agent: str, session_key: str, *, channel: str = ""
@@ -171,8 +216,12 @@ class TurnEngine:
         """Open (or resume) a session; a turn a crash interrupted is closed first."""
         key = sanitize_session_key(session_key)
         stream = session_stream_id(agent, key)
-        version = await self.ledger.stream_version(stream)
-        session = _Session(stream, version, agent, key)
+        events = await self.ledger.read_stream(stream)
+        state = fold(SESSION_HISTORY, events).get(
+            str(stream), SESSION_HISTORY.initial("")
+        )
+        version = events[-1].version if events else 0
+        session = _Session(stream, version, agent, key, state)
         if version == 0:
             await self._append(
                 session, [SessionOpened(agent=agent, session_key=key, channel=channel)]
@@ -270,17 +319,11 @@ class TurnEngine:
                 )
                 for c in response.tool_calls
             )
-            # Committed BEFORE any tool runs: a crash never loses a side effect's call.
-            await self._append(
-                session,
-                [
-                    AssistantMessage(
-                        turn_id=turn_id,
-                        text=response.text,
-                        tool_calls=calls,
-                        iteration=iteration,
-                    )
-                ],
+            message = AssistantMessage(
+                turn_id=turn_id,
+                text=response.text,
+                tool_calls=calls,
+                iteration=iteration,
             )
             if not calls:
                 await self._finish(
@@ -288,7 +331,7 @@ class TurnEngine:
                     turn_id,
                     user_input,
                     origin,
-                    iteration=iteration,
+                    answer=message,
                     started=started,
                 )
                 await self._consolidate(session, user_input, response.text)
@@ -299,6 +342,8 @@ class TurnEngine:
                     iterations=iteration + 1,
                     stream_id=str(session.stream_id),
                 )
+            # Committed BEFORE any tool runs: a crash never loses a side effect's call.
+            await self._append(session, [message])
             await self._run_tools(session, turn_id, calls)
         await self._append(
             session,
@@ -344,17 +389,15 @@ class TurnEngine:
                 backend=self.memory.backend_ref(session.agent),
                 query_summary=summarize(scrub_text(query)),
             )
-        await self._append(
-            session,
-            [
-                MemoryRecalled(
-                    turn_id=turn_id,
-                    backend=recall.backend,
-                    entries=recall.refs,
-                    query_summary=recall.query_summary,
-                    injected_chars=len(recall.block),
-                )
-            ],
+        # Recorded with the first prompt (one commit): a recall has no side effect.
+        session.pending.append(
+            MemoryRecalled(
+                turn_id=turn_id,
+                backend=recall.backend,
+                entries=recall.refs,
+                query_summary=recall.query_summary,
+                injected_chars=len(recall.block),
+            )
         )
         _log.info("memory.recalled", entries=len(recall.refs))
         return recall
@@ -468,21 +511,19 @@ class TurnEngine:
                 ),
                 self.config.pricing,
             ).cost_usd
-        await self._append(
-            session,
-            [
-                ModelCalled(
-                    turn_id=turn_id,
-                    provider=self.provider.name,
-                    model=model,
-                    input_tokens=usage.input_tokens if usage else 0,
-                    output_tokens=usage.output_tokens if usage else 0,
-                    cached_input_tokens=usage.cached_input_tokens if usage else 0,
-                    cost_usd=cost,
-                    duration_ms=(time.perf_counter() - started) * 1000,
-                    iteration=iteration,
-                )
-            ],
+        # Recorded together with the assistant message it produced (one commit).
+        session.pending.append(
+            ModelCalled(
+                turn_id=turn_id,
+                provider=self.provider.name,
+                model=model,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+                cached_input_tokens=usage.cached_input_tokens if usage else 0,
+                cost_usd=cost,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                iteration=iteration,
+            )
         )
         _log.info("model.called", iteration=iteration, calls=len(response.tool_calls))
         return response
@@ -606,9 +647,11 @@ class TurnEngine:
         user_input: str,
         origin: TurnOrigin,
         *,
-        iteration: int,
+        answer: AssistantMessage,
         started: float,
     ) -> None:
+        """Autosave through the gate, then record the answer and the completion."""
+        iteration = answer.iteration
         settings = self.config.agent(session.agent)
         enabled = settings.autosave and self.config.memory.autosave
         decision = decide_autosave(
@@ -631,11 +674,12 @@ class TurnEngine:
         await self._append(
             session,
             [
+                answer,
                 TurnCompleted(
                     turn_id=turn_id,
                     iterations=iteration + 1,
                     duration_ms=(time.perf_counter() - started) * 1000,
-                )
+                ),
             ],
         )
         _log.info("turn.completed", iterations=iteration + 1, autosaved=decision.save)
