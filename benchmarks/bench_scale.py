@@ -214,7 +214,11 @@ def main() -> None:
             "verdict": verdict,
         }
     }
-    print(f"  4 writers / 1 writer: {ratio:.2f}x (goal >= 2.5x) {verdict}")
+    one, four = figures["writers_1_turns_per_s"], figures["writers_4_turns_per_s"]
+    print(
+        f"{verdict}  4 writer processes vs 1 (turns/s): {four:,.0f} vs {one:,.0f} "
+        f"-> ratio {ratio:.2f}; goal >= 2.50"
+    )
     url = fresh_url(args.url)
     try:
         open_store(url).close()
