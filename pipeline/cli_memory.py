@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sqlite3
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,8 @@ from pipeline.cli_common import (
 from pipeline.config import StorageConfig
 from pipeline.memory_service import MemoryAccessError, MemoryService
 from pipeline.strategy import strategy_for
-from projections.memory.protocol import MemoryEntry, Unsupported
+from policies.recall import RecallConfigError
+from projections.memory.protocol import MemoryBackend, MemoryEntry, Unsupported
 
 ACTIONS: Final = (
     "store",
@@ -96,7 +98,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         )
         try:
             return _dispatch(service, args)
-        except MemoryAccessError as e:
+        except (MemoryAccessError, RecallConfigError) as e:
             raise UsageError(str(e)) from None
         finally:
             service.close()
@@ -210,6 +212,9 @@ def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
         if not url:
             msg = "Expected --url (or storage.postgres.default.url) to rebuild into"
             raise UsageError(msg)
+        if not url.startswith(("postgresql://", "postgres://")):
+            msg = f"Expected a postgresql:// URL to rebuild into, found {url!r}"
+            raise UsageError(msg)
         storage["postgres"] = {"default": StorageConfig(url=url)}
     cfg = msgspec.structs.replace(
         service.config,
@@ -224,7 +229,7 @@ def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
     )
     fresh = MemoryService(service.store, cfg, ledger_url=str(out / "rebuild.db"))
     try:
-        fresh_backend = fresh.backend(agent)
+        fresh_backend = _fresh_backend(fresh, agent, kind)
         count = fresh_backend.count(agents=[agent])
         where = str(out)
         print(
@@ -239,6 +244,26 @@ def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
         if not args.out and not args.keep:
             shutil.rmtree(out, ignore_errors=True)
     return 0
+
+
+def _fresh_backend(fresh: MemoryService, agent: str, kind: str) -> MemoryBackend:
+    """Open the store to rebuild into; one that cannot open is a usage error."""
+    if kind != "postgres":
+        try:
+            return fresh.backend(agent)
+        except sqlite3.Error as e:  # --out names a file, not a folder
+            msg = f"Expected a folder to rebuild into, found one that fails: {e}"
+            raise UsageError(msg) from None
+    import psycopg  # noqa: PLC0415 - an optional extra, needed only here
+
+    try:
+        return fresh.backend(agent)
+    except psycopg.Error as e:
+        detail = " ".join(str(e).split())  # psycopg's messages span lines
+        msg = (
+            f"Expected a PostgreSQL server to rebuild into, found none usable: {detail}"
+        )
+        raise UsageError(msg) from None
 
 
 COMMANDS: Final[dict[str, Command]] = {"memory": cmd_memory}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -40,10 +41,23 @@ def open_views(args: argparse.Namespace) -> ViewStore:
     where = views_path(args)
     if where.startswith(("postgresql://", "postgres://")):
         # PostgreSQL support is an optional extra: import it only when used.
+        import psycopg  # noqa: PLC0415
+
         from projections.views_pg import PostgresViewStore  # noqa: PLC0415
 
-        return PostgresViewStore(where)
-    return SQLiteViewStore(where)
+        try:
+            return PostgresViewStore(where)
+        except psycopg.Error as e:
+            raise UsageError(_unusable_views(where, e)) from None
+    try:
+        return SQLiteViewStore(where)
+    except sqlite3.Error as e:  # not a database, a folder, no such folder
+        raise UsageError(_unusable_views(where, e)) from None
+
+
+def _unusable_views(where: str, error: Exception) -> str:
+    detail = " ".join(str(error).split())  # one line, whatever the driver wrote
+    return f"Expected a view store at {where!r}, found one that cannot open: {detail}"
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:

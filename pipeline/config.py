@@ -253,4 +253,9 @@ def load_config(path: str | None = None) -> Config:
         if chosen:
             raise ConfigError(f"Expected a configuration file at {file}, found none")
         return Config()
-    return parse_config(file.read_text(encoding="utf-8"), source=str(file))
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        msg = f"Expected a UTF-8 configuration file at {file}, found byte {e.start}"
+        raise ConfigError(msg) from None
+    return parse_config(text, source=str(file))
