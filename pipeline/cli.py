@@ -26,6 +26,7 @@ from pipeline import (
 from pipeline.cli_common import DB_ENV, Command, UsageError
 from pipeline.config import ConfigError
 from pipeline.formats import TranscriptError
+from pipeline.memory_service import MemoryAccessError
 from pipeline.providers._http import ProviderConfigError
 from pipeline.providers.scripted import ScriptFormatError
 from policies.scrubbing import scrub_text, summarize
@@ -123,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ConfigError,
         ScriptFormatError,
         ProviderConfigError,
+        MemoryAccessError,
     ) as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ from pipeline.importer import import_transcript
 from pipeline.memory_service import MemoryService
 from pipeline.replay import replay_session
 from pipeline.sessions import list_sessions, load_history, resolve_session
+from policies.paths import sanitize_session_key
 from projections.history import visible_messages
 
 
@@ -35,6 +36,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Example: turnledger import session.jsonl --agent ops --json
     """
+    if args.session is not None and not sanitize_session_key(args.session):
+        msg = f"Expected a non-empty --session key, found {args.session!r}"
+        raise UsageError(msg)
     parsed = read_transcript(Path(args.file), format=args.format)
     with open_ledger(args) as store:
         report = import_transcript(

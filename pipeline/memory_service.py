@@ -152,7 +152,12 @@ class MemoryService:
         cache_key = f"{ref}/{agent}" if ref.startswith("markdown.") else ref
         backend = self._backends.get(cache_key)
         if backend is None:
-            backend = self._open(ref, agent)
+            try:
+                backend = self._open(ref, agent)
+            except Exception as e:
+                detail = " ".join(str(e).split())
+                msg = f"Cannot open the {ref} memory backend of {agent!r}: {detail}"
+                raise MemoryAccessError(msg) from e
             self._backends[cache_key] = backend
         return ref, backend
 
