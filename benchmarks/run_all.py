@@ -123,8 +123,8 @@ def readme_table(results: dict[str, Any], meta: dict[str, Any]) -> str:
     described = (
         f"Machine: {meta['cpus']} CPUs, {meta['platform']}, Python {meta['python']}, "
         f"SQLite {meta['sqlite']}, load average {meta['loadavg'][0]} "
-        f"at {meta['date']}. Ratios are ours ÷ a raw baseline measured in the same "
-        "run (higher is better)."
+        f"at {meta['date']}. Each row is a goal line as its script printed it, "
+        "against a baseline measured in the same run."
     )
     lines = [
         described,
