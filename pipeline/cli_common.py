@@ -26,6 +26,27 @@ class UsageError(ValueError):
     """A command was given arguments it cannot use."""
 
 
+MAX_COUNT: Final = 2**63 - 1
+"""The largest position or count a command accepts (a 64-bit database integer)."""
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number from 0 to 2**63 - 1.
+
+    Raises:
+        argparse.ArgumentTypeError: The text is not such a number.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"expected a whole number, found {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 <= value <= MAX_COUNT:
+        msg = f"expected a number from 0 to {MAX_COUNT}, found {value}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def config(args: argparse.Namespace) -> Config:
     """Return the configuration: --config, $TURNLEDGER_CONFIG, ./turnledger.toml."""
     try:

@@ -14,6 +14,7 @@ from pipeline.cli_common import (
     Command,
     UsageError,
     config,
+    count,
     open_ledger,
     print_json,
     target,
@@ -180,5 +181,5 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--origin", default="interactive", choices=_ORIGINS)
     if name == "observe":
         p.add_argument("--agent", default=None, help="only this agent's sessions")
-        p.add_argument("--limit", type=int, default=200, help="the newest N items")
+        p.add_argument("--limit", type=count, default=200, help="the newest N items")
         p.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -11,7 +11,7 @@ import msgspec
 
 from ledger.envelope import Recorded
 from ledger.verify import verify
-from pipeline.cli_common import Command, config, open_ledger, print_json, target
+from pipeline.cli_common import Command, config, count, open_ledger, print_json, target
 from pipeline.demo import record_demo_session, render_costs, render_history
 from pipeline.lifecycle import lifecycle_markdown
 from pipeline.memory_service import MemoryService
@@ -142,8 +142,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"events         {stats.events}")
     print(f"streams        {stats.streams}")
     print(f"last position  {stats.last_position}")
-    for tag, count in stats.by_type.items():
-        print(f"  {tag:<24} {count}")
+    for tag, number in stats.by_type.items():
+        print(f"  {tag:<24} {number}")
     return 0
 
 
@@ -162,8 +162,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print JSON")
     if name == "tail":
         p.add_argument("--follow", "-f", action="store_true", help="keep following")
-        p.add_argument("--after", type=int, default=0, help="start after POSITION")
-        p.add_argument("--last", type=int, default=None, help="only the last N events")
+        p.add_argument("--after", type=count, default=0, help="start after POSITION")
+        p.add_argument(
+            "--last", type=count, default=None, help="only the last N events"
+        )
 
 
 def _print_event(recorded: Recorded, *, as_json: bool) -> None:

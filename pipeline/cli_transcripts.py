@@ -12,6 +12,7 @@ from pipeline.cli_common import (
     Command,
     UsageError,
     config,
+    count,
     open_ledger,
     print_json,
     target,
@@ -237,10 +238,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--agent", default=None, help="only sessions of this agent")
     if name == "export":
         p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
-        p.add_argument("--budget-tokens", type=int, default=0)
-        p.add_argument("--max-tool-result-chars", type=int, default=50_000)
+        p.add_argument("--budget-tokens", type=count, default=0)
+        p.add_argument("--max-tool-result-chars", type=count, default=50_000)
         p.add_argument("--memory-query", default=None)
     if name == "replay":
-        p.add_argument("--at", type=int, default=None, help="a global position")
+        p.add_argument("--at", type=count, default=None, help="a global position")
     if name in ("import", "audit", "replay", "history"):
         p.add_argument("--json", action="store_true", help="print JSON")

@@ -289,3 +289,11 @@ def test_logs_are_scrubbed_and_bounded():
     )
     assert "abcdefghijklmnop" not in event["error"]
     assert len(event["error"]) <= 201
+
+
+def test_numbers_beyond_64_bits_are_refused(capsys, sqlite_path):
+    """A position past the database's integer range is a usage error, not a crash."""
+    with pytest.raises(SystemExit) as caught:
+        main(["--db", sqlite_path, "tail", "--after", str(2**63)])
+    assert caught.value.code == 2
+    assert "expected a number from 0 to" in capsys.readouterr().err
