@@ -17,7 +17,6 @@ from ledger.events import (
     PromptAssembled,
     ToolCallRecord,
     ToolResultRecorded,
-    TurnCompleted,
     TurnFailed,
     TurnStarted,
 )
@@ -27,7 +26,13 @@ from ledger.verify import verify
 from pipeline.config import parse_config
 from pipeline.engine import TurnEngine
 from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, ChatResponse, ProviderError, ToolSpec, Usage
+from pipeline.providers.base import (
+    ChatRequest,
+    ChatResponse,
+    ProviderError,
+    ToolSpec,
+    Usage,
+)
 from pipeline.replay import replay_session
 from pipeline.sessions import load_history
 from pipeline.tools.base import ToolContext, ToolOutcome
@@ -73,7 +78,9 @@ class EchoTool:
         self.seen.append(arguments)
         if arguments.get("fail"):
             return ToolOutcome(success=False, error="it failed")
-        return ToolOutcome(output=str(arguments.get("text", "")) * int(arguments.get("times", 1)))
+        return ToolOutcome(
+            output=str(arguments.get("text", "")) * int(arguments.get("times", 1))
+        )
 
 
 def call(i: int, **args: Any) -> ToolCall:
@@ -81,7 +88,10 @@ def call(i: int, **args: Any) -> ToolCall:
 
 
 def answer(text: str = "done") -> ChatResponse:
-    return ChatResponse(text=text, usage=Usage(input_tokens=100, output_tokens=10, cached_input_tokens=40))
+    return ChatResponse(
+        text=text,
+        usage=Usage(input_tokens=100, output_tokens=10, cached_input_tokens=40),
+    )
 
 
 @pytest.fixture(name="world")
@@ -99,8 +109,13 @@ async def _world(tmp_path):
     def engine(steps, *, tools=None, cfg=None) -> tuple[TurnEngine, FakeProvider]:
         provider = FakeProvider(steps)
         return (
-            TurnEngine(ledger=ledger, provider=provider, memory=memory,
-                       tools=tools if tools is not None else {"echo": EchoTool()}, config=cfg or config),
+            TurnEngine(
+                ledger=ledger,
+                provider=provider,
+                memory=memory,
+                tools=tools if tools is not None else {"echo": EchoTool()},
+                config=cfg or config,
+            ),
             provider,
         )
 
@@ -118,10 +133,18 @@ async def test_simple_turn_records_every_step(world):
     engine_for, store, _ = world
     engine, provider = engine_for([answer("hello there")])
     outcome = await engine.run_turn("ops", "s1", "hi, who are you?")
-    assert outcome.completed and outcome.answer == "hello there"
+    assert outcome.completed
+    assert outcome.answer == "hello there"
     kinds = [type(e).__name__ for e in events_of(store)]
-    assert kinds == ["SessionOpened", "TurnStarted", "MemoryRecalled", "PromptAssembled",
-                     "ModelCalled", "AssistantMessage", "TurnCompleted"]
+    assert kinds == [
+        "SessionOpened",
+        "TurnStarted",
+        "MemoryRecalled",
+        "PromptAssembled",
+        "ModelCalled",
+        "AssistantMessage",
+        "TurnCompleted",
+    ]
     model = next(e for e in events_of(store) if isinstance(e, ModelCalled))
     assert model.cost_usd == pytest.approx(100 * 1000 / 1e6 + 10 * 2000 / 1e6)
     assert provider.requests[0].messages[0].role == "system"
@@ -136,36 +159,51 @@ async def test_assistant_message_is_committed_before_tools_run(world):
 
     class Probe(EchoTool):
         async def run(self, arguments, context):
-            seen_versions.append(context.store.stream_version(session_stream_id("ops", "s1")))
+            seen_versions.append(
+                context.store.stream_version(session_stream_id("ops", "s1"))
+            )
             return await super().run(arguments, context)
 
     engine, provider = engine_for(
-        [ChatResponse(tool_calls=(call(1, text="a"), call(2, text="b", fail=True))), answer()],
+        [
+            ChatResponse(tool_calls=(call(1, text="a"), call(2, text="b", fail=True))),
+            answer(),
+        ],
         tools={"echo": Probe()},
     )
     outcome = await engine.run_turn("ops", "s1", "do two things")
     assert outcome.completed
     events = events_of(store)
-    assistant_index = next(i for i, e in enumerate(events) if isinstance(e, AssistantMessage))
+    assistant_index = next(
+        i for i, e in enumerate(events) if isinstance(e, AssistantMessage)
+    )
     assert all(v >= assistant_index + 1 for v in seen_versions)
     results = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert [(r.call_id, r.success) for r in results] == [("c1", True), ("c2", False)]
     assert results[1].error == "it failed"
     second = provider.requests[1].messages
     assert [m.role for m in second[-3:]] == ["assistant", "tool", "tool"]
-    assert audit_pairing(visible_messages(load_history(store, session_stream_id("ops", "s1")))).clean
+    assert audit_pairing(
+        visible_messages(load_history(store, session_stream_id("ops", "s1")))
+    ).clean
 
 
 async def test_tool_results_are_bounded_and_recorded_with_sizes(world, tmp_path):
     """A huge tool output is bounded before it reaches the ledger or the model."""
     engine_for, store, _ = world
-    cfg = parse_config(f'data_dir = "{tmp_path}"\n[runtime]\nmax_tool_result_chars = 100\n')
+    cfg = parse_config(
+        f'data_dir = "{tmp_path}"\n[runtime]\nmax_tool_result_chars = 100\n'
+    )
     engine, provider = engine_for(
         [ChatResponse(tool_calls=(call(1, text="x", times=5000),)), answer()], cfg=cfg
     )
     await engine.run_turn("ops", "s1", "make a big output")
     result = next(e for e in events_of(store) if isinstance(e, ToolResultRecorded))
-    assert (result.original_chars, result.kept_chars, result.truncated) == (5000, 100, True)
+    assert (result.original_chars, result.kept_chars, result.truncated) == (
+        5000,
+        100,
+        True,
+    )
     assert "[... 4900 characters truncated ...]" in result.output
     assert len(provider.requests[1].messages[-1].tool_results[0].content) < 200
 
@@ -177,7 +215,12 @@ async def test_context_overflow_trims_two_thirds_and_retries_once(world):
     for i in range(3):
         await engine.run_turn("ops", "s1", f"question number {i} " * 20)
     engine, provider = engine_for(
-        [ProviderError("context_overflow", "maximum context length exceeded", status=400), answer("ok")]
+        [
+            ProviderError(
+                "context_overflow", "maximum context length exceeded", status=400
+            ),
+            answer("ok"),
+        ]
     )
     outcome = await engine.run_turn("ops", "s1", "one more")
     assert outcome.completed
@@ -185,7 +228,9 @@ async def test_context_overflow_trims_two_thirds_and_retries_once(world):
     assert [t.reason for t in trims] == ["context window exceeded"]
     assert trims[0].dropped_turns >= 1
     assert len(provider.requests[1].messages) < len(provider.requests[0].messages)
-    failed_calls = [e for e in events_of(store) if isinstance(e, ModelCalled) and not e.success]
+    failed_calls = [
+        e for e in events_of(store) if isinstance(e, ModelCalled) and not e.success
+    ]
     assert len(failed_calls) == 1
     assert "context_overflow" in failed_calls[0].error
     history = visible_messages(load_history(store, session_stream_id("ops", "s1")))
@@ -195,7 +240,13 @@ async def test_context_overflow_trims_two_thirds_and_retries_once(world):
 async def test_provider_error_fails_the_turn_cleanly(world):
     """A non-overflow provider error is recorded and fails the turn; the key never shows."""
     engine_for, store, _ = world
-    engine, _ = engine_for([ProviderError("rate_limit", "429 slow down sk-abcdefghijklmnopqrstuvwx", status=429)])
+    engine, _ = engine_for(
+        [
+            ProviderError(
+                "rate_limit", "429 slow down sk-abcdefghijklmnopqrstuvwx", status=429
+            )
+        ]
+    )
     outcome = await engine.run_turn("ops", "s1", "hello")
     assert (outcome.completed, outcome.failure) == (False, "provider_error")
     failed = next(e for e in events_of(store) if isinstance(e, TurnFailed))
@@ -206,9 +257,15 @@ async def test_provider_error_fails_the_turn_cleanly(world):
 async def test_iteration_limit_leaves_no_dangling_call(world):
     """At the iteration limit every call has its result and the turn is failed."""
     engine_for, store, _ = world
-    engine, _ = engine_for([ChatResponse(tool_calls=(call(i, text="x"),)) for i in range(3)])
+    engine, _ = engine_for(
+        [ChatResponse(tool_calls=(call(i, text="x"),)) for i in range(3)]
+    )
     outcome = await engine.run_turn("ops", "s1", "loop forever please")
-    assert (outcome.completed, outcome.failure, outcome.iterations) == (False, "iteration_limit", 3)
+    assert (outcome.completed, outcome.failure, outcome.iterations) == (
+        False,
+        "iteration_limit",
+        3,
+    )
     messages = visible_messages(load_history(store, session_stream_id("ops", "s1")))
     assert audit_pairing(messages).clean
     assert isinstance(events_of(store)[-1], TurnFailed)
@@ -222,17 +279,28 @@ async def test_crash_mid_turn_is_repaired_by_the_next_turn(world):
     stream = session_stream_id("ops", "s1")
     store.append(
         stream,
-        [TurnStarted(turn_id="dead", origin="interactive", user_input="crash now"),
-         AssistantMessage(turn_id="dead", tool_calls=(ToolCallRecord(id="lost", name="echo"),))],
+        [
+            TurnStarted(turn_id="dead", origin="interactive", user_input="crash now"),
+            AssistantMessage(
+                turn_id="dead", tool_calls=(ToolCallRecord(id="lost", name="echo"),)
+            ),
+        ],
         expected_version=store.stream_version(stream),
     )
     engine, provider = engine_for([answer("recovered")])
     outcome = await engine.run_turn("ops", "s1", "are you there?")
     assert outcome.completed
     events = events_of(store)
-    synthesized = [e for e in events if isinstance(e, ToolResultRecorded) and e.provenance == "synthesized"]
+    synthesized = [
+        e
+        for e in events
+        if isinstance(e, ToolResultRecorded) and e.provenance == "synthesized"
+    ]
     assert [s.call_id for s in synthesized] == ["lost"]
-    assert any(isinstance(e, TurnFailed) and e.turn_id == "dead" and e.kind == "interrupted" for e in events)
+    assert any(
+        isinstance(e, TurnFailed) and e.turn_id == "dead" and e.kind == "interrupted"
+        for e in events
+    )
     assert audit_pairing(list(provider.requests[0].messages)).clean
     assert verify(store).ok
 
@@ -240,16 +308,22 @@ async def test_crash_mid_turn_is_repaired_by_the_next_turn(world):
 async def test_budget_trim_is_recorded_and_replay_checks_out(world, tmp_path):
     """A small context budget trims whole turns, records it, and replay re-derives digests."""
     engine_for, store, _ = world
-    cfg = parse_config(f'data_dir = "{tmp_path}"\n[runtime]\ncontext_budget_tokens = 120\n')
-    engine, provider = engine_for([answer(f"answer {i} " * 10) for i in range(4)], cfg=cfg)
+    cfg = parse_config(
+        f'data_dir = "{tmp_path}"\n[runtime]\ncontext_budget_tokens = 120\n'
+    )
+    engine, provider = engine_for(
+        [answer(f"answer {i} " * 10) for i in range(4)], cfg=cfg
+    )
     for i in range(4):
         await engine.run_turn("ops", "s1", f"question {i} " * 10)
     trims = [e for e in events_of(store) if isinstance(e, HistoryTrimmed)]
-    assert trims and all(t.reason == "context token budget exceeded" for t in trims)
+    assert trims
+    assert all(t.reason == "context token budget exceeded" for t in trims)
     last = provider.requests[-1].messages
     assert sum(m.kind == "breadcrumb" for m in last) == 1
     report = replay_session(store, session_stream_id("ops", "s1"))
-    assert report.ok and report.checks
+    assert report.ok
+    assert report.checks
 
 
 async def test_recall_is_injected_once_per_origin_rules(world, tmp_path):
@@ -259,8 +333,16 @@ async def test_recall_is_injected_once_per_origin_rules(world, tmp_path):
     # batch-max keyword score and push the fact under the 0.4 floor (reference
     # behaviour, noted in the issue's closing note).
     cfg = parse_config(f'data_dir = "{tmp_path}"\n[memory]\nautosave = false\n')
-    memory.store_entry("ops", "deploy_fact", "deploys happen on fridays", category="core")
-    memory.store_entry("ops", "chat_note", "deploys were discussed here", category="conversation", session="s1")
+    memory.store_entry(
+        "ops", "deploy_fact", "deploys happen on fridays", category="core"
+    )
+    memory.store_entry(
+        "ops",
+        "chat_note",
+        "deploys were discussed here",
+        category="conversation",
+        session="s1",
+    )
     for origin, expect_core, expect_chat in (
         ("interactive", True, True),
         ("cron", True, False),
@@ -279,10 +361,12 @@ async def test_recall_is_injected_once_per_origin_rules(world, tmp_path):
 
 async def test_autosave_keeps_user_messages_from_user_facing_turns(world):
     """Interactive user messages of 20+ chars are autosaved; cron ones never."""
-    engine_for, store, memory = world
+    engine_for, _store, memory = world
     engine, _ = engine_for([answer(), answer()])
     await engine.run_turn("ops", "s1", "please remember that the build uses ninja")
-    await engine.run_turn("ops", "s1", "nightly job: compile everything now", origin="cron")
+    await engine.run_turn(
+        "ops", "s1", "nightly job: compile everything now", origin="cron"
+    )
     rows = memory.list("ops", category="conversation")
     assert [r.content for r in rows] == ["please remember that the build uses ninja"]
 

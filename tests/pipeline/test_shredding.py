@@ -9,7 +9,7 @@ from pipeline.config import Config
 from pipeline.memory_service import MemoryService
 from projections.memory.shred import FORGOTTEN
 
-SECRET = "the vault code is 48151623"
+FORGETTABLE = "the vault code is 48151623"
 
 
 def files_containing(folder: Path, needle: bytes) -> list[str]:
@@ -30,19 +30,19 @@ def test_forgotten_content_leaves_no_trace_in_any_file(tmp_path):
         ledger_url=ledger,
         shredding=True,
     )
-    memory.store_entry("ops", "vault", SECRET, category="core")
+    memory.store_entry("ops", "vault", FORGETTABLE, category="core")
     memory.store_entry("ops", "keep", "the office is in Lyon", category="core")
-    assert memory.get("ops", "vault").content == SECRET
+    assert memory.get("ops", "vault").content == FORGETTABLE
     assert files_containing(
-        tmp_path, SECRET.encode()
+        tmp_path, FORGETTABLE.encode()
     )  # the projection holds it in clear
     assert not any(
-        SECRET.encode() in p.read_bytes() for p in tmp_path.glob("l.db*")
+        FORGETTABLE.encode() in p.read_bytes() for p in tmp_path.glob("l.db*")
     )  # the ledger never held it in clear
     assert memory.forget("ops", "vault") is True
     memory.close()
     store.close()
-    assert files_containing(tmp_path, SECRET.encode()) == []
+    assert files_containing(tmp_path, FORGETTABLE.encode()) == []
     assert files_containing(tmp_path, b"48151623") == []
 
 
@@ -51,7 +51,7 @@ def test_rebuild_after_shredding_renders_forgotten(tmp_path):
     ledger = str(tmp_path / "l.db")
     store = open_store(ledger)
     memory = MemoryService(store, Config(), ledger_url=ledger, shredding=True)
-    memory.store_entry("ops", "vault", SECRET, category="core")
+    memory.store_entry("ops", "vault", FORGETTABLE, category="core")
     memory.store_entry("ops", "keep", "the office is in Lyon", category="core")
     memory.keys().destroy(agent="ops", memory_key="vault")  # the key alone is gone
     memory.close()
