@@ -13,6 +13,7 @@ than a ratio of medians on a noisy machine). :class:`Series` holds the timings,
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -217,3 +218,19 @@ def write_json(
         "ratios": {r.name: r.as_dict() for r in ratios},
     }
     Path(path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+
+
+def device_of(path: Path) -> str:
+    """Return ``device (mount point)`` of the filesystem holding ``path``."""
+    mount = path.resolve()
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    source = "?"
+    try:
+        for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
+            parts = line.split()
+            if len(parts) > 1 and parts[1] == str(mount):
+                source = parts[0]
+    except OSError:
+        pass
+    return f"{source} (mounted at {mount})"

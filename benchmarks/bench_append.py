@@ -80,6 +80,7 @@ try:
         Ratio,
         Series,
         Stopwatch,
+        device_of,
         print_ratios,
         print_table,
         run_rounds,
@@ -91,6 +92,7 @@ except ImportError:  # run as a script: benchmarks/ is on sys.path
         Ratio,
         Series,
         Stopwatch,
+        device_of,
         print_ratios,
         print_table,
         run_rounds,
@@ -254,22 +256,6 @@ class Files:
     def cleanup(self) -> None:
         """Delete the folder."""
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def device_of(path: Path) -> str:
-    """Return ``device (mount point)`` of the filesystem holding ``path``."""
-    mount = path.resolve()
-    while not os.path.ismount(mount):
-        mount = mount.parent
-    source = "?"
-    try:
-        for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if len(parts) > 1 and parts[1] == str(mount):
-                source = parts[0]
-    except OSError:
-        pass
-    return f"{source} (mounted at {mount})"
 
 
 def raw_connect(path: Path) -> sqlite3.Connection:

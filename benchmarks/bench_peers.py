@@ -112,12 +112,20 @@ from ledger.aio import AsyncLedger
 from ledger.store import open_store
 
 try:
-    from benchmarks._harness import Case, Ratio, Series, run_rounds, write_json
+    from benchmarks._harness import (
+        Case,
+        Ratio,
+        Series,
+        device_of,
+        run_rounds,
+        write_json,
+    )
 except ImportError:  # run as a script: benchmarks/ is on sys.path
     from _harness import (  # type: ignore[no-redef]
         Case,
         Ratio,
         Series,
+        device_of,
         run_rounds,
         write_json,
     )
@@ -368,22 +376,6 @@ def default_synchronous(folder: Path) -> str:
         conn.close()
     Files.drop(path)
     return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
-
-
-def device_of(path: Path) -> str:
-    """Return ``device (mount point)`` of the filesystem holding ``path``."""
-    mount = path.resolve()
-    while not mount.is_mount():
-        mount = mount.parent
-    source = "?"
-    try:
-        for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if len(parts) > 1 and parts[1] == str(mount):
-                source = parts[0]
-    except OSError:
-        pass
-    return f"{source} (mounted at {mount})"
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -70,13 +70,21 @@ from pipeline.tools.base import ToolContext, ToolOutcome
 from policies.messages import ToolCall, starts_turn
 
 try:
-    from benchmarks._harness import Case, Series, Stopwatch, print_table, run_rounds
+    from benchmarks._harness import (
+        Case,
+        Series,
+        Stopwatch,
+        device_of,
+        print_table,
+        run_rounds,
+    )
     from benchmarks._harness import write_json as harness_write_json
 except ImportError:  # run as a script: benchmarks/ is on sys.path
     from _harness import (  # type: ignore[no-redef]
         Case,
         Series,
         Stopwatch,
+        device_of,
         print_table,
         run_rounds,
     )
@@ -169,22 +177,6 @@ class Files:
     def cleanup(self) -> None:
         """Delete the folder."""
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def device_of(path: Path) -> str:
-    """Return ``device (mount point)`` of the filesystem holding ``path``."""
-    mount = path.resolve()
-    while not os.path.ismount(mount):
-        mount = mount.parent
-    source = "?"
-    try:
-        for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
-            parts = line.split()
-            if len(parts) > 1 and parts[1] == str(mount):
-                source = parts[0]
-    except OSError:
-        pass
-    return f"{source} (mounted at {mount})"
 
 
 # -- the cases ------------------------------------------------------------------
