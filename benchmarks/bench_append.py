@@ -56,7 +56,7 @@ from uuid import UUID, uuid4
 
 import msgspec
 
-from ledger import (
+from turnledger.ledger import (
     AssistantMessage,
     Event,
     LedgerEvent,
@@ -71,8 +71,8 @@ from ledger import (
     TurnStarted,
     tag_of,
 )
-from ledger.aio import AsyncLedger
-from ledger.store import open_store
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.store import open_store
 
 try:
     from benchmarks._harness import (

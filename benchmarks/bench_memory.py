@@ -61,11 +61,11 @@ from uuid import UUID
 import msgspec
 import numpy as np
 
-from ledger import MemoryStored
-from ledger.envelope import Recorded
-from ledger.store import open_store
-from projections.memory.embedders import EmbeddingIdentity
-from projections.memory.sqlite import SQLiteMemory
+from turnledger.ledger import MemoryStored
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.store import open_store
+from turnledger.projections.memory.embedders import EmbeddingIdentity
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 try:
     from benchmarks._harness import (

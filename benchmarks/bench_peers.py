@@ -99,7 +99,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ledger import (
+from turnledger.ledger import (
     AssistantMessage,
     Event,
     ToolCallRecord,
@@ -108,8 +108,8 @@ from ledger import (
     TurnStarted,
     session_stream_id,
 )
-from ledger.aio import AsyncLedger
-from ledger.store import open_store
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.store import open_store
 
 try:
     from benchmarks._harness import (

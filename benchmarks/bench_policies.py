@@ -41,9 +41,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from policies.bounding import bound_tool_result
-from policies.messages import Message, ToolCall, ToolResult, make_message
-from policies.trimming import estimate_history_tokens, estimate_tokens, trim_to_budget
+from turnledger.policies.bounding import bound_tool_result
+from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
+from turnledger.policies.trimming import (
+    estimate_history_tokens,
+    estimate_tokens,
+    trim_to_budget,
+)
 
 try:
     from benchmarks._harness import (
@@ -221,7 +225,7 @@ def other_cases(output_size: int, loops: int) -> list[Case]:
 
 def _scrubber() -> Callable[[str], str] | None:
     try:
-        from policies.scrubbing import scrub_text  # noqa: PLC0415 - optional section
+        from turnledger.policies.scrubbing import scrub_text  # noqa: PLC0415 - optional section
     except ImportError:
         print("scrubbing: not available")
         return None

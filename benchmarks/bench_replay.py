@@ -48,8 +48,8 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.codec import HEADER_SIZE
-from ledger.events import (
+from turnledger.ledger.codec import HEADER_SIZE
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     LedgerEvent,
@@ -62,11 +62,11 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from pipeline.formats import read_transcript
-from pipeline.importer import import_transcript
-from pipeline.replay import replay_session
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.formats import read_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.replay import replay_session
 
 try:
     from benchmarks._harness import (

@@ -31,8 +31,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.aio import AsyncLedger
-from ledger.events import (
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import (
     AssistantMessage,
     ModelCalled,
     SessionOpened,
@@ -41,11 +41,11 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from projections.history import SESSION_HISTORY
-from projections.runner import ProjectionRunner
-from projections.views_pg import PostgresViewStore
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views_pg import PostgresViewStore
 
 DEFAULT_URL = os.environ.get(
     "TURNLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -59,15 +59,20 @@ from uuid import uuid4
 
 import structlog
 
-from ledger.aio import AsyncLedger
-from ledger.store import open_store
-from pipeline.config import parse_config
-from pipeline.engine import TurnEngine
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec, Usage
-from pipeline.providers.scripted import ScriptedProvider
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.messages import ToolCall, starts_turn
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import (
+    ChatRequest,
+    ChatResponse,
+    ToolSpec,
+    Usage,
+)
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import ToolCall, starts_turn
 
 try:
     from benchmarks._harness import (

@@ -53,8 +53,8 @@ from pathlib import Path
 import msgspec
 import yaml
 
-from ledger.errors import LedgerError
-from ledger.events import (
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
@@ -64,20 +64,25 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import EventStore, open_store
-from ledger.verify import verify
-from pipeline.export import EXPORT_FORMATS, ExportOptions, prepare_history, render
-from pipeline.formats import (
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.export import (
+    EXPORT_FORMATS,
+    ExportOptions,
+    prepare_history,
+    render,
+)
+from turnledger.pipeline.formats import (
     FORMAT_NAMES,
     ParsedTranscript,
     TranscriptError,
     count_pairing,
     parse_transcript,
 )
-from pipeline.importer import import_transcript
-from pipeline.sessions import load_history
-from projections.history import visible_messages
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.sessions import load_history
+from turnledger.projections.history import visible_messages
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 FORMATS = ("auto", *FORMAT_NAMES)

@@ -3,8 +3,8 @@
 Importing ``ledger`` is cheap: the storage backends load when a store is opened.
 """
 
-from ledger.envelope import AppendResult, Position, Recorded
-from ledger.errors import (
+from turnledger.ledger.envelope import AppendResult, Position, Recorded
+from turnledger.ledger.errors import (
     ConcurrencyError,
     ConfigurationError,
     CorruptRecordError,
@@ -13,7 +13,7 @@ from ledger.errors import (
     StoreUnavailableError,
     UnknownEventTypeError,
 )
-from ledger.events import (
+from turnledger.ledger.events import (
     EVENT_TYPES,
     AssistantMessage,
     Event,
@@ -38,7 +38,7 @@ from ledger.events import (
     TurnStarted,
     tag_of,
 )
-from ledger.ids import memory_stream_id, session_stream_id
+from turnledger.ledger.ids import memory_stream_id, session_stream_id
 
 __all__ = [
     "EVENT_TYPES",

@@ -19,12 +19,12 @@ from types import TracebackType
 from typing import Final, NamedTuple, Self
 from uuid import UUID
 
-from ledger.backend import AppendRequest
-from ledger.codec import now_us
-from ledger.envelope import AppendResult, Recorded
-from ledger.errors import ConcurrencyError, LedgerError
-from ledger.events import Event
-from ledger.store import EventStore
+from turnledger.ledger.backend import AppendRequest
+from turnledger.ledger.codec import now_us
+from turnledger.ledger.envelope import AppendResult, Recorded
+from turnledger.ledger.errors import ConcurrencyError, LedgerError
+from turnledger.ledger.events import Event
+from turnledger.ledger.store import EventStore
 
 _STOP: Final = object()
 

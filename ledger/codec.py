@@ -32,13 +32,13 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
-from ledger.backend import EncodedRow
-from ledger.errors import (
+from turnledger.ledger.backend import EncodedRow
+from turnledger.ledger.errors import (
     CorruptRecordError,
     InvalidEventError,
     UnknownEventTypeError,
 )
-from ledger.events import EVENT_TYPES, Event, tag_of
+from turnledger.ledger.events import EVENT_TYPES, Event, tag_of
 
 FRAME_FORMAT: Final = 1
 FLAG_ENCRYPTED: Final = 0b1

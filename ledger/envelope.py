@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.events import LedgerEvent
+from turnledger.ledger.events import LedgerEvent
 
 Position: TypeAlias = int
 """A global, strictly increasing position in the ledger (1-based)."""

@@ -27,8 +27,8 @@ from eventsourcing.postgres import (
 )
 from psycopg.sql import SQL, Identifier
 
-from ledger.backend import AppendRequest, Conflict, StoredRow
-from ledger.errors import ConfigurationError, StoreUnavailableError
+from turnledger.ledger.backend import AppendRequest, Conflict, StoredRow
+from turnledger.ledger.errors import ConfigurationError, StoreUnavailableError
 
 TABLE: Final = "turnledger_events"
 

@@ -37,8 +37,8 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from ledger.backend import AppendRequest, Conflict, StoredRow
-from ledger.errors import StoreUnavailableError
+from turnledger.ledger.backend import AppendRequest, Conflict, StoredRow
+from turnledger.ledger.errors import StoreUnavailableError
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite's ``synchronous`` levels."""

@@ -18,17 +18,23 @@ from eventsourcing.cryptography import AESCipher
 from eventsourcing.persistence import Notification
 from eventsourcing.utils import Environment
 
-from ledger.backend import AppendRequest, Backend, Conflict, RowSubscription, StoredRow
-from ledger.codec import (
+from turnledger.ledger.backend import (
+    AppendRequest,
+    Backend,
+    Conflict,
+    RowSubscription,
+    StoredRow,
+)
+from turnledger.ledger.codec import (
     HEADER_SIZE,
     MsgspecMapper,
     datetime_from_us,
     now_us,
     type_for_tag,
 )
-from ledger.envelope import AppendResult, Recorded
-from ledger.errors import ConcurrencyError, ConfigurationError
-from ledger.events import Event, LedgerEvent
+from turnledger.ledger.envelope import AppendResult, Recorded
+from turnledger.ledger.errors import ConcurrencyError, ConfigurationError
+from turnledger.ledger.events import Event, LedgerEvent
 
 DEFAULT_PATH = "./turnledger.db"
 """Where the ledger lives when no URL is given."""
@@ -392,10 +398,10 @@ def open_store(
     url = url or DEFAULT_PATH
     key = cipher_key if cipher_key is not None else os.environ.get(CIPHER_KEY_ENV)
     if url.startswith(("postgresql://", "postgres://")):
-        from ledger.postgres import PostgresBackend  # noqa: PLC0415 - optional extra
+        from turnledger.ledger.postgres import PostgresBackend  # noqa: PLC0415 - optional extra
 
         return EventStore(PostgresBackend(url), cipher_key=key)
-    from ledger.sqlite import SQLiteBackend  # noqa: PLC0415 - keep import cheap
+    from turnledger.ledger.sqlite import SQLiteBackend  # noqa: PLC0415 - keep import cheap
 
     level = synchronous.upper()
     if level not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -429,7 +435,7 @@ def _topics(types: Sequence[type[Event] | str]) -> list[str]:
 
 def type_for_tag_of(event_type: type[Event]) -> str:
     """Return the tag of an event class (refusing unregistered classes)."""
-    from ledger.events import tag_of  # noqa: PLC0415
+    from turnledger.ledger.events import tag_of  # noqa: PLC0415
 
     return tag_of(event_type)
 

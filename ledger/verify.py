@@ -11,9 +11,9 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.backend import StoredRow
-from ledger.errors import CorruptRecordError, UnknownEventTypeError
-from ledger.store import EventStore
+from turnledger.ledger.backend import StoredRow
+from turnledger.ledger.errors import CorruptRecordError, UnknownEventTypeError
+from turnledger.ledger.store import EventStore
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import msgspec
 
-from pipeline.formats import ParsedTranscript, count_messages, read_transcript
-from pipeline.formats.read import FormatChoice
-from policies.messages import Message
-from policies.pairing import audit_pairing
+from turnledger.pipeline.formats import (
+    ParsedTranscript,
+    count_messages,
+    read_transcript,
+)
+from turnledger.pipeline.formats.read import FormatChoice
+from turnledger.policies.messages import Message
+from turnledger.policies.pairing import audit_pairing
 
 
 class AuditViolation(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,22 +14,22 @@ from typing import Any, Final
 
 import structlog
 
-from ledger.errors import LedgerError
-from ledger.store import DEFAULT_PATH
-from pipeline import (
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.store import DEFAULT_PATH
+from turnledger.pipeline import (
     cli_engine,
     cli_ledger,
     cli_memory,
     cli_projections,
     cli_transcripts,
 )
-from pipeline.cli_common import DB_ENV, Command, UsageError
-from pipeline.config import ConfigError
-from pipeline.formats import TranscriptError
-from pipeline.memory_service import MemoryAccessError
-from pipeline.providers._http import ProviderConfigError
-from pipeline.providers.scripted import ScriptFormatError
-from policies.scrubbing import scrub_text, summarize
+from turnledger.pipeline.cli_common import DB_ENV, Command, UsageError
+from turnledger.pipeline.config import ConfigError
+from turnledger.pipeline.formats import TranscriptError
+from turnledger.pipeline.memory_service import MemoryAccessError
+from turnledger.pipeline.providers._http import ProviderConfigError
+from turnledger.pipeline.providers.scripted import ScriptFormatError
+from turnledger.policies.scrubbing import scrub_text, summarize
 
 MODULES: Final = (
     cli_ledger,

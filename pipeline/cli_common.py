@@ -10,8 +10,8 @@ from typing import Any, Final
 
 import msgspec
 
-from ledger.store import DEFAULT_PATH, EventStore, open_store
-from pipeline.config import Config, ConfigError, load_config
+from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
+from turnledger.pipeline.config import Config, ConfigError, load_config
 
 DB_ENV: Final = "TURNLEDGER_DB"
 """The environment variable naming the ledger when ``--db`` is not given."""

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Iterable
 from typing import Final
 
-from ledger.aio import AsyncLedger
-from ledger.store import EventStore
-from pipeline.cli_common import (
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.cli_common import (
     Command,
     UsageError,
     config,
@@ -19,16 +19,16 @@ from pipeline.cli_common import (
     print_json,
     target,
 )
-from pipeline.config import Config
-from pipeline.engine import TurnEngine
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import Provider
-from pipeline.providers.factory import make_provider
-from pipeline.providers.scripted import ScriptedProvider
-from pipeline.strategy import strategy_for
-from pipeline.tools.registry import default_tools
-from projections.base import fold
-from projections.observer import OBSERVER_VIEW, render_item, timeline
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import Provider
+from turnledger.pipeline.providers.factory import make_provider
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.strategy import strategy_for
+from turnledger.pipeline.tools.registry import default_tools
+from turnledger.projections.base import fold
+from turnledger.projections.observer import OBSERVER_VIEW, render_item, timeline
 
 
 async def _turns(

@@ -9,12 +9,19 @@ from typing import Final
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.verify import verify
-from pipeline.cli_common import Command, config, count, open_ledger, print_json, target
-from pipeline.demo import record_demo_session, render_costs, render_history
-from pipeline.lifecycle import lifecycle_markdown
-from pipeline.memory_service import MemoryService
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.cli_common import (
+    Command,
+    config,
+    count,
+    open_ledger,
+    print_json,
+    target,
+)
+from turnledger.pipeline.demo import record_demo_session, render_costs, render_history
+from turnledger.pipeline.lifecycle import lifecycle_markdown
+from turnledger.pipeline.memory_service import MemoryService
 
 
 def cmd_init(args: argparse.Namespace) -> int:

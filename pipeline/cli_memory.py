@@ -16,7 +16,7 @@ from typing import Final
 
 import msgspec
 
-from pipeline.cli_common import (
+from turnledger.pipeline.cli_common import (
     Command,
     UsageError,
     config,
@@ -24,11 +24,15 @@ from pipeline.cli_common import (
     print_json,
     target,
 )
-from pipeline.config import StorageConfig
-from pipeline.memory_service import MemoryAccessError, MemoryService
-from pipeline.strategy import strategy_for
-from policies.recall import RecallConfigError
-from projections.memory.protocol import MemoryBackend, MemoryEntry, Unsupported
+from turnledger.pipeline.config import StorageConfig
+from turnledger.pipeline.memory_service import MemoryAccessError, MemoryService
+from turnledger.pipeline.strategy import strategy_for
+from turnledger.policies.recall import RecallConfigError
+from turnledger.projections.memory.protocol import (
+    MemoryBackend,
+    MemoryEntry,
+    Unsupported,
+)
 
 ACTIONS: Final = (
     "store",

@@ -11,11 +11,17 @@ import threading
 from pathlib import Path
 from typing import Final
 
-from pipeline.cli_common import Command, UsageError, open_ledger, print_json, target
-from pipeline.lifecycle import lifecycle_markdown
-from projections.catalog import PROJECTIONS, projection_named
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore, ViewStore
+from turnledger.pipeline.cli_common import (
+    Command,
+    UsageError,
+    open_ledger,
+    print_json,
+    target,
+)
+from turnledger.pipeline.lifecycle import lifecycle_markdown
+from turnledger.projections.catalog import PROJECTIONS, projection_named
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore, ViewStore
 
 VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
 
@@ -43,7 +49,7 @@ def open_views(args: argparse.Namespace) -> ViewStore:
         # PostgreSQL support is an optional extra: import it only when used.
         import psycopg  # noqa: PLC0415
 
-        from projections.views_pg import PostgresViewStore  # noqa: PLC0415
+        from turnledger.projections.views_pg import PostgresViewStore  # noqa: PLC0415
 
         try:
             return PostgresViewStore(where)

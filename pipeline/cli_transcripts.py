@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Final
 
-from ledger.store import EventStore
-from pipeline.audit import AuditReport, audit_conversations, audit_file
-from pipeline.cli_common import (
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.audit import AuditReport, audit_conversations, audit_file
+from turnledger.pipeline.cli_common import (
     Command,
     UsageError,
     config,
@@ -17,14 +17,19 @@ from pipeline.cli_common import (
     print_json,
     target,
 )
-from pipeline.export import EXPORT_FORMATS, ExportOptions, prepare_history, render
-from pipeline.formats import FORMAT_NAMES, read_transcript
-from pipeline.importer import import_transcript
-from pipeline.memory_service import MemoryService
-from pipeline.replay import replay_session
-from pipeline.sessions import list_sessions, load_history, resolve_session
-from policies.paths import sanitize_session_key
-from projections.history import visible_messages
+from turnledger.pipeline.export import (
+    EXPORT_FORMATS,
+    ExportOptions,
+    prepare_history,
+    render,
+)
+from turnledger.pipeline.formats import FORMAT_NAMES, read_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.sessions import list_sessions, load_history, resolve_session
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.projections.history import visible_messages
 
 
 def cmd_import(args: argparse.Namespace) -> int:

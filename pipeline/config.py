@@ -29,9 +29,9 @@ from typing import Final, Literal
 
 import msgspec
 
-from ledger.store import DEFAULT_PATH
-from policies.pricing import ModelPrice
-from policies.scoping import (
+from turnledger.ledger.store import DEFAULT_PATH
+from turnledger.policies.pricing import ModelPrice
+from turnledger.policies.scoping import (
     AgentMemoryConfig,
     AgentScope,
     ScopeConfigError,

@@ -17,23 +17,23 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.aio import AsyncLedger
-from ledger.envelope import Recorded
-from ledger.events import Event, HistoryTrimmed, ToolResultRecorded
-from ledger.ids import session_stream_id
-from ledger.store import EventStore
-from pipeline.config import Config
-from pipeline.engine import TurnEngine
-from pipeline.media import MediaRef, MediaStore, attachment_event
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatResponse, Usage
-from pipeline.providers.scripted import ScriptedProvider
-from pipeline.tools.registry import default_tools
-from policies.messages import ToolCall
-from policies.pricing import ModelPrice
-from projections.base import fold
-from projections.costs import COST_RECORDS, grand_total, totals
-from projections.history import SESSION_HISTORY, visible_messages
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import Event, HistoryTrimmed, ToolResultRecorded
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import ChatResponse, Usage
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.tools.registry import default_tools
+from turnledger.policies.messages import ToolCall
+from turnledger.policies.pricing import ModelPrice
+from turnledger.projections.base import fold
+from turnledger.projections.costs import COST_RECORDS, grand_total, totals
+from turnledger.projections.history import SESSION_HISTORY, visible_messages
 
 AGENT = "demo"
 MODEL = "scripted-1"

@@ -29,11 +29,11 @@ from uuid import UUID
 import msgspec
 import structlog
 
-from ledger.aio import AsyncLedger
-from ledger.codec import datetime_from_us, now_us
-from ledger.envelope import Recorded
-from ledger.errors import ConcurrencyError
-from ledger.events import (
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.codec import datetime_from_us, now_us
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
@@ -49,27 +49,32 @@ from ledger.events import (
     TurnOrigin,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from pipeline.config import Config
-from pipeline.export import ExportOptions, prepare_history
-from pipeline.memory_service import MemoryService, TurnRecall
-from pipeline.providers.base import ChatRequest, ChatResponse, Provider, ProviderError
-from pipeline.strategy import MemoryStrategy
-from pipeline.tools.base import Tool, ToolContext, ToolOutcome
-from policies.autosave import autosave_key, decide_autosave
-from policies.bounding import make_result_bounder
-from policies.images import promote_image_paths
-from policies.messages import Message
-from policies.paths import sanitize_session_key
-from policies.pricing import TokenUsage, price_usage
-from policies.scrubbing import scrub_text, summarize
-from policies.trimming import (
+from turnledger.ledger.ids import session_stream_id
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.export import ExportOptions, prepare_history
+from turnledger.pipeline.memory_service import MemoryService, TurnRecall
+from turnledger.pipeline.providers.base import (
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    ProviderError,
+)
+from turnledger.pipeline.strategy import MemoryStrategy
+from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
+from turnledger.policies.autosave import autosave_key, decide_autosave
+from turnledger.policies.bounding import make_result_bounder
+from turnledger.policies.images import promote_image_paths
+from turnledger.policies.messages import Message
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.policies.pricing import TokenUsage, price_usage
+from turnledger.policies.scrubbing import scrub_text, summarize
+from turnledger.policies.trimming import (
     REASON_BUDGET_EXCEEDED,
     REASON_CONTEXT_OVERFLOW,
     trim_after_overflow,
 )
-from projections.base import fold
-from projections.history import (
+from turnledger.projections.base import fold
+from turnledger.projections.history import (
     SESSION_HISTORY,
     SessionHistoryState,
     history_digest,

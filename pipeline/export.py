@@ -15,11 +15,11 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from policies.bounding import make_result_bounder
-from policies.messages import Message, ToolResult, make_message
-from policies.pairing import RepairDecision, repair_pairing
-from policies.recall import inject_memory_context
-from policies.trimming import TrimDecision, trim_to_budget
+from turnledger.policies.bounding import make_result_bounder
+from turnledger.policies.messages import Message, ToolResult, make_message
+from turnledger.policies.pairing import RepairDecision, repair_pairing
+from turnledger.policies.recall import inject_memory_context
+from turnledger.policies.trimming import TrimDecision, trim_to_budget
 
 ExportFormat: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic"]
 """The wire formats a session can be exported in."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ledger.events import (
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     SessionOpened,
@@ -23,11 +23,11 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import Append, EventStore
-from pipeline.formats import Conversation, ParsedTranscript
-from policies.messages import Message, ToolResult
-from policies.paths import sanitize_session_key
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import Append, EventStore
+from turnledger.pipeline.formats import Conversation, ParsedTranscript
+from turnledger.policies.messages import Message, ToolResult
+from turnledger.policies.paths import sanitize_session_key
 
 UNKNOWN = "unknown"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from policies.lifecycle import LifecycleDeclaration, render_ownership_table
-from projections.catalog import declarations as projection_declarations
+from turnledger.policies.lifecycle import LifecycleDeclaration, render_ownership_table
+from turnledger.projections.catalog import declarations as projection_declarations
 
 SHELL_SURFACES: Final[tuple[LifecycleDeclaration, ...]] = (
     LifecycleDeclaration(

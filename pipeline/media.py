@@ -22,8 +22,8 @@ from typing import IO, Final, Literal, TypeAlias
 
 import msgspec
 
-from ledger.events import MediaAttached
-from policies.media import (
+from turnledger.ledger.events import MediaAttached
+from turnledger.policies.media import (
     DEFAULT_MAX_IMAGE_SIZE_MB,
     DEFAULT_MAX_MEDIA_BYTES,
     MediaAccepted,

@@ -15,25 +15,38 @@ from typing import Any
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemorySource, MemoryStored, RecallRef
-from ledger.ids import memory_stream_id
-from ledger.store import EventStore
-from pipeline.config import Config
-from policies.paths import sanitize_session_key
-from policies.recall import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
+    MemoryForgotten,
+    MemorySource,
+    MemoryStored,
+    RecallRef,
+)
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.config import Config
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.policies.recall import (
     RecallCandidate,
     bound_recall_limit,
     make_recall_selector,
     resolve_inject_policy,
 )
-from policies.scoping import check_forget, normalize_backend, recall_agents
-from policies.scrubbing import scrub_text, summarize
-from policies.types import TurnOrigin
-from projections.memory.apply import MEMORY_EVENT_TYPES
-from projections.memory.embedders import Embedder, NoEmbedder, OpenAICompatibleEmbedder
-from projections.memory.protocol import MemoryBackend, MemoryEntry, Unsupported
-from projections.memory.shred import KeyStore
+from turnledger.policies.scoping import check_forget, normalize_backend, recall_agents
+from turnledger.policies.scrubbing import scrub_text, summarize
+from turnledger.policies.types import TurnOrigin
+from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
+from turnledger.projections.memory.embedders import (
+    Embedder,
+    NoEmbedder,
+    OpenAICompatibleEmbedder,
+)
+from turnledger.projections.memory.protocol import (
+    MemoryBackend,
+    MemoryEntry,
+    Unsupported,
+)
+from turnledger.projections.memory.shred import KeyStore
 
 
 class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,34 +129,34 @@ class MemoryService:
         kind, _, alias = ref.partition(".")
         storage = self.config.storage_for(ref)
         if kind == "sqlite":
-            from projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+            from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
             default = self.base / f"{self.stem}.memory.db"
             if alias != "default":
                 default = self.base / f"{self.stem}.memory.{alias}.db"
             return SQLiteMemory(storage.path or default, embedder=self._embedder())
         if kind == "markdown":
-            from projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
+            from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
 
             return MarkdownMemory(self._workspace(agent), agent=agent)
         if kind == "postgres":
-            from projections.memory.postgres import PostgresMemory  # noqa: PLC0415
+            from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
             return PostgresMemory(str(storage.url), embedder=self._embedder())
         if kind == "qdrant":
-            from projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
+            from turnledger.projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
 
             if storage.url:
                 return QdrantMemory(url=storage.url, embedder=self._embedder())
             path = storage.path or str(Path(self.config.data_dir) / "qdrant")
             return QdrantMemory(path=path, embedder=self._embedder())
         if kind == "lucid":
-            from projections.memory.lucid import LucidMemory  # noqa: PLC0415
-            from projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+            from turnledger.projections.memory.lucid import LucidMemory  # noqa: PLC0415
+            from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
             local = SQLiteMemory(self.base / f"{self.stem}.lucid.db")
             return LucidMemory(local, list(storage.command))
-        from projections.memory.none import NoneMemory  # noqa: PLC0415
+        from turnledger.projections.memory.none import NoneMemory  # noqa: PLC0415
 
         return NoneMemory()
 

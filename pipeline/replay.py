@@ -12,11 +12,11 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import PromptAssembled
-from ledger.store import EventStore
-from projections.base import digest, fold
-from projections.history import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import PromptAssembled
+from turnledger.ledger.store import EventStore
+from turnledger.projections.base import digest, fold
+from turnledger.projections.history import (
     SESSION_HISTORY,
     SessionHistoryState,
     history_digest,

@@ -6,11 +6,11 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.errors import LedgerError
-from ledger.events import SessionOpened
-from ledger.store import EventStore
-from projections.base import fold
-from projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.store import EventStore
+from turnledger.projections.base import fold
+from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
 
 
 class SessionNotFoundError(LedgerError):

@@ -45,11 +45,11 @@ from typing import Literal, Protocol, TypeAlias
 
 import msgspec
 
-from ledger.events import MemorySource, MemorySuperseded
-from ledger.ids import memory_stream_id
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, Provider, ProviderError
-from policies.consolidation import (
+from turnledger.ledger.events import MemorySource, MemorySuperseded
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import ChatRequest, Provider, ProviderError
+from turnledger.policies.consolidation import (
     CORE_CATEGORY,
     DAILY_CATEGORY,
     DEFAULT_CONFLICT_THRESHOLD,
@@ -68,8 +68,8 @@ from policies.consolidation import (
     parse_consolidation_answer,
     token_jaccard,
 )
-from policies.messages import make_message
-from policies.retention import (
+from turnledger.policies.messages import make_message
+from turnledger.policies.retention import (
     ARCHIVE_CATEGORY,
     DEFAULT_CONVERSATION_DAYS,
     DEFAULT_DAILY_ARCHIVE_DAYS,
@@ -79,8 +79,8 @@ from policies.retention import (
     RetentionStep,
     plan_retention,
 )
-from policies.scrubbing import summarize
-from projections.memory.protocol import MemoryEntry, Unsupported
+from turnledger.policies.scrubbing import summarize
+from turnledger.projections.memory.protocol import MemoryEntry, Unsupported
 
 ConsolidationOutcome: TypeAlias = Literal[
     "recorded", "skipped", "provider_failed", "malformed", "unsupported"

@@ -7,7 +7,7 @@ parameter.
 
 from __future__ import annotations
 
-from policies.autosave import (
+from turnledger.policies.autosave import (
     ASSISTANT_AUTOSAVE_PREFIX,
     AUTOSAVE_MIN_MESSAGE_CHARS,
     IMAGE_OMITTED_PLACEHOLDER,
@@ -24,7 +24,7 @@ from policies.autosave import (
     should_skip_autosave_content,
     strip_inline_images,
 )
-from policies.bounding import (
+from turnledger.policies.bounding import (
     DEFAULT_MAX_CHARS,
     BoundedResult,
     BoundingError,
@@ -32,7 +32,7 @@ from policies.bounding import (
     make_result_bounder,
     truncation_notice,
 )
-from policies.consolidation import (
+from turnledger.policies.consolidation import (
     CATEGORY_BASE_IMPORTANCE,
     CONSOLIDATION_MIN_MESSAGE_CHARS,
     CONSOLIDATION_SYSTEM_PROMPT,
@@ -73,7 +73,7 @@ from policies.consolidation import (
     token_jaccard,
     tokens,
 )
-from policies.images import (
+from turnledger.policies.images import (
     LISTING_TOOLS,
     MARKER_PATTERN,
     MARKER_PREFIX,
@@ -81,7 +81,7 @@ from policies.images import (
     marker_span_at,
     promote_image_paths,
 )
-from policies.lifecycle import (
+from turnledger.policies.lifecycle import (
     DURABILITY_ORDER,
     SCOPES,
     TABLE_HEADER,
@@ -90,7 +90,7 @@ from policies.lifecycle import (
     render_ownership_table,
     validate_declaration,
 )
-from policies.media import (
+from turnledger.policies.media import (
     DEFAULT_MAX_IMAGE_SIZE_MB,
     DEFAULT_MAX_MEDIA_BYTES,
     FALLBACK_MIME_TYPE,
@@ -107,7 +107,7 @@ from policies.media import (
     make_media_checker,
     media_kind,
 )
-from policies.messages import (
+from turnledger.policies.messages import (
     BREADCRUMB_TEXT,
     TOOL_RESULTS_PREFIX,
     Message,
@@ -119,7 +119,7 @@ from policies.messages import (
     measure_chars,
     starts_turn,
 )
-from policies.pairing import (
+from turnledger.policies.pairing import (
     INTERRUPTED_TEXT,
     PairingAudit,
     PairingError,
@@ -130,7 +130,7 @@ from policies.pairing import (
     audit_pairing,
     repair_pairing,
 )
-from policies.paths import (
+from turnledger.policies.paths import (
     GROUP_REPLY_MARKERS,
     PathAllowed,
     PathDecision,
@@ -144,7 +144,7 @@ from policies.paths import (
     sanitize_session_key,
     session_scopes,
 )
-from policies.pricing import (
+from turnledger.policies.pricing import (
     DEFAULT_DAILY_LIMIT_USD,
     DEFAULT_MONTHLY_LIMIT_USD,
     DEFAULT_WARN_AT_PERCENT,
@@ -163,7 +163,7 @@ from policies.pricing import (
     price_usage,
     sum_spend,
 )
-from policies.recall import (
+from turnledger.policies.recall import (
     DEFAULT_ENTRY_MAX_CHARS,
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_TOTAL_CHARS,
@@ -191,7 +191,7 @@ from policies.recall import (
     render_memory_block,
     resolve_inject_policy,
 )
-from policies.retention import (
+from turnledger.policies.retention import (
     ARCHIVE_CATEGORY,
     DEFAULT_CONVERSATION_DAYS,
     DEFAULT_DAILY_ARCHIVE_DAYS,
@@ -215,7 +215,7 @@ from policies.retention import (
     plan_retention,
     recency,
 )
-from policies.scoping import (
+from turnledger.policies.scoping import (
     BACKEND_KINDS,
     DEFAULT_BACKEND_ALIAS,
     AccessDecision,
@@ -234,7 +234,7 @@ from policies.scoping import (
     normalize_backend,
     recall_agents,
 )
-from policies.scrubbing import (
+from turnledger.policies.scrubbing import (
     ELLIPSIS,
     MIN_KNOWN_SECRET_CHARS,
     PRIVATE_KEY_REDACTED,
@@ -251,7 +251,7 @@ from policies.scrubbing import (
     scrub_tool_call,
     summarize,
 )
-from policies.trimming import (
+from turnledger.policies.trimming import (
     BREADCRUMB,
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
@@ -270,7 +270,7 @@ from policies.trimming import (
     trim_to_budget,
     trim_to_reported_budget,
 )
-from policies.types import (
+from turnledger.policies.types import (
     AUTONOMOUS_ORIGINS,
     CONVERSATION_CATEGORY,
     USER_FACING_ORIGINS,

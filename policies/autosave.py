@@ -29,9 +29,13 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.messages import Role
-from policies.paths import sanitize_session_key
-from policies.types import CONVERSATION_CATEGORY, USER_FACING_ORIGINS, TurnOrigin
+from turnledger.policies.messages import Role
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.policies.types import (
+    CONVERSATION_CATEGORY,
+    USER_FACING_ORIGINS,
+    TurnOrigin,
+)
 
 AUTOSAVE_MIN_MESSAGE_CHARS: Final = 20
 """ZeroClaw's ``AUTOSAVE_MIN_MESSAGE_CHARS``: shorter messages are not saved."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from policies.images import marker_span_at
+from turnledger.policies.images import marker_span_at
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -31,8 +31,11 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.autosave import AUTOSAVE_MIN_MESSAGE_CHARS, should_skip_autosave_content
-from policies.scrubbing import ELLIPSIS, scrub_text, summarize
+from turnledger.policies.autosave import (
+    AUTOSAVE_MIN_MESSAGE_CHARS,
+    should_skip_autosave_content,
+)
+from turnledger.policies.scrubbing import ELLIPSIS, scrub_text, summarize
 
 CORE_CATEGORY: Final = "core"
 """The category of durable facts."""

@@ -15,7 +15,7 @@ from typing import Final, get_args
 
 import msgspec
 
-from policies.types import Durability, LifecycleScope
+from turnledger.policies.types import Durability, LifecycleScope
 
 DURABILITY_ORDER: Final[tuple[Durability, ...]] = get_args(Durability)
 """Durabilities from the shortest-lived to the ledgers, the table's row order."""

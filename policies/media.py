@@ -16,7 +16,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.paths import PathRefused, confine_path
+from turnledger.policies.paths import PathRefused, confine_path
 
 MediaKind: TypeAlias = Literal["audio", "image", "video", "unknown"]
 """The kind of a media attachment."""

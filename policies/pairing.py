@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
-from policies.messages import (
+from turnledger.policies.messages import (
     Message,
     ToolCall,
     ToolResult,

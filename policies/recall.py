@@ -15,10 +15,14 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.autosave import MEMORY_CONTEXT_OPEN, NoiseReason, noise_reason
-from policies.messages import Message, measure_chars, starts_turn
-from policies.paths import session_scopes
-from policies.types import AUTONOMOUS_ORIGINS, CONVERSATION_CATEGORY, TurnOrigin
+from turnledger.policies.autosave import MEMORY_CONTEXT_OPEN, NoiseReason, noise_reason
+from turnledger.policies.messages import Message, measure_chars, starts_turn
+from turnledger.policies.paths import session_scopes
+from turnledger.policies.types import (
+    AUTONOMOUS_ORIGINS,
+    CONVERSATION_CATEGORY,
+    TurnOrigin,
+)
 
 DEFAULT_RECALL_LIMIT: Final = 5
 """How many entries a scope recall asks for by default."""

@@ -27,8 +27,13 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.consolidation import CORE_CATEGORY, DAILY_CATEGORY, jaccard, tokens
-from policies.types import CONVERSATION_CATEGORY
+from turnledger.policies.consolidation import (
+    CORE_CATEGORY,
+    DAILY_CATEGORY,
+    jaccard,
+    tokens,
+)
+from turnledger.policies.types import CONVERSATION_CATEGORY
 
 ARCHIVE_CATEGORY: Final = "archive"
 """The category a daily entry is moved to when it is archived."""

@@ -20,7 +20,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from policies.recall import RecallCandidate, bound_recall_limit
+from turnledger.policies.recall import RecallCandidate, bound_recall_limit
 
 BackendKind: TypeAlias = Literal[
     "sqlite", "lucid", "postgres", "qdrant", "markdown", "none"

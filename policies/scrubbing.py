@@ -36,7 +36,7 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from policies.messages import Message, ToolCall, measure_chars
+from turnledger.policies.messages import Message, ToolCall, measure_chars
 
 REDACTED: Final = "[REDACTED]"
 """What a whole secret is replaced by."""

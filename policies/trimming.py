@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from policies.messages import BREADCRUMB_TEXT, Message, make_message
+from turnledger.policies.messages import BREADCRUMB_TEXT, Message, make_message
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias
 
-from ledger.events import TurnOrigin as LedgerTurnOrigin
+from turnledger.ledger.events import TurnOrigin as LedgerTurnOrigin
 
 TurnOrigin: TypeAlias = LedgerTurnOrigin
 """Who started a turn.

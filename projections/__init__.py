@@ -5,14 +5,26 @@ Read models are pure folds (:mod:`projections.base`) kept current by the runner
 memory backends live in :mod:`projections.memory`.
 """
 
-from projections.base import Projection, digest, fold
-from projections.catalog import LONG_TERM_MEMORY, PROJECTIONS, projection_named
-from projections.costs import COST_RECORDS
-from projections.history import SESSION_HISTORY, history_digest, visible_messages
-from projections.knowledge import KNOWLEDGE_GRAPH
-from projections.observer import OBSERVER_VIEW
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore, TrackingConflictError, ViewStore
+from turnledger.projections.base import Projection, digest, fold
+from turnledger.projections.catalog import (
+    LONG_TERM_MEMORY,
+    PROJECTIONS,
+    projection_named,
+)
+from turnledger.projections.costs import COST_RECORDS
+from turnledger.projections.history import (
+    SESSION_HISTORY,
+    history_digest,
+    visible_messages,
+)
+from turnledger.projections.knowledge import KNOWLEDGE_GRAPH
+from turnledger.projections.observer import OBSERVER_VIEW
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import (
+    SQLiteViewStore,
+    TrackingConflictError,
+    ViewStore,
+)
 
 __all__ = [
     "COST_RECORDS",

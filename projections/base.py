@@ -16,9 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import Event
-from policies.lifecycle import LifecycleDeclaration
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import Event
+from turnledger.policies.lifecycle import LifecycleDeclaration
 
 S = TypeVar("S")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from policies.lifecycle import LifecycleDeclaration
-from projections.base import Projection
-from projections.costs import COST_RECORDS
-from projections.history import SESSION_HISTORY
-from projections.knowledge import KNOWLEDGE_GRAPH
-from projections.observer import OBSERVER_VIEW
+from turnledger.policies.lifecycle import LifecycleDeclaration
+from turnledger.projections.base import Projection
+from turnledger.projections.costs import COST_RECORDS
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.knowledge import KNOWLEDGE_GRAPH
+from turnledger.projections.observer import OBSERVER_VIEW
 
 PROJECTIONS: Final[tuple[Projection[Any], ...]] = (
     SESSION_HISTORY,

@@ -20,10 +20,15 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import Event, ModelCalled, SessionOpened
-from policies.lifecycle import LifecycleDeclaration
-from policies.pricing import BudgetChecker, BudgetSpend, BudgetStatus, PricingError
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import Event, ModelCalled, SessionOpened
+from turnledger.policies.lifecycle import LifecycleDeclaration
+from turnledger.policies.pricing import (
+    BudgetChecker,
+    BudgetSpend,
+    BudgetStatus,
+    PricingError,
+)
 
 CostDimension: TypeAlias = Literal["model", "agent", "session", "day", "month"]
 """What cost totals can be grouped by."""

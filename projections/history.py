@@ -17,8 +17,8 @@ from typing import Final
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
@@ -29,8 +29,8 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from policies.lifecycle import LifecycleDeclaration
-from policies.messages import (
+from turnledger.policies.lifecycle import LifecycleDeclaration
+from turnledger.policies.messages import (
     BREADCRUMB_TEXT,
     Message,
     ToolCall,

@@ -21,9 +21,9 @@ from typing import Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import Event, KnowledgeCaptured
-from policies.lifecycle import LifecycleDeclaration
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import Event, KnowledgeCaptured
+from turnledger.policies.lifecycle import LifecycleDeclaration
 
 Direction: TypeAlias = Literal["out", "in", "both"]
 """Which edges of a node a query follows: outgoing, incoming or both."""

@@ -31,8 +31,8 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
     EVENT_TYPES,
     AssistantMessage,
     Event,
@@ -51,8 +51,8 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from policies.lifecycle import LifecycleDeclaration
-from policies.scrubbing import (
+from turnledger.policies.lifecycle import LifecycleDeclaration
+from turnledger.policies.scrubbing import (
     ELLIPSIS,
     SUMMARY_LIMIT,
     JsonValue,

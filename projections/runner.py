@@ -12,10 +12,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ledger.envelope import Recorded
-from ledger.store import EventStore
-from projections.base import Projection, fold
-from projections.views import ViewStore
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.store import EventStore
+from turnledger.projections.base import Projection, fold
+from turnledger.projections.views import ViewStore
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(projection, position reached, target position)``."""

@@ -19,7 +19,7 @@ import msgspec
 import psycopg
 from psycopg import sql
 
-from projections.views import TrackingConflictError
+from turnledger.projections.views import TrackingConflictError
 
 S = TypeVar("S")
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import structlog
 
-from ledger.store import EventStore, open_store
+from turnledger.ledger.store import EventStore, open_store
 
 POSTGRES_URL_ENV = "TURNLEDGER_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -2,6 +2,8 @@
 
 Only ``ledger/`` imports eventsourcing; ``policies/`` is pure (no I/O, clock,
 randomness, logging or concurrency modules); nothing imports ``pipeline``.
+Every layer is imported under the one ``turnledger`` namespace, never by its
+bare folder name.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ledger", "policies", "projections", "pipeline")
-LAYER = {name: rank for rank, name in enumerate(PACKAGES)}
+NAMESPACE = "turnledger"
+PACKAGES = ("ledger", "policies", "projections", "pipeline", "adapters")
+# pipeline and adapters are both shells on top; neither imports the other.
+LAYER = {"ledger": 0, "policies": 1, "projections": 2, "pipeline": 3, "adapters": 3}
 FRAMEWORK_ONLY_IN_LEDGER = {"eventsourcing"}
 POLICY_IMPURE = {
     "os",
@@ -47,6 +51,8 @@ LEDGER_TYPES = {
     "ledger.errors",
     "ledger.ids",
 }
+# Folders whose Python files must import the layers by their namespaced names.
+CLIENT_FOLDERS = ("tests", "benchmarks", "examples")
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -58,6 +64,14 @@ def modules() -> list[tuple[str, Path]]:
                 parts = parts[:-1]
             found.append((".".join(parts), path))
     return found
+
+
+def layer_of(target: str) -> str | None:
+    """Return the layer a namespaced import names (``turnledger.ledger.x``)."""
+    parts = target.split(".")
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in LAYER:
+        return parts[1]
+    return None
 
 
 def imports_of(module: str, path: Path) -> list[str]:
@@ -72,7 +86,7 @@ def imports_of(module: str, path: Path) -> list[str]:
                 is_package = path.name == "__init__.py"
                 base = base if is_package else base[:-1]
                 base = base[: len(base) - (node.level - 1)]
-                prefix = ".".join(base)
+                prefix = ".".join([NAMESPACE, *base])
                 target = f"{prefix}.{node.module}" if node.module else prefix
             else:
                 target = node.module or ""
@@ -96,14 +110,51 @@ def test_imports_point_one_way(module: str, path: Path):
     layer = module.split(".", maxsplit=1)[0]
     for target in imports_of(module, path):
         top = target.split(".")[0]
-        if top in LAYER:
-            assert LAYER[top] <= LAYER[layer], f"{module} imports {target} (upward)"
+        assert top not in LAYER, f"{module} imports {target}: use turnledger.{target}"
+        target_layer = layer_of(target)
+        if target_layer is not None:
+            assert LAYER[target_layer] <= LAYER[layer], (
+                f"{module} imports {target} (upward)"
+            )
+            if LAYER[target_layer] == LAYER[layer]:
+                assert target_layer == layer, f"{module} imports {target} (sideways)"
         if top in FRAMEWORK_ONLY_IN_LEDGER:
             assert layer == "ledger", f"{module} imports {target}; only ledger/ may"
         if layer == "policies":
             assert top not in POLICY_IMPURE, f"policy {module} imports impure {target}"
-            if top == "ledger":
-                assert target in LEDGER_TYPES, f"policy {module} imports {target}"
+            if target_layer == "ledger":
+                bare = target.removeprefix(f"{NAMESPACE}.")
+                assert bare in LEDGER_TYPES, f"policy {module} imports {target}"
+
+
+CLIENTS = [
+    path for folder in CLIENT_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+]
+
+
+@pytest.mark.parametrize(
+    "path", CLIENTS, ids=[str(p.relative_to(ROOT)) for p in CLIENTS]
+)
+def test_clients_import_the_namespace(path: Path):
+    """Tests, benchmarks and examples import ``turnledger.<layer>``, never the folder."""
+    for target in imports_of("tests.x", path):
+        top = target.split(".")[0]
+        assert top not in LAYER, (
+            f"{path.name} imports {target}: use turnledger.{target}"
+        )
+
+
+def test_the_distribution_installs_one_top_level_package():
+    """The wheel's layers live under ``turnledger/`` (symlinks to the folders)."""
+    root = ROOT / NAMESPACE
+    assert (root / "__init__.py").is_file()
+    for package in PACKAGES:
+        link = root / package
+        assert link.is_symlink(), link
+        assert link.resolve() == (ROOT / package).resolve()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'include = ["turnledger*"]' in pyproject
+    assert 'turnledger = "turnledger.pipeline.cli:main"' in pyproject
 
 
 def test_stdlib_table_is_available():
@@ -120,8 +171,9 @@ def test_the_cli_needs_no_optional_extra():
         "import sys\n"
         "for name in ('psycopg', 'psycopg_pool', 'qdrant_client', 'sentence_transformers', 'matplotlib'):\n"
         "    sys.modules[name] = None\n"
-        "import pipeline.cli, pipeline.engine, projections, policies, ledger\n"
-        "from ledger.store import open_store\n"
+        "import turnledger.pipeline.cli, turnledger.pipeline.engine\n"
+        "import turnledger.projections, turnledger.policies, turnledger.ledger\n"
+        "from turnledger.ledger.store import open_store\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import COMMANDS, build_parser, main
+from turnledger.pipeline.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -280,7 +280,7 @@ def test_lifecycle_doc_is_generated_from_the_code(capsys):
 
 def test_logs_are_scrubbed_and_bounded():
     """The CLI's log processor scrubs secrets and bounds every string value."""
-    from pipeline.cli import scrub_log_values
+    from turnledger.pipeline.cli import scrub_log_values
 
     event = scrub_log_values(
         None,

@@ -9,9 +9,13 @@ and unpaired items the way the corpus's ``EXPECTED.tsv`` does.
 
 from __future__ import annotations
 
-from pipeline.formats.counts import PairingCounts, count_messages, count_pairing
-from pipeline.formats.detect import detect_format
-from pipeline.formats.model import (
+from turnledger.pipeline.formats.counts import (
+    PairingCounts,
+    count_messages,
+    count_pairing,
+)
+from turnledger.pipeline.formats.detect import detect_format
+from turnledger.pipeline.formats.model import (
     FORMAT_NAMES,
     Conversation,
     FormatName,
@@ -19,7 +23,11 @@ from pipeline.formats.model import (
     Problem,
     TranscriptError,
 )
-from pipeline.formats.read import FormatChoice, parse_transcript, read_transcript
+from turnledger.pipeline.formats.read import (
+    FormatChoice,
+    parse_transcript,
+    read_transcript,
+)
 
 __all__ = [
     "FORMAT_NAMES",

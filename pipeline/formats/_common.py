@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias, cast
 
 import msgspec
 
-from pipeline.formats.model import (
+from turnledger.pipeline.formats.model import (
     Conversation,
     FormatName,
     ParsedTranscript,
@@ -23,7 +23,7 @@ from pipeline.formats.model import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from policies.messages import Message
+    from turnledger.policies.messages import Message
 
 JSONObject: TypeAlias = dict[str, object]
 """A decoded JSON object (keys are strings in JSON; YAML may add others)."""

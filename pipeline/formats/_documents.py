@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     Items,
     JSONObject,
     as_list,
@@ -10,7 +10,7 @@ from pipeline.formats._common import (
     decode_json,
     describe,
 )
-from pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.model import TranscriptError
 
 
 def load_json(data: bytes, *, expected: str) -> object:

@@ -12,14 +12,14 @@ import gzip
 import zlib
 from typing import NamedTuple
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     JSONObject,
     as_list,
     as_object,
     decode_json,
     get_object,
 )
-from pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.model import TranscriptError
 
 _SSE_FIELDS = ("data:", "event:", "id:", "retry:", ":")
 

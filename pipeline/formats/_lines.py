@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import JSONObject, as_object, decode_json, describe
-from pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats._common import (
+    JSONObject,
+    as_object,
+    decode_json,
+    describe,
+)
+from turnledger.pipeline.formats.model import TranscriptError
 
 if TYPE_CHECKING:
-    from pipeline.formats._common import Sink
+    from turnledger.pipeline.formats._common import Sink
 
 _BOM = b"\xef\xbb\xbf"
 

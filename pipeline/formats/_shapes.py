@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pipeline.formats import anthropic, gemini, openai_chat, openai_responses
+from turnledger.pipeline.formats import anthropic, gemini, openai_chat, openai_responses
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pipeline.formats._common import Indexed, Items, JSONObject, Sink
-    from pipeline.formats.model import FormatName
+    from turnledger.pipeline.formats._common import Indexed, Items, JSONObject, Sink
+    from turnledger.pipeline.formats.model import FormatName
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import cast
 
 import yaml
 
-from pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.model import TranscriptError
 
 try:
     from yaml import CSafeLoader as _Loader

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     PREAMBLE,
     Indexed,
     Items,
@@ -32,11 +32,17 @@ from pipeline.formats._common import (
     text_of,
     type_of,
 )
-from pipeline.formats._documents import item_list, load_json
-from policies.messages import Message, Role, ToolCall, ToolResult, make_message
+from turnledger.pipeline.formats._documents import item_list, load_json
+from turnledger.policies.messages import (
+    Message,
+    Role,
+    ToolCall,
+    ToolResult,
+    make_message,
+)
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ParsedTranscript
 
 EXPECTED = "an object with a `messages` array (Anthropic Messages) or a JSON array"
 

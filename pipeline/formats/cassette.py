@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     UNTYPED,
     Items,
     JSONObject,
@@ -33,14 +33,19 @@ from pipeline.formats._common import (
     get_object,
     get_str,
 )
-from pipeline.formats._documents import describe_document
-from pipeline.formats._http import BodyError, Stream, decode_body
-from pipeline.formats._shapes import RESPONSES, Shape, polled_response_id, shape_for
-from pipeline.formats._yaml import load_yaml
-from pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats._documents import describe_document
+from turnledger.pipeline.formats._http import BodyError, Stream, decode_body
+from turnledger.pipeline.formats._shapes import (
+    RESPONSES,
+    Shape,
+    polled_response_id,
+    shape_for,
+)
+from turnledger.pipeline.formats._yaml import load_yaml
+from turnledger.pipeline.formats.model import TranscriptError
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
 
 EXPECTED = "a VCR cassette (a mapping with an `interactions` list)"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     Indexed,
     JSONObject,
     Sink,
@@ -35,13 +35,13 @@ from pipeline.formats._common import (
     get_str,
     type_of,
 )
-from pipeline.formats._lines import read_json_lines
-from pipeline.formats.anthropic import anthropic_message
-from pipeline.formats.model import TranscriptError
-from policies.messages import Message, make_message
+from turnledger.pipeline.formats._lines import read_json_lines
+from turnledger.pipeline.formats.anthropic import anthropic_message
+from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.policies.messages import Message, make_message
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
 
 EXPECTED = "Claude Code session lines (JSON Lines, or a JSON object with `loglines`)"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     UNTYPED,
     Items,
     JSONObject,
@@ -25,11 +25,11 @@ from pipeline.formats._common import (
     get_object,
     get_str,
 )
-from pipeline.formats._lines import read_json_lines
-from pipeline.formats.openai_responses import responses_messages
+from turnledger.pipeline.formats._lines import read_json_lines
+from turnledger.pipeline.formats.openai_responses import responses_messages
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
 
 EXPECTED = "Codex rollout records (JSON Lines)"
 

@@ -23,8 +23,8 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pipeline.formats.model import ParsedTranscript
-    from policies.messages import Message
+    from turnledger.pipeline.formats.model import ParsedTranscript
+    from turnledger.policies.messages import Message
 
 
 class PairingCounts(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,7 +13,7 @@ import re
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     JSONObject,
     as_list,
     as_object,
@@ -21,9 +21,9 @@ from pipeline.formats._common import (
     get_list,
     get_str,
 )
-from pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
-from pipeline.formats.model import FormatName, TranscriptError
-from pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
+from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
+from turnledger.pipeline.formats.model import FormatName, TranscriptError
+from turnledger.pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
 
 if TYPE_CHECKING:
     from collections.abc import Callable

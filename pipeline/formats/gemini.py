@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     PREAMBLE,
     UNTYPED,
     Indexed,
@@ -31,12 +31,18 @@ from pipeline.formats._common import (
     json_text,
     text_of,
 )
-from pipeline.formats._documents import item_list, load_json
-from pipeline.formats._names import NamePairing
-from policies.messages import Message, Role, ToolCall, ToolResult, make_message
+from turnledger.pipeline.formats._documents import item_list, load_json
+from turnledger.pipeline.formats._names import NamePairing
+from turnledger.policies.messages import (
+    Message,
+    Role,
+    ToolCall,
+    ToolResult,
+    make_message,
+)
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ParsedTranscript
 
 EXPECTED = "an object with a `contents` array (Gemini) or a JSON array of contents"
 

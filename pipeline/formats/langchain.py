@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     Indexed,
     Items,
     JSONObject,
@@ -28,12 +28,18 @@ from pipeline.formats._common import (
     text_of,
     type_of,
 )
-from pipeline.formats._documents import item_list, load_json
-from pipeline.formats.openai_chat import tool_call
-from policies.messages import Message, Role, ToolCall, ToolResult, make_message
+from turnledger.pipeline.formats._documents import item_list, load_json
+from turnledger.pipeline.formats.openai_chat import tool_call
+from turnledger.policies.messages import (
+    Message,
+    Role,
+    ToolCall,
+    ToolResult,
+    make_message,
+)
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ParsedTranscript
 
 EXPECTED = "a JSON array of LangChain messages or an object with a `messages` array"
 

@@ -12,7 +12,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 import msgspec
 
-from policies.messages import Message
+from turnledger.policies.messages import Message
 
 FormatName: TypeAlias = Literal[
     "openai-chat",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.formats._common import (
+from turnledger.pipeline.formats._common import (
     PREAMBLE,
     UNTYPED,
     Indexed,
@@ -34,12 +34,18 @@ from pipeline.formats._common import (
     json_text,
     text_of,
 )
-from pipeline.formats._documents import describe_document, load_json
-from pipeline.formats.model import TranscriptError
-from policies.messages import Message, Role, ToolCall, ToolResult, make_message
+from turnledger.pipeline.formats._documents import describe_document, load_json
+from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.policies.messages import (
+    Message,
+    Role,
+    ToolCall,
+    ToolResult,
+    make_message,
+)
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ParsedTranscript
 
 EXPECTED = "a JSON array of Responses items or an object with an `input`"
 

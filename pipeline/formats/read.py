@@ -5,20 +5,20 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
-from pipeline.formats.anthropic import parse_anthropic
-from pipeline.formats.cassette import parse_cassette
-from pipeline.formats.claude_code import parse_claude_code
-from pipeline.formats.codex import parse_codex
-from pipeline.formats.detect import detect_format
-from pipeline.formats.gemini import parse_gemini
-from pipeline.formats.langchain import parse_langchain
-from pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
-from pipeline.formats.openai_chat import parse_openai_chat
-from pipeline.formats.openai_responses import parse_openai_responses
-from pipeline.formats.pydantic_ai import parse_pydantic_ai
+from turnledger.pipeline.formats.anthropic import parse_anthropic
+from turnledger.pipeline.formats.cassette import parse_cassette
+from turnledger.pipeline.formats.claude_code import parse_claude_code
+from turnledger.pipeline.formats.codex import parse_codex
+from turnledger.pipeline.formats.detect import detect_format
+from turnledger.pipeline.formats.gemini import parse_gemini
+from turnledger.pipeline.formats.langchain import parse_langchain
+from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
+from turnledger.pipeline.formats.openai_chat import parse_openai_chat
+from turnledger.pipeline.formats.openai_responses import parse_openai_responses
+from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
 
 if TYPE_CHECKING:
-    from pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ParsedTranscript
 
 FormatChoice: TypeAlias = FormatName | Literal["auto"]
 """A format name, or ``"auto"`` to detect it from the content."""

@@ -18,8 +18,8 @@ from typing import Any, Final, TypeAlias, TypeVar
 import httpx
 import msgspec
 
-from pipeline.providers.base import ErrorKind, ProviderError
-from policies.scrubbing import REDACTED, scrub_text
+from turnledger.pipeline.providers.base import ErrorKind, ProviderError
+from turnledger.policies.scrubbing import REDACTED, scrub_text
 
 T = TypeVar("T")
 

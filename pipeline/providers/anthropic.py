@@ -22,8 +22,8 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from pipeline.export import to_anthropic
-from pipeline.providers._http import (
+from turnledger.pipeline.export import to_anthropic
+from turnledger.pipeline.providers._http import (
     ErrorDetail,
     decode_body,
     http_error,
@@ -33,8 +33,13 @@ from pipeline.providers._http import (
     send,
     validated_url,
 )
-from pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec, Usage
-from policies.messages import ToolCall
+from turnledger.pipeline.providers.base import (
+    ChatRequest,
+    ChatResponse,
+    ToolSpec,
+    Usage,
+)
+from turnledger.policies.messages import ToolCall
 
 __all__ = ["DEFAULT_BASE_URL", "AnthropicProvider", "messages_url"]
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
 
-from policies.messages import Message, ToolCall
+from turnledger.policies.messages import Message, ToolCall
 
 ErrorKind: TypeAlias = Literal[
     "context_overflow",

@@ -12,12 +12,14 @@ from typing import Final, Literal, TypeAlias, get_args
 
 import httpx
 
-from pipeline.providers._http import ProviderConfigError
-from pipeline.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
-from pipeline.providers.anthropic import AnthropicProvider
-from pipeline.providers.base import Provider
-from pipeline.providers.openai_compatible import OpenAICompatibleProvider
-from pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.providers._http import ProviderConfigError
+from turnledger.pipeline.providers.anthropic import (
+    DEFAULT_BASE_URL as ANTHROPIC_BASE_URL,
+)
+from turnledger.pipeline.providers.anthropic import AnthropicProvider
+from turnledger.pipeline.providers.base import Provider
+from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
+from turnledger.pipeline.providers.scripted import ScriptedProvider
 
 __all__ = [
     "OPENAI_BASE_URL",

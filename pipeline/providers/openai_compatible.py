@@ -20,8 +20,8 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from pipeline.export import to_openai_chat
-from pipeline.providers._http import (
+from turnledger.pipeline.export import to_openai_chat
+from turnledger.pipeline.providers._http import (
     ErrorDetail,
     decode_body,
     http_error,
@@ -31,15 +31,15 @@ from pipeline.providers._http import (
     send,
     validated_url,
 )
-from pipeline.providers.base import (
+from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
     ProviderError,
     ToolSpec,
     Usage,
 )
-from policies.messages import ToolCall
-from policies.scrubbing import looks_like_secret_key
+from turnledger.policies.messages import ToolCall
+from turnledger.policies.scrubbing import looks_like_secret_key
 
 __all__ = ["OpenAICompatibleProvider", "chat_completions_url"]
 

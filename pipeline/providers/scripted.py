@@ -49,14 +49,14 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from pipeline.providers.base import (
+from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
     ErrorKind,
     ProviderError,
     Usage,
 )
-from policies.messages import Message, ToolCall
+from turnledger.policies.messages import Message, ToolCall
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pipeline.tools.base import ToolOutcome
+from turnledger.pipeline.tools.base import ToolOutcome
 
 _SHOWN_CHARS: Final = 60
 """How much of a wrong value an error message quotes."""

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from pipeline.tools._arguments import ArgumentError, failure, ok
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.paths import PathAllowed, PathRefused, confine_path
+from turnledger.pipeline.tools._arguments import ArgumentError, failure, ok
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.paths import PathAllowed, PathRefused, confine_path
 
 
 class PathError(Exception):

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from pipeline.providers.base import ToolSpec
+from turnledger.pipeline.providers.base import ToolSpec
 
 if TYPE_CHECKING:
-    from ledger.store import EventStore
-    from pipeline.memory_service import MemoryService
+    from turnledger.ledger.store import EventStore
+    from turnledger.pipeline.memory_service import MemoryService
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):

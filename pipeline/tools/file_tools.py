@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import Any, Final, NamedTuple
 
-from pipeline.providers.base import ToolSpec
-from pipeline.tools._arguments import (
+from turnledger.pipeline.providers.base import ToolSpec
+from turnledger.pipeline.tools._arguments import (
     ArgumentError,
     check_object,
     failure,
@@ -26,7 +26,7 @@ from pipeline.tools._arguments import (
     optional_int,
     required_str,
 )
-from pipeline.tools._workspace import (
+from turnledger.pipeline.tools._workspace import (
     NOFOLLOW,
     PathError,
     attempt,
@@ -34,7 +34,7 @@ from pipeline.tools._workspace import (
     inside,
     workspace_root,
 )
-from pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 
 KIB: Final = 1024
 DEFAULT_READ_BYTES: Final = 64 * KIB

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ledger.errors import LedgerError
-from ledger.events import KnowledgeCaptured
-from ledger.ids import memory_stream_id
-from ledger.store import EventStore
-from pipeline.providers.base import ToolSpec
-from pipeline.tools._arguments import (
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.events import KnowledgeCaptured
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.providers.base import ToolSpec
+from turnledger.pipeline.tools._arguments import (
     ArgumentError,
     check_object,
     failure,
@@ -27,9 +27,9 @@ from pipeline.tools._arguments import (
     optional_str,
     required_str,
 )
-from pipeline.tools.base import ToolContext, ToolOutcome
-from projections.base import fold
-from projections.knowledge import (
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.projections.base import fold
+from turnledger.projections.knowledge import (
     KNOWLEDGE_GRAPH,
     Direction,
     Neighbour,

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ledger.errors import LedgerError
-from pipeline.memory_service import MemoryAccessError
-from pipeline.providers.base import ToolSpec
-from pipeline.tools._arguments import (
+from turnledger.ledger.errors import LedgerError
+from turnledger.pipeline.memory_service import MemoryAccessError
+from turnledger.pipeline.providers.base import ToolSpec
+from turnledger.pipeline.tools._arguments import (
     ArgumentError,
     check_object,
     failure,
@@ -38,9 +38,9 @@ from pipeline.tools._arguments import (
     refuse_present,
     required_str,
 )
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.paths import sanitize_session_key
-from projections.memory.protocol import (
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
     Unsupported,

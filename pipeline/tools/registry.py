@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.providers.base import ToolSpec
-from pipeline.tools.base import Tool, ToolContext, ToolOutcome
-from pipeline.tools.file_tools import file_tools
-from pipeline.tools.knowledge_tools import knowledge_tools
-from pipeline.tools.memory_tools import memory_tools
+from turnledger.pipeline.providers.base import ToolSpec
+from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
+from turnledger.pipeline.tools.file_tools import file_tools
+from turnledger.pipeline.tools.knowledge_tools import knowledge_tools
+from turnledger.pipeline.tools.memory_tools import memory_tools
 
 
 def default_tools() -> dict[str, Tool]:

@@ -11,7 +11,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 import numpy as np
 
-from projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES, MemoryEntry
+from turnledger.projections.memory.protocol import (
+    DURABLE_GLOBAL_CATEGORIES,
+    MemoryEntry,
+)
 
 TABLE: Final = "turnledger_memories"
 META_TABLE: Final = "turnledger_memory_meta"

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from qdrant_client import models
 
-from projections.memory.protocol import (
+from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
     NewMemory,

@@ -13,11 +13,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from projections.memory._sqlite_schema import Database, stamp_identity, stored_identity
-from projections.memory._sqlite_scope import Scope
-from projections.memory._sqlite_vectors import VectorIndex, VectorRow, vector_blob
-from projections.memory.cache import EmbeddingCache, content_hash
-from projections.memory.embedders import Embedder, EmbedderError, EmbeddingIdentity
+from turnledger.projections.memory._sqlite_schema import (
+    Database,
+    stamp_identity,
+    stored_identity,
+)
+from turnledger.projections.memory._sqlite_scope import Scope
+from turnledger.projections.memory._sqlite_vectors import (
+    VectorIndex,
+    VectorRow,
+    vector_blob,
+)
+from turnledger.projections.memory.cache import EmbeddingCache, content_hash
+from turnledger.projections.memory.embedders import (
+    Embedder,
+    EmbedderError,
+    EmbeddingIdentity,
+)
 
 _VECTOR_COLUMNS = "rowid, id, agent, session, category, created_us, embedding"
 _CHUNK = 500

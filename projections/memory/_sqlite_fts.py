@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, TypeAlias
 
-from projections.memory._sqlite_scope import Scope, scope_sql
+from turnledger.projections.memory._sqlite_scope import Scope, scope_sql
 
 MATCH_BUDGET: Final = 1_000
 """The most documents the OR-ed terms of one ranked MATCH may cover."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final, NamedTuple
 
-from projections.memory._sqlite_schema import COLUMNS
-from projections.memory._sqlite_scope import Scope, newest_sql
+from turnledger.projections.memory._sqlite_schema import COLUMNS
+from turnledger.projections.memory._sqlite_scope import Scope, newest_sql
 
 LIKE_TERMS: Final = 8
 """How many whitespace words of a query the LIKE fallback looks for."""

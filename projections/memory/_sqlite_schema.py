@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from projections.memory.cache import CACHE_DDL
-from projections.memory.embedders import EmbeddingIdentity
-from projections.memory.protocol import MemoryEntry
+from turnledger.projections.memory.cache import CACHE_DDL
+from turnledger.projections.memory.embedders import EmbeddingIdentity
+from turnledger.projections.memory.protocol import MemoryEntry
 
 SCHEMA_VERSION: Final = 1
 """The layout version recorded in ``memory_meta``."""

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
-from projections.memory._sqlite_schema import COLUMNS, to_us
-from projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
+from turnledger.projections.memory._sqlite_schema import COLUMNS, to_us
+from turnledger.projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
 
 _DURABLE: Final = ", ".join(f"'{c}'" for c in sorted(DURABLE_GLOBAL_CATEGORIES))
 _MAX_UNION_AGENTS: Final = 100  # beyond this, one IN query (SQLite caps UNION terms)

@@ -19,9 +19,9 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from projections.memory._sqlite_scope import Scope
-from projections.memory.embedders import EmbedderError
-from projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
+from turnledger.projections.memory._sqlite_scope import Scope
+from turnledger.projections.memory.embedders import EmbedderError
+from turnledger.projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
 
 Matrix = npt.NDArray[np.float32]
 """Rows of unit-normalised vectors."""

@@ -10,8 +10,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from projections.memory._sqlite_schema import COLUMNS, TRACKING_NAME, UPSERT_TAIL, to_us
-from projections.memory.protocol import NewMemory
+from turnledger.projections.memory._sqlite_schema import (
+    COLUMNS,
+    TRACKING_NAME,
+    UPSERT_TAIL,
+    to_us,
+)
+from turnledger.projections.memory.protocol import NewMemory
 
 Write = tuple[NewMemory, bytes | None]
 """An entry and its float32 vector (``None``: no vector)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from projections.memory.protocol import MemoryBackend, NewMemory
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
 
 MEMORY_EVENT_TYPES = (MemoryStored, MemoryForgotten, MemorySuperseded)
 """The events long-term memory is a projection of."""

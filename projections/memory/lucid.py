@@ -46,9 +46,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Final, TypeAlias
 
-from ledger.envelope import Recorded
-from policies.recall import bound_recall_limit
-from projections.memory.protocol import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory.protocol import (
     MemoryBackend,
     MemoryEntry,
     NewMemory,

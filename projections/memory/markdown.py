@@ -33,11 +33,11 @@ from typing import Final, TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryStored
-from policies.recall import bound_recall_limit
-from projections.memory.apply import new_memory
-from projections.memory.protocol import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryStored
+from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory.apply import new_memory
+from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
     NewMemory,

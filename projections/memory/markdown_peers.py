@@ -14,15 +14,15 @@ from typing import TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
-from policies.recall import RecallCandidate, bound_recall_limit
-from policies.scoping import AgentScope, merge_agent_recall
-from projections.memory.markdown import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.recall import RecallCandidate, bound_recall_limit
+from turnledger.policies.scoping import AgentScope, merge_agent_recall
+from turnledger.projections.memory.markdown import (
     AppendOnlyRefusals,
     MarkdownMemory,
     newest_first,
 )
-from projections.memory.protocol import (
+from turnledger.projections.memory.protocol import (
     MemoryEntry,
     NewMemory,
     Unsupported,

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from ledger.envelope import Recorded
-from projections.memory.protocol import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
     NewMemory,

@@ -29,9 +29,9 @@ import msgspec
 import psycopg
 from psycopg import sql
 
-from ledger.envelope import Recorded
-from policies.recall import bound_recall_limit
-from projections.memory._postgres_sql import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory._postgres_sql import (
     COLUMNS,
     CREATE,
     KEYWORD,
@@ -49,9 +49,9 @@ from projections.memory._postgres_sql import (
     split_url,
     unit_vector,
 )
-from projections.memory.apply import apply_one
-from projections.memory.embedders import Embedder, EmbedderError
-from projections.memory.protocol import (
+from turnledger.projections.memory.apply import apply_one
+from turnledger.projections.memory.embedders import Embedder, EmbedderError
+from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
     NewMemory,

@@ -20,7 +20,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import msgspec
 
-from ledger.envelope import Recorded
+from turnledger.ledger.envelope import Recorded
 
 DURABLE_GLOBAL_CATEGORIES: Final = frozenset({"core", "daily"})
 """Categories whose session-less rows are visible from every session."""

@@ -29,18 +29,18 @@ from typing import Any, Final, TypeAlias
 
 from qdrant_client import QdrantClient, models
 
-from ledger.envelope import Recorded
-from policies.recall import bound_recall_limit
-from projections.memory._qdrant_payload import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory._qdrant_payload import (
     POINT_NAMESPACE,
     payload_entry,
     point_id,
     point_payload,
     scope_filter,
 )
-from projections.memory.apply import apply_in_order
-from projections.memory.embedders import Embedder
-from projections.memory.protocol import (
+from turnledger.projections.memory.apply import apply_in_order
+from turnledger.projections.memory.embedders import Embedder
+from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
     NewMemory,

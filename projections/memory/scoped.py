@@ -18,15 +18,15 @@ import builtins
 from collections.abc import Sequence
 from datetime import datetime
 
-from ledger.envelope import Recorded
-from policies.scoping import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.scoping import (
     AccessDecision,
     AgentScope,
     check_forget,
     check_write,
     recall_agents,
 )
-from projections.memory.protocol import (
+from turnledger.projections.memory.protocol import (
     MemoryBackend,
     MemoryEntry,
     NewMemory,

@@ -33,20 +33,33 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal, Self, TypeAlias
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from policies.recall import bound_recall_limit
-from projections.memory import _sqlite_writes as writes
-from projections.memory._hybrid import Scored, fuse
-from projections.memory._sqlite_embedding import EmbeddingStage
-from projections.memory._sqlite_fts import FrequentTerms, keyword_search
-from projections.memory._sqlite_like import like_search
-from projections.memory._sqlite_schema import COLUMNS, Database, entry_from_row
-from projections.memory._sqlite_scope import Scope, make_scope, newest_sql, scope_sql
-from projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
-from projections.memory.cache import DEFAULT_CACHE_SIZE
-from projections.memory.embedders import Embedder, EmbeddingIdentity, NoEmbedder
-from projections.memory.protocol import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory import _sqlite_writes as writes
+from turnledger.projections.memory._hybrid import Scored, fuse
+from turnledger.projections.memory._sqlite_embedding import EmbeddingStage
+from turnledger.projections.memory._sqlite_fts import FrequentTerms, keyword_search
+from turnledger.projections.memory._sqlite_like import like_search
+from turnledger.projections.memory._sqlite_schema import (
+    COLUMNS,
+    Database,
+    entry_from_row,
+)
+from turnledger.projections.memory._sqlite_scope import (
+    Scope,
+    make_scope,
+    newest_sql,
+    scope_sql,
+)
+from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
+from turnledger.projections.memory.cache import DEFAULT_CACHE_SIZE
+from turnledger.projections.memory.embedders import (
+    Embedder,
+    EmbeddingIdentity,
+    NoEmbedder,
+)
+from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
     NewMemory,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.memory.protocol import MemoryBackend, NewMemory, Unsupported
+from turnledger.projections.memory.protocol import MemoryBackend, NewMemory, Unsupported
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 _ids = count(1)
@@ -357,8 +357,8 @@ class MemoryContract:
         """Memory events applied twice (a crash before tracking) count once."""
         from uuid import UUID
 
-        from ledger.envelope import Recorded
-        from ledger.events import MemoryForgotten, MemoryStored
+        from turnledger.ledger.envelope import Recorded
+        from turnledger.ledger.events import MemoryForgotten, MemoryStored
 
         stream = UUID("00000000-0000-4000-8000-0000000000aa")
 

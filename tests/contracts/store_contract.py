@@ -12,8 +12,8 @@ from uuid import uuid4
 
 import pytest
 
-from ledger.errors import ConcurrencyError, InvalidEventError
-from ledger.events import (
+from turnledger.ledger.errors import ConcurrencyError, InvalidEventError
+from turnledger.ledger.events import (
     AssistantMessage,
     ModelCalled,
     SessionOpened,
@@ -22,8 +22,8 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import Append, EventStore
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import Append, EventStore
 
 
 def turn_events(turn_id: str, n_tools: int = 2) -> list:
@@ -256,7 +256,7 @@ class StoreContract:
             encrypted.close()
         plain = reopen(cipher_key="")
         try:
-            from ledger.errors import CorruptRecordError
+            from turnledger.ledger.errors import CorruptRecordError
 
             with pytest.raises(CorruptRecordError, match=r"position 1 .*cipher key"):
                 plain.read_stream(stream)

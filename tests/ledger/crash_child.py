@@ -43,8 +43,8 @@ from random import Random
 from typing import IO, TYPE_CHECKING
 from uuid import UUID, uuid4
 
-from ledger.errors import LedgerError
-from ledger.events import (
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     ModelCalled,
@@ -55,12 +55,12 @@ from ledger.events import (
     TurnStarted,
     tag_of,
 )
-from ledger.ids import session_stream_id
-from ledger.store import EventStore, open_store
-from ledger.verify import verify
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.verify import verify
 
 if TYPE_CHECKING:
-    from ledger.aio import AsyncLedger
+    from turnledger.ledger.aio import AsyncLedger
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The working directory the child runs in (so ``-m tests.ledger...`` resolves)."""
@@ -149,7 +149,7 @@ async def run_async(
     """Append turns to several sessions at once through the group-commit facade."""
     import asyncio  # here, not at the top: the sync child starts ~0.1 s faster
 
-    from ledger.aio import AsyncLedger  # idem (it imports asyncio)
+    from turnledger.ledger.aio import AsyncLedger  # idem (it imports asyncio)
 
     async with AsyncLedger(store) as ledger:
         await asyncio.gather(

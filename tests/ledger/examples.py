@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger.events import (
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,

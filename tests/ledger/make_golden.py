@@ -12,9 +12,9 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.codec import MsgspecMapper, PendingEvent
-from ledger.events import tag_of
 from tests.ledger.examples import EXAMPLES
+from turnledger.ledger.codec import MsgspecMapper, PendingEvent
+from turnledger.ledger.events import tag_of
 
 GOLDEN = Path(__file__).parent / "golden" / "events.jsonl"
 STREAM = UUID("00000000-0000-4000-8000-000000000001")

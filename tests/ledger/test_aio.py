@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from ledger.aio import AsyncLedger
-from ledger.errors import ConcurrencyError, InvalidEventError, LedgerError
-from ledger.events import ModelCalled
-from ledger.store import EventStore, open_store
-from ledger.verify import verify
 from tests.contracts.store_contract import new_stream, turn_events
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.errors import ConcurrencyError, InvalidEventError, LedgerError
+from turnledger.ledger.events import ModelCalled
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.verify import verify
 
 
 async def run_sessions(ledger: AsyncLedger, sessions: int, turns: int) -> list:

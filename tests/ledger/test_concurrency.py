@@ -20,10 +20,10 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from ledger.errors import ConcurrencyError
-from ledger.ids import session_stream_id
-from ledger.store import EventStore, open_store
 from tests.ledger.crash_child import check_ledger, turn_events
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore, open_store
 
 WORKERS = 4
 TURNS = {"sqlite": 25, "postgres": 15}  # per worker

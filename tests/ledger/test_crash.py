@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.ids import session_stream_id
-from ledger.store import open_store
 from tests.ledger.crash_child import (
     CrashLoop,
     check_ledger,
@@ -20,6 +18,8 @@ from tests.ledger.crash_child import (
     run_child,
     turn_events,
 )
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
 
 SQLITE_SYNC_KILLS = 28
 SQLITE_ASYNC_KILLS = 22

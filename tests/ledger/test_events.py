@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.codec import (
+from tests.ledger.examples import EXAMPLES
+from turnledger.ledger.codec import (
     HEADER_SIZE,
     MsgspecMapper,
     PendingEvent,
@@ -21,10 +22,13 @@ from ledger.codec import (
     register_event_type,
     register_upcaster,
 )
-from ledger.errors import CorruptRecordError, InvalidEventError, UnknownEventTypeError
-from ledger.events import EVENT_TYPES, Event, TurnStarted, tag_of
-from ledger.store import _cipher
-from tests.ledger.examples import EXAMPLES
+from turnledger.ledger.errors import (
+    CorruptRecordError,
+    InvalidEventError,
+    UnknownEventTypeError,
+)
+from turnledger.ledger.events import EVENT_TYPES, Event, TurnStarted, tag_of
+from turnledger.ledger.store import _cipher
 
 GOLDEN = Path(__file__).parent / "golden" / "events.jsonl"
 STREAM = UUID("00000000-0000-4000-8000-000000000001")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from ledger.errors import ConfigurationError
-from ledger.store import EventStore, open_store
-from ledger.verify import verify
 from tests.contracts.store_contract import StoreContract, new_stream, turn_events
+from turnledger.ledger.errors import ConfigurationError
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.verify import verify
 
 
 class TestPostgresStore(StoreContract):

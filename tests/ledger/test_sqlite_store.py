@@ -6,10 +6,14 @@ import sqlite3
 
 import pytest
 
-from ledger.errors import ConfigurationError, CorruptRecordError, UnknownEventTypeError
-from ledger.store import EventStore, open_store
-from ledger.verify import verify
 from tests.contracts.store_contract import StoreContract, new_stream, turn_events
+from turnledger.ledger.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    UnknownEventTypeError,
+)
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.verify import verify
 
 
 class TestSQLiteStore(StoreContract):

@@ -17,10 +17,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ledger.errors import ConcurrencyError, InvalidEventError
-from ledger.events import Event, ModelCalled, TurnCompleted, TurnStarted
-from ledger.ids import session_stream_id
-from ledger.store import Append, EventStore, open_store
+from turnledger.ledger.errors import ConcurrencyError, InvalidEventError
+from turnledger.ledger.events import Event, ModelCalled, TurnCompleted, TurnStarted
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import Append, EventStore, open_store
 
 texts = st.text(max_size=30)
 valid_events = st.one_of(

@@ -33,17 +33,17 @@ from typing import Any
 
 import structlog
 
-from ledger.aio import AsyncLedger
-from ledger.envelope import AppendResult
-from ledger.events import Event
-from ledger.store import open_store
-from pipeline.config import Config, parse_config
-from pipeline.engine import TurnEngine
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
-from pipeline.providers.scripted import ScriptedProvider
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.messages import ToolCall, starts_turn
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.envelope import AppendResult
+from turnledger.ledger.events import Event
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import Config, parse_config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import ToolCall, starts_turn
 
 NAP_SPEC = ToolSpec(
     name="nap",

@@ -39,7 +39,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ledger.events import (
+from tests.conftest import CORPUS
+from turnledger.ledger.events import (
     AssistantMessage,
     MemoryStored,
     SessionOpened,
@@ -48,14 +49,13 @@ from ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from ledger.ids import memory_stream_id, session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.cli import COMMANDS, build_parser, main
-from pipeline.formats import read_transcript
-from pipeline.importer import import_transcript
-from pipeline.sessions import list_sessions
-from tests.conftest import CORPUS
+from turnledger.ledger.ids import memory_stream_id, session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.cli import COMMANDS, build_parser, main
+from turnledger.pipeline.formats import read_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.sessions import list_sessions
 
 READ_ONLY = {
     "init",

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ledger.aio import AsyncLedger
-from ledger.events import (
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import (
     AssistantMessage,
     HistoryTrimmed,
     MemoryRecalled,
@@ -20,25 +20,25 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.config import parse_config
-from pipeline.engine import TurnEngine
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import (
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
     ProviderError,
     ToolSpec,
     Usage,
 )
-from pipeline.replay import replay_session
-from pipeline.sessions import load_history
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.messages import ToolCall
-from policies.pairing import audit_pairing
-from projections.history import visible_messages
+from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import ToolCall
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.history import visible_messages
 
 Step = ChatResponse | ProviderError | Callable[[ChatRequest], ChatResponse]
 

@@ -34,19 +34,24 @@ from typing import IO
 
 import pytest
 
-from ledger.aio import AsyncLedger
-from ledger.events import ToolResultRecorded, TurnCompleted, TurnFailed, TurnStarted
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.engine import TurnEngine, TurnOutcome
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, ChatResponse
-from pipeline.providers.scripted import ScriptedProvider
-from pipeline.sessions import load_history
-from policies.pairing import audit_pairing
-from projections.history import SessionHistoryState, visible_messages
 from tests.pipeline.crash_turn_child import NapTool, child_config
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import (
+    ToolResultRecorded,
+    TurnCompleted,
+    TurnFailed,
+    TurnStarted,
+)
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.engine import TurnEngine, TurnOutcome
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.sessions import load_history
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.history import SessionHistoryState, visible_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = "tests.pipeline.crash_turn_child"

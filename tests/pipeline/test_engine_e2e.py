@@ -35,37 +35,6 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from ledger.aio import AsyncLedger
-from ledger.events import (
-    EVENT_TYPES,
-    HistoryTrimmed,
-    KnowledgeCaptured,
-    MediaAttached,
-    MemoryForgotten,
-    MemoryStored,
-    MemorySuperseded,
-    ModelCalled,
-    ToolResultRecorded,
-    TurnFailed,
-    TurnStarted,
-)
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.config import Config, parse_config
-from pipeline.engine import TurnEngine
-from pipeline.media import MediaRef, MediaStore, attachment_event
-from pipeline.memory_service import MemoryService
-from pipeline.providers.anthropic import AnthropicProvider
-from pipeline.providers.base import Provider
-from pipeline.providers.openai_compatible import OpenAICompatibleProvider
-from pipeline.replay import replay_session
-from pipeline.sessions import load_history
-from pipeline.strategy import DefaultMemoryStrategy, StrategySettings
-from pipeline.tools.registry import default_tools
-from policies.messages import BREADCRUMB_TEXT
-from policies.pairing import audit_pairing
-from projections.history import visible_messages
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
     RecordedRequest,
@@ -80,6 +49,37 @@ from tests.pipeline.fake_llm_server import (
     openai_text,
     openai_tool_calls,
 )
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import (
+    EVENT_TYPES,
+    HistoryTrimmed,
+    KnowledgeCaptured,
+    MediaAttached,
+    MemoryForgotten,
+    MemoryStored,
+    MemorySuperseded,
+    ModelCalled,
+    ToolResultRecorded,
+    TurnFailed,
+    TurnStarted,
+)
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.config import Config, parse_config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.anthropic import AnthropicProvider
+from turnledger.pipeline.providers.base import Provider
+from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
+from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.strategy import DefaultMemoryStrategy, StrategySettings
+from turnledger.pipeline.tools.registry import default_tools
+from turnledger.policies.messages import BREADCRUMB_TEXT
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.history import visible_messages
 
 AGENT = "ops"
 SESSION = "e2e"

@@ -34,26 +34,26 @@ from typing import Any
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from ledger.aio import AsyncLedger
-from ledger.events import MemoryRecalled, TurnCompleted, TurnFailed
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.config import parse_config
-from pipeline.engine import TurnEngine
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import (
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import MemoryRecalled, TurnCompleted, TurnFailed
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
     ProviderError,
     ToolSpec,
     Usage,
 )
-from pipeline.tools.base import ToolContext, ToolOutcome
-from policies.messages import Message, ToolCall, starts_turn
-from policies.pairing import audit_pairing
-from policies.recall import MEMORY_CONTEXT_OPEN
-from policies.trimming import estimate_history_tokens
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import Message, ToolCall, starts_turn
+from turnledger.policies.pairing import audit_pairing
+from turnledger.policies.recall import MEMORY_CONTEXT_OPEN
+from turnledger.policies.trimming import estimate_history_tokens
 
 AGENT = "prop"
 SESSION = "k"

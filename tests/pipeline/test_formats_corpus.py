@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.formats import (
+from turnledger.pipeline.formats import (
     PairingCounts,
     ParsedTranscript,
     count_messages,
@@ -22,7 +22,7 @@ from pipeline.formats import (
     detect_format,
     read_transcript,
 )
-from policies.pairing import audit_pairing
+from turnledger.policies.pairing import audit_pairing
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 EXPECTED = CORPUS / "EXPECTED.tsv"

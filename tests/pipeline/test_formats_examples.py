@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.formats import (
+from turnledger.pipeline.formats import (
     PairingCounts,
     ParsedTranscript,
     Problem,
@@ -22,7 +22,7 @@ from pipeline.formats import (
     parse_transcript,
     read_transcript,
 )
-from policies.messages import Message, ToolCall, ToolResult, make_message
+from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
 
 
 def _json(value: object) -> bytes:

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.formats import (
+from turnledger.pipeline.formats import (
     FORMAT_NAMES,
     ParsedTranscript,
     TranscriptError,

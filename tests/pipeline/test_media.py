@@ -7,13 +7,13 @@ import hashlib
 import msgspec
 import pytest
 
-import pipeline.media
-from ledger.envelope import Recorded
-from ledger.events import MediaAttached
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from pipeline.media import MediaRef, MediaStore, attachment_event
-from policies.media import MIB, MediaRefused
+import turnledger.pipeline.media as media_module
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MediaAttached
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
+from turnledger.policies.media import MIB, MediaRefused
 
 PAYLOAD = b"\x89PNG\r\n\x1a\nUNIQUE-MEDIA-PAYLOAD-7f3a" * 8
 
@@ -94,7 +94,7 @@ def test_size_is_bounded_before_any_byte_is_read(setup, monkeypatch):
     def never_open(*args, **kwargs):
         raise AssertionError("a too-large file must not be opened")
 
-    monkeypatch.setattr(pipeline.media.os, "open", never_open)
+    monkeypatch.setattr(media_module.os, "open", never_open)
     refused = store.load("photo.png", root=root, max_bytes=10)
     assert refused == MediaRefused(
         reason="too_large",

@@ -10,29 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.providers.anthropic import AnthropicProvider, messages_url
-from pipeline.providers.base import (
-    ChatRequest,
-    ChatResponse,
-    ProviderError,
-    ToolSpec,
-    Usage,
-)
-from pipeline.providers.factory import (
-    MissingApiKeyError,
-    ProviderConfigError,
-    make_provider,
-)
-from pipeline.providers.openai_compatible import (
-    OpenAICompatibleProvider,
-    chat_completions_url,
-)
-from pipeline.providers.scripted import (
-    ScriptedProvider,
-    ScriptExhaustedError,
-    ScriptFormatError,
-)
-from policies.messages import ToolCall, ToolResult, make_message
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
     Reply,
@@ -48,6 +25,29 @@ from tests.pipeline.fake_llm_server import (
     openai_tool_calls,
     slow,
 )
+from turnledger.pipeline.providers.anthropic import AnthropicProvider, messages_url
+from turnledger.pipeline.providers.base import (
+    ChatRequest,
+    ChatResponse,
+    ProviderError,
+    ToolSpec,
+    Usage,
+)
+from turnledger.pipeline.providers.factory import (
+    MissingApiKeyError,
+    ProviderConfigError,
+    make_provider,
+)
+from turnledger.pipeline.providers.openai_compatible import (
+    OpenAICompatibleProvider,
+    chat_completions_url,
+)
+from turnledger.pipeline.providers.scripted import (
+    ScriptedProvider,
+    ScriptExhaustedError,
+    ScriptFormatError,
+)
+from turnledger.policies.messages import ToolCall, ToolResult, make_message
 
 KEY = "sk-PLANTED-key-0123456789abcdef"
 # No known secret prefix: only the explicit replacement can remove this one.

@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.events import (
+from turnledger.ledger.events import (
     AssistantMessage,
     HistoryTrimmed,
     SessionOpened,
@@ -24,18 +24,23 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from pipeline.export import EXPORT_FORMATS, ExportOptions, prepare_history, render
-from pipeline.formats import count_pairing, parse_transcript
-from pipeline.importer import import_transcript
-from pipeline.replay import replay_session
-from pipeline.sessions import load_history
-from policies.pairing import audit_pairing
-from projections.base import digest, fold
-from projections.history import SESSION_HISTORY, visible_messages
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.export import (
+    EXPORT_FORMATS,
+    ExportOptions,
+    prepare_history,
+    render,
+)
+from turnledger.pipeline.formats import count_pairing, parse_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.sessions import load_history
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.base import digest, fold
+from turnledger.projections.history import SESSION_HISTORY, visible_messages
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 outcome = st.sampled_from(["ok", "error", "missing", "retried"])
 turn_shape = st.tuples(

@@ -41,8 +41,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ledger.errors import ConcurrencyError
-from ledger.events import (
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
@@ -57,20 +57,29 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from ledger.ids import memory_stream_id, session_stream_id
-from ledger.store import open_store
-from ledger.verify import verify
-from pipeline.export import EXPORT_FORMATS, ExportOptions, prepare_history, render
-from pipeline.formats import count_pairing, parse_transcript
-from pipeline.importer import import_transcript
-from pipeline.replay import replay_session
-from pipeline.sessions import load_history
-from policies.pairing import audit_pairing
-from projections.base import digest, fold
-from projections.catalog import PROJECTIONS
-from projections.history import SESSION_HISTORY, history_digest, visible_messages
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.ledger.ids import memory_stream_id, session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.export import (
+    EXPORT_FORMATS,
+    ExportOptions,
+    prepare_history,
+    render,
+)
+from turnledger.pipeline.formats import count_pairing, parse_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.sessions import load_history
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.base import digest, fold
+from turnledger.projections.catalog import PROJECTIONS
+from turnledger.projections.history import (
+    SESSION_HISTORY,
+    history_digest,
+    visible_messages,
+)
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 MAX_SESSIONS = 6
 """Native and imported sessions together (each is exported after every step)."""

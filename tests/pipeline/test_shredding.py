@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.store import open_store
-from pipeline.config import Config
-from pipeline.memory_service import MemoryService
-from projections.memory.shred import FORGOTTEN
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.projections.memory.shred import FORGOTTEN
 
 FORGETTABLE = "the vault code is 48151623"
 

@@ -10,20 +10,20 @@ from itertools import count
 
 import pytest
 
-from ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from ledger.ids import memory_stream_id
-from ledger.store import open_store
-from pipeline.config import AgentConfig, Config, MemoryConfig
-from pipeline.memory_service import MemoryService
-from pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
-from pipeline.strategy import (
+from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import AgentConfig, Config, MemoryConfig
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
+from turnledger.pipeline.strategy import (
     ConsolidationReport,
     DefaultMemoryStrategy,
     NoStrategy,
     StrategySettings,
     strategy_for,
 )
-from policies.consolidation import CONSOLIDATION_SYSTEM_PROMPT
+from turnledger.policies.consolidation import CONSOLIDATION_SYSTEM_PROMPT
 
 AGENT = "ops"
 DAY = datetime(2026, 3, 9, 15, 30, tzinfo=UTC)

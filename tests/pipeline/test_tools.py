@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger.events import KnowledgeCaptured, MemoryStored
-from ledger.ids import memory_stream_id
-from ledger.store import open_store
-from pipeline.config import parse_config
-from pipeline.memory_service import MemoryService
-from pipeline.tools.base import ToolContext, ToolOutcome
-from pipeline.tools.file_tools import MAX_WRITE_BYTES
-from pipeline.tools.memory_tools import format_recall
-from pipeline.tools.registry import default_tools, run_tool, tool_specs
-from projections.memory.protocol import MemoryEntry
+from turnledger.ledger.events import KnowledgeCaptured, MemoryStored
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.pipeline.tools.file_tools import MAX_WRITE_BYTES
+from turnledger.pipeline.tools.memory_tools import format_recall
+from turnledger.pipeline.tools.registry import default_tools, run_tool, tool_specs
+from turnledger.projections.memory.protocol import MemoryEntry
 
 TOOL_NAMES = [
     "memory_store",

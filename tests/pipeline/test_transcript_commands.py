@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.formats import count_pairing, parse_transcript
 from tests.conftest import CORPUS, IN_CI
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.formats import count_pairing, parse_transcript
 
 EXPECTED = CORPUS / "EXPECTED.tsv"
 

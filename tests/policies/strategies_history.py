@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from policies.messages import (
+from turnledger.policies.messages import (
     BREADCRUMB_TEXT,
     Message,
     ToolCall,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.autosave import (
+from turnledger.policies.autosave import (
     IMAGE_OMITTED_PLACEHOLDER,
     AutosaveDecision,
     AutosaveKeyError,

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.bounding import (
+from tests.policies.strategies_history import image_outputs
+from turnledger.policies.bounding import (
     DEFAULT_MAX_CHARS,
     BoundedResult,
     BoundingError,
@@ -14,8 +15,7 @@ from policies.bounding import (
     make_result_bounder,
     truncation_notice,
 )
-from policies.images import MARKER_PATTERN
-from tests.policies.strategies_history import image_outputs
+from turnledger.policies.images import MARKER_PATTERN
 
 limits = st.integers(0, 60)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.consolidation import (
+from turnledger.policies.consolidation import (
     CONSOLIDATION_SYSTEM_PROMPT,
     MEDIA_PLACEHOLDER,
     ConsolidationAnswer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.images import (
+from turnledger.policies.images import (
     LISTING_TOOLS,
     MARKER_PATTERN,
     PromotionDecision,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.lifecycle import (
+from turnledger.policies.lifecycle import (
     TABLE_HEADER,
     LifecycleDeclaration,
     LifecycleError,

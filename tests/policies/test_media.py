@@ -7,7 +7,13 @@ import posixpath
 import pytest
 from hypothesis import given, settings
 
-from policies.media import (
+from tests.policies.strategies_memory import (
+    ROOT,
+    adversarial_paths,
+    make_resolve,
+    symlink_maps,
+)
+from turnledger.policies.media import (
     DEFAULT_MAX_MEDIA_BYTES,
     MIB,
     MediaAccepted,
@@ -17,12 +23,6 @@ from policies.media import (
     guess_mime_type,
     make_media_checker,
     media_kind,
-)
-from tests.policies.strategies_memory import (
-    ROOT,
-    adversarial_paths,
-    make_resolve,
-    symlink_maps,
 )
 
 AUDIO = ["flac", "mp3", "mpeg", "mpga", "m4a", "ogg", "oga", "opus", "wav", "webm"]

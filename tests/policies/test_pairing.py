@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.messages import Message, ToolCall, ToolResult, make_message
-from policies.pairing import (
+from tests.policies.strategies_history import clean_histories, messy_histories
+from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
+from turnledger.policies.pairing import (
     INTERRUPTED_TEXT,
     PairingAudit,
     PairingError,
@@ -15,7 +16,6 @@ from policies.pairing import (
     audit_pairing,
     repair_pairing,
 )
-from tests.policies.strategies_history import clean_histories, messy_histories
 
 strategies = st.sampled_from(["synthesize", "drop_calls"])
 

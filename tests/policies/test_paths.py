@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.paths import (
+from tests.policies.strategies_memory import (
+    ROOT,
+    adversarial_paths,
+    make_resolve,
+    symlink_maps,
+)
+from turnledger.policies.paths import (
     PathAllowed,
     PathPolicyError,
     PathRefused,
@@ -18,12 +24,6 @@ from policies.paths import (
     is_within,
     sanitize_session_key,
     session_scopes,
-)
-from tests.policies.strategies_memory import (
-    ROOT,
-    adversarial_paths,
-    make_resolve,
-    symlink_maps,
 )
 
 NO_LINKS = make_resolve({})

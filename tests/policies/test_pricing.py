@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.pricing import (
+from turnledger.policies.pricing import (
     BudgetSpend,
     BudgetStatus,
     CostBreakdown,

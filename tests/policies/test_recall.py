@@ -9,15 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.autosave import noise_reason
-from policies.messages import (
+from tests.policies.strategies_memory import candidate_lists
+from turnledger.policies.autosave import noise_reason
+from turnledger.policies.messages import (
     BREADCRUMB_TEXT,
     Message,
     ToolResult,
     make_message,
     measure_chars,
 )
-from policies.recall import (
+from turnledger.policies.recall import (
     MAX_RECALL_LIMIT,
     InjectionResult,
     InjectPolicy,
@@ -33,7 +34,6 @@ from policies.recall import (
     render_memory_block,
     resolve_inject_policy,
 )
-from tests.policies.strategies_memory import candidate_lists
 
 GOLDEN_NO_CONVERSATION = (
     "[Memory context]\n"

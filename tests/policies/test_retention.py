@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.retention import (
+from turnledger.policies.retention import (
     MemoryItem,
     RecallTuning,
     RetentionConfigError,

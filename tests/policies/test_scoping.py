@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.recall import RecallCandidate
-from policies.scoping import (
+from turnledger.policies.recall import RecallCandidate
+from turnledger.policies.scoping import (
     AccessDecision,
     AgentMemoryConfig,
     AgentScope,

@@ -7,8 +7,18 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from policies.messages import ToolCall, ToolResult, make_message, measure_chars
-from policies.scrubbing import (
+from tests.policies.strategies_memory import (
+    json_values,
+    planted_secrets,
+    texts_with_secrets,
+)
+from turnledger.policies.messages import (
+    ToolCall,
+    ToolResult,
+    make_message,
+    measure_chars,
+)
+from turnledger.policies.scrubbing import (
     ELLIPSIS,
     ScrubberConfigError,
     looks_like_secret_key,
@@ -19,11 +29,6 @@ from policies.scrubbing import (
     scrub_text,
     scrub_tool_call,
     summarize,
-)
-from tests.policies.strategies_memory import (
-    json_values,
-    planted_secrets,
-    texts_with_secrets,
 )
 
 # Pieces that interact with every pattern, for idempotence hunting.

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.messages import (
+from tests.policies.strategies_history import (
+    breadcrumb,
+    clean_histories,
+    messy_histories,
+)
+from turnledger.policies.messages import (
     BREADCRUMB_TEXT,
     Message,
     ToolCall,
@@ -14,8 +19,8 @@ from policies.messages import (
     make_message,
     starts_turn,
 )
-from policies.pairing import audit_pairing
-from policies.trimming import (
+from turnledger.policies.pairing import audit_pairing
+from turnledger.policies.trimming import (
     BREADCRUMB,
     REASON_BUDGET_EXCEEDED,
     REASON_CONTEXT_OVERFLOW,
@@ -30,11 +35,6 @@ from policies.trimming import (
     trim_after_overflow,
     trim_to_budget,
     trim_to_reported_budget,
-)
-from tests.policies.strategies_history import (
-    breadcrumb,
-    clean_histories,
-    messy_histories,
 )
 
 budgets = st.integers(0, 1_200)

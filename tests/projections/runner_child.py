@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from ledger.store import open_store
-from projections.history import SESSION_HISTORY
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.ledger.store import open_store
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
     AssistantMessage,
     ModelCalled,
     SessionOpened,
@@ -22,12 +22,12 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from policies.lifecycle import render_ownership_table, validate_declaration
-from policies.pricing import PricingError, make_budget_checker
-from projections.base import digest, fold
-from projections.costs import (
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.policies.lifecycle import render_ownership_table, validate_declaration
+from turnledger.policies.pricing import PricingError, make_budget_checker
+from turnledger.projections.base import digest, fold
+from turnledger.projections.costs import (
     COST_RECORDS,
     CostBucket,
     CostTotals,
@@ -37,8 +37,8 @@ from projections.costs import (
     sessions_of,
     totals,
 )
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 S1, S2, S3 = (uuid.UUID(int=n) for n in (1, 2, 3))
 JAN_31_LATE = datetime(2026, 1, 31, 23, 30, tzinfo=UTC)

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from projections.memory.embedders import (
+from tests.contracts.memory_contract import T0
+from turnledger.projections.memory.embedders import (
     EmbedderError,
     EmbedderNotInstalledError,
     EmbeddingIdentity,
@@ -23,9 +24,8 @@ from projections.memory.embedders import (
     embeddings_url,
     parse_embeddings,
 )
-from projections.memory.protocol import NewMemory
-from projections.memory.sqlite import SQLiteMemory
-from tests.contracts.memory_contract import T0
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 API_KEY = "sk-test-SECRET-0123456789"
 DIMS = 3

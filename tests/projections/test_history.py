@@ -8,8 +8,8 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
     AssistantMessage,
     HistoryTrimmed,
     MediaAttached,
@@ -20,10 +20,10 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from policies.messages import BREADCRUMB_TEXT
-from policies.pairing import audit_pairing
-from projections.base import digest, fold
-from projections.history import SESSION_HISTORY, visible_messages
+from turnledger.policies.messages import BREADCRUMB_TEXT
+from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.base import digest, fold
+from turnledger.projections.history import SESSION_HISTORY, visible_messages
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")
 T = datetime(2026, 11, 30, tzinfo=UTC)

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import KnowledgeCaptured, MemoryStored
-from ledger.store import open_store
-from policies.lifecycle import validate_declaration
-from projections.base import digest, fold
-from projections.knowledge import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import KnowledgeCaptured, MemoryStored
+from turnledger.ledger.store import open_store
+from turnledger.policies.lifecycle import validate_declaration
+from turnledger.projections.base import digest, fold
+from turnledger.projections.knowledge import (
     KNOWLEDGE_GRAPH,
     Neighbour,
     NodeState,
@@ -27,8 +27,8 @@ from projections.knowledge import (
     node_key,
     paths,
 )
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 STREAM = uuid.UUID(int=7)
 AT = datetime(2026, 5, 1, tzinfo=UTC)

@@ -12,9 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.memory.lucid import LucidMemory, lucid_category, parse_context
-from projections.memory.sqlite import SQLiteMemory
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+from turnledger.projections.memory.lucid import (
+    LucidMemory,
+    lucid_category,
+    parse_context,
+)
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -11,17 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemoryStored
-from projections.memory.markdown import (
+from tests.contracts.memory_contract import T0, MemoryContract, keys
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryForgotten, MemoryStored
+from turnledger.projections.memory.markdown import (
     APPEND_ONLY_REASON,
     MarkdownMemory,
     format_line,
     parse_line,
 )
-from projections.memory.markdown_peers import MarkdownPeers
-from projections.memory.protocol import NewMemory, Unsupported
-from tests.contracts.memory_contract import T0, MemoryContract, keys
+from turnledger.projections.memory.markdown_peers import MarkdownPeers
+from turnledger.projections.memory.protocol import NewMemory, Unsupported
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")
 

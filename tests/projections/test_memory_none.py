@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryStored
-from projections.memory.none import DISABLED_REASON, NoneMemory
-from projections.memory.protocol import MemoryBackend, Unsupported
 from tests.contracts.memory_contract import T0, MemoryContract, put
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryStored
+from turnledger.projections.memory.none import DISABLED_REASON, NoneMemory
+from turnledger.projections.memory.protocol import MemoryBackend, Unsupported
 
 
 def own_copy(test):

@@ -14,13 +14,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryStored
-from projections.memory._postgres_sql import blend
-from projections.memory.embedders import EmbedderError, EmbeddingIdentity, NoEmbedder
-from projections.memory.postgres import PostgresMemory, query_words, split_url
 from tests.conftest import drop_schema, fresh_schema_url, require_postgres
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryStored
+from turnledger.projections.memory._postgres_sql import blend
+from turnledger.projections.memory.embedders import (
+    EmbedderError,
+    EmbeddingIdentity,
+    NoEmbedder,
+)
+from turnledger.projections.memory.postgres import (
+    PostgresMemory,
+    query_words,
+    split_url,
+)
 
 pytestmark = pytest.mark.postgres
 

@@ -12,10 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from projections.memory.embedders import EmbeddingIdentity, NoEmbedder
-from projections.memory.protocol import NewMemory, Unsupported
-from projections.memory.qdrant import NO_VECTORS_REASON, QdrantMemory, point_id
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+from turnledger.projections.memory.embedders import EmbeddingIdentity, NoEmbedder
+from turnledger.projections.memory.protocol import NewMemory, Unsupported
+from turnledger.projections.memory.qdrant import (
+    NO_VECTORS_REASON,
+    QdrantMemory,
+    point_id,
+)
 
 
 class HashingEmbedder:

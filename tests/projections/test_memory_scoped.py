@@ -7,11 +7,11 @@ import itertools
 
 import pytest
 
-from policies.scoping import AgentMemoryConfig, build_agent_scope
-from projections.memory.protocol import MemoryBackend, NewMemory
-from projections.memory.scoped import AgentScopedMemory, ScopeViolationError
-from projections.memory.sqlite import SQLiteMemory
 from tests.contracts.memory_contract import T0, keys
+from turnledger.policies.scoping import AgentMemoryConfig, build_agent_scope
+from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
+from turnledger.projections.memory.scoped import AgentScopedMemory, ScopeViolationError
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 AGENTS = {
     "alice": AgentMemoryConfig(read_memory_from=("bob",)),

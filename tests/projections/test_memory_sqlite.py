@@ -16,18 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.envelope import Recorded
-from ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from projections.memory._sqlite_fts import (
+from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.projections.memory._sqlite_fts import (
     MATCH_BUDGET,
     Term,
     plan_query,
     query_terms,
 )
-from projections.memory.embedders import EmbedderError, EmbeddingIdentity
-from projections.memory.protocol import MemoryBackend, NewMemory
-from projections.memory.sqlite import SQLiteMemory
-from tests.contracts.memory_contract import T0, MemoryContract, keys, put
+from turnledger.projections.memory.embedders import EmbedderError, EmbeddingIdentity
+from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 DIMS = 64
 STREAM = UUID("00000000-0000-4000-8000-0000000000cc")
@@ -524,7 +524,7 @@ class TestStopWordSafety:
 
     @pytest.fixture(name="busy")
     def _busy(self, monkeypatch):
-        monkeypatch.setattr("projections.memory._sqlite_fts.MATCH_BUDGET", 3)
+        monkeypatch.setattr("turnledger.projections.memory._sqlite_fts.MATCH_BUDGET", 3)
         memory = SQLiteMemory(":memory:")
         events = [
             recorded(i + 1, MemoryStored(agent="alice", key=f"f{i}", content=text))
@@ -722,7 +722,7 @@ class TestApplyAndLimits:
 
     def test_apply_is_all_or_nothing(self, monkeypatch):
         """A failure mid-apply leaves neither effects nor position."""
-        from projections.memory import _sqlite_writes
+        from turnledger.projections.memory import _sqlite_writes
 
         memory = SQLiteMemory(":memory:", embedder=HashingEmbedder())
         memory.store(new("seed", "pear"))
@@ -770,8 +770,12 @@ def test_cosine_of_table_vectors_is_exact():
 
 def test_vector_index_grows_and_compacts():
     """The matrix grows past its first capacity and compacts after many drops."""
-    from projections.memory._sqlite_scope import make_scope
-    from projections.memory._sqlite_vectors import VectorIndex, VectorRow, vector_blob
+    from turnledger.projections.memory._sqlite_scope import make_scope
+    from turnledger.projections.memory._sqlite_vectors import (
+        VectorIndex,
+        VectorRow,
+        vector_blob,
+    )
 
     index = VectorIndex(2)
     index.load([])

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from ledger.envelope import Recorded
-from ledger.events import (
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
     AssistantMessage,
     HistoryTrimmed,
     KnowledgeCaptured,
@@ -36,11 +36,11 @@ from ledger.events import (
     TurnFailed,
     TurnStarted,
 )
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from policies.lifecycle import validate_declaration
-from projections.base import digest, fold
-from projections.observer import (
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.policies.lifecycle import validate_declaration
+from turnledger.projections.base import digest, fold
+from turnledger.projections.observer import (
     NOT_JSON,
     OBSERVER_VIEW,
     ObserverState,
@@ -52,8 +52,8 @@ from projections.observer import (
     render_item,
     timeline,
 )
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore
 
 S1, S2 = uuid.UUID(int=1), uuid.UUID(int=2)
 T0 = datetime(2026, 6, 1, 9, tzinfo=UTC)

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from ledger.events import SessionOpened
-from ledger.ids import session_stream_id
-from ledger.store import open_store
-from projections.base import digest, fold
-from projections.history import SESSION_HISTORY
-from projections.runner import ProjectionRunner
-from projections.views import SQLiteViewStore, TrackingConflictError
 from tests.contracts.store_contract import turn_events
+from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
+from turnledger.projections.base import digest, fold
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore, TrackingConflictError
 
 
 def fill(store, sessions: int, turns: int) -> None:

@@ -9,10 +9,10 @@ import subprocess
 import sys
 import time
 
-from ledger.store import open_store
-from projections.base import digest, fold
-from projections.catalog import PROJECTIONS
-from projections.views_pg import PostgresViewStore
+from turnledger.ledger.store import open_store
+from turnledger.projections.base import digest, fold
+from turnledger.projections.catalog import PROJECTIONS
+from turnledger.projections.views_pg import PostgresViewStore
 
 
 def _turnledger() -> str:

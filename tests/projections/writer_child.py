@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from ledger.errors import ConcurrencyError
-from ledger.events import SessionOpened
-from ledger.ids import session_stream_id
-from ledger.store import open_store
 from tests.contracts.store_contract import turn_events
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import open_store
 
 
 def main() -> None:
