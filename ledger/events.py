@@ -257,6 +257,36 @@ class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True, gc=False):
     error: str = ""
 
 
+class ItemRecorded(Event, tag="item.recorded", frozen=True, kw_only=True, gc=False):
+    """A framework item's fields that no typed event models, kept verbatim.
+
+    Written by the framework adapters (``turnledger.adapters``): right after the
+    typed event carrying the item's modelled part (``typed``), or alone when no
+    typed event models the item (a reasoning item, a state-only event). The typed
+    event and this one give the item back exactly.
+    """
+
+    turn_id: NonEmpty
+    framework: NonEmpty
+    kind: str = ""
+    fields: str = "{}"
+    typed: bool = True
+
+
+class ItemsRemoved(Event, tag="items.removed", frozen=True, kw_only=True, gc=False):
+    """A framework removed items from a session's history; the ledger keeps them.
+
+    The history projection drops what the events with versions in
+    ``[first_version, last_version]`` of this stream put there (the OpenAI Agents
+    SDK's ``pop_item`` and ``clear_session``, for instance).
+    """
+
+    first_version: NonNegative
+    last_version: NonNegative
+    framework: str = ""
+    reason: str = ""
+
+
 LedgerEvent: TypeAlias = (
     SessionOpened
     | TurnStarted
@@ -273,6 +303,8 @@ LedgerEvent: TypeAlias = (
     | KnowledgeCaptured
     | TurnCompleted
     | TurnFailed
+    | ItemRecorded
+    | ItemsRemoved
 )
 """Every event type the ledger records."""
 
@@ -292,6 +324,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     KnowledgeCaptured,
     TurnCompleted,
     TurnFailed,
+    ItemRecorded,
+    ItemsRemoved,
 )
 """The catalogue in declaration order."""
 

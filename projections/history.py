@@ -22,6 +22,7 @@ from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
+    ItemsRemoved,
     MediaAttached,
     SessionOpened,
     ToolResultRecorded,
@@ -88,6 +89,7 @@ HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     AssistantMessage,
     ToolResultRecorded,
     HistoryTrimmed,
+    ItemsRemoved,
     TurnCompleted,
     TurnFailed,
 )
@@ -183,6 +185,9 @@ class SessionHistory:
                     trimmed_through=max(state.trimmed_through, through),
                     trims=state.trims + 1,
                 )
+            case ItemsRemoved(first_version=first, last_version=last):
+                kept = tuple(e for e in state.entries if not first <= e.version <= last)
+                return msgspec.structs.replace(state, entries=kept)
             case TurnCompleted():
                 return msgspec.structs.replace(
                     state, open_turn=None, turns_completed=state.turns_completed + 1

@@ -6,6 +6,8 @@ from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     HistoryTrimmed,
+    ItemRecorded,
+    ItemsRemoved,
     KnowledgeCaptured,
     MediaAttached,
     MemoryForgotten,
@@ -127,4 +129,14 @@ EXAMPLES: list[Event] = [
     ),
     TurnCompleted(turn_id="t1", iterations=2, duration_ms=1500.0),
     TurnFailed(turn_id="t2", kind="interrupted", error="process died"),
+    ItemRecorded(
+        turn_id="t1",
+        framework="openai-agents",
+        kind="function_call",
+        fields='{"id":"fc_1","status":"completed"}',
+        typed=True,
+    ),
+    ItemsRemoved(
+        first_version=4, last_version=5, framework="openai-agents", reason="pop_item"
+    ),
 ]
