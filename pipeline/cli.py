@@ -22,6 +22,7 @@ from turnledger.pipeline import (
     cli_memory,
     cli_projections,
     cli_transcripts,
+    cli_web,
 )
 from turnledger.pipeline.cli_common import DB_ENV, Command, UsageError
 from turnledger.pipeline.config import ConfigError
@@ -37,6 +38,7 @@ MODULES: Final = (
     cli_transcripts,
     cli_projections,
     cli_memory,
+    cli_web,
 )
 
 COMMANDS: Final[dict[str, Command]] = {

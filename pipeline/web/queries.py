@@ -1,0 +1,314 @@
+"""What the web UI reads, built from the same functions the CLI uses.
+
+Sessions come from :func:`pipeline.sessions.list_sessions`' rule (one
+``session.opened`` per session stream), a session's history from the
+session-history fold (:data:`projections.history.SESSION_HISTORY`, what
+``turnledger history`` prints), its audit from :func:`pipeline.audit
+.audit_conversations` over the same messages ``turnledger audit`` checks, its
+costs from the cost-records fold. Nothing here folds the ledger another way.
+
+The ledger is append-only, so what a stream holds up to a version never changes:
+:class:`SessionCache` keeps each session's events and folded state keyed by its
+head version and, when new events arrive, folds only those (the fold is
+incremental by construction). Point-in-time reads (the scrubber) use
+:func:`pipeline.sessions.load_history` and :func:`pipeline.replay.replay_session`,
+the fold of the prefix ``turnledger replay --at`` uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from uuid import UUID
+
+import msgspec
+
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
+    MemoryForgotten,
+    MemoryRecalled,
+    MemoryStored,
+    MemorySuperseded,
+    SessionOpened,
+    TurnStarted,
+    tag_of,
+)
+from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.audit import audit_conversations
+from turnledger.pipeline.sessions import SessionRef
+from turnledger.projections.base import fold
+from turnledger.projections.costs import COST_RECORDS, CostTotals, grand_total
+from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+
+PAGE_EVENTS = 200
+"""Events per timeline page (a 10,000-event session is 50 pages)."""
+
+
+class SessionData(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as of its head version.
+
+    Attributes:
+        ref: Where it lives.
+        events: Its events, in order.
+        state: Its session-history state (the fold ``history`` prints).
+        violations: Pairing violations by the stream version of the message.
+        costs: The totals of its model calls.
+    """
+
+    ref: SessionRef
+    events: tuple[Recorded, ...]
+    state: SessionHistoryState
+    violations: dict[int, tuple[str, ...]]
+    costs: CostTotals
+
+    @property
+    def version(self) -> int:
+        """The head version folded."""
+        return self.events[-1].version if self.events else 0
+
+    @property
+    def pages(self) -> int:
+        """How many timeline pages the events fill (at least one)."""
+        return max(1, -(-len(self.events) // PAGE_EVENTS))
+
+    def page_of(self, version: int) -> int:
+        """The timeline page (1-based) that holds a stream version."""
+        return max(1, -(-version // PAGE_EVENTS))
+
+
+def _violations(
+    ref: SessionRef, state: SessionHistoryState
+) -> dict[int, tuple[str, ...]]:
+    name = f"{ref.agent}/{ref.key}"
+    report = audit_conversations("ledger", [(name, [e.message for e in state.entries])])
+    found: dict[int, tuple[str, ...]] = {}
+    for v in report.violations:
+        version = state.entries[v.position].version
+        found[version] = (*found.get(version, ()), f"{v.kind} {v.id}")
+    return found
+
+
+def _build(
+    ref: SessionRef, events: tuple[Recorded, ...], state: SessionHistoryState
+) -> SessionData:
+    costs = grand_total(fold(COST_RECORDS, events))
+    return SessionData(
+        ref=ref,
+        events=events,
+        state=state,
+        violations=_violations(ref, state),
+        costs=costs,
+    )
+
+
+class SessionCache:
+    """Sessions and their folded data, kept by head version (thread-safe).
+
+    Args:
+        store: The ledger.
+        capacity: How many sessions' data to keep.
+    """
+
+    def __init__(self, store: EventStore, *, capacity: int = 256) -> None:
+        self.store = store
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._data: OrderedDict[UUID, SessionData] = OrderedDict()
+        self._refs: list[SessionRef] = []
+        self._by_id: dict[UUID, SessionRef] = {}
+        self._scanned = 0
+
+    def sessions(self) -> list[SessionRef]:
+        """Every session in the order opened (new ``session.opened`` read once)."""
+        with self._lock:
+            top = self.store.max_position()
+            if top > self._scanned:
+                for r in self.store.iter_all(
+                    after=self._scanned, types=[SessionOpened], until=top
+                ):
+                    if isinstance(r.event, SessionOpened):
+                        ref = SessionRef(
+                            stream_id=r.stream_id,
+                            agent=r.event.agent,
+                            key=r.event.session_key,
+                            channel=r.event.channel,
+                        )
+                        self._refs.append(ref)
+                        self._by_id[ref.stream_id] = ref
+                self._scanned = top
+            return list(self._refs)
+
+    def ref(self, stream_id: UUID) -> SessionRef | None:
+        """The session with that stream id, if there is one."""
+        self.sessions()
+        return self._by_id.get(stream_id)
+
+    def data(self, ref: SessionRef) -> SessionData:
+        """The session as of its head version (new events folded onto the cache)."""
+        head = self.store.stream_version(ref.stream_id)
+        with self._lock:
+            cached = self._data.get(ref.stream_id)
+            if cached is not None and cached.version == head:
+                self._data.move_to_end(ref.stream_id)
+                return cached
+        after = cached.version if cached is not None else 0
+        fresh = tuple(self.store.read_stream(ref.stream_id, after=after, until=head))
+        key = str(ref.stream_id)
+        if cached is None:
+            start = SESSION_HISTORY.initial(key)
+            events = fresh
+        else:
+            start = cached.state
+            events = (*cached.events, *fresh)
+        state = fold(SESSION_HISTORY, fresh, {key: start})[key]
+        data = _build(ref, events, state)
+        with self._lock:
+            self._data[ref.stream_id] = data
+            self._data.move_to_end(ref.stream_id)
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
+        return data
+
+
+def filter_sessions(
+    refs: Sequence[SessionRef], *, agent: str = "", text: str = ""
+) -> list[SessionRef]:
+    """Sessions of ``agent`` (any when empty) with ``text`` in key, agent or channel."""
+    needle = text.casefold()
+    return [
+        r
+        for r in refs
+        if (not agent or r.agent == agent)
+        and (
+            not needle
+            or needle in r.key.casefold()
+            or needle in r.agent.casefold()
+            or needle in r.channel.casefold()
+        )
+    ]
+
+
+def anchor(agent: str, key: str) -> str:
+    """The HTML id of a memory entry on the memory page (safe for any key)."""
+    return "mem-" + hashlib.sha256(f"{agent}\x1f{key}".encode()).hexdigest()[:16]
+
+
+class MemoryFact(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory event of an entry: what happened, where, and from which turn.
+
+    Attributes:
+        position: The event's global position.
+        action: ``stored``, ``forgotten`` or ``superseded``.
+        source: What wrote it.
+        session: The session key it names ("" for none).
+        stream_id: The session stream holding the turn ("" when none is found).
+        turn_id: The turn open at that position in that session ("" for none).
+        turn_version: The stream version of that turn's ``turn.started``.
+        detail: The supersession target or the forget reason.
+    """
+
+    position: int
+    action: str
+    source: str
+    session: str = ""
+    stream_id: str = ""
+    turn_id: str = ""
+    turn_version: int = 0
+    detail: str = ""
+
+
+class MemoryHistory(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry's key, its facts oldest first, and whether it is forgotten now."""
+
+    key: str
+    facts: tuple[MemoryFact, ...]
+    forgotten: bool
+    category: str
+    importance: float | None
+
+
+def _turn_at(data: SessionData | None, position: int) -> tuple[str, int]:
+    if data is None:
+        return "", 0
+    found = ("", 0)
+    for r in data.events:
+        if r.position > position:
+            break
+        if isinstance(r.event, TurnStarted):
+            found = (r.event.turn_id, r.version)
+    return found
+
+
+def memory_histories(cache: SessionCache, agent: str) -> list[MemoryHistory]:
+    """Every key of the agent's memory stream with its provenance, newest first."""
+    events = cache.store.read_stream(memory_stream_id(agent))
+    sessions = {r.key: r for r in cache.sessions() if r.agent == agent}
+    by_key: dict[str, list[MemoryFact]] = {}
+    kept: dict[str, tuple[bool, str, float | None]] = {}
+    for r in events:
+        event = r.event
+        if not isinstance(event, MemoryStored | MemoryForgotten | MemorySuperseded):
+            continue
+        session = getattr(event, "session", None) or ""
+        ref = sessions.get(session)
+        turn, version = _turn_at(cache.data(ref) if ref else None, r.position)
+        action = tag_of(type(event)).removeprefix("memory.")
+        detail = ""
+        if isinstance(event, MemorySuperseded):
+            detail = f"by {event.superseded_by}"
+        elif isinstance(event, MemoryForgotten):
+            detail = event.reason
+        fact = MemoryFact(
+            position=r.position,
+            action=action,
+            source=event.source,
+            session=session,
+            stream_id=str(ref.stream_id) if ref else "",
+            turn_id=turn,
+            turn_version=version,
+            detail=detail,
+        )
+        by_key.setdefault(event.key, []).append(fact)
+        before = kept.get(event.key, (False, "", None))
+        if isinstance(event, MemoryStored):
+            kept[event.key] = (False, event.category, event.importance)
+        elif isinstance(event, MemoryForgotten):
+            kept[event.key] = (True, before[1], before[2])
+    histories = [
+        MemoryHistory(
+            key=key,
+            facts=tuple(facts),
+            forgotten=kept[key][0],
+            category=kept[key][1],
+            importance=kept[key][2],
+        )
+        for key, facts in by_key.items()
+    ]
+    return sorted(histories, key=lambda h: h.facts[-1].position, reverse=True)
+
+
+def memory_as_of(store: EventStore, agent: str, position: int) -> list[str]:
+    """Keys the agent's memory stream holds at a position (stored, not forgotten)."""
+    keys: dict[str, None] = {}
+    for r in store.read_stream(memory_stream_id(agent)):
+        if r.position > position:
+            break
+        if isinstance(r.event, MemoryStored):
+            keys[r.event.key] = None
+        elif isinstance(r.event, MemoryForgotten):
+            keys.pop(r.event.key, None)
+    return list(keys)
+
+
+def last_recall(events: Sequence[Recorded], position: int) -> MemoryRecalled | None:
+    """The last recall recorded at or before a position."""
+    found = None
+    for r in events:
+        if r.position > position:
+            break
+        if isinstance(r.event, MemoryRecalled):
+            found = r.event
+    return found
