@@ -17,6 +17,7 @@ import msgspec
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import (
+    Event,
     MemoryForgotten,
     MemorySource,
     MemoryStored,
@@ -24,6 +25,7 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.config import Config
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.recall import (
@@ -254,10 +256,9 @@ class MemoryService:
                 backend=backend.name,
                 reason="memory is disabled for this agent (backend none)",
             )
-        stream = memory_stream_id(agent)
-        self.store.append(
-            stream, [event], expected_version=self.store.stream_version(stream)
-        )
+        # A store is an upsert by key that depends on no earlier state: on a
+        # conflict with another writer it is retried as is (ledger order decides).
+        append_decided(self.store, memory_stream_id(agent), lambda _head: [event])
         found = self.backend(agent).get(key, agents=[agent])
         if found is None:  # pragma: no cover - a backend that lost a write
             msg = f"Expected the stored entry {key!r} to be readable, found nothing"
@@ -275,30 +276,38 @@ class MemoryService:
         Raises:
             MemoryAccessError: The entry belongs to another agent.
         """
-        backend = self.backend(agent)
         scope = self.config.scope(agent)
-        existing = backend.get(key, agents=list(scope.allowed))
-        if existing is None:
-            return False
-        decision = check_forget(scope, existing.agent)
-        if not decision.allowed:
-            raise MemoryAccessError(decision.detail)
-        if backend.capabilities.append_only:
-            return Unsupported(
-                operation="forget",
-                backend=backend.name,
-                reason=f"{backend.name} memory is append-only (an audit trail)",
-            )
-        stream = memory_stream_id(agent)
-        self.store.append(
-            stream,
-            [
+        backend = self.backend(agent)
+        refusal: list[bool | Unsupported] = []
+
+        def decide(_head: int) -> list[Event] | None:
+            # Re-validated before every attempt, on the backend caught up past the
+            # head: another writer may have forgotten (or re-stored) the entry.
+            refusal.clear()
+            existing = self.backend(agent).get(key, agents=list(scope.allowed))
+            if existing is None:
+                refusal.append(False)
+                return None
+            decision = check_forget(scope, existing.agent)
+            if not decision.allowed:
+                raise MemoryAccessError(decision.detail)
+            if backend.capabilities.append_only:
+                refusal.append(
+                    Unsupported(
+                        operation="forget",
+                        backend=backend.name,
+                        reason=f"{backend.name} memory is append-only (an audit trail)",
+                    )
+                )
+                return None
+            return [
                 MemoryForgotten(
                     agent=agent, key=key, session=existing.session, source=source
                 )
-            ],
-            expected_version=self.store.stream_version(stream),
-        )
+            ]
+
+        if append_decided(self.store, memory_stream_id(agent), decide) is None:
+            return refusal[0]
         shredded = self._keys_exist()
         if shredded:
             self.keys().destroy(agent=agent, memory_key=key)

@@ -47,6 +47,7 @@ import msgspec
 
 from turnledger.ledger.events import MemorySource, MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
+from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, Provider, ProviderError
 from turnledger.policies.consolidation import (
@@ -250,7 +251,10 @@ def record_superseded(
     """Append a ``memory.superseded`` event to the agent's memory stream.
 
     The agent's backend is brought up to date afterwards, so the superseded
-    entry is hidden from the next read.
+    entry is hidden from the next read. Written through
+    :func:`~turnledger.pipeline.appending.append_decided`: before every attempt
+    the entry must still be live (another writer may have forgotten or
+    superseded it meanwhile); when it is not, nothing is written.
 
     Args:
         memory: The memory service (its ledger is written).
@@ -260,13 +264,15 @@ def record_superseded(
         source: What wrote it.
         reason: Why, in a sentence.
     """
-    stream = memory_stream_id(agent)
     event = MemorySuperseded(
         agent=agent, key=key, superseded_by=superseded_by, source=source, reason=reason
     )
-    memory.store.append(
-        stream, [event], expected_version=memory.store.stream_version(stream)
-    )
+
+    def decide(_head: int) -> list[MemorySuperseded] | None:
+        live = memory.backend(agent).get(key, agents=[agent])
+        return None if live is None else [event]
+
+    append_decided(memory.store, memory_stream_id(agent), decide)
     memory.backend(agent)
 
 

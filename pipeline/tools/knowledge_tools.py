@@ -16,6 +16,7 @@ from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import KnowledgeCaptured
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools._arguments import (
     ArgumentError,
@@ -175,10 +176,10 @@ class KnowledgeCaptureTool:
             object=triple.object,
             provenance=context.turn_id,
         )
+        # A capture depends on no earlier state: retried as is on a conflict.
         stream = memory_stream_id(context.agent)
-        store = context.store
         try:
-            store.append(stream, [event], expected_version=store.stream_version(stream))
+            append_decided(context.store, stream, lambda _head: [event])
         except LedgerError as e:
             return failure(f"Failed to capture knowledge: {e}")
         return ok(f"Captured: {format_triple(triple)}")
