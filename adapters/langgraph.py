@@ -1,0 +1,14 @@
+"""turnledger as LangGraph's persistence: a checkpointer and a long-term store.
+
+Install the extra (``pip install 'turnledger[langgraph]'``), then::
+
+    from turnledger.adapters.langgraph import TurnledgerSaver
+
+    graph = builder.compile(checkpointer=TurnledgerSaver.from_url("turnledger.db"))
+"""
+
+from __future__ import annotations
+
+from turnledger.adapters.langgraph_saver import TurnledgerSaver
+
+__all__ = ["TurnledgerSaver"]

@@ -1,0 +1,185 @@
+"""LangGraph values as ledger data: messages as typed events, the rest as blobs.
+
+A LangChain message of the three kinds the ledger models becomes its typed event
+(``HumanMessage`` -> :class:`TurnStarted`, ``AIMessage`` -> :class:`AssistantMessage`
+with its tool calls, ``ToolMessage`` -> :class:`ToolResultRecorded`) plus a
+*residual*: the JSON of the message's fields that differ from what the event alone
+rebuilds (its id, metadata, usage...). A message is mapped only when the event and
+the residual rebuild an equal message (checked on every write); any other value,
+or a message that does not rebuild exactly, is kept as the serializer's typed blob
+(base64 in JSON). Nothing is lost either way.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from turnledger.ledger.events import (
+    AssistantMessage,
+    Event,
+    ToolCallRecord,
+    ToolResultRecorded,
+    TurnStarted,
+)
+
+Blob = list[str]
+"""A serializer blob in JSON: ``[type, base64 bytes]``."""
+
+_ENCODER: Final = msgspec.json.Encoder()
+_DECODER: Final = msgspec.json.Decoder()
+_MAPPED_KINDS: Final = (HumanMessage, AIMessage, ToolMessage)
+
+
+def dump_blob(serde: SerializerProtocol, value: object) -> Blob:
+    """Serialize a value with the saver's serializer, as ``[type, base64]``."""
+    kind, data = serde.dumps_typed(value)
+    return [kind, base64.b64encode(data).decode("ascii")]
+
+
+def load_blob(serde: SerializerProtocol, blob: Sequence[str]) -> Any:
+    """Deserialize a ``[type, base64]`` blob with the saver's serializer."""
+    kind, data = blob
+    return serde.loads_typed((kind, base64.b64decode(data)))
+
+
+def encode_json(value: object) -> str:
+    """Encode a JSON value as text."""
+    return _ENCODER.encode(value).decode("utf-8")
+
+
+def decode_json(text: str) -> Any:
+    """Decode JSON text."""
+    return _DECODER.decode(text)
+
+
+class TurnCursor(msgspec.Struct, kw_only=True):
+    """Where a thread's conversation is: how many turns, which one is open.
+
+    Attributes:
+        turns: User messages recorded so far (turn ids are ``lg1``, ``lg2``...).
+        turn_id: The current turn (``lg0`` before the first user message).
+        assistant_messages: Assistant messages in the current turn.
+    """
+
+    turns: int = 0
+    turn_id: str = "lg0"
+    assistant_messages: int = 0
+
+    def observe(self, event: Event) -> None:
+        """Advance over a typed event recorded in the thread's stream."""
+        if isinstance(event, TurnStarted):
+            self.turns += 1
+            self.turn_id = event.turn_id
+            self.assistant_messages = 0
+        elif isinstance(event, AssistantMessage):
+            self.assistant_messages += 1
+
+
+def message_event(message: BaseMessage, cursor: TurnCursor) -> Event | None:
+    """Return the typed event modelling a message, or ``None`` when none does.
+
+    ``cursor`` is not advanced (the caller observes the event once recorded).
+    """
+    if type(message) not in _MAPPED_KINDS or not isinstance(message.content, str):
+        return None
+    if isinstance(message, HumanMessage):
+        return TurnStarted(
+            turn_id=f"lg{cursor.turns + 1}",
+            origin="interactive",
+            user_input=message.content,
+        )
+    if isinstance(message, AIMessage):
+        calls = []
+        for call in message.tool_calls:
+            call_id = call.get("id")
+            if not call_id or not call.get("name"):
+                return None
+            try:
+                arguments = encode_json(call["args"])
+            except (TypeError, msgspec.EncodeError):
+                return None
+            calls.append(
+                ToolCallRecord(id=call_id, name=call["name"], arguments=arguments)
+            )
+        return AssistantMessage(
+            turn_id=cursor.turn_id,
+            text=message.content,
+            tool_calls=tuple(calls),
+            iteration=cursor.assistant_messages,
+        )
+    if isinstance(message, ToolMessage) and message.tool_call_id:
+        return ToolResultRecorded(
+            turn_id=cursor.turn_id,
+            call_id=message.tool_call_id,
+            tool=message.name or "",
+            success=message.status != "error",
+            output=message.content,
+            original_chars=len(message.content),
+            kept_chars=len(message.content),
+        )
+    return None
+
+
+def _mapped_fields(event: Event) -> tuple[type[BaseMessage], dict[str, Any]]:
+    """The message class and constructor fields a typed event gives back."""
+    if isinstance(event, TurnStarted):
+        return HumanMessage, {"content": event.user_input}
+    if isinstance(event, AssistantMessage):
+        calls = [
+            {
+                "name": c.name,
+                "args": decode_json(c.arguments),
+                "id": c.id,
+                "type": "tool_call",
+            }
+            for c in event.tool_calls
+        ]
+        return AIMessage, {"content": event.text, "tool_calls": calls}
+    if isinstance(event, ToolResultRecorded):
+        return ToolMessage, {
+            "content": event.output,
+            "tool_call_id": event.call_id,
+            "name": event.tool or None,
+            "status": "success" if event.success else "error",
+        }
+    msg = (
+        f"Expected a turn, assistant or tool-result event, found {type(event).__name__}"
+    )
+    raise TypeError(msg)
+
+
+def residual_of(message: BaseMessage, event: Event) -> dict[str, Any] | None:
+    """Return the JSON residual that, with ``event``, rebuilds ``message`` exactly.
+
+    ``None`` when no JSON residual does (the message is then kept as a blob).
+    """
+    cls, mapped = _mapped_fields(event)
+    probe = cls(**mapped)
+    residual = {
+        name: getattr(message, name)
+        for name in type(message).model_fields
+        if getattr(message, name) != getattr(probe, name)
+    }
+    try:
+        data = decode_json(encode_json(residual))
+    except (TypeError, msgspec.EncodeError, msgspec.DecodeError):
+        return None
+    if data != residual:
+        return None
+    try:
+        rebuilt = cls(**{**mapped, **data})
+    except (TypeError, ValueError):
+        return None
+    return data if rebuilt == message else None
+
+
+def rebuild_message(event: Event, residual: dict[str, Any]) -> BaseMessage:
+    """Return the message a typed event and its residual stand for."""
+    cls, mapped = _mapped_fields(event)
+    return cls(**{**mapped, **residual})

@@ -1,0 +1,554 @@
+"""``TurnledgerSaver``: a LangGraph checkpointer that is a turnledger session.
+
+Each LangGraph thread is one session stream of the ledger (agent ``agent``,
+session key the thread id, channel ``langgraph``). A checkpoint is stored as what
+changed since its parent, never as a snapshot: the channel versions and
+``versions_seen`` entries that differ, and for each channel in ``new_versions``
+either its value (the serializer's blob), or, when the value is a list extending
+the parent's value, only the new items. New messages of the root namespace's
+messages channel are the ledger's own typed events (user input, assistant message
+with tool calls, tool result, and ``turn.completed`` after a final answer), so
+``turnledger history``, ``audit``, ``export`` and ``replay`` read the session; the
+checkpoint record (an ``item.recorded`` event) refers to them by stream version.
+Bytes per checkpoint therefore do not grow with the thread's history.
+
+``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
+writes are gone for the saver and for views that honour the event; the ledger
+keeps the trail. Every call is durable when it returns (one ledger transaction).
+Messages handed back by ``get_tuple`` are shared with the saver's cache of the
+thread: treat them as immutable, as LangGraph's reducers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Final, Self, cast
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from turnledger.adapters.langgraph_codec import (
+    Blob,
+    TurnCursor,
+    dump_blob,
+    encode_json,
+    load_blob,
+    message_event,
+    residual_of,
+)
+from turnledger.adapters.langgraph_state import (
+    FRAMEWORK,
+    MISSING,
+    StoredCheckpoint,
+    ThreadState,
+    Version,
+    extends,
+)
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import (
+    Event,
+    ItemRecorded,
+    ItemsRemoved,
+    SessionOpened,
+    TurnCompleted,
+)
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore, open_store
+
+CHANNEL: Final = "langgraph"
+"""The ``channel`` of the sessions the saver opens."""
+
+_KNOWN_KEYS: Final = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
+    | {"updated_channels"}
+)
+_RETRIES: Final = 8
+
+# The class defines ``list`` (LangGraph's method), so its annotations use aliases.
+Events = list[Event]
+Built = tuple[Events, dict[int, BaseMessage]]
+Spec = list[Any]
+Specs = list[Spec]
+Names = list[str]
+Found = list[tuple[ThreadState, StoredCheckpoint]]
+
+
+class TurnledgerSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer on the turnledger ledger (SQLite or PostgreSQL).
+
+    Args:
+        store: The ledger.
+        agent: The agent the threads' sessions belong to.
+        serde: LangGraph's serializer for values no typed event models
+            (default: LangGraph's ``JsonPlusSerializer``).
+        messages_channel: The root-namespace channel whose messages become typed
+            events.
+        max_cached_threads: Threads whose fold is kept in memory (older ones are
+            folded again from the ledger when next used).
+        close_store: Whether :meth:`close` closes ``store``.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        agent: str = "langgraph",
+        serde: SerializerProtocol | None = None,
+        messages_channel: str = "messages",
+        max_cached_threads: int = 1024,
+        close_store: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not agent:
+            msg = "Expected a non-empty agent, found ''"
+            raise ValueError(msg)
+        self.store = store
+        self.agent = agent
+        self.messages_channel = messages_channel
+        self.max_cached_threads = max_cached_threads
+        self.close_store = close_store
+        self._threads: OrderedDict[str, ThreadState] = OrderedDict()
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **kwargs: Any) -> TurnledgerSaver:
+        """Open the ledger at ``url`` (see ``open_store``) and a saver owning it."""
+        return cls(open_store(url), close_store=True, **kwargs)
+
+    def close(self) -> None:
+        """Drop the cache; close the store if the saver owns it."""
+        with self._lock:
+            self._threads.clear()
+        if self.close_store:
+            self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- folding -------------------------------------------------------------------
+
+    def _thread(self, thread_id: str) -> ThreadState:
+        """The thread's fold, caught up with the ledger (call under the lock)."""
+        state = self._threads.get(thread_id)
+        if state is None:
+            if not thread_id:
+                msg = "Expected a non-empty thread_id, found ''"
+                raise ValueError(msg)
+            state = ThreadState(thread_id, session_stream_id(self.agent, thread_id))
+            self._threads[thread_id] = state
+            while len(self._threads) > self.max_cached_threads:
+                self._threads.popitem(last=False)
+        else:
+            self._threads.move_to_end(thread_id)
+        for recorded in self.store.read_stream(state.stream, after=state.head):
+            state.apply(recorded.version, recorded.event, self.serde)
+        return state
+
+    def _append(
+        self,
+        thread_id: str,
+        build: Any,
+    ) -> ThreadState:
+        """Append what ``build(state)`` returns at the head, retrying on conflict.
+
+        ``build`` returns ``(events, own messages by version)``; it is called again
+        on a fresh fold when another writer got there first.
+        """
+        last: ConcurrencyError | None = None
+        for _ in range(_RETRIES):
+            state = self._thread(thread_id)
+            events, own = build(state)
+            if not events:
+                return state
+            if not state.opened:
+                opened = SessionOpened(
+                    agent=self.agent, session_key=thread_id, channel=CHANNEL
+                )
+                events = [opened, *events]
+            try:
+                self.store.append(state.stream, events, expected_version=state.head)
+            except ConcurrencyError as e:
+                last = e
+                continue
+            for at, event in enumerate(events, start=state.head + 1):
+                state.apply(at, event, self.serde, own)
+            return state
+        raise last or ConcurrencyError(state.stream, state.head, -1)
+
+    # -- reads ---------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Return a checkpoint (the thread's latest when the config names none)."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        with self._lock:
+            state = self._thread(thread_id)
+            checkpoint = state.live(ns, get_checkpoint_id(config))
+            return None if checkpoint is None else self._tuple(state, checkpoint)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's keyword
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Return matching checkpoints, newest (highest id) first."""
+        conf = (config or {}).get("configurable", {})
+        before_id = get_checkpoint_id(before) if before else None
+        wanted_id = conf.get("checkpoint_id")
+        with self._lock:
+            if "thread_id" in conf:
+                threads = [str(conf["thread_id"])]
+            else:
+                threads = self._thread_ids()
+            found: Found = []
+            for thread_id in threads:
+                state = self._thread(thread_id)
+                for ns, by_id in state.checkpoints.items():
+                    if "checkpoint_ns" in conf and ns != conf["checkpoint_ns"]:
+                        continue
+                    found.extend(
+                        (state, c)
+                        for c in by_id.values()
+                        if (wanted_id is None or c.id == wanted_id)
+                        and (before_id is None or c.id < before_id)
+                        and _matches(c.metadata, filter)
+                    )
+            found.sort(key=lambda pair: pair[1].id, reverse=True)
+            chosen = found if limit is None else found[:limit]
+            tuples = [self._tuple(state, c) for state, c in chosen]
+        yield from tuples
+
+    def _thread_ids(self) -> Names:
+        return [
+            r.event.session_key
+            for r in self.store.iter_all(types=[SessionOpened])
+            if isinstance(r.event, SessionOpened)
+            and r.event.agent == self.agent
+            and r.event.channel == CHANNEL
+        ]
+
+    def _tuple(self, state: ThreadState, c: StoredCheckpoint) -> CheckpointTuple:
+        values: dict[str, Any] = {}
+        for channel, version in c.versions.items():
+            value = state.value(c.ns, channel, version, self.serde)
+            if value is not MISSING:
+                values[channel] = value
+        checkpoint: dict[str, Any] = {
+            "v": c.v,
+            "id": c.id,
+            "ts": c.ts,
+            "channel_values": values,
+            "channel_versions": dict(c.versions),
+            "versions_seen": state.seen_copy(c),
+            "updated_channels": None if c.updated is None else list(c.updated),
+        }
+        if c.extra is not None:
+            checkpoint.update(load_blob(self.serde, c.extra))
+        configurable = {"thread_id": state.thread_id, "checkpoint_ns": c.ns}
+        parent = (
+            {"configurable": {**configurable, "checkpoint_id": c.parent}}
+            if c.parent
+            else None
+        )
+        return CheckpointTuple(
+            config={"configurable": {**configurable, "checkpoint_id": c.id}},
+            checkpoint=cast("Checkpoint", checkpoint),
+            metadata=load_blob(self.serde, c.metadata_blob),
+            parent_config=cast("RunnableConfig | None", parent),
+            pending_writes=state.pending_writes(c.ns, c.id, self.serde),
+        )
+
+    # -- writes --------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Record a checkpoint as what changed since its parent; durable on return."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        md = dump_blob(self.serde, get_checkpoint_metadata(config, metadata))
+
+        def build(state: ThreadState) -> Built:
+            return self._encode_put(
+                state,
+                ns=ns,
+                parent_id=parent_id,
+                checkpoint=checkpoint,
+                md=md,
+                new_versions=dict(new_versions),
+            )
+
+        with self._lock:
+            self._append(thread_id, build)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _encode_put(
+        self,
+        state: ThreadState,
+        *,
+        ns: str,
+        parent_id: str | None,
+        checkpoint: Checkpoint,
+        md: Blob,
+        new_versions: dict[str, Version],
+    ) -> Built:
+        parent = state.live(ns, parent_id) if parent_id else None
+        cursor = TurnCursor(
+            turns=state.cursor.turns,
+            turn_id=state.cursor.turn_id,
+            assistant_messages=state.cursor.assistant_messages,
+        )
+        events: Events = []
+        own: dict[int, BaseMessage] = {}
+        values = checkpoint["channel_values"]
+        vals: Specs = []
+        for channel, version in new_versions.items():
+            if channel not in values:
+                vals.append([channel, version, ["e"]])
+                continue
+            spec = self._value_spec(state, ns, parent, channel, values[channel])
+            if spec[0] == "m":
+                spec = [
+                    "m",
+                    spec[1],
+                    self._message_refs(state, spec[2], cursor, events, own),
+                ]
+            vals.append([channel, version, spec])
+        versions = dict(checkpoint["channel_versions"])
+        seen = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
+        record: dict[str, Any] = {
+            "ns": ns,
+            "id": checkpoint["id"],
+            "p": parent_id,
+            "ts": checkpoint["ts"],
+            "v": checkpoint["v"],
+            "u": checkpoint.get("updated_channels"),
+            "md": md,
+            "vals": vals,
+        }
+        if parent is not None:
+            record |= {
+                "d": True,
+                "cv": {
+                    k: v for k, v in versions.items() if parent.versions.get(k) != v
+                },
+                "cvd": [k for k in parent.versions if k not in versions],
+                "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
+                "vsd": [k for k in parent.seen if k not in seen],
+            }
+        else:
+            record |= {"d": False, "cv": versions, "cvd": [], "vs": seen, "vsd": []}
+        extra = {k: v for k, v in checkpoint.items() if k not in _KNOWN_KEYS}
+        if extra:
+            record["x"] = dump_blob(self.serde, extra)
+        events.append(
+            ItemRecorded(
+                turn_id=cursor.turn_id,
+                framework=FRAMEWORK,
+                kind="checkpoint",
+                fields=encode_json(record),
+                typed=False,
+            )
+        )
+        return events, own
+
+    def _value_spec(
+        self,
+        state: ThreadState,
+        ns: str,
+        parent: StoredCheckpoint | None,
+        channel: str,
+        value: Any,
+    ) -> Spec:
+        """How to store a channel's new value: full, or the items added to a list."""
+        is_messages = (
+            ns == ""
+            and channel == self.messages_channel
+            and isinstance(value, list)
+            and all(isinstance(m, BaseMessage) for m in value)
+        )
+        base_version = None if parent is None else parent.versions.get(channel)
+        if isinstance(value, list) and base_version is not None:
+            base = state.value(ns, channel, base_version, self.serde)
+            if isinstance(base, list) and extends(value, base):
+                added = value[len(base) :]
+                if is_messages:
+                    return ["m", base_version, added]
+                return ["a", base_version, dump_blob(self.serde, added)]
+        if is_messages:
+            return ["m", None, value]
+        return ["b", dump_blob(self.serde, value)]
+
+    def _message_refs(
+        self,
+        state: ThreadState,
+        added: Sequence[BaseMessage],
+        cursor: TurnCursor,
+        events: Events,
+        own: dict[int, BaseMessage],
+    ) -> Specs:
+        """Record new messages as typed events; return the record's references."""
+        refs: Specs = []
+        for message in added:
+            event = message_event(message, cursor)
+            residual = None if event is None else residual_of(message, event)
+            if event is None or residual is None:
+                refs.append(dump_blob(self.serde, message))
+                continue
+            at = state.next_version + len(events)
+            events.append(event)
+            cursor.observe(event)
+            own[at] = message
+            refs.append([at, residual] if residual else [at])
+            if isinstance(message, AIMessage) and not message.tool_calls:
+                events.append(
+                    TurnCompleted(
+                        turn_id=cursor.turn_id, iterations=cursor.assistant_messages
+                    )
+                )
+        return refs
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Record a task's pending writes (a write already stored is not repeated)."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = conf["checkpoint_id"]
+
+        def build(state: ThreadState) -> Built:
+            stored = state.writes.get((ns, checkpoint_id), {})
+            entries = []
+            for idx, (channel, value) in enumerate(writes):
+                at = WRITES_IDX_MAP.get(channel, idx)
+                if at >= 0 and (task_id, at) in stored:
+                    continue
+                entries.append([at, channel, dump_blob(self.serde, value)])
+            if not entries:
+                return [], {}
+            record = {"ns": ns, "c": checkpoint_id, "t": task_id, "p": task_path}
+            record["w"] = entries
+            event = ItemRecorded(
+                turn_id=state.cursor.turn_id,
+                framework=FRAMEWORK,
+                kind="writes",
+                fields=encode_json(record),
+                typed=False,
+            )
+            return [event], {}
+
+        with self._lock:
+            self._append(thread_id, build)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Append the removal of the thread's checkpoints and writes (all kept)."""
+        thread_id = str(thread_id)
+
+        def build(state: ThreadState) -> Built:
+            if not state.has_checkpoints() and not state.writes:
+                return [], {}
+            removed = ItemsRemoved(
+                first_version=state.live_from,
+                last_version=state.head,
+                framework=FRAMEWORK,
+                reason="delete_thread",
+            )
+            return [removed], {}
+
+        with self._lock:
+            self._append(thread_id, build)
+
+    # -- async twins: the same calls in a worker thread ------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's keyword
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list` (runs in a worker thread)."""
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put` (runs in a worker thread)."""
+        return await asyncio.to_thread(
+            self.put, config, checkpoint, metadata, new_versions
+        )
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes` (runs in a worker thread)."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread` (runs in a worker thread)."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    return not wanted or all(metadata.get(k) == v for k, v in wanted.items())

@@ -1,0 +1,291 @@
+"""One LangGraph thread folded from its ledger stream.
+
+The saver keeps this fold per thread as a cache of a stream prefix: before every
+call it reads the events recorded after the fold's head (by any process), so the
+ledger stays the truth. Records are the saver's ``item.recorded`` events
+(``framework="langgraph"``): ``checkpoint`` (a checkpoint as what changed since its
+parent) and ``writes`` (a task's pending writes); ``items.removed`` is a
+``delete_thread``.
+
+A stored channel value (namespace, channel, version) is a node: ``e`` empty, ``b``
+a full blob, ``a`` a list extending the value at a base version by a blob of the
+new items, ``m`` a message list extending its base by messages recorded as typed
+events. Reading a value walks back to a full one (or to the last value read).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from uuid import UUID
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import writes_sort_key
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from turnledger.adapters.langgraph_codec import (
+    Blob,
+    TurnCursor,
+    decode_json,
+    load_blob,
+    rebuild_message,
+)
+from turnledger.ledger.events import (
+    AssistantMessage,
+    Event,
+    ItemRecorded,
+    ItemsRemoved,
+    SessionOpened,
+    ToolResultRecorded,
+    TurnStarted,
+)
+
+FRAMEWORK: Final = "langgraph"
+"""The ``framework`` of the saver's item events."""
+
+Version = str | int | float
+"""A LangGraph channel version."""
+
+MISSING: Final = object()
+"""A channel with no stored value (empty, or not stored)."""
+
+_TYPED = (TurnStarted, AssistantMessage, ToolResultRecorded)
+
+
+@dataclass
+class StoredCheckpoint:
+    """A checkpoint without its channel values (those are nodes)."""
+
+    ns: str
+    id: str
+    parent: str | None
+    ts: str
+    v: int
+    versions: dict[str, Version]
+    seen: dict[str, dict[str, Version]]
+    updated: list[str] | None
+    extra: Blob | None
+    metadata_blob: Blob
+    metadata: dict[str, Any]
+
+
+@dataclass
+class Node:
+    """One stored channel value (see the module docstring)."""
+
+    kind: str
+    blob: Blob | None = None
+    base: Version | None = None
+    items: list[BaseMessage | Blob] = field(default_factory=list)
+
+
+Write = tuple[str, str, Blob, str]
+"""A stored pending write: task id, channel, value blob, task path."""
+
+
+@dataclass
+class ThreadState:
+    """The fold of one thread's stream."""
+
+    thread_id: str
+    stream: UUID
+    head: int = 0
+    opened: bool = False
+    live_from: int = 1
+    cursor: TurnCursor = field(default_factory=TurnCursor)
+    checkpoints: dict[str, dict[str, StoredCheckpoint]] = field(default_factory=dict)
+    order: dict[str, list[str]] = field(default_factory=dict)
+    nodes: dict[tuple[str, str, Version], Node] = field(default_factory=dict)
+    writes: dict[tuple[str, str], dict[tuple[str, int], Write]] = field(
+        default_factory=dict
+    )
+    pending: dict[int, Event] = field(default_factory=dict)
+    memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
+
+    def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
+        """Return a live checkpoint of a namespace (the latest when no id)."""
+        ids = self.order.get(ns)
+        if not ids:
+            return None
+        return self.checkpoints[ns].get(checkpoint_id or ids[-1])
+
+    @property
+    def next_version(self) -> int:
+        """The version the next event appended by the saver gets.
+
+        The first append of a thread starts with its ``session.opened``.
+        """
+        return self.head + (1 if self.opened else 2)
+
+    def has_checkpoints(self) -> bool:
+        """Whether any checkpoint is live."""
+        return any(self.order.values())
+
+    def apply(
+        self,
+        version: int,
+        event: Event,
+        serde: SerializerProtocol,
+        own: dict[int, BaseMessage] | None = None,
+    ) -> None:
+        """Fold one event of the stream (``own``: messages this process wrote)."""
+        self.head = version
+        if isinstance(event, SessionOpened):
+            self.opened = True
+        elif isinstance(event, _TYPED):
+            self.cursor.observe(event)
+            self.pending[version] = event
+        elif isinstance(event, ItemRecorded) and event.framework == FRAMEWORK:
+            record = decode_json(event.fields)
+            if event.kind == "checkpoint":
+                self._apply_checkpoint(record, serde, own or {})
+            elif event.kind == "writes":
+                self._apply_writes(record)
+        elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
+            self.checkpoints.clear()
+            self.order.clear()
+            self.nodes.clear()
+            self.writes.clear()
+            self.pending.clear()
+            self.memo.clear()
+            self.live_from = version + 1
+
+    def _apply_checkpoint(
+        self,
+        record: dict[str, Any],
+        serde: SerializerProtocol,
+        own: dict[int, BaseMessage],
+    ) -> None:
+        ns: str = record["ns"]
+        parent = self.live(ns, record["p"]) if record["p"] else None
+        if record["d"] and parent is not None:
+            versions = {**parent.versions, **record["cv"]}
+            for name in record["cvd"]:
+                versions.pop(name, None)
+            seen = {**parent.seen, **record["vs"]}
+            for name in record["vsd"]:
+                seen.pop(name, None)
+        else:
+            versions, seen = dict(record["cv"]), dict(record["vs"])
+        checkpoint = StoredCheckpoint(
+            ns=ns,
+            id=record["id"],
+            parent=record["p"],
+            ts=record["ts"],
+            v=record["v"],
+            versions=versions,
+            seen=seen,
+            updated=record["u"],
+            extra=record.get("x"),
+            metadata_blob=record["md"],
+            metadata=load_blob(serde, record["md"]),
+        )
+        for channel, version, spec in record["vals"]:
+            self.nodes[(ns, channel, version)] = self._node(spec, own)
+        by_id = self.checkpoints.setdefault(ns, {})
+        ids = self.order.setdefault(ns, [])
+        if checkpoint.id not in by_id:
+            bisect.insort(ids, checkpoint.id)
+        by_id[checkpoint.id] = checkpoint
+
+    def _node(self, spec: list[Any], own: dict[int, BaseMessage]) -> Node:
+        kind = spec[0]
+        if kind == "e":
+            return Node("e")
+        if kind == "b":
+            return Node("b", blob=spec[1])
+        if kind == "a":
+            return Node("a", blob=spec[2], base=spec[1])
+        items: list[BaseMessage | Blob] = []
+        for ref in spec[2]:
+            if isinstance(ref[0], int):
+                event = self.pending.pop(ref[0])
+                known = own.get(ref[0])
+                residual = ref[1] if len(ref) > 1 else {}
+                items.append(
+                    known if known is not None else rebuild_message(event, residual)
+                )
+            else:
+                items.append(ref)  # an untyped message's blob, loaded by value()
+        return Node("m", base=spec[1], items=items)
+
+    def _apply_writes(self, record: dict[str, Any]) -> None:
+        stored = self.writes.setdefault((record["ns"], record["c"]), {})
+        for idx, channel, blob in record["w"]:
+            key = (record["t"], idx)
+            if idx >= 0 and key in stored:
+                continue
+            stored[key] = (record["t"], channel, blob, record["p"])
+
+    def value(
+        self, ns: str, channel: str, version: Version, serde: SerializerProtocol
+    ) -> Any:
+        """Return a channel's value at a version (a fresh list for lists).
+
+        Raises:
+            LookupError: An extension's base value is not stored.
+        """
+        chain: list[Node] = []
+        key: Version = version
+        while True:
+            memo = self.memo.get((ns, channel))
+            if memo is not None and memo[0] == key:
+                base: Any = list(memo[1])
+                break
+            node = self.nodes.get((ns, channel, key))
+            if node is None or node.kind == "e":
+                if chain:
+                    msg = f"Expected a stored base value of {channel!r} at {key!r}"
+                    raise LookupError(msg)
+                return MISSING
+            if node.kind == "b":
+                base = load_blob(serde, node.blob or [])
+                break
+            chain.append(node)
+            if node.base is None:
+                base = []
+                break
+            key = node.base
+        if not chain:
+            return base
+        result: list[Any] = list(base)
+        for node in reversed(chain):
+            if node.kind == "a":
+                result.extend(load_blob(serde, node.blob or []))
+            else:
+                result.extend(
+                    load_blob(serde, m) if isinstance(m, list) else m
+                    for m in node.items
+                )
+        self.memo[(ns, channel)] = (version, result)
+        return list(result)
+
+    def pending_writes(
+        self, ns: str, checkpoint_id: str, serde: SerializerProtocol
+    ) -> list[tuple[str, str, Any]]:
+        """Return a checkpoint's pending writes in ``writes_sort_key`` order."""
+        stored = self.writes.get((ns, checkpoint_id), {})
+        ordered = sorted(
+            stored.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1])
+        )
+        return [
+            (task, channel, load_blob(serde, blob))
+            for (task, _), (_, channel, blob, _) in ordered
+        ]
+
+    def seen_copy(self, checkpoint: StoredCheckpoint) -> dict[str, dict[str, Version]]:
+        """A copy of a checkpoint's ``versions_seen``."""
+        return copy.deepcopy(checkpoint.seen)
+
+
+def extends(value: Sequence[Any], base: Sequence[Any]) -> bool:
+    """Whether ``value`` starts with every item of ``base``."""
+    if len(value) < len(base):
+        return False
+    try:
+        return all(a is b or a == b for a, b in zip(value, base, strict=False))
+    except Exception:  # noqa: BLE001 - a value whose == raises is simply not an extension
+        return False
