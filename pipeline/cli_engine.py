@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterable
 from typing import Final
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli_common import (
     Command,
     UsageError,
@@ -20,13 +20,9 @@ from turnledger.pipeline.cli_common import (
     target,
 )
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.factory import make_provider
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.strategy import strategy_for
-from turnledger.pipeline.tools.registry import default_tools
 from turnledger.projections.base import fold
 from turnledger.projections.observer import OBSERVER_VIEW, render_item, timeline
 
@@ -38,38 +34,32 @@ async def _turns(
     args: argparse.Namespace,
     inputs: Iterable[str],
 ) -> int:
-    ledger_url = target(args)
-    ledger = AsyncLedger(store, close_store=False)
-    memory = MemoryService(store, cfg, ledger_url=ledger_url)
-    strategy = (
-        strategy_for(args.agent, memory, provider)
-        if getattr(args, "consolidate", False)
-        else None
-    )
-    engine = TurnEngine(
-        ledger=ledger,
-        provider=provider,
-        memory=memory,
-        tools=default_tools(),
-        config=cfg,
-        strategy=strategy,
-    )
     failures = 0
+    consolidate = args.agent if getattr(args, "consolidate", False) else None
     try:
-        for text in inputs:
-            if not text.strip():
-                continue
-            outcome = await engine.run_turn(
-                args.agent, args.session, text, origin=args.origin, channel="cli"
-            )
-            if outcome.completed:
-                print(outcome.answer, flush=True)
-            else:
-                failures += 1
-                print(f"[turn {outcome.turn_id} failed: {outcome.failure}]", flush=True)
+        async with bootstrap(
+            cfg,
+            provider=provider,
+            store=store,
+            ledger_url=target(args),
+            views=getattr(args, "views", None),
+            consolidate_agent=consolidate,
+        ) as runtime:
+            for text in inputs:
+                if not text.strip():
+                    continue
+                outcome = await runtime.engine.run_turn(
+                    args.agent, args.session, text, origin=args.origin, channel="cli"
+                )
+                if outcome.completed:
+                    print(outcome.answer, flush=True)
+                else:
+                    failures += 1
+                    print(
+                        f"[turn {outcome.turn_id} failed: {outcome.failure}]",
+                        flush=True,
+                    )
     finally:
-        memory.close()
-        await ledger.aclose()
         await provider.aclose()
     return 0 if failures == 0 else 1
 

@@ -8,12 +8,13 @@ import signal
 import sqlite3
 import sys
 import threading
-from pathlib import Path
 from typing import Final
 
+from turnledger.pipeline.bootstrap import open_view_store, views_location
 from turnledger.pipeline.cli_common import (
     Command,
     UsageError,
+    config,
     open_ledger,
     print_json,
     target,
@@ -21,25 +22,16 @@ from turnledger.pipeline.cli_common import (
 from turnledger.pipeline.lifecycle import lifecycle_markdown
 from turnledger.projections.catalog import PROJECTIONS, projection_named
 from turnledger.projections.runner import ProjectionRunner
-from turnledger.projections.views import SQLiteViewStore, ViewStore
-
-VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
+from turnledger.projections.views import ViewStore
 
 
 def views_path(args: argparse.Namespace) -> str:
     """Where views live.
 
-    --views, else $TURNLEDGER_VIEWS, else the PostgreSQL ledger itself, else a
-    file beside a SQLite ledger.
+    --views, else $TURNLEDGER_VIEWS, else the configuration's ``views``, else the
+    PostgreSQL ledger itself, else a file beside a SQLite ledger.
     """
-    chosen = getattr(args, "views", None) or os.environ.get(VIEWS_ENV)
-    if chosen:
-        return str(chosen)
-    ledger = target(args)
-    if ledger.startswith(("postgresql://", "postgres://")):
-        return ledger
-    path = Path(ledger.removeprefix("sqlite:///"))
-    return str(path.with_name(path.stem + ".views.db"))
+    return views_location(config(args), target(args), getattr(args, "views", None))
 
 
 def open_views(args: argparse.Namespace) -> ViewStore:
@@ -49,14 +41,12 @@ def open_views(args: argparse.Namespace) -> ViewStore:
         # PostgreSQL support is an optional extra: import it only when used.
         import psycopg  # noqa: PLC0415
 
-        from turnledger.projections.views_pg import PostgresViewStore  # noqa: PLC0415
-
         try:
-            return PostgresViewStore(where)
+            return open_view_store(where)
         except psycopg.Error as e:
             raise UsageError(_unusable_views(where, e)) from None
     try:
-        return SQLiteViewStore(where)
+        return open_view_store(where)
     except sqlite3.Error as e:  # not a database, a folder, no such folder
         raise UsageError(_unusable_views(where, e)) from None
 

@@ -17,18 +17,15 @@ from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import Event, HistoryTrimmed, ToolResultRecorded
+from turnledger.ledger.events import HistoryTrimmed, MediaAttached, ToolResultRecorded
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.engine import TurnEngine
 from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatResponse, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pricing import ModelPrice
 from turnledger.projections.base import fold
@@ -135,26 +132,17 @@ def _prepare_workspace(config: Config) -> MediaRef:
 
 async def _run(store: EventStore, config: Config, ledger_url: str, key: str) -> None:
     image = _prepare_workspace(config)
-    ledger = AsyncLedger(store, close_store=False)
-    memory = MemoryService(store, config, ledger_url=ledger_url)
-    engine = TurnEngine(
-        ledger=ledger,
-        provider=ScriptedProvider(demo_script(), model=MODEL),
-        memory=memory,
-        tools=default_tools(),
-        config=config,
-    )
-    try:
+    provider = ScriptedProvider(demo_script(), model=MODEL)
+    async with bootstrap(
+        config, provider=provider, store=store, ledger_url=ledger_url
+    ) as runtime:
         for number, text in enumerate(DEMO_TURNS):
-            attachments: Sequence[Event] = ()
+            attachments: Sequence[MediaAttached] = ()
             if number == 1:
                 attachments = (attachment_event(image, turn_id="pending"),)
-            await engine.run_turn(
+            await runtime.engine.run_turn(
                 AGENT, key, text, channel="cli", attachments=attachments
             )
-    finally:
-        memory.close()
-        await ledger.aclose()
 
 
 def record_demo_session(store: EventStore, *, data_dir: str, ledger_url: str) -> UUID:

@@ -9,8 +9,8 @@ import msgspec
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import SessionOpened
 from turnledger.ledger.store import EventStore
-from turnledger.projections.base import fold
-from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.projections.history import SessionHistoryState
+from turnledger.projections.queries import SessionHistories
 
 
 class SessionNotFoundError(LedgerError):
@@ -81,8 +81,10 @@ def resolve_session(
 def load_history(
     store: EventStore, stream_id: UUID, *, at: int | None = None
 ) -> SessionHistoryState:
-    """Fold a session's events (up to global position ``at``) into its history."""
-    events = [r for r in store.read_stream(stream_id) if at is None or r.position <= at]
-    return fold(SESSION_HISTORY, events).get(
-        str(stream_id), SESSION_HISTORY.initial("")
-    )
+    """Return a session's whole record (up to global position ``at``).
+
+    Every recorded message is kept, trimmed ones included (audits and exports of
+    the record read this); the provider-visible part is
+    :func:`turnledger.projections.history.visible_messages` of it.
+    """
+    return SessionHistories(store).transcript(stream_id, at=at)

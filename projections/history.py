@@ -7,6 +7,12 @@ measured once. Applied trims are kept as a version boundary: what lies at or bel
 it is no longer provider-visible, and a breadcrumb stands in its place. Pairing
 repair and bounding happen at read/export time through the policies, so the record
 itself is never rewritten.
+
+Two instances of the fold: :data:`SESSION_HISTORY` (the read model the engine and
+readers use, persisted as the session's snapshot) drops the entries a trim made
+invisible and keeps only their count, so its size is bounded by what the provider
+sees, not by the session's length; :data:`SESSION_TRANSCRIPT` keeps every entry,
+for the commands that audit the whole record.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from turnledger.ledger.events import (
     ItemsRemoved,
     MediaAttached,
     SessionOpened,
+    SystemPromptSet,
     ToolResultRecorded,
     TurnCompleted,
     TurnFailed,
@@ -61,13 +68,20 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
         agent: The agent alias (from ``session.opened``).
         session_key: The session key.
         channel: The channel.
-        entries: Every recorded message, oldest first (trimmed ones included).
+        entries: The recorded messages, oldest first: every one in the
+            transcript fold; in the history fold only those after the last trim.
         trimmed_through: Entries with a version at or below this are trimmed.
+        trimmed_entries: How many recorded messages trims made invisible.
+        compacted: Whether this state comes from the compacting fold (a view
+            written before compaction existed decodes as ``False`` and is not
+            used as a snapshot).
         trims: How many trims were applied.
         turns_completed: Turns that ended with a final answer.
         turns_failed: Ids of turns that ended without one.
         open_turn: The turn in progress, if any.
         last_version: The last stream version folded.
+        instructions: Every system prompt recorded (``system_prompt.set``), as
+            system messages, oldest first; trims never hide them.
     """
 
     agent: str = ""
@@ -75,11 +89,14 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
     channel: str = ""
     entries: tuple[HistoryEntry, ...] = ()
     trimmed_through: int = 0
+    trimmed_entries: int = 0
     trims: int = 0
     turns_completed: int = 0
     turns_failed: tuple[str, ...] = ()
     open_turn: str | None = None
     last_version: int = 0
+    instructions: tuple[HistoryEntry, ...] = ()
+    compacted: bool = False
 
 
 HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
@@ -92,6 +109,7 @@ HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     ItemsRemoved,
     TurnCompleted,
     TurnFailed,
+    SystemPromptSet,
 )
 
 
@@ -112,9 +130,13 @@ def media_reference(event: MediaAttached) -> str:
 
 
 class SessionHistory:
-    """The session-history projection (one state per session stream)."""
+    """The session-history projection (one state per session stream).
 
-    name = "session_history"
+    Args:
+        name: The projection's name (its view rows and tracking).
+        compact: Drop the entries a trim made invisible (keeping their count).
+    """
+
     state_type = SessionHistoryState
     event_types = HISTORY_EVENT_TYPES
     lifecycle = LifecycleDeclaration(
@@ -129,13 +151,17 @@ class SessionHistory:
         ),
     )
 
+    def __init__(self, name: str, *, compact: bool) -> None:
+        self.name = name
+        self.compact = compact
+
     def keys(self, recorded: Recorded) -> tuple[str, ...]:
         """Every event of a session stream folds into that stream's state."""
         return (str(recorded.stream_id),)
 
     def initial(self, key: str) -> SessionHistoryState:  # noqa: ARG002 - same for all keys
         """An empty history."""
-        return SessionHistoryState()
+        return SessionHistoryState(compacted=self.compact)
 
     def evolve(
         self, state: SessionHistoryState, recorded: Recorded
@@ -167,24 +193,11 @@ class SessionHistory:
                 )
                 return _append(state, recorded.version, turn_id, message)
             case ToolResultRecorded() as result:
-                message = make_message(
-                    "tool",
-                    tool_results=(
-                        ToolResult(
-                            call_id=result.call_id,
-                            content=tool_result_text(result),
-                            is_error=not result.success,
-                            name=result.tool,
-                        ),
-                    ),
+                return _append(
+                    state, recorded.version, result.turn_id, _result_message(result)
                 )
-                return _append(state, recorded.version, result.turn_id, message)
             case HistoryTrimmed(dropped_through_version=through):
-                return msgspec.structs.replace(
-                    state,
-                    trimmed_through=max(state.trimmed_through, through),
-                    trims=state.trims + 1,
-                )
+                return _trim(state, max(state.trimmed_through, through), self.compact)
             case ItemsRemoved(first_version=first, last_version=last):
                 kept = tuple(e for e in state.entries if not first <= e.version <= last)
                 return msgspec.structs.replace(state, entries=kept)
@@ -197,7 +210,54 @@ class SessionHistory:
                     state, open_turn=None, turns_failed=(*state.turns_failed, turn_id)
                 )
             case _:
-                return state
+                return _instruct(state, recorded)
+
+
+def _result_message(result: ToolResultRecorded) -> Message:
+    """Return a tool result as the model saw it."""
+    return make_message(
+        "tool",
+        tool_results=(
+            ToolResult(
+                call_id=result.call_id,
+                content=tool_result_text(result),
+                is_error=not result.success,
+                name=result.tool,
+            ),
+        ),
+    )
+
+
+def _trim(
+    state: SessionHistoryState, through: int, compact: bool
+) -> SessionHistoryState:
+    """Apply a trim boundary; a compacting fold drops what it hid."""
+    hidden = sum(
+        1 for e in state.entries if state.trimmed_through < e.version <= through
+    )
+    entries = state.entries
+    if compact:
+        entries = tuple(e for e in entries if e.version > through)
+    return msgspec.structs.replace(
+        state,
+        entries=entries,
+        trimmed_through=through,
+        trimmed_entries=state.trimmed_entries + hidden,
+        trims=state.trims + 1,
+    )
+
+
+def _instruct(state: SessionHistoryState, recorded: Recorded) -> SessionHistoryState:
+    """Keep a recorded system prompt (any other event changes nothing)."""
+    event = recorded.event
+    if not isinstance(event, SystemPromptSet):
+        return state
+    entry = HistoryEntry(
+        version=recorded.version,
+        turn_id=event.turn_id or "",
+        message=make_message("system", event.text),
+    )
+    return msgspec.structs.replace(state, instructions=(*state.instructions, entry))
 
 
 def _append(
@@ -224,13 +284,47 @@ def _attach(state: SessionHistoryState, media: MediaAttached) -> SessionHistoryS
 def visible_messages(state: SessionHistoryState) -> list[Message]:
     """Return the provider-visible history: a breadcrumb for trims, then the rest."""
     kept = [e.message for e in state.entries if e.version > state.trimmed_through]
-    if state.trims and any(e.version <= state.trimmed_through for e in state.entries):
+    if state.trimmed_entries:
         return [make_message("user", BREADCRUMB_TEXT, kind="breadcrumb"), *kept]
     return kept
 
 
-SESSION_HISTORY: Final = SessionHistory()
-"""The session-history projection."""
+def current_instructions(state: SessionHistoryState) -> str | None:
+    """Return the system prompt in effect (the last one recorded), if any."""
+    return state.instructions[-1].message.text if state.instructions else None
+
+
+def provider_messages(state: SessionHistoryState) -> list[Message]:
+    """Return the history as a provider is sent it: system prompts included.
+
+    The recorded system prompts older than the first visible message come first
+    (oldest first; a trim never drops them), then the breadcrumb when trims hid
+    messages, then the visible messages with any later system prompt in place.
+    """
+    visible = visible_messages(state)
+    if not state.instructions:
+        return visible
+    kept = [e for e in state.entries if e.version > state.trimmed_through]
+    first = kept[0].version if kept else state.last_version + 1
+    lead = [i.message for i in state.instructions if i.version < first]
+    later = [i for i in state.instructions if i.version >= first]
+    crumb = visible[: len(visible) - len(kept)]
+    body: list[Message] = []
+    waiting = 0
+    for entry in kept:
+        while waiting < len(later) and later[waiting].version < entry.version:
+            body.append(later[waiting].message)
+            waiting += 1
+        body.append(entry.message)
+    body.extend(i.message for i in later[waiting:])
+    return [*lead, *crumb, *body]
+
+
+SESSION_HISTORY: Final = SessionHistory("session_history", compact=True)
+"""The session-history projection: the provider-visible history, bounded."""
+
+SESSION_TRANSCRIPT: Final = SessionHistory("session_transcript", compact=False)
+"""The same fold keeping every recorded message (audits of the whole record)."""
 
 
 _DIGEST_ENCODER: Final = msgspec.json.Encoder()

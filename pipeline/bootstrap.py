@@ -1,0 +1,192 @@
+"""The composition root: one place that builds the runtime from a configuration.
+
+Every entry point (the CLI, the demo, the benchmarks, the tests, the README's
+Python example) gets its engine here, so the ledger, the views, the memory
+service, the tools and the strategy are wired one way (cosmicpython's
+``bootstrap``)::
+
+    async with bootstrap(Config(ledger="example.db"), provider=provider) as runtime:
+        outcome = await runtime.engine.run_turn("ops", "s1", "hello")
+
+Closing the runtime catches the session-history view up (so the next process
+opens its sessions from snapshots), then closes the memory stores, the writer
+and the ledger, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Self
+
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.store import EventStore, open_store
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
+from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.providers.base import Provider
+from turnledger.pipeline.strategy import strategy_for
+from turnledger.pipeline.tools.base import Tool
+from turnledger.pipeline.tools.registry import default_tools
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.queries import SessionHistories
+from turnledger.projections.runner import ProjectionRunner
+from turnledger.projections.views import SQLiteViewStore, ViewStore
+
+VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
+"""The environment variable naming the view store."""
+
+_POSTGRES: Final = ("postgresql://", "postgres://")
+
+
+def views_location(config: Config, ledger_url: str, chosen: str | None = None) -> str:
+    """Return where a ledger's views live.
+
+    ``chosen`` (e.g. ``--views``), else ``$TURNLEDGER_VIEWS``, else the
+    configuration's ``views`` key, else the PostgreSQL ledger itself, else a
+    ``.views.db`` file beside a SQLite ledger.
+    """
+    picked = chosen or os.environ.get(VIEWS_ENV) or config.views
+    if picked:
+        return picked
+    if ledger_url.startswith(_POSTGRES):
+        return ledger_url
+    path = Path(ledger_url.removeprefix("sqlite:///"))
+    return str(path.with_name(path.stem + ".views.db"))
+
+
+def open_view_store(where: str) -> ViewStore:
+    """Open a view store: PostgreSQL for a URL, else a SQLite file."""
+    if where.startswith(_POSTGRES):
+        # PostgreSQL support is an optional extra: import it only when used.
+        from turnledger.projections.views_pg import PostgresViewStore  # noqa: PLC0415
+
+        return PostgresViewStore(where)
+    return SQLiteViewStore(where)
+
+
+class Runtime:
+    """A wired runtime: the engine and what it stands on.
+
+    Attributes:
+        config: The configuration it was built from.
+        store: The ledger.
+        ledger: The async facade the engine appends through.
+        views: The view store the runner keeps current.
+        runner: The projection runner over ``views``.
+        histories: The session-history query API (snapshot + tail).
+        memory: The memory service.
+        engine: The turn engine.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: EventStore,
+        ledger: AsyncLedger,
+        views: ViewStore,
+        memory: MemoryService,
+        engine: TurnEngine,
+        owns_store: bool,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.ledger = ledger
+        self.views = views
+        self.runner = ProjectionRunner(store, views, [SESSION_HISTORY])
+        self.histories = engine.sessions.histories
+        self.memory = memory
+        self.engine = engine
+        self._owns_store = owns_store
+        self._closed = False
+
+    async def aclose(self) -> None:
+        """Catch the history view up, then close memory, writer, views, ledger."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.ledger.aclose()
+            await asyncio.to_thread(self.runner.catch_up)
+        finally:
+            self.memory.close()
+            self.views.close()
+            if self._owns_store:
+                self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def bootstrap(
+    config: Config,
+    *,
+    provider: Provider,
+    store: EventStore | None = None,
+    ledger_url: str | None = None,
+    views: str | None = None,
+    tools: Mapping[str, Tool] | None = None,
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    consolidate_agent: str | None = None,
+) -> Runtime:
+    """Build the runtime a configuration describes.
+
+    Args:
+        config: The configuration.
+        provider: The model endpoint.
+        store: An open ledger to use (default: open ``ledger_url``; the runtime
+            then closes it).
+        ledger_url: The ledger (default: the configuration's ``ledger``).
+        views: Where views live (default: :func:`views_location`).
+        tools: The tools (default: the built-in memory, knowledge and file tools).
+        system_prompt: The system prompt the engine sends.
+        consolidate_agent: Run this agent's memory strategy after each turn
+            (one extra provider call per turn); ``None`` runs none.
+
+    Returns:
+        The runtime; use it as an async context manager, or ``await aclose()``.
+    """
+    url = ledger_url or config.ledger_url()
+    owns_store = store is None
+    ledger_store = store if store is not None else open_store(url)
+    view_store = open_view_store(views_location(config, url, views))
+    memory = MemoryService(
+        ledger_store, config, ledger_url=url, shredding=config.memory.shredding
+    )
+    strategy = (
+        strategy_for(consolidate_agent, memory, provider)
+        if consolidate_agent is not None
+        else None
+    )
+    ledger = AsyncLedger(ledger_store, close_store=False)
+    engine = TurnEngine(
+        ledger=ledger,
+        provider=provider,
+        memory=memory,
+        tools=default_tools() if tools is None else tools,
+        config=config,
+        system_prompt=system_prompt,
+        strategy=strategy,
+        histories=SessionHistories(ledger_store, view_store),
+    )
+    return Runtime(
+        config=config,
+        store=ledger_store,
+        ledger=ledger,
+        views=view_store,
+        memory=memory,
+        engine=engine,
+        owns_store=owns_store,
+    )

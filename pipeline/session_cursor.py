@@ -1,0 +1,140 @@
+"""The engine's cursors on session streams: opened in O(1), kept current in memory.
+
+A session is opened from its history snapshot plus the events after it
+(:class:`turnledger.projections.queries.SessionHistories`), never by folding
+from version 1 unless no snapshot exists. While a turn runs the engine is the
+session's writer, so the cursor folds each event it appends instead of reading
+the stream again. Between turns cursors stay cached (bounded LRU): re-opening a
+cached session costs one head-version check, plus the events another writer
+appended since, if any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Final
+from uuid import UUID
+
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.codec import datetime_from_us, now_us
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import Event, SessionOpened
+from turnledger.ledger.ids import session_stream_id
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.projections.base import fold
+from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.projections.queries import SessionHistories
+
+CACHED_SESSIONS: Final = 1024
+"""How many session cursors an engine keeps between turns."""
+
+
+class SessionCursor:
+    """The engine's cursor on one session stream.
+
+    Events that need no commit of their own (a recall record, a model call's
+    usage) wait in ``pending`` and go out with the next append.
+
+    Attributes:
+        stream_id: The session stream.
+        version: The stream version the cursor has folded.
+        agent: The agent.
+        key: The session key.
+        state: The session's history as of ``version``.
+        pending: Events to prepend to the next append.
+    """
+
+    def __init__(
+        self,
+        stream_id: UUID,
+        version: int,
+        agent: str,
+        key: str,
+        state: SessionHistoryState,
+    ) -> None:
+        self.stream_id = stream_id
+        self.version = version
+        self.agent = agent
+        self.key = key
+        self.state = state
+        self.pending: list[Event] = []
+
+
+class SessionCursors:
+    """Opens session cursors and appends through them.
+
+    Args:
+        ledger: The async ledger.
+        histories: The session-history query API (snapshot + tail).
+    """
+
+    def __init__(self, ledger: AsyncLedger, histories: SessionHistories) -> None:
+        self.ledger = ledger
+        self.histories = histories
+        self._cached: OrderedDict[UUID, SessionCursor] = OrderedDict()
+
+    async def open(
+        self, agent: str, session_key: str, *, channel: str = ""
+    ) -> SessionCursor:
+        """Return a current cursor on a session, recording its opening if new."""
+        key = sanitize_session_key(session_key)
+        stream = session_stream_id(agent, key)
+        cursor = self._cached.pop(stream, None)
+        if cursor is None:
+            state, head = await asyncio.to_thread(self.histories.open, stream)
+            cursor = SessionCursor(stream, head, agent, key, state)
+        elif await self.ledger.stream_version(stream) != cursor.version:
+            await self._refresh(cursor)
+        cursor.pending.clear()
+        self._remember(cursor)
+        if cursor.version == 0:
+            opened = SessionOpened(agent=agent, session_key=key, channel=channel)
+            await self.append(cursor, [opened])
+        return cursor
+
+    async def append(self, cursor: SessionCursor, events: Sequence[Event]) -> None:
+        """Append (pending events first) at the cursor's version and fold them in.
+
+        Raises:
+            ConcurrencyError: Another writer moved the session; the cursor is
+                refreshed to the stream's head before the error propagates.
+        """
+        batch = [*cursor.pending, *events]
+        cursor.pending.clear()
+        try:
+            result = await self.ledger.append(
+                cursor.stream_id, batch, expected_version=cursor.version
+            )
+        except ConcurrencyError:
+            await self._refresh(cursor)
+            raise
+        now = datetime_from_us(now_us())
+        recorded = [
+            Recorded(
+                stream_id=cursor.stream_id,
+                version=result.first_version + i,
+                position=position,
+                recorded_at=now,
+                event=event,  # type: ignore[arg-type]  # the append validated it
+            )
+            for i, (event, position) in enumerate(
+                zip(batch, result.positions, strict=True)
+            )
+        ]
+        key = str(cursor.stream_id)
+        cursor.state = fold(SESSION_HISTORY, recorded, {key: cursor.state})[key]
+        cursor.version = result.last_version
+
+    async def _refresh(self, cursor: SessionCursor) -> None:
+        """Fold what other writers appended after the cursor's version."""
+        cursor.state, cursor.version = await asyncio.to_thread(
+            self.histories.advance, cursor.stream_id, cursor.state, cursor.version
+        )
+
+    def _remember(self, cursor: SessionCursor) -> None:
+        self._cached[cursor.stream_id] = cursor
+        while len(self._cached) > CACHED_SESSIONS:
+            self._cached.popitem(last=False)

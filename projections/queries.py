@@ -1,0 +1,94 @@
+"""Query APIs over the projections: how readers get a read model's state.
+
+Readers never fold the ledger their own way. A session's history is its stored
+snapshot (the session-history view the runner keeps) plus the session-stream
+events after the snapshot's version, folded with the same pure fold: the answer
+is exact even when the view lags, and opening a session costs the snapshot plus
+what is newer than it, not the session's length. A point-in-time read (``at``)
+folds the prefix up to a global position.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from turnledger.ledger.store import EventStore
+from turnledger.projections.base import fold
+from turnledger.projections.history import (
+    SESSION_HISTORY,
+    SESSION_TRANSCRIPT,
+    SessionHistory,
+    SessionHistoryState,
+)
+from turnledger.projections.views import ViewStore
+
+
+class SessionHistories:
+    """Read sessions' provider-visible histories and full transcripts.
+
+    Args:
+        store: The ledger.
+        views: The view store the runner keeps current (``None``: no snapshot;
+            every read folds the stream).
+    """
+
+    def __init__(self, store: EventStore, views: ViewStore | None = None) -> None:
+        self.store = store
+        self.views = views
+        self.events_read = 0
+        """Events decoded by reads so far (how tests see what an open costs)."""
+
+    def snapshot(self, stream_id: UUID) -> SessionHistoryState | None:
+        """Return the stored snapshot of a session, if the view holds a usable one."""
+        if self.views is None:
+            return None
+        found = self.views.load(
+            SESSION_HISTORY.name, [str(stream_id)], SessionHistoryState
+        ).get(str(stream_id))
+        if found is None or not found.compacted:
+            return None
+        return found
+
+    def get(self, stream_id: UUID, *, at: int | None = None) -> SessionHistoryState:
+        """Return a session's history now, or as of global position ``at``."""
+        if at is not None:
+            return self._fold(SESSION_HISTORY, stream_id, at)
+        return self.open(stream_id)[0]
+
+    def open(self, stream_id: UUID) -> tuple[SessionHistoryState, int]:
+        """Return a session's history and its stream's head version."""
+        base = self.snapshot(stream_id) or SESSION_HISTORY.initial("")
+        return self.advance(stream_id, base, base.last_version)
+
+    def advance(
+        self, stream_id: UUID, state: SessionHistoryState, after: int
+    ) -> tuple[SessionHistoryState, int]:
+        """Fold the session's events after version ``after`` into ``state``.
+
+        Returns:
+            The new state and the stream's head version (events the history
+            does not fold, such as ``model.called``, still move the head).
+        """
+        tail = self.store.read_stream(stream_id, after=after)
+        self.events_read += len(tail)
+        if not tail:
+            return state, after
+        key = str(stream_id)
+        return fold(SESSION_HISTORY, tail, {key: state})[key], tail[-1].version
+
+    def transcript(
+        self, stream_id: UUID, *, at: int | None = None
+    ) -> SessionHistoryState:
+        """Return every recorded message of a session (trimmed ones included)."""
+        return self._fold(SESSION_TRANSCRIPT, stream_id, at)
+
+    def _fold(
+        self, projection: SessionHistory, stream_id: UUID, at: int | None
+    ) -> SessionHistoryState:
+        events = [
+            r
+            for r in self.store.read_stream(stream_id)
+            if at is None or r.position <= at
+        ]
+        self.events_read += len(events)
+        return fold(projection, events).get(str(stream_id), projection.initial(""))
