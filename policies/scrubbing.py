@@ -1,20 +1,26 @@
-"""Credential scrubbing for anything shown outside the model (§8.3).
+"""Credential scrubbing for anything shown outside the model (§8.3, issue #17).
 
 ZeroClaw scrubs ``key=value`` credentials at its rendering boundary, secret
 prefixes only in provider errors, and sends tool-call arguments raw. Here one
 rule, :func:`scrub_text`, covers all of it and is used on every surface (logs,
-observer events, tool-call arguments, summaries). It removes, in this order:
+observer events and their OpenTelemetry spans, tool-call arguments, summaries,
+error messages). It removes, in this order:
 
 1. PEM private-key blocks (a block cut before its END line is removed to the
    end of the text: a truncated key is still a key);
-2. the query string of every ``http(s)`` URL;
-3. credential ``key=value`` / ``key: value`` pairs with a value of at least 8
+2. the password of ``user:password@`` in a URL of any scheme;
+3. the query string of every ``http(s)`` URL, and the secret path of Slack and
+   Discord webhook URLs;
+4. credential ``key=value`` / ``key: value`` pairs with a value of at least 8
    characters: the key and the first 4 characters stay, then ``*[REDACTED]``
-   (``Authorization: Bearer <token>`` keeps the scheme word too);
-4. bare ``Bearer <token>`` values the same way;
-5. bare tokens with a known secret prefix (``sk-``, ``ghp_``, ``gho_``, ``ghu_``,
-   ``github_pat_``, ``xoxb-``, ``xoxp-``, ``AIza``) and 8+ more characters,
-   replaced whole by ``[REDACTED]``.
+   (``Authorization: Bearer <token>`` keeps the scheme word too; a value that
+   already starts with a redaction marker keeps only the marker);
+5. bare ``Bearer <token>`` values the same way;
+6. high-entropy values under other secret-like keys (``STRIPE_KEY=...``,
+   ``AccountKey=...``), replaced whole;
+7. tokens of a known shape (cloud keys, provider tokens, JWTs, bare AWS secret
+   access keys; the list is in :mod:`policies.secret_shapes`), replaced whole by
+   ``[REDACTED]``.
 
 Every step is idempotent and none creates input for an earlier one, so
 ``scrub_text(scrub_text(x)) == scrub_text(x)``. The patterns are linear: each
@@ -22,9 +28,10 @@ quantified run is bounded by characters that end it, so 1 MB of text is one pass
 per pattern.
 
 :func:`scrub_json` walks parsed JSON: the whole value of a secret-looking key
-becomes ``"[REDACTED]"``, every other string is scrubbed as text.
-:func:`scrub_json_text` does the same for JSON text and falls back to
-:func:`scrub_text` when the text is not JSON.
+becomes ``"[REDACTED]"`` (and so does a high-entropy string under a secret-like
+key), every other string is scrubbed as text. :func:`scrub_json_text` does the
+same for JSON text and falls back to :func:`scrub_text` when the text is not
+JSON.
 """
 
 from __future__ import annotations
@@ -36,9 +43,20 @@ from typing import Final, TypeAlias
 
 import msgspec
 
+from turnledger.policies import secret_shapes
 from turnledger.policies.messages import Message, ToolCall, measure_chars
+from turnledger.policies.secret_shapes import (
+from turnledger.policies.errors import PolicyError
+    high_entropy,
+    key_words,
+    scrub_secretish_values,
+    scrub_tokens,
+    scrub_userinfo,
+    scrub_webhooks,
+    secretish_key,
+)
 
-REDACTED: Final = "[REDACTED]"
+REDACTED: Final = secret_shapes.REDACTED
 """What a whole secret is replaced by."""
 
 PRIVATE_KEY_REDACTED: Final = "[REDACTED PRIVATE KEY]"
@@ -80,9 +98,9 @@ _URL: Final = re.compile(r"[hH][tT][tT][pP][sS]?://[^\s\"'<>`\\]*")
 # which is what keeps a pass over 1 MB in the tens of milliseconds.
 _ASCII_LOWER: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _CREDENTIAL_KEYS: Final = (
-    r"a(?:uthorization|pi[_-]?key|ccess[_-]key)|token|bearer"
+    r"a(?:uthorization|pi[_-]?key|ccess[_-]key|ccount[_-]?key)|token|bearer"
     r"|p(?:ass(?:word|wd|phrase)|rivate[_-]key)"
-    r"|s(?:ecrets?|ecret[_-]key|et[_-]cookie)|user[_-]key"
+    r"|s(?:ecrets?|ecret[_-]key|et[_-]cookie|hared[_-]?access[_-]?key)|user[_-]key"
     r"|c(?:redentials?|lient[_-]key|ookie)"
 )
 _CREDENTIAL: Final = re.compile(
@@ -94,14 +112,6 @@ _CREDENTIAL: Final = re.compile(
     r"|'(?P<sq>(?:[^'\\\r\n]|\\.){8,})'"
     r"|(?P<bare>[a-z0-9_\-./+=]{8,}))"
 )
-# A character class first (not a look-behind) lets the engine skip positions by
-# first character; the look-behind then checks the token boundary.
-_SECRET_PREFIX: Final = re.compile(
-    r"[sgxA](?<![A-Za-z0-9][sgxA])"
-    r"(?:(?<=s)k-|(?<=g)h[pou]_|(?<=g)ithub_pat_|(?<=x)ox[bp]-|(?<=A)Iza)"
-    r"[A-Za-z0-9\-_.:]{8,}"
-)
-
 _SECRET_WORDS: Final = frozenset(
     {
         "password",
@@ -132,8 +142,6 @@ _KEY_QUALIFIERS: Final = frozenset(
         "master",
     }
 )
-_KEY_WORD_SPLIT: Final = re.compile(r"[^a-z0-9]+")
-_CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def _strip_query(match: re.Match[str]) -> str:
@@ -159,13 +167,25 @@ def _head(value: str) -> str:
     return "".join(_UNIT.findall(value[:8])[:4])
 
 
-def _scrub_credentials(text: str) -> str:
+_MARKERS: Final = (PRIVATE_KEY_REDACTED, REDACTED)
+
+
+def _redacted_value(value: str) -> tuple[str, ...]:
+    # A value already redacted by another step keeps only its marker, so a
+    # second pass never turns "[REDACTED]" into "[RED*[REDACTED]".
+    for marker in _MARKERS:
+        if value.startswith(marker):
+            return (marker,)
+    return (_head(value), "*", REDACTED)
+
+
+def _scrub_credentials(text: str, lowered: str) -> str:
     pieces: list[str] = []
     last = 0
-    for match in _CREDENTIAL.finditer(text.translate(_ASCII_LOWER)):
+    for match in _CREDENTIAL.finditer(lowered):
         # The key, separator and opening quote stay; the value keeps its head.
         start, end = match.span(match.lastgroup or 0)
-        pieces += (text[last:start], _head(text[start:end]), "*", REDACTED)
+        pieces += (text[last:start], *_redacted_value(text[start:end]))
         last = end
     if not pieces:
         return text
@@ -180,8 +200,9 @@ def scrub_text(text: str) -> str:
         text: Any text: a log line, a tool result, a query, an error message.
 
     Returns:
-        The text with PEM private keys, URL query strings, credential values and
-        secret-prefixed tokens removed (see the module docstring). Idempotent.
+        The text with PEM private keys, URL passwords and query strings,
+        credential values and secrets of a known shape removed (see the module
+        docstring). Idempotent.
 
     Example:
         ``"token=QWxh+GRpbjpvcGVu/IHNlc2FtZQ== next=public"`` becomes
@@ -189,14 +210,12 @@ def scrub_text(text: str) -> str:
     """
     if "PRIVATE KEY" in text:
         text = _PEM_BLOCK.sub(PRIVATE_KEY_REDACTED, text)
+    text = scrub_userinfo(text)
     text = _URL.sub(_strip_query, text)
-    text = _scrub_credentials(text)
-    return _SECRET_PREFIX.sub(REDACTED, text)
-
-
-def _key_words(key: str) -> list[str]:
-    spaced = _CAMEL_BOUNDARY.sub("_", key).lower()
-    return [word for word in _KEY_WORD_SPLIT.split(spaced) if word]
+    text = scrub_webhooks(text)
+    text = _scrub_credentials(text, text.translate(_ASCII_LOWER))
+    text = scrub_secretish_values(text, looks_like_secret_key)
+    return scrub_tokens(text)
 
 
 def looks_like_secret_key(key: str) -> bool:
@@ -216,7 +235,7 @@ def looks_like_secret_key(key: str) -> bool:
     Returns:
         Whether its whole value must be redacted.
     """
-    words = _key_words(key)
+    words = key_words(key)
     if not words:
         return False
     if words[-1] == "token" or any(word in _SECRET_WORDS for word in words):
@@ -232,14 +251,17 @@ def scrub_json(value: JsonValue) -> JsonValue:
 
     Returns:
         A new value: the value of each secret-looking key (any type) becomes
-        ``"[REDACTED]"``, every other string goes through :func:`scrub_text`.
+        ``"[REDACTED]"``, and so does a high-entropy string under a secret-like
+        key (``"AccountKey": "<88 base64 characters>"``, see
+        :mod:`policies.secret_shapes`); every other string goes through
+        :func:`scrub_text`.
         Numbers, booleans and ``None`` are returned as they are. Idempotent.
     """
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, dict):
         return {
-            key: REDACTED if looks_like_secret_key(key) else scrub_json(item)
+            key: REDACTED if _redacts_whole(key, item) else scrub_json(item)
             for key, item in value.items()
         }
     if isinstance(value, list):
@@ -247,6 +269,14 @@ def scrub_json(value: JsonValue) -> JsonValue:
     if isinstance(value, tuple):
         return tuple(scrub_json(item) for item in value)
     return value
+
+
+def _redacts_whole(key: str, item: JsonValue) -> bool:
+    if looks_like_secret_key(key):
+        return True
+    return (
+        isinstance(item, str) and secretish_key(key_words(key)) and high_entropy(item)
+    )
 
 
 def scrub_json_text(text: str) -> str:
@@ -339,7 +369,7 @@ def scrub_message(message: Message) -> Message:
     )
 
 
-class ScrubberConfigError(ValueError):
+class ScrubberConfigError(PolicyError):
     """A scrubber was configured with an unusable known secret."""
 
 

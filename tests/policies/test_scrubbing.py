@@ -30,6 +30,7 @@ from turnledger.policies.scrubbing import (
     scrub_tool_call,
     summarize,
 )
+from turnledger.policies.secret_shapes import entropy_bits, high_entropy
 
 # Pieces that interact with every pattern, for idempotence hunting.
 _PIECES = st.sampled_from(
@@ -68,6 +69,22 @@ _PIECES = st.sampled_from(
         "é",
         ELLIPSIS,
         ".",
+        "postgres://",
+        "u:",
+        "@",
+        "/",
+        "AKIA",
+        "ABCDEFGHIJKLMNOP",
+        "Q~",
+        "abc8",
+        "eyJ",
+        "hooks.slack.com/services/",
+        "STRIPE_KEY=",
+        "Zx81kQ0aPz3mN7vW",
+        "[REDACTED PRIVATE KEY]",
+        "sk_live_",
+        "npm_",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12",
     ]
 )
 adversarial_texts = st.one_of(
@@ -401,3 +418,127 @@ class TestMakeScrubber:
         once = scrub(planted)
         assert secret not in once
         assert scrub(once) == once
+
+
+class TestSecretShapes:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("postgres://app:pw@db/x", "postgres://app:[REDACTED]@db/x"),
+            ("redis://:tok3n@cache:6379", "redis://:[REDACTED]@cache:6379"),
+            ("https://u:p@ss@h.io/a", "https://u:[REDACTED]@h.io/a"),
+            ("https://u:[REDACTED]@h.io", "https://u:[REDACTED]@h.io"),
+            (
+                "http://[::1]:8080/x and a://host:80/p",
+                "http://[::1]:8080/x and a://host:80/p",
+            ),
+            ("no scheme user:pw@host", "no scheme user:pw@host"),
+        ],
+    )
+    def test_url_passwords_in_any_scheme(self, text, expected):
+        """The password of user:password@ goes, in every scheme; hosts stay."""
+        assert scrub_text(text) == expected
+
+    @pytest.mark.parametrize(
+        "token",
+        [
+            "AKIAIOSFODNN7EXAMPL3",
+            "ASIAY34FZKBOKMUTVV7A",
+            "sk_live_51HxY2zAbCdEf",
+            "rk_test_51HxY2zAbCdEf",
+            "whsec_Mn0pQrStUvWx",
+            "glpat-x9Y8w7V6u5T4s3R2q1P0",
+            "ghs_abcdefgh12",
+            "xapp-1-A0123456789",
+            "npm_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2",
+            "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
+            "pypi-AgEIcHlwaS5vcmcCJDAwMDAw",
+            "SG.aB1cD2eF3gH4iJ5kL6.pQ8rS9tU0vW1xY2z",
+            "GOCSPX-1a2B3c4D5e6F7g8H",
+            "ya29.a0AfB_byC1x2Y3z4W5v6",
+            "dop_v1_0a1b2c3d4e5f6a7b",
+            "shpat_0a1b2c3d4e5f6a7b",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4fw",
+            "abc8Q~Zx1Yw2Vu3Ts4Rq5Po6Nm7Lk8Ji9Hg0FeDc",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12",
+        ],
+    )
+    def test_known_shapes_replaced_whole(self, token):
+        """Cloud keys, provider tokens and JWTs become one marker."""
+        assert scrub_text(f"use {token} now") == "use [REDACTED] now"
+        assert scrub_text(f"({token})") == "([REDACTED])"
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "3f786850e387550fdab836ed7e6dc881de23001b",  # a git digest
+            "npm_config_registry_value",  # an npm variable, not a token
+            "xAKIAIOSFODNN7EXAMPL3",  # inside a word
+            "AKIAIOSFODNN7EXAMPL3X",  # too long for an id
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaA1",  # 40 chars, low entropy
+            "src/Policies/Scrubbing/aaaaaaaaaaaaaaaaa",  # 40 chars, no digit
+            "x~abc8Q~Zx1Yw2Vu3Ts4Rq5Po6Nm7Lk8Ji9Hg0FeDc",  # no Azure boundary
+            "abcdQ~Zx1Yw2Vu3Ts4Rq5Po6Nm7Lk8Ji9Hg0FeDc",  # no digit before Q~
+            "Q~Zx1Yw2Vu3Ts4Rq5Po6Nm7Lk8Ji9Hg0FeDc",  # nothing before Q~
+            "session_key=550e8400-e29b-41d4-a716-446655440000",
+            "monkey=bananabananabanana1",
+            "max_tokens=12345678901234567890",
+        ],
+    )
+    def test_lookalikes_kept(self, text):
+        """Digests, words, ordinary keys and low-entropy values are not secrets."""
+        assert scrub_text(text) == text
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("STRIPE_KEY=Zx81kQ0aPz3mN7vW2yT5uR9s", "STRIPE_KEY=[REDACTED]"),
+            ("db_pass: 'q8W3e7R2t6Y1u5I0'", "db_pass: '[REDACTED]'"),
+            ("signingKey=Zx81kQ0aPz3mN7vW2yT5uR9s", "signingKey=[REDACTED]"),
+            ("sig=Zx81kQ0aPz3mN7vW2yT5uR9s", "sig=[REDACTED]"),
+            ("STRIPE_KEY \t= Zx81kQ0aPz3mN7vW2yT5uR9s", "STRIPE_KEY \t= [REDACTED]"),
+            ("app_key=Zm9vYmFyYmF6cXV4Zm9vYmFy12==;x", "app_key=[REDACTED];x"),
+            ("app_key=Zm9vYmFyYmF6cXV4Zm9vYmFy12===", "app_key=[REDACTED]="),
+            ("api_key=abc~defghijklmnopq1", "api_key=[REDACTED]"),
+            (
+                "primary_key=Zx81kQ0aPz3mN7vW2yT5uR9s",
+                "primary_key=Zx81kQ0aPz3mN7vW2yT5uR9s",
+            ),
+            ("oauth=Zx81kQ0aPz3mN7vW2yT5uR9s", "oauth=Zx81kQ0aPz3mN7vW2yT5uR9s"),
+        ],
+    )
+    def test_high_entropy_values_under_secret_like_keys(self, text, expected):
+        """A random value under a secret-like key goes whole; ordinary keys stay."""
+        assert scrub_text(text) == expected
+
+    def test_webhooks(self):
+        """Slack and Discord webhook paths are secrets."""
+        assert scrub_text("https://hooks.slack.com/services/T0/B0/XyZ") == (
+            "https://hooks.slack.com/services/[REDACTED]"
+        )
+        assert scrub_text("https://discord.com/api/webhooks/123/abc-DEF") == (
+            "https://discord.com/api/webhooks/[REDACTED]"
+        )
+
+    def test_redacted_values_are_not_rescrubbed_into_fragments(self):
+        """A quoted marker stays a marker: no ``[RED*[REDACTED]``."""
+        assert scrub_text('"password": "[REDACTED]"') == '"password": "[REDACTED]"'
+        assert scrub_text("token: '[REDACTED] and more'") == "token: '[REDACTED]'"
+
+    def test_json_high_entropy_under_secret_like_key(self):
+        """JSON keys get the same rule; ordinary keys and low entropy stay."""
+        value = {
+            "AccountKey": "Zm9vYmFyYmF6cXV4Zm9vYmFy12==",
+            "session_key": "550e8400-e29b-41d4-a716-446655440000",
+            "stripe_key": "short",
+            "other_key": 5,
+        }
+        assert scrub_json(value) == {**value, "AccountKey": "[REDACTED]"}
+
+    def test_entropy(self):
+        """Entropy is 0 for empty or constant text, log2(n) for n distinct chars."""
+        assert entropy_bits("") == 0.0
+        assert entropy_bits("aaaa") == 0.0
+        assert entropy_bits("abcd") == 2.0
+        assert not high_entropy("abcdefghijklmnop")
+        assert high_entropy("Zx81kQ0aPz3mN7vW")
