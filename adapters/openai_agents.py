@@ -1,0 +1,280 @@
+"""The OpenAI Agents SDK's session on the ledger: ``TurnledgerSession``.
+
+One line::
+
+    session = TurnledgerSession("user_42", "turnledger.db")
+    await Runner.run(agent, "hello", session=session)
+
+A session is the ledger stream of agent ``openai-agents`` (or ``agent=``) and
+session key ``session_id``; items become typed events and come back exactly
+(:mod:`turnledger.adapters.openai_agents_items`). ``pop_item`` and
+``clear_session`` append an ``items.removed`` event: the items leave the history
+(this session's and the history projection's), the ledger keeps them. Every call
+is async and durable when it returns (appends are group-committed with other
+sessions on the same ledger; reads run in a worker thread). Several instances, in
+several processes, may share one session: an append made on a stale view is
+refused by the stream version, re-read and retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any, Final
+from weakref import WeakKeyDictionary
+
+from agents.memory import SessionABC
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from turnledger.adapters._ledger import (
+    LedgerHandle,
+    LedgerTarget,
+    finish_despite_cancel,
+)
+from turnledger.adapters.openai_agents_items import (
+    FRAMEWORK,
+    FoldedItem,
+    decode_item,
+    fold_items,
+    is_call,
+    is_output,
+    items_to_events,
+    normalize,
+)
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import Event, ItemsRemoved, SessionOpened
+from turnledger.ledger.ids import session_stream_id
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+DEFAULT_AGENT: Final = "openai-agents"
+"""The agent alias sessions are recorded under unless ``agent=`` says otherwise."""
+
+_RETRIES: Final = 16
+
+
+class TurnledgerSession(SessionABC):
+    """A ``Session`` of the OpenAI Agents SDK stored in the turnledger ledger.
+
+    Args:
+        session_id: The session key (not empty).
+        ledger: The ledger: a path or URL (default ``./turnledger.db``), an
+            ``EventStore`` or an ``AsyncLedger``.
+        agent: The agent alias the session is recorded under.
+        session_settings: Default settings (``limit``) for ``get_items``.
+
+    Raises:
+        ValueError: ``session_id`` or ``agent`` is empty.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        ledger: LedgerTarget = None,
+        *,
+        agent: str = DEFAULT_AGENT,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        if not session_id or not agent:
+            msg = (
+                "Expected a non-empty session id and agent, "
+                f"found {session_id!r} and {agent!r}"
+            )
+            raise ValueError(msg)
+        self.session_id = session_id
+        self.agent = agent
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.stream_id = session_stream_id(agent, session_id)
+        self._handle = LedgerHandle(ledger)
+        self._version = 0
+        self._items: list[FoldedItem] = []
+        self._tool_names: dict[str, str] = {}
+        self._turn = "t0"
+        self._closed = False
+        self._locks: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            WeakKeyDictionary()
+        )
+        self._locks_guard = threading.Lock()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "TurnledgerSession is closed"
+            raise RuntimeError(msg)
+
+    async def _refresh(self) -> None:
+        """Fold what was appended to the stream since this instance last looked."""
+        self._check_open()
+        new = await self._handle.read_stream(self.stream_id, after=self._version)
+        if not new:
+            return
+        fold_items(self._items, new, self._tool_names)
+        for record in new:
+            turn = getattr(record.event, "turn_id", None)
+            if isinstance(turn, str) and turn.startswith("t"):
+                self._turn = turn
+        self._version = new[-1].version
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """Return the session's items, oldest first.
+
+        Args:
+            limit: The latest ``limit`` items (default ``session_settings.limit``;
+                ``None`` or a negative number: all). When the limit cuts the
+                history, a tool output whose call is not before it among them is
+                left out (it may then hold fewer than ``limit`` items), so a
+                limited history never hands the model an output without its call.
+        """
+        await self._refresh()
+        count = resolve_session_limit(limit, self.session_settings)
+        chosen = self._items
+        if count is not None and count >= 0:
+            chosen = chosen[-count:] if count else []
+        items = [decode_item(i.data) for i in chosen]
+        if count is not None and count >= 0 and len(chosen) < len(self._items):
+            items = _without_cut_outputs(items)
+        return items  # type: ignore[return-value]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append items; durable when this returns.
+
+        Raises:
+            ItemError: An item is not a JSON object.
+        """
+        self._check_open()
+        if not items:
+            return
+        normalized = [normalize(item) for item in items]
+        await finish_despite_cancel(self._write(lambda: self._record(normalized)))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the most recent item and return it (``None`` when empty).
+
+        The removal is an ``items.removed`` event over the events that recorded
+        the item; items recorded by the same event (an assistant message and its
+        other calls) are recorded again after it.
+        """
+        popped: list[Any] = []
+
+        def events() -> list[Event]:
+            popped.clear()
+            if not self._items:
+                return []
+            last = self._items[-1]
+            siblings = [i for i in self._items if i.version == last.version]
+            popped.append(decode_item(last.data))
+            removal: list[Event] = [
+                ItemsRemoved(
+                    first_version=last.version,
+                    last_version=last.last_version,
+                    framework=FRAMEWORK,
+                    reason="pop_item",
+                )
+            ]
+            again = [decode_item(i.data) for i in siblings[:-1]]
+            return removal + self._record(again, offset=1)
+
+        await finish_despite_cancel(self._write(events))
+        return popped[0] if popped else None
+
+    async def clear_session(self) -> None:
+        """Remove every item (one ``items.removed`` event; the ledger keeps them)."""
+
+        def events() -> list[Event]:
+            if not self._items:
+                return []
+            return [
+                ItemsRemoved(
+                    first_version=1,
+                    last_version=self._version,
+                    framework=FRAMEWORK,
+                    reason="clear_session",
+                )
+            ]
+
+        await finish_despite_cancel(self._write(events))
+
+    def _record(self, items: list[dict[str, Any]], offset: int = 0) -> list[Event]:
+        opening = self._opening()
+        events, _ = items_to_events(
+            items,
+            turn_id=self._turn,
+            first_version=self._version + len(opening) + offset + 1,
+            tool_names=dict(self._tool_names),
+        )
+        return [*opening, *events]
+
+    def _opening(self) -> list[Event]:
+        if self._version:
+            return []
+        return [
+            SessionOpened(
+                agent=self.agent, session_key=self.session_id, channel=FRAMEWORK
+            )
+        ]
+
+    async def _write(self, build: Any) -> None:
+        """Append what ``build`` returns on a fresh view, retrying on a conflict.
+
+        Callers run it to its end even when cancelled (see
+        :func:`~turnledger.adapters._ledger.finish_despite_cancel`).
+        """
+        async with self._loop_lock():
+            await self._refresh()
+            attempted = self._version
+            for _ in range(_RETRIES):
+                events: list[Event] = build()
+                if not events:
+                    return
+                attempted = self._version
+                try:
+                    await self._handle.append(
+                        self.stream_id, events, expected_version=attempted
+                    )
+                except ConcurrencyError:
+                    await self._refresh()
+                    continue
+                await self._refresh()
+                return
+        head = await self._handle.ledger.stream_version(self.stream_id)
+        raise ConcurrencyError(self.stream_id, attempted, head)
+
+    def _loop_lock(self) -> asyncio.Lock:
+        """The lock serializing this instance's writes on the running loop."""
+        loop = asyncio.get_running_loop()
+        with self._locks_guard:
+            lock = self._locks.get(loop)
+            if lock is None:
+                lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    def close(self) -> None:
+        """Stop using the ledger (the last session on a shared ledger closes it)."""
+        self._closed = True
+        self._handle.release()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from async code, off the event loop."""
+        self._closed = True
+        await asyncio.to_thread(self._handle.release)
+
+
+def _without_cut_outputs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop each output whose call does not come before it."""
+    seen: set[object] = set()
+    kept = []
+    for item in items:
+        if is_call(item):
+            seen.add(item["call_id"])
+        elif is_output(item) and item["call_id"] not in seen:
+            continue
+        kept.append(item)
+    return kept

@@ -1,0 +1,393 @@
+"""OpenAI Responses input items <-> ledger events, losslessly.
+
+Where an item maps to a typed event it is recorded as one: a user message as
+``turn.started``, an assistant message and the function calls right after it as
+ONE ``assistant.message`` (so parallel calls stay one message and pair as the
+providers want), a function call output as ``tool_result.recorded``. Whatever of
+the item the typed event does not model (ids, status, annotations, multi-part
+content...) is kept verbatim in an ``item.recorded`` event right after it, as the
+difference from the item's usual shape (nothing when there is none). Items no typed
+event models (reasoning, system or developer messages, hosted tool calls...) are
+kept whole in an ``item.recorded`` event of their own. :func:`fold_items` gives the
+items back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import (
+    AssistantMessage,
+    Event,
+    ItemRecorded,
+    ItemsRemoved,
+    ToolCallRecord,
+    ToolResultRecorded,
+    TurnStarted,
+)
+
+FRAMEWORK: Final = "openai-agents"
+"""The ``framework`` of the adapter's ``item.recorded`` events."""
+
+Item = dict[str, Any]
+
+_DEFAULTS: Final[dict[str, Item]] = {
+    "user": {"role": "user"},
+    "message": {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "annotations": [], "logprobs": []}],
+    },
+    "function_call": {"type": "function_call"},
+    "function_call_output": {"type": "function_call_output"},
+}
+_ABSENT: Final = "-"
+
+
+class ItemError(TypeError):
+    """An item is not a JSON object the Responses API could hold."""
+
+
+def _dump(obj: object) -> object:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    msg = f"Expected a JSON value in a session item, found {type(obj).__name__}"
+    raise ItemError(msg)
+
+
+_ENCODER: Final = msgspec.json.Encoder(enc_hook=_dump)
+_DECODER: Final = msgspec.json.Decoder()
+
+
+def normalize(item: object) -> Item:
+    """Return an item as plain JSON data (a dict), as it will be given back.
+
+    Raises:
+        ItemError: The item is not a JSON object.
+    """
+    value = _DECODER.decode(_ENCODER.encode(item))
+    if not isinstance(value, dict):
+        msg = (
+            f"Expected a session item to be a JSON object, found {type(value).__name__}"
+        )
+        raise ItemError(msg)
+    return value
+
+
+def encode_item(item: Item) -> bytes:
+    """Return an item's JSON bytes."""
+    return _ENCODER.encode(item)
+
+
+def decode_item(data: bytes) -> Item:
+    """Return a fresh copy of an item from its JSON bytes."""
+    value: Item = _DECODER.decode(data)
+    return value
+
+
+def _kind(item: Item) -> str | None:
+    kind = item.get("type", "message")
+    role = item.get("role")
+    if kind == "message" and role == "user" and "content" in item:
+        return "user"
+    if kind == "message" and role == "assistant" and "content" in item:
+        return "message"
+    if kind in ("function_call", "function_call_output") and isinstance(
+        item.get("call_id"), str
+    ):
+        if kind == "function_call" and not isinstance(item.get("name"), str):
+            return None
+        return str(kind)
+    return None
+
+
+def _text_of(content: object) -> tuple[str, bool]:
+    """Return the text of a content value and whether it is exactly that text."""
+    if isinstance(content, str):
+        return content, True
+    if isinstance(content, list):
+        texts = [
+            str(p.get("text", p.get("refusal", "")))
+            for p in content
+            if isinstance(p, dict)
+        ]
+        return "\n".join(texts), False
+    return "", False
+
+
+def _skeleton(kind: str, item: Item) -> Item:
+    """The item without the values its typed event carries."""
+    rest = dict(item)
+    if kind in ("user", "message"):
+        content = rest.get("content")
+        if isinstance(content, str):
+            del rest["content"]
+        elif (
+            kind == "message"
+            and isinstance(content, list)
+            and len(content) == 1
+            and isinstance(content[0], dict)
+            and content[0].get("type") == "output_text"
+            and isinstance(content[0].get("text"), str)
+        ):
+            part = dict(content[0])
+            del part["text"]
+            rest["content"] = [part]
+    elif kind == "function_call":
+        for key in ("call_id", "name"):
+            del rest[key]
+        if isinstance(rest.get("arguments"), str):
+            del rest["arguments"]
+    else:
+        del rest["call_id"]
+        if isinstance(rest.get("output"), str):
+            del rest["output"]
+    return rest
+
+
+def _delta(kind: str, skeleton: Item) -> Item | None:
+    default = _DEFAULTS[kind]
+    delta = {k: v for k, v in skeleton.items() if default.get(k, _ABSENT) != v}
+    absent = [k for k in default if k not in skeleton]
+    if absent:
+        delta[_ABSENT] = absent
+    return delta or None
+
+
+def _undelta(kind: str, delta: Item | None) -> Item:
+    item = {**_DEFAULTS[kind], **(delta or {})}
+    for key in item.pop(_ABSENT, ()):
+        item.pop(key, None)
+    return msgspec.json.decode(msgspec.json.encode(item))  # type: ignore[no-any-return]
+
+
+def _place_text(kind: str, skeleton: Item, text: str) -> Item:
+    if "content" not in skeleton:
+        skeleton["content"] = text
+        return skeleton
+    content = skeleton["content"]
+    if (
+        kind == "message"
+        and isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and "text" not in content[0]
+    ):
+        content[0]["text"] = text
+    return skeleton
+
+
+def items_to_events(
+    items: Sequence[Item],
+    *,
+    turn_id: str,
+    first_version: int,
+    tool_names: dict[str, str],
+) -> tuple[list[Event], str]:
+    """Return the events recording items appended at ``first_version``.
+
+    Args:
+        items: Normalized items, in order.
+        turn_id: The turn items before the first user message belong to.
+        first_version: The stream version the first event will get.
+        tool_names: Tool names by call id (calls earlier in the session); updated.
+
+    Returns:
+        The events and the turn the next items belong to.
+    """
+    events: list[Event] = []
+    index = 0
+    while index < len(items):
+        item = items[index]
+        kind = _kind(item)
+        version = first_version + len(events)
+        if kind is None:
+            events.append(_raw(item, turn_id))
+            index += 1
+        elif kind == "user":
+            turn_id = f"t{version}"
+            text, _ = _text_of(item["content"])
+            events.append(
+                TurnStarted(turn_id=turn_id, origin="channel", user_input=text)
+            )
+            _extras(events, turn_id, [(kind, item)])
+            index += 1
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = (
+                output if isinstance(output, str) else _ENCODER.encode(output).decode()
+            )
+            call_id = str(item["call_id"])
+            events.append(
+                ToolResultRecorded(
+                    turn_id=turn_id,
+                    call_id=call_id or "?",
+                    tool=tool_names.get(call_id, ""),
+                    output=text,
+                    original_chars=len(text),
+                    kept_chars=len(text),
+                )
+            )
+            _extras(events, turn_id, [(kind, item)])
+            index += 1
+        else:
+            group = [(kind, item)]
+            index += 1
+            while index < len(items) and _kind(items[index]) == "function_call":
+                group.append(("function_call", items[index]))
+                index += 1
+            events.append(_assistant(group, turn_id, tool_names))
+            _extras(events, turn_id, group)
+    return events, turn_id
+
+
+def _assistant(
+    group: list[tuple[str, Item]], turn_id: str, tool_names: dict[str, str]
+) -> AssistantMessage:
+    text = ""
+    calls = []
+    for kind, item in group:
+        if kind == "message":
+            text = _text_of(item["content"])[0]
+            continue
+        arguments = item.get("arguments")
+        call_id, name = str(item["call_id"]), str(item["name"])
+        tool_names[call_id] = name
+        calls.append(
+            ToolCallRecord(
+                id=call_id or "?",
+                name=name or "?",
+                arguments=arguments if isinstance(arguments, str) else "{}",
+            )
+        )
+    return AssistantMessage(turn_id=turn_id, text=text, tool_calls=tuple(calls))
+
+
+def _raw(item: Item, turn_id: str) -> ItemRecorded:
+    return ItemRecorded(
+        turn_id=turn_id,
+        framework=FRAMEWORK,
+        kind=str(item.get("type", "message")),
+        fields=_ENCODER.encode(item).decode(),
+        typed=False,
+    )
+
+
+def _extras(events: list[Event], turn_id: str, group: list[tuple[str, Item]]) -> None:
+    """Add the ``item.recorded`` completing the typed event, when one is needed."""
+    typed = events[-1]
+    shapes: list[Any] = [[k, _delta(k, _skeleton(k, item))] for k, item in group]
+    if list(_typed_items(typed, shapes)) != group:
+        shapes = [[k, _delta(k, item) or {}] for k, item in group]
+    usual = [k for k, _ in _typed_items(typed, None)] == [k for k, _ in group]
+    if usual and all(delta is None for _, delta in shapes):
+        return
+    events.append(
+        ItemRecorded(
+            turn_id=turn_id,
+            framework=FRAMEWORK,
+            kind=group[0][0],
+            fields=_ENCODER.encode(shapes).decode(),
+        )
+    )
+
+
+def _typed_items(event: Event, shapes: list[Any] | None) -> Iterator[tuple[str, Item]]:
+    """The items a typed event records (with their shapes when given)."""
+    if shapes is None:
+        if isinstance(event, AssistantMessage):
+            kinds = ["message"] if event.text or not event.tool_calls else []
+            kinds += ["function_call"] * len(event.tool_calls)
+        elif isinstance(event, TurnStarted):
+            kinds = ["user"]
+        else:
+            kinds = ["function_call_output"]
+        shapes = [[k, None] for k in kinds]
+    calls = iter(event.tool_calls) if isinstance(event, AssistantMessage) else iter(())
+    for kind, delta in shapes:
+        item = _undelta(str(kind), delta)
+        if isinstance(event, TurnStarted):
+            yield kind, _place_text(kind, item, event.user_input)
+        elif isinstance(event, AssistantMessage) and kind == "message":
+            yield kind, _place_text(kind, item, event.text)
+        elif isinstance(event, AssistantMessage):
+            call = next(calls)
+            item.setdefault("call_id", call.id)
+            item.setdefault("name", call.name)
+            item.setdefault("arguments", call.arguments)
+            yield kind, item
+        elif isinstance(event, ToolResultRecorded):
+            item.setdefault("call_id", event.call_id)
+            item.setdefault("output", event.output)
+            yield kind, item
+
+
+class FoldedItem(msgspec.Struct, frozen=True):
+    """An item of the session and the version of the event that recorded it.
+
+    Attributes:
+        version: The typed event's version (the ``item.recorded``'s for a raw item).
+        last_version: The last version of the events recording it.
+        data: The item's JSON bytes.
+    """
+
+    version: int
+    last_version: int
+    data: bytes
+
+
+def fold_items(
+    items: list[FoldedItem], recorded: Iterable[Recorded], tool_names: dict[str, str]
+) -> None:
+    """Fold a session stream's events (in order) into its items, in place."""
+    pending: Recorded | None = None
+    for record in recorded:
+        event = record.event
+        if isinstance(event, ItemRecorded) and event.typed and pending is not None:
+            shapes = _DECODER.decode(event.fields)
+            _emit(items, pending, shapes, record.version, tool_names)
+            pending = None
+            continue
+        if pending is not None:
+            _emit(items, pending, None, pending.version, tool_names)
+            pending = None
+        if isinstance(event, TurnStarted | AssistantMessage | ToolResultRecorded):
+            pending = record
+        elif isinstance(event, ItemRecorded) and not event.typed:
+            data = event.fields.encode()
+            items.append(FoldedItem(record.version, record.version, data))
+        elif isinstance(event, ItemsRemoved):
+            first, last = event.first_version, event.last_version
+            items[:] = [i for i in items if not first <= i.version <= last]
+    if pending is not None:
+        _emit(items, pending, None, pending.version, tool_names)
+
+
+def _emit(
+    items: list[FoldedItem],
+    record: Recorded,
+    shapes: list[Any] | None,
+    last: int,
+    tool_names: dict[str, str],
+) -> None:
+    if isinstance(record.event, AssistantMessage):
+        for call in record.event.tool_calls:
+            tool_names[call.id] = call.name
+    for _, item in _typed_items(record.event, shapes):
+        items.append(FoldedItem(record.version, last, _ENCODER.encode(item)))
+
+
+def is_call(item: Mapping[str, Any]) -> bool:
+    """Whether an item is a tool call (it has a ``call_id`` and is no output)."""
+    return "call_id" in item and not str(item.get("type", "")).endswith("_output")
+
+
+def is_output(item: Mapping[str, Any]) -> bool:
+    """Whether an item is a tool call's output."""
+    return "call_id" in item and str(item.get("type", "")).endswith("_output")
