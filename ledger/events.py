@@ -11,11 +11,15 @@ Rules (house style R2-R4):
 - Events carry no stream id, version, position or clock: that is the envelope
   (:class:`ledger.envelope.Recorded`), written by the store.
 - Events never carry raw media bytes or the assembled prompt: media is referenced by
-  digest, the prompt by per-section sizes and digests.
+  digest, the prompt by per-section sizes and digests. The one exception is the
+  system (or developer) instructions, which are data: :class:`SystemPromptSet`
+  records their text and digest once per change, so a session can be exported and
+  replayed as it was sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, ClassVar, Literal, TypeAlias
 
 import msgspec
@@ -241,6 +245,57 @@ class KnowledgeCaptured(
     provenance: str = ""
 
 
+def text_digest(text: str) -> str:
+    """Return the lowercase hex SHA-256 of a text's UTF-8 bytes.
+
+    Lone surrogates (which JSON can carry) are encoded with ``surrogatepass``.
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SystemPromptSet(
+    Event, tag="system_prompt.set", frozen=True, kw_only=True, gc=False
+):
+    """The system or developer instructions the model is given from here on.
+
+    Recorded when they change: by the turn engine before the first prompt that
+    uses a new system prompt, and by an import at the place of each system or
+    developer message of the transcript. ``digest`` is :func:`text_digest` of
+    ``text``; a value whose digest does not match is refused (at construction and
+    on decode).
+
+    Attributes:
+        text: The instructions, verbatim.
+        digest: The SHA-256 of ``text`` (the prompt fingerprint's ``system``
+            section records the same value).
+        role: ``"developer"`` when the source called them developer instructions.
+        turn_id: The turn they were set for (``None`` before the first turn).
+    """
+
+    text: str
+    digest: Sha256Hex
+    role: Literal["system", "developer"] = "system"
+    turn_id: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a digest that is not the text's."""
+        found = text_digest(self.text)
+        if found != self.digest:
+            msg = f"Expected the text's digest {found}, found {self.digest}"
+            raise ValueError(msg)
+
+    @classmethod
+    def of(
+        cls,
+        text: str,
+        *,
+        role: Literal["system", "developer"] = "system",
+        turn_id: str | None = None,
+    ) -> SystemPromptSet:
+        """Build the event for ``text``, computing its digest."""
+        return cls(text=text, digest=text_digest(text), role=role, turn_id=turn_id)
+
+
 class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True, gc=False):
     """A turn ended with a final answer."""
 
@@ -303,6 +358,7 @@ LedgerEvent: TypeAlias = (
     | KnowledgeCaptured
     | TurnCompleted
     | TurnFailed
+    | SystemPromptSet
     | ItemRecorded
     | ItemsRemoved
 )
@@ -324,6 +380,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     KnowledgeCaptured,
     TurnCompleted,
     TurnFailed,
+    SystemPromptSet,
     ItemRecorded,
     ItemsRemoved,
 )

@@ -1,8 +1,18 @@
 """Pairing audits of transcript files and of ledger sessions.
 
-Counts follow the corpus rule (``EXPECTED.tsv``): every call is answered by exactly
-one later result with its id, every result answers exactly one earlier call. The
-violations list each problem with its kind, id, conversation and position.
+Counts and the exit code follow the corpus's documented rules
+(``shared/corpus/README.md`` §2, see :mod:`pipeline.formats.counts`): every call
+is answered by exactly one later result with its id inside the window of its
+format (anywhere later for Responses, Codex, Claude Code and the ledger; before
+the next assistant message for OpenAI Chat; in the next message for Anthropic and
+Gemini). A result outside its call's window is unpaired both ways, and its
+violation says ``misplaced_result``. ``violations`` lists exactly the unpaired
+items; an audit is clean when nothing is unpaired.
+
+Checks stricter than the documented rule go to ``warnings`` (the placement
+providers enforce: OpenAI Chat and Anthropic want each result in the block right
+after its call, see :func:`policies.pairing.audit_pairing`); they change the exit
+code only with ``--strict``.
 """
 
 from __future__ import annotations
@@ -12,10 +22,11 @@ from pathlib import Path
 
 import msgspec
 
-from turnledger.pipeline.formats import (
-    ParsedTranscript,
-    count_messages,
-    read_transcript,
+from turnledger.pipeline.formats import ParsedTranscript, read_transcript
+from turnledger.pipeline.formats.counts import (
+    PairingRule,
+    match_messages,
+    rule_for,
 )
 from turnledger.pipeline.formats.read import FormatChoice
 from turnledger.policies.messages import Message
@@ -27,7 +38,8 @@ class AuditViolation(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         kind: ``orphan_call``, ``orphan_result``, ``duplicate_result``,
-            ``result_before_call`` (and the audit policy's finer kinds).
+            ``result_before_call``, ``misplaced_result`` (and, among warnings,
+            ``duplicate_call``).
         id: The call id.
         conversation: The conversation (file) or session (ledger) it is in.
         position: The index of the message holding it.
@@ -39,8 +51,28 @@ class AuditViolation(msgspec.Struct, frozen=True, kw_only=True):
     position: int
 
 
+class Skip(msgspec.Struct, frozen=True, kw_only=True):
+    """A malformed piece of input that was left out (``line`` 0: not line-based)."""
+
+    line: int
+    message: str
+
+
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The pairing audit of a file or of ledger sessions."""
+    """The pairing audit of a file or of ledger sessions.
+
+    Attributes:
+        format: The format read (``ledger`` for sessions).
+        conversations: Conversations audited.
+        tool_calls: Calls counted.
+        tool_results: Results counted.
+        unpaired_calls: Calls the documented rule leaves unanswered.
+        unpaired_results: Results the documented rule pairs with no call.
+        violations: Exactly the unpaired calls and results.
+        warnings: Stricter placement checks (they fail only with ``--strict``).
+        skipped: Item kinds the reader left out, with counts.
+        problems: Malformed pieces of input that were left out.
+    """
 
     format: str
     conversations: int
@@ -49,31 +81,63 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     unpaired_calls: int
     unpaired_results: int
     violations: tuple[AuditViolation, ...]
+    warnings: tuple[AuditViolation, ...] = ()
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    problems: tuple[Skip, ...] = ()
 
     @property
     def clean(self) -> bool:
-        """Whether nothing is unpaired or misplaced."""
-        return not (self.violations or self.unpaired_calls or self.unpaired_results)
+        """Whether nothing is unpaired under the documented rule."""
+        return not (self.unpaired_calls or self.unpaired_results)
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """0 when clean (and, with ``strict``, without warnings), else 1."""
+        return 0 if self.clean and not (strict and self.warnings) else 1
 
 
 def audit_conversations(
-    fmt: str, conversations: Iterable[tuple[str, Sequence[Message]]]
+    fmt: str,
+    conversations: Iterable[tuple[str, Sequence[Message]]],
+    *,
+    rules: Iterable[PairingRule] | None = None,
 ) -> AuditReport:
-    """Audit named conversations (each a message list)."""
+    """Audit named conversations (each a message list).
+
+    Args:
+        fmt: The format name to report.
+        conversations: ``(name, messages)`` pairs.
+        rules: The pairing rule of each conversation (default: the format's).
+
+    Returns:
+        The report (without ``skipped`` and ``problems``).
+    """
     totals = [0, 0, 0, 0, 0]
     violations: list[AuditViolation] = []
-    for name, messages in conversations:
-        counts = count_messages(messages)
+    warnings: list[AuditViolation] = []
+    rule_list = list(rules) if rules is not None else None
+    for number, (name, messages) in enumerate(conversations):
+        rule = rule_list[number] if rule_list is not None else rule_for(fmt)
+        matching = match_messages(messages, rule)
+        counts = matching.counts
         totals[0] += counts.conversations
         totals[1] += counts.tool_calls
         totals[2] += counts.tool_results
         totals[3] += counts.unpaired_calls
         totals[4] += counts.unpaired_results
-        violations.extend(
+        found = [
+            AuditViolation(
+                kind=u.kind, id=u.call_id, conversation=name, position=u.position
+            )
+            for u in matching.unpaired
+        ]
+        violations.extend(found)
+        seen = {(v.id, v.position) for v in found}
+        warnings.extend(
             AuditViolation(
                 kind=v.kind, id=v.call_id, conversation=name, position=v.position
             )
             for v in audit_pairing(messages).violations
+            if (v.call_id, v.position) not in seen
         )
     return AuditReport(
         format=fmt,
@@ -83,13 +147,21 @@ def audit_conversations(
         unpaired_calls=totals[3],
         unpaired_results=totals[4],
         violations=tuple(violations),
+        warnings=tuple(warnings),
     )
 
 
 def audit_parsed(parsed: ParsedTranscript) -> AuditReport:
-    """Audit every conversation of a parsed transcript."""
-    return audit_conversations(
-        parsed.format, ((c.id, c.messages) for c in parsed.conversations)
+    """Audit every conversation of a parsed transcript by its format's rule."""
+    report = audit_conversations(
+        parsed.format,
+        ((c.id, c.messages) for c in parsed.conversations),
+        rules=[rule_for(parsed.format, c.api) for c in parsed.conversations],
+    )
+    return msgspec.structs.replace(
+        report,
+        skipped=dict(parsed.skipped),
+        problems=tuple(Skip(line=p.line, message=p.message) for p in parsed.problems),
     )
 
 

@@ -29,7 +29,7 @@ from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import list_sessions, load_history, resolve_session
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history import provider_messages
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -93,10 +93,12 @@ def _ledger_audit(
 def cmd_audit(args: argparse.Namespace) -> int:
     """Audit tool-call pairing of ledger sessions (all when no target) or of a file.
 
-    Exit 0 when clean, 1 when a call or result is unpaired or misplaced, 2 when the
-    input is unreadable. With --json: format, conversations, tool_calls,
-    tool_results, unpaired_calls, unpaired_results and violations (kind, id,
-    conversation, position).
+    Counts follow the documented pairing rule of each format. Exit 0 when nothing
+    is unpaired, 1 when a call or result is unpaired (with --strict also when a
+    stricter placement check warns), 2 when the input is unreadable. With --json:
+    format, conversations, tool_calls, tool_results, unpaired_calls,
+    unpaired_results, violations and warnings (kind, id, conversation,
+    position), skipped (item kinds with counts) and problems (line, message).
 
     Example: turnledger audit transcript.jsonl --json
     """
@@ -113,11 +115,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
             f"{report.format}: {report.conversations} conversation(s), "
             f"{report.tool_calls} calls, {report.tool_results} results, "
             f"{report.unpaired_calls} unpaired calls, "
-            f"{report.unpaired_results} unpaired results"
+            f"{report.unpaired_results} unpaired results, "
+            f"{len(report.warnings)} warnings"
         )
         for v in report.violations:
             print(f"  {v.kind} {v.id} in {v.conversation} at {v.position}")
-    return 0 if report.clean else 1
+        for v in report.warnings:
+            print(f"  warning: {v.kind} {v.id} in {v.conversation} at {v.position}")
+        for kind, n in report.skipped.items():
+            print(f"  skipped {n} x {kind}")
+    return report.exit_code(strict=args.strict)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -146,7 +153,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         msg = "Expected --budget-tokens and --max-tool-result-chars >= 0"
         raise UsageError(msg)
     prepared = prepare_history(
-        visible_messages(state),
+        provider_messages(state),
         ExportOptions(
             budget_tokens=args.budget_tokens,
             max_tool_result_chars=args.max_tool_result_chars,
@@ -190,7 +197,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         state = load_history(store, ref.stream_id)
-    messages = visible_messages(state)
+    messages = provider_messages(state)
     if args.json:
         print_json(messages)
         return 0
@@ -237,6 +244,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
             "target", nargs="?", default=None, help="a session or a transcript file"
         )
         p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="exit 1 on warnings too (placement a provider would reject)",
+        )
     if name in ("export", "replay", "history"):
         p.add_argument("session", help="the session key or stream id")
     if name in ("audit", "export", "replay", "history"):

@@ -4,7 +4,13 @@ The same policies the turn engine uses shape the history: tool results bounded,
 the history trimmed to a token budget (whole turns, breadcrumb), pairing repaired
 (a dangling call gets an explicit interrupted result), and the memory context
 injected into the last user message when asked. The result is rendered in one of
-three wire formats and is always pairing-valid.
+seven formats (:data:`EXPORT_FORMATS`) and is always pairing-valid by that
+format's rule. The system prompt goes where each format wants it: ``system``
+messages in place (OpenAI chat, LangChain, Pydantic AI), the top-level ``system``
+(Anthropic), ``instructions`` for the leading ones and ``developer`` messages for
+later ones (Responses), ``systemInstruction`` (Gemini); ADK events have no place
+for it. Results already bounded when recorded are never bounded twice (see
+:func:`policies.bounding.make_result_bounder`).
 """
 
 from __future__ import annotations
@@ -15,19 +21,37 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.pipeline.formats.writers import (
+    to_adk,
+    to_gemini,
+    to_langchain,
+    to_pydantic_ai,
+)
 from turnledger.policies.bounding import make_result_bounder
 from turnledger.policies.messages import Message, ToolResult, make_message
 from turnledger.policies.pairing import RepairDecision, repair_pairing
 from turnledger.policies.recall import inject_memory_context
 from turnledger.policies.trimming import TrimDecision, trim_to_budget
 
-ExportFormat: TypeAlias = Literal["openai-chat", "openai-responses", "anthropic"]
-"""The wire formats a session can be exported in."""
+ExportFormat: TypeAlias = Literal[
+    "openai-chat",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "langchain",
+    "pydantic-ai",
+    "adk",
+]
+"""The formats a session can be exported in (each has a reader of that name)."""
 
 EXPORT_FORMATS: tuple[ExportFormat, ...] = (
     "openai-chat",
     "openai-responses",
     "anthropic",
+    "gemini",
+    "langchain",
+    "pydantic-ai",
+    "adk",
 )
 
 Json: TypeAlias = dict[str, Any]
@@ -103,7 +127,7 @@ def prepare_history(
 def _bound_results(
     messages: Sequence[Message], max_chars: int
 ) -> tuple[list[Message], int]:
-    bound = make_result_bounder(max_chars)
+    bound = make_result_bounder(max_chars, recorded=True)
     out: list[Message] = []
     truncated = 0
     for message in messages:
@@ -127,14 +151,40 @@ def _bound_results(
     return out, truncated
 
 
-def render(messages: Sequence[Message], fmt: ExportFormat) -> Json:
-    """Render messages as the request payload of a wire format."""
+def render(messages: Sequence[Message], fmt: ExportFormat) -> Any:
+    """Render messages as the request payload (or message list) of a format."""
     if fmt == "openai-chat":
         return {"messages": to_openai_chat(messages)}
     if fmt == "anthropic":
         system, rendered = to_anthropic(messages)
-        return {"system": system, "messages": rendered}
-    return {"input": to_openai_responses(messages)}
+        return (
+            {"system": system, "messages": rendered}
+            if system
+            else {"messages": rendered}
+        )
+    if fmt == "openai-responses":
+        return _responses_payload(messages)
+    writers = {
+        "gemini": to_gemini,
+        "langchain": to_langchain,
+        "pydantic-ai": to_pydantic_ai,
+        "adk": to_adk,
+    }
+    return writers[fmt](messages)
+
+
+def _responses_payload(messages: Sequence[Message]) -> Json:
+    """``instructions`` from the leading system messages, then the ``input`` items."""
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    instructions = "\n\n".join(m.text for m in messages[:head] if m.text)
+    items = to_openai_responses(messages[head:])
+    return (
+        {"instructions": instructions, "input": items}
+        if instructions
+        else {"input": items}
+    )
 
 
 def _result_rows(results: Sequence[ToolResult]) -> list[Json]:
@@ -260,7 +310,7 @@ def to_openai_responses(messages: Sequence[Message]) -> list[Json]:
             out.append(
                 {
                     "type": "message",
-                    "role": m.role,
+                    "role": "developer" if m.role == "system" else m.role,
                     "content": [{"type": "input_text", "text": m.text}],
                 }
             )

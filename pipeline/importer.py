@@ -2,8 +2,9 @@
 
 Every conversation becomes a session stream of ordinary events (user input opens a
 turn, assistant messages carry their tool calls, tool results are recorded with
-provenance ``imported``). System prompts are not recorded (the prompt is
-ephemeral) and are counted as skipped. An import writes all its sessions in one
+provenance ``imported``, and each system or developer message is a
+``system_prompt.set`` event at its place). An empty system message carries
+nothing and is counted as skipped. An import writes all its sessions in one
 transaction, or nothing.
 """
 
@@ -18,6 +19,7 @@ from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     SessionOpened,
+    SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
     TurnCompleted,
@@ -30,6 +32,7 @@ from turnledger.policies.messages import Message, ToolResult
 from turnledger.policies.paths import sanitize_session_key
 
 UNKNOWN = "unknown"
+ERROR_PREFIX = "Error: "
 
 
 class ImportedSession(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,7 +86,10 @@ class _Builder:
 
     def add(self, message: Message) -> None:
         if message.role == "system":
-            self.skipped["system message"] += 1
+            if message.text:
+                self.events.append(SystemPromptSet.of(message.text, turn_id=self.turn))
+            else:
+                self.skipped["empty system message"] += 1
             return
         if message.tool_results:
             self._results(message.tool_results)
@@ -123,7 +129,7 @@ class _Builder:
                     tool=r.name or self.names.get(call_id, UNKNOWN),
                     success=not r.is_error,
                     output=r.content if not r.is_error else "",
-                    error=r.content if r.is_error else None,
+                    error=_error_text(r.content) if r.is_error else None,
                     original_chars=len(r.content),
                     kept_chars=len(r.content),
                     provenance="imported",
@@ -133,6 +139,16 @@ class _Builder:
     def finish(self) -> list[Event]:
         self._close()
         return self.events
+
+
+def _error_text(content: str) -> str:
+    """Return a failed result's error as the ledger keeps it.
+
+    The history shows a failed result as ``"Error: " + error``; a result that was
+    exported that way comes back without the prefix, so a round trip is a fixed
+    point instead of growing one prefix per pass.
+    """
+    return content.removeprefix(ERROR_PREFIX)
 
 
 def conversation_events(

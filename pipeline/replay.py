@@ -2,8 +2,8 @@
 
 Replaying never writes. It folds the session's events up to a position, digests
 the resulting projection states, and re-derives every digest the ledger recorded
-along the way (the history section of each assembled prompt), reporting any
-difference.
+along the way (the history section of each assembled prompt, and its system
+section against the system prompt recorded by then), reporting any difference.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from uuid import UUID
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import PromptAssembled
+from turnledger.ledger.events import PromptAssembled, text_digest
 from turnledger.ledger.store import EventStore
 from turnledger.projections.base import digest, fold
 from turnledger.projections.history import (
     SESSION_HISTORY,
     SessionHistoryState,
+    current_instructions,
     history_digest,
     visible_messages,
 )
@@ -46,6 +47,8 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
     turns_failed: tuple[str, ...]
     projections: dict[str, str]
     checks: tuple[DigestCheck, ...]
+    system_prompts: int = 0
+    system_digest: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,7 +73,13 @@ def replay_session(
         turns_failed=state.turns_failed,
         projections={SESSION_HISTORY.name: digest({str(stream_id): state})},
         checks=checks,
+        system_prompts=len(state.instructions),
+        system_digest=_digest_of(current_instructions(state)),
     )
+
+
+def _digest_of(text: str | None) -> str | None:
+    return text_digest(text) if text is not None else None
 
 
 def _state(events: list[Recorded], upto: int) -> SessionHistoryState:
@@ -98,6 +107,19 @@ def _checks(events: list[Recorded]) -> list[DigestCheck]:
                 )
                 for section in event.sections
                 if section.name == "history"
+            )
+            system = _digest_of(current_instructions(state))
+            checks.extend(
+                DigestCheck(
+                    kind="prompt.system",
+                    turn_id=event.turn_id,
+                    position=recorded.position,
+                    recorded=section.digest,
+                    derived=system,
+                    ok=system == section.digest,
+                )
+                for section in event.sections
+                if section.name == "system" and system is not None
             )
         states = fold(SESSION_HISTORY, [recorded], states)
     return checks

@@ -13,10 +13,19 @@ cuts cross. With characters that cannot happen: the output is longer than
 the tail start (``len - (max - max * 2 // 3)``), and nudging only moves the head
 end left and the tail start right. The fallback is therefore left out; had it
 been kept, its cut would need the same backward nudge to keep markers whole.
+
+Bound once: a result is bounded when it is recorded, and the text the ledger keeps
+(head, notice, tail) is what every later reader gets. A bounder made with
+``recorded=True`` (the export and prompt paths) recognises that text by its one
+notice and never bounds it again: within the limit it is returned as it is, with
+the original elided count; over a smaller limit its head and tail are cut further
+and the one notice states the total elided count. The result is always at most
+the limit plus the notice's length.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -28,6 +37,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_CHARS: Final = 50_000
 """The default limit (ZeroClaw's ``default_max_tool_result_chars``)."""
+
+
+_NOTICE: Final = re.compile(r"\n\n\[\.\.\. (\d+) characters truncated \.\.\.\]\n\n")
 
 
 class BoundingError(ValueError):
@@ -92,15 +104,17 @@ def bound_tool_result(output: str, max_chars: int = DEFAULT_MAX_CHARS) -> Bounde
 
 
 def make_result_bounder(
-    max_chars: int = DEFAULT_MAX_CHARS,
+    max_chars: int = DEFAULT_MAX_CHARS, *, recorded: bool = False
 ) -> Callable[[str], BoundedResult]:
     """Return :func:`bound_tool_result` with its limit checked once and fixed.
 
     Args:
         max_chars: The limit in characters; 0 disables bounding.
+        recorded: The texts are results as recorded (possibly bounded already):
+            use :func:`rebound_recorded`, which never bounds a result twice.
 
     Returns:
-        A function from a raw output to its :class:`BoundedResult`.
+        A function from an output to its :class:`BoundedResult`.
 
     Raises:
         BoundingError: If ``max_chars`` is negative.
@@ -110,7 +124,66 @@ def make_result_bounder(
     def bound(output: str) -> BoundedResult:
         return _bound(output, max_chars)
 
-    return bound
+    def rebound(text: str) -> BoundedResult:
+        return _rebound(text, max_chars)
+
+    return rebound if recorded else bound
+
+
+def rebound_recorded(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> BoundedResult:
+    """Bound a recorded result, which may carry one truncation notice already.
+
+    A text with exactly one :func:`truncation_notice` is taken to be a bounded
+    result (head, notice, tail): when head and tail fit ``max_chars`` it is
+    returned unchanged, else they are cut further (2/3 of the limit from the
+    head, the rest from the tail, image markers kept whole) and the one notice
+    states the total. ``original_chars`` and ``elided_chars`` count the output
+    the notice stood for. A text without one notice (or with several, which is
+    ambiguous) is bounded as a raw output by :func:`bound_tool_result`.
+
+    Args:
+        text: The result as recorded.
+        max_chars: The limit in characters; 0 disables bounding.
+
+    Returns:
+        The bounded text and its accounting; ``truncated`` says whether this
+        call cut anything.
+
+    Raises:
+        BoundingError: If ``max_chars`` is negative.
+    """
+    _check_max_chars(max_chars)
+    return _rebound(text, max_chars)
+
+
+def _rebound(text: str, max_chars: int) -> BoundedResult:
+    notices = list(_NOTICE.finditer(text)) if "characters truncated" in text else []
+    if len(notices) != 1:
+        return _bound(text, max_chars)
+    notice = notices[0]
+    head, tail = text[: notice.start()], text[notice.end() :]
+    elided = int(notice.group(1))
+    kept = len(head) + len(tail)
+    if max_chars == 0 or kept <= max_chars:
+        return BoundedResult(
+            text=text,
+            original_chars=kept + elided,
+            kept_chars=kept,
+            elided_chars=elided,
+            truncated=False,
+        )
+    head_len = min(len(head), max_chars * 2 // 3)
+    tail_len = min(len(tail), max_chars - head_len)
+    head_end = _nudge(head, head_len, forward=False)
+    tail_start = _nudge(tail, len(tail) - tail_len, forward=True)
+    total = elided + (len(head) - head_end) + tail_start
+    return BoundedResult(
+        text=head[:head_end] + truncation_notice(total) + tail[tail_start:],
+        original_chars=kept + elided,
+        kept_chars=head_end + len(tail) - tail_start,
+        elided_chars=total,
+        truncated=True,
+    )
 
 
 def _check_max_chars(max_chars: int) -> None:

@@ -3,8 +3,10 @@
 A ``model`` content's parts hold ``functionCall`` parts; the results are
 ``functionResponse`` parts in the content immediately after it. Ids link them
 when both sides have one; otherwise the function name does, in order (see
-:mod:`pipeline.formats._names`). ``executableCode`` / ``codeExecutionResult``
-(provider-executed) and thought parts are skipped and counted.
+:mod:`pipeline.formats._names`). A response ``{"output": text}`` (or
+``{"error": text}``, a failed result) is that text; any other is its JSON.
+``executableCode`` / ``codeExecutionResult`` (provider-executed) and thought
+parts are skipped and counted.
 
 Accepted documents: an object with a ``contents`` array and an optional
 ``systemInstruction``, or a bare JSON array of contents.
@@ -155,10 +157,28 @@ def _read_part(raw: object, parts: _Parts, pairing: NamePairing, sink: Sink) -> 
     elif response is not None:
         name = get_str(response, "name") or ""
         call_id = pairing.result(name, get_str(response, "id"))
-        content = json_text(response.get("response", {}))
-        parts.results.append(ToolResult(call_id=call_id, content=content, name=name))
+        content, failed = _response_text(response.get("response", {}))
+        parts.results.append(
+            ToolResult(call_id=call_id, content=content, name=name, is_error=failed)
+        )
     else:
         sink.skip(kind)
+
+
+def _response_text(response: object) -> tuple[str, bool]:
+    """Return a ``functionResponse.response`` as result text, and whether it failed.
+
+    ``{"output": text}`` and ``{"error": text}`` (the SDKs' convention, and what
+    the Gemini writer sends for plain text) give that text; any other value is
+    kept as its JSON text.
+    """
+    obj = as_object(response)
+    if obj is not None and len(obj) == 1:
+        for key, failed in (("output", False), ("error", True)):
+            text = get_str(obj, key)
+            if text is not None:
+                return text, failed
+    return json_text(response), False
 
 
 def _field(part: JSONObject | None, camel: str, snake: str) -> JSONObject | None:

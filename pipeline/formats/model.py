@@ -24,6 +24,7 @@ FormatName: TypeAlias = Literal[
     "claude-code",
     "codex",
     "cassette",
+    "adk",
 ]
 """The name of a transcript format, as ``--format`` spells it."""
 
@@ -37,6 +38,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
     "claude-code",
     "codex",
     "cassette",
+    "adk",
 )
 """Every format a reader exists for, in the order ``--help`` lists them."""
 

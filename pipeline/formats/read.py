@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
+from turnledger.pipeline.formats.adk import parse_adk
 from turnledger.pipeline.formats.anthropic import parse_anthropic
 from turnledger.pipeline.formats.cassette import parse_cassette
 from turnledger.pipeline.formats.claude_code import parse_claude_code
@@ -38,6 +39,7 @@ _READERS: dict[FormatName, _Reader] = {
     "claude-code": parse_claude_code,
     "codex": parse_codex,
     "cassette": parse_cassette,
+    "adk": parse_adk,
 }
 
 

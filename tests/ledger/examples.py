@@ -19,6 +19,7 @@ from turnledger.ledger.events import (
     PromptSection,
     RecallRef,
     SessionOpened,
+    SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
     TurnCompleted,
@@ -129,6 +130,9 @@ EXAMPLES: list[Event] = [
     ),
     TurnCompleted(turn_id="t1", iterations=2, duration_ms=1500.0),
     TurnFailed(turn_id="t2", kind="interrupted", error="process died"),
+    SystemPromptSet.of(
+        "You are a careful assistant. Résumé ✓", role="developer", turn_id="t1"
+    ),
     ItemRecorded(
         turn_id="t1",
         framework="openai-agents",

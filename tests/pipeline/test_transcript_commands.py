@@ -65,9 +65,12 @@ def test_audit_json_reproduces_expected_for_every_corpus_file(capsys):
         ]
         assert got == want, row["path"]
         unpaired = int(row["unpaired_calls"]) + int(row["unpaired_results"])
-        assert code == (1 if unpaired or report["violations"] else 0), row["path"]
-        for violation in report["violations"]:
+        assert code == (1 if unpaired else 0), row["path"]
+        assert len(report["violations"]) == unpaired, row["path"]
+        for violation in report["violations"] + report["warnings"]:
             assert {"kind", "id", "conversation", "position"} <= set(violation)
+        assert isinstance(report["skipped"], dict)
+        assert isinstance(report["problems"], list)
 
 
 def test_audit_unreadable_input_exits_2(capsys, tmp_path):

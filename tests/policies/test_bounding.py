@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from turnledger.policies.bounding import (
     BoundingError,
     bound_tool_result,
     make_result_bounder,
+    rebound_recorded,
     truncation_notice,
 )
 from turnledger.policies.images import MARKER_PATTERN
@@ -166,3 +169,71 @@ def test_a_negative_limit_is_refused_by_the_function_and_the_factory():
         bound_tool_result("x", -1)
     with pytest.raises(BoundingError, match=message):
         make_result_bounder(-1)
+
+
+# --- bound once (issue #11 item 6) -------------------------------------------
+
+NOTICE_RE = re.compile(r"\n\n\[\.\.\. (\d+) characters truncated \.\.\.\]\n\n")
+plain_outputs = st.text(alphabet=st.characters(blacklist_characters="["), max_size=400)
+
+
+@settings(max_examples=200)
+@given(st.one_of(plain_outputs, image_outputs()), st.integers(1, 120))
+def test_export_of_a_recorded_result_has_one_marker_and_the_original_count(
+    output, max_chars
+):
+    """export(record(result)): one marker, the original elided count, bounded length."""
+    recorded = bound_tool_result(output, max_chars)
+    exported = make_result_bounder(max_chars, recorded=True)(recorded.text)
+    assert exported.text == recorded.text
+    notices = NOTICE_RE.findall(exported.text)
+    if len(output) <= max_chars:
+        assert notices == []
+        assert exported.text == output
+        return
+    assert notices == [str(len(output) - recorded.kept_chars)]
+    assert exported.elided_chars == recorded.elided_chars
+    assert exported.original_chars == len(output)
+    marker = len(truncation_notice(exported.elided_chars))
+    assert len(exported.text) <= max_chars + marker
+
+
+@settings(max_examples=200)
+@given(plain_outputs, st.integers(1, 120), st.integers(1, 120))
+def test_a_smaller_export_limit_cuts_further_under_one_notice(output, record, export):
+    """Over a smaller limit the head and tail shrink; the one notice states the total."""
+    recorded = bound_tool_result(output, record)
+    exported = rebound_recorded(recorded.text, export)
+    assert exported.original_chars == len(output)
+    if len(output) <= min(record, export):
+        assert exported.text == output
+        return
+    notices = NOTICE_RE.findall(exported.text)
+    assert notices == [str(exported.elided_chars)]
+    head, _, tail = NOTICE_RE.split(exported.text)
+    # What is kept is a prefix and a suffix of the original output, within limits.
+    assert output.startswith(head)
+    assert output.endswith(tail)
+    assert len(head) + len(tail) == len(output) - exported.elided_chars
+    assert len(head) + len(tail) <= min(record, export) or (
+        exported.text == recorded.text and len(head) + len(tail) <= export
+    )
+    assert len(exported.text) <= export + len(truncation_notice(exported.elided_chars))
+
+
+def test_the_issue_example_keeps_the_recorded_count():
+    """63,590 elided when recorded stays 63,590 in the export (not 40)."""
+    output = "x" * 113_590
+    recorded = bound_tool_result(output, 50_000)
+    assert recorded.elided_chars == 63_590
+    exported = make_result_bounder(50_000, recorded=True)(recorded.text)
+    assert exported.text == recorded.text
+    assert NOTICE_RE.findall(exported.text) == ["63590"]
+    # The raw bounder would have cut the notice itself: the bug of the issue.
+    assert NOTICE_RE.findall(bound_tool_result(recorded.text, 50_000).text) != ["63590"]
+
+
+def test_several_notices_are_not_taken_for_a_recorded_result():
+    """Two notices are ambiguous: the text is bounded as a raw output."""
+    text = "a" * 30 + truncation_notice(5) + "b" * 30 + truncation_notice(7) + "c" * 30
+    assert rebound_recorded(text, 40) == bound_tool_result(text, 40)

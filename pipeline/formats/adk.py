@@ -1,0 +1,88 @@
+"""Google ADK session events (JSON as ADK's session services store them).
+
+A session is ``{id, appName, userId, state, events: [...]}``; each event has an
+``author`` (``"user"`` or an agent's name) and a Gemini ``content`` (``role``,
+``parts``) whose ``functionCall`` / ``functionResponse`` parts are the tool
+items, paired as in Gemini (see :mod:`pipeline.formats.gemini`): a response
+answers a call of the content right before it, by id, else by name. Events
+without content (state changes, transfers) and ``partial`` streaming chunks
+carry no message and are skipped and counted.
+
+Accepted documents: a session object with ``events``, or a JSON array of events.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from turnledger.pipeline.formats._common import (
+    Items,
+    JSONObject,
+    Sink,
+    as_object,
+    conversation,
+    get_object,
+    get_str,
+)
+from turnledger.pipeline.formats._documents import item_list, load_json
+from turnledger.pipeline.formats.gemini import gemini_messages
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.formats.model import ParsedTranscript
+
+EXPECTED = "an ADK session (an object with `events`) or a JSON array of ADK events"
+
+
+def parse_adk(data: bytes, *, name: str) -> ParsedTranscript:
+    """Read ADK session events.
+
+    Args:
+        data: The file's bytes.
+        name: The file name, the conversation id when the session has no ``id``.
+
+    Returns:
+        One conversation.
+
+    Raises:
+        TranscriptError: The document is not JSON or has neither accepted shape.
+    """
+    items, envelope = item_list(
+        load_json(data, expected=EXPECTED), key="events", expected=EXPECTED
+    )
+    sink = Sink()
+    contents: list[object] = []
+    origins: list[str] = []
+    for index, event in items.objects(sink):
+        content = _content(event, sink)
+        if content is not None:
+            contents.append(content)
+            origins.append(items.origins[index])
+    session_id = get_str(envelope, "id") if envelope is not None else None
+    found = conversation(
+        conversation_id=session_id or name,
+        indexed=gemini_messages(Items(contents, origins), sink),
+        origins=origins,
+        source=name,
+    )
+    return sink.transcript("adk", [found])
+
+
+def _content(event: JSONObject, sink: Sink) -> JSONObject | None:
+    if event.get("partial") is True:
+        sink.skip("partial event")
+        return None
+    content = get_object(event, "content")
+    if content is None:
+        sink.skip("event without content")
+        return None
+    if get_str(content, "role") is None:
+        role = "user" if get_str(event, "author") == "user" else "model"
+        return {**content, "role": role}
+    return content
+
+
+def is_adk_event(item: JSONObject) -> bool:
+    """Whether an object looks like an ADK event (``author`` and a ``content``)."""
+    return "author" in item and (
+        as_object(item.get("content")) is not None or "invocationId" in item
+    )

@@ -1,0 +1,236 @@
+"""Rendering neutral messages in the formats of Gemini, LangChain, Pydantic AI and ADK.
+
+Each writer is the inverse of its reader in this package: what it writes reads
+back to the same messages (tool results keep their call ids, failed results
+their error flag, system prompts their text), so import -> export -> import ->
+export is a fixed point. Pairing follows each format's rule: Gemini and ADK put
+every ``functionResponse`` in the content right after the ``functionCall``
+(consecutive contents of one role are merged, as the API wants alternation);
+LangChain ``ToolMessage`` values and Pydantic AI ``tool-return`` parts follow the
+message that made the call.
+
+Where the system prompt goes: Gemini ``systemInstruction`` (every system message,
+joined by a blank line); LangChain ``system`` messages in place; Pydantic AI
+``system-prompt`` parts in place. ADK session events have no place for one (an
+ADK agent's instruction is its configuration, not an event), so the ADK writer
+leaves system messages out; :data:`DROPS_SYSTEM` names it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from turnledger.policies.messages import Message, ToolResult
+
+Json: TypeAlias = dict[str, Any]
+
+DROPS_SYSTEM: Final = frozenset({"adk"})
+"""Writers whose format has no place for a system prompt."""
+
+ADK_AGENT: Final = "turnledger"
+"""The ``author`` of the model's events in an ADK export."""
+
+
+def _arguments(arguments: str) -> object:
+    """Parse call arguments to a JSON object; other text is kept under a key."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {"_raw_arguments": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _response_object(result: ToolResult) -> Json:
+    """A ``functionResponse.response``: ``{"output"|"error": text}`` or its object.
+
+    Text that is itself a JSON object is sent as that object (how a function's
+    structured result is recorded); the Gemini reader reads either form back to
+    the same text.
+    """
+    key = "error" if result.is_error else "output"
+    try:
+        value = json.loads(result.content)
+    except ValueError:
+        return {key: result.content}
+    if isinstance(value, dict) and not result.is_error and set(value) != {"error"}:
+        return value
+    return {key: result.content}
+
+
+def _gemini_parts(message: Message, names: dict[str, str]) -> tuple[str, list[Json]]:
+    if message.role == "assistant":
+        parts: list[Json] = [{"text": message.text}] if message.text else []
+        for call in message.tool_calls:
+            names[call.id] = call.name
+            function = {
+                "id": call.id,
+                "name": call.name,
+                "args": _arguments(call.arguments),
+            }
+            parts.append({"functionCall": function})
+        return "model", parts
+    parts = [
+        {
+            "functionResponse": {
+                "id": result.call_id,
+                "name": result.name or names.get(result.call_id, ""),
+                "response": _response_object(result),
+            }
+        }
+        for result in message.tool_results
+    ]
+    if message.text and (not message.tool_results or message.kind == "normal"):
+        parts.append({"text": message.text})
+    return "user", parts
+
+
+def gemini_contents(messages: Sequence[Message]) -> list[Json]:
+    """Gemini ``contents``: role ``user`` / ``model``, consecutive roles merged."""
+    names: dict[str, str] = {}
+    out: list[Json] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role, parts = _gemini_parts(message, names)
+        if not parts:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["parts"].extend(parts)
+        else:
+            out.append({"role": role, "parts": parts})
+    return out
+
+
+def to_gemini(messages: Sequence[Message]) -> Json:
+    """A ``generateContent`` request body: ``contents`` and ``systemInstruction``."""
+    payload: Json = {"contents": gemini_contents(messages)}
+    system = "\n\n".join(m.text for m in messages if m.role == "system" and m.text)
+    if system:
+        payload["systemInstruction"] = {"parts": [{"text": system}]}
+    return payload
+
+
+def to_langchain(messages: Sequence[Message]) -> list[Json]:
+    """LangChain ``messages_to_dict`` dicts (``messages_from_dict`` reads them)."""
+    out: list[Json] = []
+    for message in messages:
+        out.extend(
+            {
+                "type": "tool",
+                "data": {
+                    "type": "tool",
+                    "content": result.content,
+                    "tool_call_id": result.call_id,
+                    "name": result.name,
+                    "status": "error" if result.is_error else "success",
+                },
+            }
+            for result in message.tool_results
+        )
+        if message.role == "assistant":
+            calls = [
+                {
+                    "type": "tool_call",
+                    "id": call.id,
+                    "name": call.name,
+                    "args": _arguments(call.arguments),
+                }
+                for call in message.tool_calls
+            ]
+            data: Json = {"type": "ai", "content": message.text, "tool_calls": calls}
+            out.append({"type": "ai", "data": data})
+        elif message.role in {"user", "system"} and _speaks(message):
+            kind = "human" if message.role == "user" else "system"
+            out.append({"type": kind, "data": {"type": kind, "content": message.text}})
+    return out
+
+
+def _speaks(message: Message) -> bool:
+    """Whether a user or system message has words of its own to render."""
+    return not message.tool_results or bool(message.text and message.kind == "normal")
+
+
+def _request_parts(message: Message) -> list[Json]:
+    parts: list[Json] = []
+    for result in message.tool_results:
+        kind = "retry-prompt" if result.is_error else "tool-return"
+        parts.append(
+            {
+                "part_kind": kind,
+                "tool_name": result.name or "",
+                "content": result.content,
+                "tool_call_id": result.call_id,
+            }
+        )
+    if message.role in {"user", "system"} and _speaks(message):
+        kind = "user-prompt" if message.role == "user" else "system-prompt"
+        parts.append({"part_kind": kind, "content": message.text})
+    return parts
+
+
+def to_pydantic_ai(messages: Sequence[Message]) -> list[Json]:
+    """Pydantic AI model messages (``ModelMessagesTypeAdapter`` JSON).
+
+    Consecutive non-assistant messages form one ``request``; each assistant
+    message is a ``response``. Failed results are ``retry-prompt`` parts naming
+    their tool, as Pydantic AI records a tool's error.
+    """
+    names: dict[str, str] = {}
+    out: list[Json] = []
+    for message in messages:
+        if message.role == "assistant":
+            parts: list[Json] = []
+            if message.text:
+                parts.append({"part_kind": "text", "content": message.text})
+            for call in message.tool_calls:
+                names[call.id] = call.name
+                parts.append(
+                    {
+                        "part_kind": "tool-call",
+                        "tool_name": call.name,
+                        "args": call.arguments,
+                        "tool_call_id": call.id,
+                    }
+                )
+            out.append({"kind": "response", "parts": parts})
+            continue
+        request = _request_parts(message)
+        for part in request:
+            if "tool_call_id" in part and not part["tool_name"]:
+                part["tool_name"] = names.get(part["tool_call_id"], "")
+        if not request:
+            continue
+        if out and out[-1]["kind"] == "request":
+            out[-1]["parts"].extend(request)
+        else:
+            out.append({"kind": "request", "parts": request})
+    return out
+
+
+def to_adk(messages: Sequence[Message]) -> list[Json]:
+    """ADK session events (``Event.model_dump(by_alias=True)`` JSON).
+
+    One event per Gemini content (see :func:`gemini_contents`): the user's
+    contents are authored by ``user``, the model's and the function responses
+    by :data:`ADK_AGENT`. Each event gets a deterministic id and invocation id.
+    """
+    events: list[Json] = []
+    invocation = 0
+    for index, content in enumerate(gemini_contents(messages)):
+        responses = all("functionResponse" in part for part in content["parts"])
+        if content["role"] == "user" and not responses:
+            invocation += 1
+        author = "user" if content["role"] == "user" and not responses else ADK_AGENT
+        events.append(
+            {
+                "id": f"e{index + 1}",
+                "invocationId": f"inv{invocation}",
+                "author": author,
+                "content": content,
+            }
+        )
+    return events
