@@ -22,7 +22,7 @@ from uuid import UUID
 from turnledger.ledger.backend import AppendRequest
 from turnledger.ledger.codec import now_us
 from turnledger.ledger.envelope import AppendResult, Recorded
-from turnledger.ledger.errors import ConcurrencyError, LedgerError
+from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import Event
 from turnledger.ledger.store import EventStore
 
@@ -60,19 +60,31 @@ class AsyncLedger:
         self._writer.start()
 
     async def append(
-        self, stream_id: UUID, events: Sequence[Event], *, expected_version: int
+        self,
+        stream_id: UUID,
+        events: Sequence[Event],
+        *,
+        expected_version: int,
+        idempotency_key: str | None = None,
     ) -> AppendResult:
         """Append events to a stream; returns once they are durable.
 
+        ``idempotency_key`` works as in :meth:`EventStore.append`, inside the
+        group commit too: a key already committed (or used earlier in the same
+        group) returns the first result and writes nothing.
+
         Raises:
             ConcurrencyError: The stream is not at ``expected_version``.
+            IdempotencyKeyError: The key was first used on another stream.
             InvalidEventError: An event fails validation (raised before queueing).
             LedgerError: The ledger is closed.
         """
         if self._closed:
             msg = "Expected an open ledger, found it closed"
             raise LedgerError(msg)
-        request = self.store.encode(stream_id, events, expected_version + 1, now_us())
+        request = self.store.encode(
+            stream_id, events, expected_version + 1, now_us(), idempotency_key
+        )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         self._queue.put(_Job(request, loop, future))
@@ -142,9 +154,7 @@ class AsyncLedger:
                 job.loop.call_soon_threadsafe(_fail, job.future, e)
             return
         self.groups_committed += 1
-        self.appends_committed += sum(
-            1 for r in results if not isinstance(r, ConcurrencyError)
-        )
+        self.appends_committed += sum(1 for r in results if isinstance(r, AppendResult))
         # One wake-up per event loop, not per caller.
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, object]]] = {}
         for job, result in zip(jobs, results, strict=True):

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
 
+from turnledger.ledger.chain import Seal
+
 
 class EncodedRow(NamedTuple):
     """One event ready to insert: what a stored event holds besides its stream."""
@@ -23,11 +25,28 @@ class EncodedRow(NamedTuple):
 
 
 class AppendRequest(NamedTuple):
-    """One stream's append inside a group commit."""
+    """One stream's append inside a group commit.
+
+    ``rows`` hold codec frames (format 1); the backend chains them (see
+    ``ledger.chain``) once it knows their positions. With an ``idempotency_key``
+    the backend first looks the key up inside the write transaction: when an
+    earlier append used it, that append's outcome is returned and nothing is
+    written; otherwise the key is recorded with the rows, in the same savepoint.
+    """
 
     stream_id: UUID
     expected_version: int
     rows: Sequence[EncodedRow | StoredEvent]
+    idempotency_key: str | None = None
+
+
+class Replayed(NamedTuple):
+    """An append whose idempotency key was already used: the first outcome."""
+
+    stream_id: UUID
+    first_version: int
+    last_version: int
+    positions: tuple[int, ...]
 
 
 class Conflict(NamedTuple):
@@ -69,10 +88,11 @@ class Backend(Protocol):
 
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False
-    ) -> list[tuple[int, ...] | Conflict]:
+    ) -> list[tuple[int, ...] | Conflict | Replayed]:
         """Write the appends in ONE transaction, each in its own savepoint.
 
-        Returns, per request, the positions written or the conflict found. A conflict
+        Returns, per request, the positions written, the conflict found, or the
+        earlier outcome of its idempotency key. A conflict
         in one request leaves the others untouched, unless ``atomic``: then the
         whole transaction is rolled back and nothing is written (the conflicting
         request still reports its conflict; the others report empty positions).
@@ -109,6 +129,14 @@ class Backend(Protocol):
 
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> RowSubscription:
         """Subscribe to rows after position ``gt``."""
+        ...
+
+    def insert_seal(self, body: bytes, mac: str) -> int:
+        """Record a seal (append-only); return its id."""
+        ...
+
+    def latest_seal(self) -> Seal | None:
+        """Return the newest seal, if any."""
         ...
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from eventsourcing.persistence import (
 )
 
 from turnledger.ledger.backend import EncodedRow
+from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.errors import (
     CorruptRecordError,
     InvalidEventError,
@@ -184,11 +185,12 @@ class MsgspecMapper(Mapper[UUID]):
     def fast_decoders(self) -> dict[str, tuple[bytes, msgspec.json.Decoder[Any]]]:
         """Per tag: the clear header prefix of its current version, and its decoder.
 
-        A row whose first four header bytes equal the prefix (frame format, no
-        flags, current schema version) can be decoded directly.
+        A row whose first four header bytes equal the prefix (chained frame
+        format, no flags, current schema version) can be decoded directly from
+        ``BODY_OFFSET``.
         """
         return {
-            tag: (_HEADER.pack(FRAME_FORMAT, 0, _TYPES[tag].SCHEMA_VERSION, 0)[:4], dec)
+            tag: (_HEADER.pack(CHAIN_FORMAT, 0, _TYPES[tag].SCHEMA_VERSION, 0)[:4], dec)
             for tag, dec in _DECODERS.items()
         }
 
@@ -284,16 +286,21 @@ class MsgspecMapper(Mapper[UUID]):
             )
             raise CorruptRecordError(msg)
         frame, flags, version, at_us = _HEADER.unpack_from(state)
-        if frame != FRAME_FORMAT:
+        if frame == CHAIN_FORMAT and len(state) >= BODY_OFFSET:
+            start = BODY_OFFSET
+        elif frame == FRAME_FORMAT:
+            start = HEADER_SIZE
+        else:
             msg = (
-                f"Corrupt record at {where()}: expected frame format {FRAME_FORMAT}, "
-                f"found {frame}"
+                f"Corrupt record at {where()}: expected frame format {FRAME_FORMAT} "
+                f"or {CHAIN_FORMAT} (chained, at least {BODY_OFFSET} bytes), "
+                f"found format {frame} in {len(state)} bytes"
             )
             raise CorruptRecordError(msg)
         if flags & FLAG_ENCRYPTED:
-            body = self._decrypt(state[HEADER_SIZE:], where)
+            body = self._decrypt(state[start:], where)
         else:
-            body = state[HEADER_SIZE:]
+            body = state[start:]
         try:
             recorded_at = datetime_from_us(at_us)
         except OverflowError:

@@ -42,3 +42,28 @@ class StoreUnavailableError(LedgerError):
 
 class ConfigurationError(LedgerError, ValueError):
     """A store URL, option or key is invalid."""
+
+
+class LedgerLockedError(StoreUnavailableError):
+    """Another writer held the ledger's write lock for the whole busy timeout."""
+
+
+class LedgerFullError(StoreUnavailableError):
+    """The disk (or the database's size limit) is full; nothing was written."""
+
+
+class LedgerReadOnlyError(StoreUnavailableError):
+    """The ledger file or database refuses writes; nothing was written."""
+
+
+class IdempotencyKeyError(LedgerError, ValueError):
+    """An idempotency key already used for another stream; nothing was written."""
+
+    def __init__(self, key: str, first_stream: UUID, stream: UUID) -> None:
+        self.key = key
+        self.first_stream = first_stream
+        self.stream = stream
+        super().__init__(
+            f"Expected idempotency key {key!r} for stream {first_stream} "
+            f"(its first append), found it on stream {stream}"
+        )

@@ -13,8 +13,9 @@ transactions can hang (psycopg #685).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Final
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 from uuid import UUID
 
@@ -27,10 +28,25 @@ from eventsourcing.postgres import (
 )
 from psycopg.sql import SQL, Identifier
 
-from turnledger.ledger.backend import AppendRequest, Conflict, StoredRow
-from turnledger.ledger.errors import ConfigurationError, StoreUnavailableError
+from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
+from turnledger.ledger.chain import Seal
+from turnledger.ledger.errors import (
+    ConfigurationError,
+    LedgerError,
+    LedgerFullError,
+    LedgerLockedError,
+    LedgerReadOnlyError,
+    StoreUnavailableError,
+)
+from turnledger.ledger.postgres_write import (
+    KEYS_TABLE,
+    SEALS_TABLE,
+    Statements,
+    write_group,
+)
 
 TABLE: Final = "turnledger_events"
+_T = TypeVar("_T")
 
 
 class PostgresURL:
@@ -57,7 +73,12 @@ class PostgresURL:
 
 
 def _trigger_statements(schema: str, table: str) -> list[Any]:
-    ident = {"schema": Identifier(schema), "table": Identifier(table)}
+    ident = {
+        "schema": Identifier(schema),
+        "table": Identifier(table),
+        "keys": Identifier(KEYS_TABLE),
+        "seals": Identifier(SEALS_TABLE),
+    }
     return [
         SQL(
             "CREATE OR REPLACE FUNCTION {schema}.turnledger_append_only() "
@@ -89,6 +110,23 @@ def _trigger_statements(schema: str, table: str) -> list[Any]:
             "BEFORE INSERT ON {schema}.{table} "
             "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_contiguous()"
         ).format(**ident),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {schema}.{keys} (key text PRIMARY KEY, "
+            "stream uuid NOT NULL, first_version bigint NOT NULL, "
+            "last_version bigint NOT NULL, positions text NOT NULL)"
+        ).format(**ident),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {schema}.{seals} (id bigserial PRIMARY KEY, "
+            "body bytea NOT NULL, mac text NOT NULL)"
+        ).format(**ident),
+        *(
+            SQL(
+                "CREATE OR REPLACE TRIGGER turnledger_no_change "
+                "BEFORE UPDATE OR DELETE ON {schema}.{other} "
+                "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
+            ).format(other=Identifier(other), **ident)
+            for other in (KEYS_TABLE, SEALS_TABLE)
+        ),
     ]
 
 
@@ -155,10 +193,6 @@ class PostgresBackend:
             msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
             raise StoreUnavailableError(msg) from e
         table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
-        self._heads_sql = SQL(
-            "SELECT originator_id, max(originator_version) AS head "
-            "FROM {schema}.{table} WHERE originator_id = ANY(%s) GROUP BY originator_id"
-        ).format(**table)
         self._lock_and_notify = SQL(
             "SET LOCAL lock_timeout = '{timeout}s'; "
             "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; NOTIFY {channel}"
@@ -172,6 +206,7 @@ class PostgresBackend:
             "WHERE originator_id = %s"
         ).format(**table)
         self._table = table
+        self._write_sql = Statements(self.url.schema, TABLE)
 
     def _create_tables(self) -> None:
         # Processes opening one ledger at once would race on the DDL (deadlocks
@@ -193,101 +228,75 @@ class PostgresBackend:
 
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False
-    ) -> list[tuple[int, ...] | Conflict]:
+    ) -> list[tuple[int, ...] | Conflict | Replayed]:
         """Write appends in one transaction under the table lock, a savepoint each.
 
         With ``atomic``, any conflict rolls back the whole transaction.
+
+        Raises:
+            LedgerLockedError: The table lock was not granted within the timeout.
+            StoreUnavailableError: The server failed or the connection was lost.
         """
+        started = time.monotonic()
         try:
             with self._datastore.get_connection() as conn:
-                results: list[tuple[int, ...] | Conflict] = []
-                with conn.transaction():
-                    results = self._write_group(conn, requests)
+                results: list[tuple[int, ...] | Conflict | Replayed] = []
+                with conn.transaction(), conn.cursor() as cursor:
+                    cursor.execute(self._lock_and_notify)
+                    results = write_group(conn, cursor, self._write_sql, requests)
                     if atomic and any(isinstance(r, Conflict) for r in results):
                         # All or nothing: leaves the block, rolling it all back.
                         raise psycopg.Rollback
                 if atomic and any(isinstance(r, Conflict) for r in results):
                     return [r if isinstance(r, Conflict) else () for r in results]
                 return results
-        except (psycopg.Error, PersistenceError) as e:
-            msg = f"PostgreSQL append failed: {e}"
-            raise StoreUnavailableError(msg) from e
+        except (psycopg.Error, PersistenceError, OSError) as e:
+            raise translate(e, time.monotonic() - started) from e
 
-    def _write_group(
-        self, conn: psycopg.Connection[Any], requests: Sequence[AppendRequest]
-    ) -> list[tuple[int, ...] | Conflict]:
-        # The table lock serialises writers, so the lock-held time is the ledger's
-        # throughput: the common case costs a fixed five round trips (begin; lock +
-        # notify; every head at once; one INSERT for every accepted row; commit)
-        # whatever the group's size. Heads are read under the lock, so the insert
-        # cannot conflict; if it ever does, the group is redone a savepoint each.
-        with conn.cursor() as cursor:
-            cursor.execute(self._lock_and_notify)
-            try:
-                with conn.transaction():
-                    return self._write_batched(cursor, requests)
-            except psycopg.errors.IntegrityError:
-                return [self._write_one(conn, cursor, r) for r in requests]
-
-    def _write_batched(
-        self, cursor: psycopg.Cursor[Any], requests: Sequence[AppendRequest]
-    ) -> list[tuple[int, ...] | Conflict]:
-        streams = list({r.stream_id: None for r in requests})
-        cursor.execute(self._heads_sql, (streams,))
-        heads = {row["originator_id"]: int(row["head"]) for row in cursor.fetchall()}
-        plan: list[int | Conflict] = []
-        rows: list[Any] = []
-        for request in requests:
-            head = heads.get(request.stream_id, 0)
-            if head != request.expected_version:
-                plan.append(Conflict(head))
-                continue
-            plan.append(len(request.rows))
-            heads[request.stream_id] = head + len(request.rows)
-            rows.extend(
-                self._recorder.construct_pg_stored_event(
-                    request.stream_id, r.originator_version, r.topic, r.state
-                )
-                for r in request.rows
-            )
-        positions: list[int] = []
-        if rows:
-            cursor.execute(self._recorder.insert_events_statement, (rows,))
-            positions = [int(r["notification_id"]) for r in cursor.fetchall()]
-        results: list[tuple[int, ...] | Conflict] = []
-        taken = 0
-        for step in plan:
-            if isinstance(step, Conflict):
-                results.append(step)
-            else:
-                results.append(tuple(positions[taken : taken + step]))
-                taken += step
-        return results
-
-    def _write_one(
-        self,
-        conn: psycopg.Connection[Any],
-        cursor: psycopg.Cursor[Any],
-        request: AppendRequest,
-    ) -> tuple[int, ...] | Conflict:
-        cursor.execute(self._head_sql, (request.stream_id,))
-        head = _head(cursor.fetchone())
-        if head != request.expected_version:
-            return Conflict(head)
-        rows = [
-            self._recorder.construct_pg_stored_event(
-                request.stream_id, r.originator_version, r.topic, r.state
-            )
-            for r in request.rows
-        ]
+    def _guard(self, action: Callable[[], _T]) -> _T:
+        started = time.monotonic()
         try:
-            with conn.transaction():
-                cursor.execute(self._recorder.insert_events_statement, (rows,))
-                positions = tuple(int(r["notification_id"]) for r in cursor.fetchall())
-        except psycopg.errors.IntegrityError:
-            cursor.execute(self._head_sql, (request.stream_id,))
-            return Conflict(_head(cursor.fetchone()))
-        return positions
+            return action()
+        except (psycopg.Error, PersistenceError, OSError) as e:
+            raise translate(e, time.monotonic() - started) from e
+
+    def _fetch(self, sql: Any, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+
+        return self._guard(run)
+
+    def insert_seal(self, body: bytes, mac: str) -> int:
+        """Record a seal; return its id."""
+        sql = SQL(
+            "INSERT INTO {schema}.{seals} (body, mac) VALUES (%s, %s) RETURNING id"
+        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+
+        def run() -> int:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql, (body, mac))
+                row = cursor.fetchone()
+                return int(row["id"]) if row else 0
+
+        return self._guard(run)
+
+    def latest_seal(self) -> Seal | None:
+        """Return the newest seal, if any."""
+        sql = SQL(
+            "SELECT id, body, mac FROM {schema}.{seals} ORDER BY id DESC LIMIT 1"
+        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+
+        def run() -> Seal | None:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql)
+                row = cursor.fetchone()
+                if row is None:
+                    return None
+                return Seal(int(row["id"]), bytes(row["body"]), str(row["mac"]))
+
+        return self._guard(run)
 
     def select_stream(
         self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
@@ -305,62 +314,59 @@ class PostgresBackend:
         if limit is not None:
             sql += SQL(" LIMIT %s")
             params.append(limit)
-        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [
-                StoredRow(
-                    int(r["notification_id"]),
-                    stream_id,
-                    int(r["originator_version"]),
-                    r["topic"],
-                    bytes(r["state"]),
-                )
-                for r in cursor.fetchall()
-            ]
+        return [
+            StoredRow(
+                int(r["notification_id"]),
+                stream_id,
+                int(r["originator_version"]),
+                r["topic"],
+                bytes(r["state"]),
+            )
+            for r in self._fetch(sql, params)
+        ]
 
     def select_all(
         self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
     ) -> list[StoredRow]:
         """Return rows with positions in ``(gt, lte]`` in order."""
-        notifications = self._recorder.select_notifications(
-            start=gt,
-            limit=limit,
-            stop=lte,
-            topics=list(topics),
-            inclusive_of_start=False,
+        notifications = self._guard(
+            lambda: self._recorder.select_notifications(
+                start=gt,
+                limit=limit,
+                stop=lte,
+                topics=list(topics),
+                inclusive_of_start=False,
+            )
         )
         return [_row(n) for n in notifications]
 
     def stream_version(self, stream_id: UUID) -> int:
         """Return a stream's head version (0 when empty)."""
-        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-            cursor.execute(self._head_sql, (stream_id,))
-            return _head(cursor.fetchone())
+        rows = self._fetch(self._head_sql, (stream_id,))
+        return _head(rows[0] if rows else None)
 
     def max_position(self) -> int:
         """Return the highest position written (0 when empty)."""
-        return int(self._recorder.max_notification_id() or 0)
+        return int(self._guard(self._recorder.max_notification_id) or 0)
 
     def stream_ids(self) -> list[UUID]:
         """Return every stream id, sorted."""
         sql = SQL("SELECT DISTINCT originator_id FROM {schema}.{table}").format(
             **self._table
         )
-        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-            cursor.execute(sql)
-            return sorted(r["originator_id"] for r in cursor.fetchall())
+        return sorted(r["originator_id"] for r in self._fetch(sql))
 
     def count_rows(self) -> int:
         """Return the number of rows."""
         sql = SQL("SELECT count(*) AS n FROM {schema}.{table}").format(**self._table)
-        with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-            cursor.execute(sql)
-            row = cursor.fetchone()
-            return int(row["n"]) if row else 0
+        rows = self._fetch(sql)
+        return int(rows[0]["n"]) if rows else 0
 
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> _WakingSubscription:
         """Subscribe to rows after ``gt`` through LISTEN/NOTIFY."""
-        return _WakingSubscription(self._recorder, gt=gt, topics=list(topics))
+        return self._guard(
+            lambda: _WakingSubscription(self._recorder, gt=gt, topics=list(topics))
+        )
 
     def drop_schema(self) -> None:
         """Drop the backend's schema with everything in it (tests use this)."""
@@ -374,6 +380,27 @@ class PostgresBackend:
     def close(self) -> None:
         """Close the connection pool."""
         self._datastore.close()
+
+
+def translate(error: BaseException, waited: float) -> LedgerError:
+    """Return the typed ledger error for a PostgreSQL driver error.
+
+    Args:
+        error: What psycopg (or the library around it) raised.
+        waited: Seconds the failed call took (the real wait when locked).
+    """
+    cause: BaseException = error
+    while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, psycopg.errors.LockNotAvailable):
+        return LedgerLockedError(
+            f"the ledger is locked by another writer (waited {round(waited)} s)"
+        )
+    if isinstance(cause, psycopg.errors.DiskFull):
+        return LedgerFullError(f"The PostgreSQL ledger's disk is full: {cause}")
+    if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+        return LedgerReadOnlyError(f"The PostgreSQL ledger refuses writes: {cause}")
+    return StoreUnavailableError(f"PostgreSQL ledger: {cause}")
 
 
 def _head(row: dict[str, Any] | None) -> int:

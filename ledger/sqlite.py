@@ -6,28 +6,37 @@ state; the rowid is the global position), its notification selection, and its
 listen/notify subscription machinery. What we add:
 
 - pragmas: ``synchronous`` (FULL by default: a turn is durable when acknowledged),
-  busy timeout;
-- triggers that make the table append-only and stream versions contiguous, so even a
-  raw SQL client cannot rewrite history or leave a gap;
-- group commit: several streams' appends in one ``BEGIN IMMEDIATE`` transaction,
-  one fsync for all; heads are checked first and the rows go in with one
-  ``executemany``, and should a row still be refused, the group is redone with a
-  savepoint per append, so a conflict fails only its own append;
-- a polling subscription (the library's SQLite recorder has none).
+  the busy timeout (5 s by default: a locked ledger is a typed
+  :class:`~ledger.errors.LedgerLockedError` after that wait);
+- triggers that refuse, from any SQL client that leaves them in place: UPDATE,
+  DELETE, ``INSERT OR REPLACE`` / ``REPLACE INTO`` (a rowid conflict, which would
+  delete through the conflict without firing a DELETE trigger, or a stream version
+  that is not the next one), UPSERT's ``DO UPDATE`` (an UPDATE), and a version gap.
+  Whoever can write the file can still drop the triggers or rewrite the file's
+  bytes: that is not prevented, it is *detected* by ``verify`` through the hash
+  chain and the seals (``ledger.chain``);
+- the hash chain on every row, idempotency keys and group commit
+  (``ledger.sqlite_write``);
+- a polling subscription (the library's SQLite recorder has none);
+- driver errors translated into the ledger's typed errors on every path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
-from typing import Final, Literal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Final, Literal, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import (
     InterfaceError,
     ListenNotifySubscription,
     Notification,
+    PersistenceError,
 )
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
@@ -37,23 +46,37 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from turnledger.ledger.backend import AppendRequest, Conflict, StoredRow
-from turnledger.ledger.errors import StoreUnavailableError
+from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
+from turnledger.ledger.chain import Seal
+from turnledger.ledger.errors import (
+    LedgerError,
+    LedgerFullError,
+    LedgerLockedError,
+    LedgerReadOnlyError,
+    StoreUnavailableError,
+)
+from turnledger.ledger.sqlite_write import KEYS_TABLE, TABLE, write_group
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite's ``synchronous`` levels."""
 
-TABLE: Final = "stored_events"
+SEALS_TABLE: Final = "turnledger_seals"
+_REFUSE: Final = (
+    "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
+)
+
+
+def _no_change(table: str) -> tuple[str, str]:
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
+        + _REFUSE,
+        f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
+        + _REFUSE,
+    )
+
 
 _APPEND_ONLY_TRIGGERS: Final = (
-    (
-        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_update BEFORE UPDATE ON {TABLE} "
-        "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
-    ),
-    (
-        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_delete BEFORE DELETE ON {TABLE} "
-        "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
-    ),
+    *_no_change(TABLE),
     (
         f"CREATE TRIGGER IF NOT EXISTS {TABLE}_contiguous BEFORE INSERT ON {TABLE} "
         "WHEN NEW.originator_version <> 1 + coalesce((SELECT max(originator_version) "
@@ -61,12 +84,29 @@ _APPEND_ONLY_TRIGGERS: Final = (
         "BEGIN SELECT RAISE(ABORT, 'turnledger: stream versions must be contiguous'); "
         "END"
     ),
+    (
+        # REPLACE on a taken rowid deletes the old row without a DELETE trigger
+        # (recursive_triggers is off by default): refuse a taken rowid up front.
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_replace BEFORE INSERT ON {TABLE} "
+        f"WHEN EXISTS (SELECT 1 FROM {TABLE} WHERE rowid = NEW.rowid) "
+        "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only "
+        "(a position is never replaced)'); END"
+    ),
+    (
+        f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key TEXT PRIMARY KEY, "
+        "stream TEXT NOT NULL, first_version INTEGER NOT NULL, "
+        "last_version INTEGER NOT NULL, positions TEXT NOT NULL)"
+    ),
+    *_no_change(KEYS_TABLE),
+    (
+        f"CREATE TABLE IF NOT EXISTS {SEALS_TABLE} (id INTEGER PRIMARY KEY "
+        "AUTOINCREMENT, body BLOB NOT NULL, mac TEXT NOT NULL)"
+    ),
+    *_no_change(SEALS_TABLE),
 )
 
-_INSERT: Final = f"INSERT INTO {TABLE} VALUES (?,?,?,?)"
-_HEAD: Final = f"SELECT max(originator_version) FROM {TABLE} WHERE originator_id=?"
-_MAX_ROWID: Final = f"SELECT max(rowid) FROM {TABLE}"
 _COLUMNS: Final = "rowid, originator_id, originator_version, topic, state"
+_T = TypeVar("_T")
 
 STATEMENT_CACHE_SIZE: Final = 64
 """Prepared statements each connection keeps (sqlite3's own default is 128)."""
@@ -157,7 +197,8 @@ class SQLiteBackend:
     Args:
         path: The database file (``:memory:`` is refused: a ledger must persist).
         synchronous: SQLite's durability level for commits (default FULL).
-        lock_timeout: Seconds to wait for another process's write lock.
+        lock_timeout: Seconds to wait for another process's write lock (the busy
+            timeout); then :class:`~ledger.errors.LedgerLockedError`.
         poll_interval: Seconds between polls of a subscription.
     """
 
@@ -168,35 +209,76 @@ class SQLiteBackend:
         path: str,
         *,
         synchronous: Synchronous = "FULL",
-        lock_timeout: int = 30,
+        lock_timeout: int = 5,
         poll_interval: float = 0.02,
     ) -> None:
         self.path = path
         self.poll_interval = poll_interval
+        self.lock_timeout = lock_timeout
+        started = time.monotonic()
         try:
             self._datastore = _Datastore(
                 path, lock_timeout=lock_timeout, synchronous=synchronous
             )
             self._recorder = _Recorder(self._datastore)
             self._recorder.create_table()
+            self._identity = _identity(path)
         except Exception as e:
-            msg = f"Cannot open the SQLite ledger at {path!r}: {e}"
-            raise StoreUnavailableError(msg) from e
+            error = translate(e, path, time.monotonic() - started)
+            if isinstance(error, StoreUnavailableError) and not isinstance(
+                error, LedgerLockedError
+            ):
+                msg = f"Cannot open the SQLite ledger at {path!r}: {e}"
+                raise StoreUnavailableError(msg) from e
+            raise error from e
+
+    def _guard(self, action: Callable[[], _T]) -> _T:
+        started = time.monotonic()
+        try:
+            return action()
+        except LedgerError:
+            raise
+        except Exception as e:
+            raise translate(e, self.path, time.monotonic() - started) from e
 
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False
-    ) -> list[tuple[int, ...] | Conflict]:
+    ) -> list[tuple[int, ...] | Conflict | Replayed]:
         """Write appends in one transaction with a savepoint each (one fsync).
 
         With ``atomic``, any conflict rolls back the whole transaction.
+
+        Raises:
+            LedgerLockedError: Another writer held the lock past the busy timeout.
+            LedgerFullError: The disk or the size limit is full.
+            LedgerReadOnlyError: The file refuses writes.
+            StoreUnavailableError: The file vanished or another driver error.
         """
+        if _identity(self.path) != self._identity:
+            msg = (
+                f"Expected the SQLite ledger file at {self.path!r}, found it gone "
+                "or replaced since it was opened; nothing was written"
+            )
+            raise StoreUnavailableError(msg)
+        with self._writer() as raw:
+            return self._guard(lambda: write_group(raw, requests, atomic=atomic))
+
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[sqlite3.Connection]:
         pool = self._datastore.pool
-        connection = pool.get_connection(is_writer=True)
+        connection = self._guard(lambda: pool.get_connection(is_writer=True))
         try:
-            raw = connection._sqlite_conn  # noqa: SLF001 - the library keeps it private
-            return _write_group(raw, requests, atomic=atomic)
+            yield connection._sqlite_conn  # noqa: SLF001 - the library keeps it private
         finally:
             pool.put_connection(connection)
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        def run() -> list[sqlite3.Row]:
+            with self._datastore.transaction(commit=False) as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+
+        return self._guard(run)
 
     def select_stream(
         self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
@@ -212,46 +294,65 @@ class SQLiteBackend:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        rows = self._query(sql, params)
         return [StoredRow(r[0], stream_id, r[1], r[2], r[3]) for r in rows]
 
     def select_all(
         self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
     ) -> list[StoredRow]:
         """Return rows with positions in ``(gt, lte]`` in order."""
-        notifications = self._recorder.select_notifications(
-            start=gt, limit=limit, stop=lte, topics=topics, inclusive_of_start=False
+        notifications = self._guard(
+            lambda: self._recorder.select_notifications(
+                start=gt, limit=limit, stop=lte, topics=topics, inclusive_of_start=False
+            )
         )
         return [_row(n) for n in notifications]
 
     def stream_version(self, stream_id: UUID) -> int:
         """Return a stream's head version (0 when empty)."""
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(_HEAD, (stream_id.hex,))
-            return int(cursor.fetchone()[0] or 0)
+        sql = f"SELECT max(originator_version) FROM {TABLE} WHERE originator_id=?"
+        return int(self._query(sql, (stream_id.hex,))[0][0] or 0)
 
     def max_position(self) -> int:
         """Return the highest position written (0 when empty)."""
-        return int(self._recorder.max_notification_id() or 0)
+        return int(self._guard(self._recorder.max_notification_id) or 0)
 
     def stream_ids(self) -> list[UUID]:
         """Return every stream id, sorted."""
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(f"SELECT DISTINCT originator_id FROM {TABLE}")
-            return sorted(UUID(r[0]) for r in cursor.fetchall())
+        rows = self._query(f"SELECT DISTINCT originator_id FROM {TABLE}")
+        return sorted(UUID(r[0]) for r in rows)
 
     def count_rows(self) -> int:
         """Return the number of rows."""
-        with self._datastore.transaction(commit=False) as cursor:
-            cursor.execute(f"SELECT count(*) FROM {TABLE}")
-            return int(cursor.fetchone()[0])
+        return int(self._query(f"SELECT count(*) FROM {TABLE}")[0][0])
+
+    def insert_seal(self, body: bytes, mac: str) -> int:
+        """Record a seal; return its id."""
+
+        def run() -> int:
+            with self._writer() as raw:
+                cursor = raw.execute(
+                    f"INSERT INTO {SEALS_TABLE} (body, mac) VALUES (?, ?)", (body, mac)
+                )
+                return int(cursor.lastrowid or 0)
+
+        return self._guard(run)
+
+    def latest_seal(self) -> Seal | None:
+        """Return the newest seal, if any."""
+        rows = self._query(
+            f"SELECT id, body, mac FROM {SEALS_TABLE} ORDER BY id DESC LIMIT 1"
+        )
+        return (
+            Seal(int(rows[0][0]), bytes(rows[0][1]), str(rows[0][2])) if rows else None
+        )
 
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> _PollingSubscription:
         """Subscribe to rows after ``gt`` (polled every ``poll_interval`` seconds)."""
-        return _PollingSubscription(
-            self._recorder, gt=gt, topics=topics, interval=self.poll_interval
+        return self._guard(
+            lambda: _PollingSubscription(
+                self._recorder, gt=gt, topics=topics, interval=self.poll_interval
+            )
         )
 
     def close(self) -> None:
@@ -259,131 +360,44 @@ class SQLiteBackend:
         self._datastore.close()
 
 
-class _RowRefusedError(Exception):
-    """The batched insert hit a key or trigger error; redo the group with savepoints."""
-
-
-def _write_group(
-    raw: sqlite3.Connection, requests: Sequence[AppendRequest], *, atomic: bool
-) -> list[tuple[int, ...] | Conflict]:
+def _identity(path: str) -> tuple[int, int] | None:
     try:
-        return _write_group_batched(raw, requests, atomic=atomic)
-    except _RowRefusedError:
-        return _write_group_savepoints(raw, requests, atomic=atomic)
+        found = Path(path).stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
-def _commit(
-    raw: sqlite3.Connection,
-    results: list[tuple[int, ...] | Conflict],
-    last_position: int,
-    *,
-    atomic: bool,
-) -> list[tuple[int, ...] | Conflict]:
-    if atomic and any(isinstance(r, Conflict) for r in results):
-        # All or nothing: one conflict abandons the whole group.
-        raw.execute("ROLLBACK")
-        return [r if isinstance(r, Conflict) else () for r in results]
-    _check_positions(raw, last_position)
-    raw.execute("COMMIT")
-    return results
+def translate(error: BaseException, path: str, waited: float) -> LedgerError:
+    """Return the typed ledger error for a SQLite driver error.
 
-
-def _write_group_batched(
-    raw: sqlite3.Connection, requests: Sequence[AppendRequest], *, atomic: bool
-) -> list[tuple[int, ...] | Conflict]:
-    # The common case in ONE executemany: every head is checked first (we hold the
-    # write lock, and the heads of streams appended earlier in the group are
-    # tracked), then all accepted rows go in together. Few statements, and so few
-    # GIL hand-offs for the writer thread. If any row is refused (which the head
-    # checks make impossible for rows built by ``EventStore.encode``) the whole
-    # transaction is rolled back and the group is redone one savepoint per append,
-    # so the outcome is always the savepoint path's.
-    results: list[tuple[int, ...] | Conflict] = []
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        next_position = int(raw.execute(_MAX_ROWID).fetchone()[0] or 0) + 1
-        heads: dict[str, int] = {}
-        rows: list[tuple[str, int, str, bytes]] = []
-        for request in requests:
-            stream_hex = request.stream_id.hex
-            head = heads.get(stream_hex)
-            if head is None:
-                head = int(raw.execute(_HEAD, (stream_hex,)).fetchone()[0] or 0)
-            if head != request.expected_version:
-                heads[stream_hex] = head
-                results.append(Conflict(head))
-                continue
-            count = len(request.rows)
-            rows.extend(
-                (stream_hex, row.originator_version, row.topic, row.state)
-                for row in request.rows
-            )
-            results.append(tuple(range(next_position, next_position + count)))
-            next_position += count
-            # Valid whenever the insert succeeds: the contiguity trigger then
-            # accepted exactly versions head+1 .. head+count.
-            heads[stream_hex] = head + count
-        try:
-            raw.executemany(_INSERT, rows)
-        except sqlite3.IntegrityError as e:
-            raise _RowRefusedError from e
-        return _commit(raw, results, next_position - 1, atomic=atomic)
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-
-
-def _write_group_savepoints(
-    raw: sqlite3.Connection, requests: Sequence[AppendRequest], *, atomic: bool
-) -> list[tuple[int, ...] | Conflict]:
-    results: list[tuple[int, ...] | Conflict] = []
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        next_position = int(raw.execute(_MAX_ROWID).fetchone()[0] or 0) + 1
-        for request in requests:
-            outcome = _write_one(raw, request, next_position)
-            if not isinstance(outcome, Conflict):
-                next_position += len(outcome)
-            results.append(outcome)
-        return _commit(raw, results, next_position - 1, atomic=atomic)
-    except BaseException:
-        if raw.in_transaction:
-            raw.execute("ROLLBACK")
-        raise
-
-
-def _check_positions(raw: sqlite3.Connection, expected_last: int) -> None:
-    # No deletes and a single writer: rowids are max+1 in order. Check it.
-    last = int(raw.execute(_MAX_ROWID).fetchone()[0] or 0)
-    if last != expected_last:
-        msg = f"turnledger: expected the last position {expected_last}, found {last}"
-        raise sqlite3.IntegrityError(msg)
-
-
-def _write_one(
-    raw: sqlite3.Connection, request: AppendRequest, first_position: int
-) -> tuple[int, ...] | Conflict:
-    stream_hex = request.stream_id.hex
-    head = int(raw.execute(_HEAD, (stream_hex,)).fetchone()[0] or 0)
-    if head != request.expected_version:
-        return Conflict(head)
-    raw.execute("SAVEPOINT turnledger_append")
-    try:
-        raw.executemany(
-            _INSERT,
-            [
-                (stream_hex, row.originator_version, row.topic, row.state)
-                for row in request.rows
-            ],
+    Args:
+        error: What the driver (or the library around it) raised.
+        path: The ledger file.
+        waited: Seconds the failed call took (the real wait when locked).
+    """
+    if isinstance(error, LedgerError):
+        return error
+    cause: BaseException = error
+    while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    text = str(cause) or str(error)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return LedgerLockedError(
+            f"the ledger is locked by another writer (waited {round(waited)} s)"
         )
-    except sqlite3.IntegrityError:
-        # A key or contiguity trigger refused a row: only this append fails.
-        raw.execute("ROLLBACK TO turnledger_append")
-        raw.execute("RELEASE turnledger_append")
-        return Conflict(int(raw.execute(_HEAD, (stream_hex,)).fetchone()[0] or 0))
-    raw.execute("RELEASE turnledger_append")
-    return tuple(range(first_position, first_position + len(request.rows)))
+    if "full" in lowered:
+        return LedgerFullError(
+            f"The SQLite ledger at {path!r} is full (disk or size limit): "
+            f"{text}; nothing was written"
+        )
+    if "readonly" in lowered or "read-only" in lowered:
+        return LedgerReadOnlyError(
+            f"The SQLite ledger at {path!r} refuses writes (read-only): {text}; "
+            "nothing was written"
+        )
+    return StoreUnavailableError(f"SQLite ledger at {path!r}: {text}")
 
 
 def _row(n: Notification) -> StoredRow:

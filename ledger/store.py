@@ -22,9 +22,11 @@ from turnledger.ledger.backend import (
     AppendRequest,
     Backend,
     Conflict,
+    Replayed,
     RowSubscription,
     StoredRow,
 )
+from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.codec import (
     HEADER_SIZE,
     MsgspecMapper,
@@ -33,7 +35,14 @@ from turnledger.ledger.codec import (
     type_for_tag,
 )
 from turnledger.ledger.envelope import AppendResult, Recorded
-from turnledger.ledger.errors import ConcurrencyError, ConfigurationError
+from turnledger.ledger.errors import (
+    ConcurrencyError,
+    ConfigurationError,
+    IdempotencyKeyError,
+    InvalidEventError,
+    LedgerError,
+    StoreUnavailableError,
+)
 from turnledger.ledger.events import Event, LedgerEvent
 
 DEFAULT_PATH = "./turnledger.db"
@@ -42,13 +51,20 @@ DEFAULT_PATH = "./turnledger.db"
 CIPHER_KEY_ENV = "TURNLEDGER_CIPHER_KEY"
 """The environment variable holding the base64 AES key for encryption at rest."""
 
+MAX_KEY = 512
+"""The longest idempotency key accepted."""
+
 
 class Append(NamedTuple):
-    """One stream's append: events to write after ``expected_version``."""
+    """One stream's append: events to write after ``expected_version``.
+
+    ``idempotency_key``: see :meth:`EventStore.append`.
+    """
 
     stream_id: UUID
     events: Sequence[Event]
     expected_version: int
+    idempotency_key: str | None = None
 
 
 class EventStore:
@@ -71,18 +87,35 @@ class EventStore:
         return self.backend.kind
 
     def encode(
-        self, stream_id: UUID, events: Sequence[Event], first_version: int, at_us: int
+        self,
+        stream_id: UUID,
+        events: Sequence[Event],
+        first_version: int,
+        at_us: int,
+        idempotency_key: str | None = None,
     ) -> AppendRequest:
         """Validate and encode events as the rows of one append.
 
         Raises:
-            InvalidEventError: An event fails its schema; nothing is written.
+            InvalidEventError: An event fails its schema, or the idempotency key
+                is empty or longer than 512 characters; nothing is written.
         """
+        if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_KEY:
+            msg = (
+                f"Expected an idempotency key of 1 to {MAX_KEY} characters, "
+                f"found {len(idempotency_key)}"
+            )
+            raise InvalidEventError(msg)
         rows = self.mapper.encode_rows(events, first_version, at_us)
-        return AppendRequest(stream_id, first_version - 1, rows)
+        return AppendRequest(stream_id, first_version - 1, rows, idempotency_key)
 
     def append(
-        self, stream_id: UUID, events: Sequence[Event], *, expected_version: int
+        self,
+        stream_id: UUID,
+        events: Sequence[Event],
+        *,
+        expected_version: int,
+        idempotency_key: str | None = None,
     ) -> AppendResult:
         """Append events to a stream in one transaction (one fsync).
 
@@ -90,17 +123,29 @@ class EventStore:
             stream_id: The stream.
             events: The events, in order (e.g. one turn step).
             expected_version: The stream's current head version (0 for a new stream).
+            idempotency_key: Makes the append safe to retry (the engine passes
+                ``f"{turn_id}:{step}"``). The key is looked up inside the write
+                transaction: if an earlier append (in any process, before any
+                crash) committed with it, that append's result is returned, the
+                events given now are ignored, nothing is written and no version
+                conflict is raised. Keys are kept forever, in the ledger's
+                database, committed atomically with their rows.
 
         Returns:
-            The versions and positions written.
+            The versions and positions written (or first written, under the key).
 
         Raises:
             ConcurrencyError: The stream is not at ``expected_version``; nothing
                 was written.
             InvalidEventError: An event fails validation; nothing was written.
+            IdempotencyKeyError: The key was first used on another stream.
+            StoreUnavailableError: The database failed (its subclasses name a
+                lock held past the busy timeout, a full disk, a read-only file).
         """
-        result = self.append_batch([Append(stream_id, events, expected_version)])[0]
-        if isinstance(result, ConcurrencyError):
+        result = self.append_batch(
+            [Append(stream_id, events, expected_version, idempotency_key)]
+        )[0]
+        if isinstance(result, LedgerError):
             raise result
         return result
 
@@ -117,7 +162,9 @@ class EventStore:
         """
         at_us = now_us()
         requests = [
-            self.encode(a.stream_id, a.events, a.expected_version + 1, at_us)
+            self.encode(
+                a.stream_id, a.events, a.expected_version + 1, at_us, a.idempotency_key
+            )
             for a in appends
         ]
         return self.write_requests(requests)
@@ -132,12 +179,14 @@ class EventStore:
         """
         at_us = now_us()
         requests = [
-            self.encode(a.stream_id, a.events, a.expected_version + 1, at_us)
+            self.encode(
+                a.stream_id, a.events, a.expected_version + 1, at_us, a.idempotency_key
+            )
             for a in appends
         ]
         results = self.write_requests(requests, atomic=True)
         for result in results:
-            if isinstance(result, ConcurrencyError):
+            if isinstance(result, LedgerError):
                 raise result
         return [r for r in results if isinstance(r, AppendResult)]
 
@@ -147,6 +196,10 @@ class EventStore:
         """Write already-encoded appends in one transaction (see :meth:`encode`).
 
         With ``atomic``, one conflict rolls the whole transaction back.
+
+        A key first used on another stream fails only its own append, with an
+        :class:`~ledger.errors.IdempotencyKeyError` in its place (typed as the
+        ``ConcurrencyError`` slot's sibling: both are ``LedgerError``).
         """
         live = [r for r in requests if r.rows]
         outcomes = iter(self.backend.insert_batch(live, atomic=atomic) if live else [])
@@ -156,7 +209,9 @@ class EventStore:
                 results.append(_empty(request))
                 continue
             outcome = next(outcomes)
-            if isinstance(outcome, Conflict):
+            if isinstance(outcome, Replayed):
+                results.append(_replayed(request, outcome))  # type: ignore[arg-type]
+            elif isinstance(outcome, Conflict):
                 results.append(
                     ConcurrencyError(
                         request.stream_id, request.expected_version, outcome.found
@@ -280,14 +335,14 @@ class EventStore:
             state = row.state
             decoder = fast.get(row.topic)
             header = state[:HEADER_SIZE]
-            if decoder is None or header[:4] != decoder[0] or len(state) < HEADER_SIZE:
+            if decoder is None or header[:4] != decoder[0] or len(state) < BODY_OFFSET:
                 out.append(self.decode(row))
                 continue
             at = int.from_bytes(header[4:], "big", signed=True)
             if at != last_at:
                 recorded_at, last_at = datetime_from_us(at), at
             try:
-                event = decoder[1].decode(memoryview(state)[HEADER_SIZE:])
+                event = decoder[1].decode(memoryview(state)[BODY_OFFSET:])
             except (msgspec.DecodeError, msgspec.ValidationError):
                 out.append(self.decode(row))  # raises the typed, located error
                 continue
@@ -348,7 +403,13 @@ class Subscription:
         return self
 
     def __next__(self) -> Recorded:
-        notification: Notification = next(self._rows)
+        try:
+            notification: Notification = next(self._rows)
+        except (StopIteration, LedgerError):
+            raise
+        except Exception as e:
+            msg = f"The ledger subscription failed: {e}"
+            raise StoreUnavailableError(msg) from e
         stream = notification.originator_id
         row = StoredRow(
             notification.id,
@@ -446,6 +507,21 @@ def _empty(request: AppendRequest) -> AppendResult:
         first_version=request.expected_version + 1,
         last_version=request.expected_version,
         positions=(),
+    )
+
+
+def _replayed(
+    request: AppendRequest, outcome: Replayed
+) -> AppendResult | IdempotencyKeyError:
+    if outcome.stream_id != request.stream_id:
+        return IdempotencyKeyError(
+            request.idempotency_key or "", outcome.stream_id, request.stream_id
+        )
+    return AppendResult(
+        stream_id=outcome.stream_id,
+        first_version=outcome.first_version,
+        last_version=outcome.last_version,
+        positions=outcome.positions,
     )
 
 

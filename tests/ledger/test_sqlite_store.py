@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from tests.contracts.store_contract import StoreContract, new_stream, turn_events
+from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -105,7 +106,11 @@ def test_corrupt_row_is_a_typed_error_naming_its_position(
     sqlite_store.append(stream, turn_events("t1"), expected_version=0)
     good = next(sqlite_store.iter_rows())
     _raw_insert(
-        sqlite_path, stream.hex, 9, "turn.completed", good.state[:12] + b"{nope"
+        sqlite_path,
+        stream.hex,
+        9,
+        "turn.completed",
+        good.state[:BODY_OFFSET] + b"{nope",
     )
     with pytest.raises(CorruptRecordError) as caught:
         sqlite_store.read_stream(stream)
@@ -115,7 +120,11 @@ def test_corrupt_row_is_a_typed_error_naming_its_position(
     )
     report = verify(sqlite_store)
     assert not report.ok
-    assert [(p.position, p.kind) for p in report.problems] == [(9, "corrupt")]
+    # It does not decode, and the ledger did not write it: both are named.
+    assert [(p.position, p.kind) for p in report.problems] == [
+        (9, "corrupt"),
+        (9, "edited_payload"),
+    ]
 
 
 def test_unknown_tag_is_a_typed_error(sqlite_store: EventStore, sqlite_path: str):
@@ -130,7 +139,10 @@ def test_unknown_tag_is_a_typed_error(sqlite_store: EventStore, sqlite_path: str
     assert "Expected one of the known event tags, found 'turn.teleported'" in str(
         caught.value
     )
-    assert [p.kind for p in verify(sqlite_store).problems] == ["unknown_type"]
+    assert [p.kind for p in verify(sqlite_store).problems] == [
+        "unknown_type",
+        "forged",  # a copy of position 1's bytes
+    ]
 
 
 def test_short_frame_is_corrupt(sqlite_store: EventStore, sqlite_path: str):
