@@ -98,7 +98,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
     """
     with open_ledger(args) as store:
         service = MemoryService(
-            store, config(args), ledger_url=target(args), shredding=args.shred
+            store,
+            config(args),
+            ledger_url=target(args),
+            shredding=True if args.shred else None,
         )
         try:
             return _dispatch(service, args)
@@ -120,10 +123,27 @@ def _store(service: MemoryService, args: argparse.Namespace) -> int:
 
 def _recall(service: MemoryService, args: argparse.Namespace) -> int:
     found = service.recall(
-        args.agent, args.query, session=args.session, limit=args.limit
+        args.agent,
+        args.query,
+        session=args.session,
+        limit=args.limit,
+        since=_moment("--since", args.since),
+        until=_moment("--until", args.until),
     )
     _print_entries(found, as_json=args.json)
     return 0
+
+
+def _moment(flag: str, text: str | None) -> datetime | None:
+    """Parse an ISO date or date-time (UTC when no zone is given)."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{flag}: expected an ISO date or date-time, found {text!r}"
+        raise UsageError(msg) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _context(service: MemoryService, args: argparse.Namespace) -> int:
@@ -293,6 +313,8 @@ _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...
         (("query",), {}),
         (("--session",), {"default": None}),
         (("--limit",), {"type": int, "default": 5}),
+        (("--since",), {"default": None, "help": "created at or after (ISO)"}),
+        (("--until",), {"default": None, "help": "created at or before (ISO)"}),
     ),
     "context": (
         (("query",), {}),

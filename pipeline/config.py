@@ -31,6 +31,12 @@ import msgspec
 
 from turnledger.ledger.store import DEFAULT_PATH
 from turnledger.policies.pricing import ModelPrice
+from turnledger.policies.recall import RecallConfigError, make_recall_selector
+from turnledger.policies.retention import (
+    RecallTuning,
+    RetentionConfigError,
+    make_recall_tuner,
+)
 from turnledger.policies.scoping import (
     AgentMemoryConfig,
     AgentScope,
@@ -94,6 +100,13 @@ class RecallConfig(
     max_entries: int = 4
     entry_max_chars: int = 800
     max_total_chars: int = 4_000
+    decay: bool = False
+    importance_blend: bool = False
+    mmr: bool = False
+    half_life_days: float = 7.0
+    importance_weight: float = 0.2
+    recency_weight: float = 0.1
+    mmr_lambda: float = 0.7
 
 
 class EmbeddingConfig(
@@ -219,7 +232,34 @@ def validate(config: Config) -> Config:
             normalize_backend(kind)
         except ScopeConfigError as e:
             raise ConfigError(f"storage.{kind}: {e}") from None
+    _check_recall(config.recall)
     return config
+
+
+def recall_tuning(recall: RecallConfig) -> RecallTuning:
+    """Return the ``[recall]`` rerank stages (decay, importance, MMR) as a tuning."""
+    return RecallTuning(
+        decay=recall.decay,
+        importance_blend=recall.importance_blend,
+        mmr=recall.mmr,
+        half_life_days=recall.half_life_days,
+        importance_weight=recall.importance_weight,
+        recency_weight=recall.recency_weight,
+        mmr_lambda=recall.mmr_lambda,
+    )
+
+
+def _check_recall(recall: RecallConfig) -> None:
+    try:
+        make_recall_tuner(recall_tuning(recall))
+        make_recall_selector(
+            min_relevance_score=recall.min_relevance,
+            max_entries=recall.max_entries,
+            entry_max_chars=recall.entry_max_chars,
+            max_total_chars=recall.max_total_chars,
+        )
+    except (RetentionConfigError, RecallConfigError) as e:
+        raise ConfigError(f"recall: {e}") from None
 
 
 def parse_config(text: str, *, source: str = "<config>") -> Config:

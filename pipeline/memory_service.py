@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -26,7 +27,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.appending import append_decided
-from turnledger.pipeline.config import Config
+from turnledger.pipeline.config import Config, recall_tuning
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.recall import (
     RecallCandidate,
@@ -34,6 +35,7 @@ from turnledger.policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
+from turnledger.policies.retention import MemoryItem, RecallTuning, make_recall_tuner
 from turnledger.policies.scoping import check_forget, normalize_backend, recall_agents
 from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.types import TurnOrigin
@@ -49,6 +51,37 @@ from turnledger.projections.memory.protocol import (
     Unsupported,
 )
 from turnledger.projections.memory.shred import KeyStore
+
+RERANK_OVERFETCH: Final = 3
+"""How many more candidates a recall asks for when a rerank stage is on."""
+
+
+def rerank(
+    found: Sequence[MemoryEntry], tuning: RecallTuning, now: datetime
+) -> list[MemoryEntry]:
+    """Apply the ``[recall]`` decay / importance / MMR stages to recalled entries.
+
+    Returns:
+        The entries in the tuned order, each with its tuned score.
+    """
+    tune = make_recall_tuner(tuning)
+    by_key = {e.key: e for e in found}
+    items = [
+        MemoryItem(
+            key=e.key,
+            content=e.content,
+            category=e.category,
+            created_at=e.created_at,
+            updated_at=e.updated_at,
+            score=e.score,
+            importance=e.importance,
+        )
+        for e in by_key.values()
+    ]
+    return [
+        msgspec.structs.replace(by_key[item.key], score=item.score)
+        for item in tune(items, now)
+    ]
 
 
 class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,7 +111,11 @@ class MemoryService:
         store: The ledger.
         config: The configuration (agents, storage, embedding, recall).
         ledger_url: Where the ledger is (default files are put beside it).
-        shredding: Seal memory contents with per-entry keys (forget destroys them).
+        shredding: Seal memory contents with per-entry keys (forget destroys
+            them); ``None`` (the default) takes ``[memory] shredding``, so every
+            writer (engine, autosave, tools, consolidation, import, CLI) honours it.
+        keys_path: The key store file (default: ``<ledger stem>.keys.db`` beside
+            the ledger); a rebuild elsewhere passes the live one to decrypt.
     """
 
     def __init__(
@@ -87,12 +124,14 @@ class MemoryService:
         config: Config,
         *,
         ledger_url: str,
-        shredding: bool = False,
+        shredding: bool | None = None,
+        keys_path: str | Path | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.base, self.stem = _base_paths(ledger_url)
-        self.shredding = shredding
+        self.shredding = config.memory.shredding if shredding is None else shredding
+        self.keys_path = Path(keys_path or self.base / f"{self.stem}.keys.db")
         self._backends: dict[str, MemoryBackend] = {}
         self._keys: KeyStore | None = None
 
@@ -101,7 +140,7 @@ class MemoryService:
     def keys(self) -> KeyStore:
         """The key store of sealed contents (opened on first use)."""
         if self._keys is None:
-            self._keys = KeyStore(str(self.base / f"{self.stem}.keys.db"))
+            self._keys = KeyStore(str(self.keys_path))
         return self._keys
 
     def backend_ref(self, agent: str) -> str:
@@ -218,7 +257,7 @@ class MemoryService:
         return recorded
 
     def _keys_exist(self) -> bool:
-        return self._keys is not None or (self.base / f"{self.stem}.keys.db").exists()
+        return self._keys is not None or self.keys_path.exists()
 
     # -- writes ---------------------------------------------------------------
 
@@ -232,8 +271,20 @@ class MemoryService:
         session: str | None = None,
         source: MemorySource = "cli",
         importance: float | None = None,
+        namespace: str = "default",
     ) -> MemoryEntry | Unsupported:
-        """Record a memory write and apply it; returns the stored entry."""
+        """Record a memory write and apply it; returns the stored entry.
+
+        Raises:
+            MemoryAccessError: ``importance`` is outside [0, 1] or ``namespace``
+                is empty.
+        """
+        if importance is not None and not 0.0 <= importance <= 1.0:
+            msg = f"Expected an importance in [0, 1], found {importance!r}"
+            raise MemoryAccessError(msg)
+        if not namespace.strip():
+            msg = "Expected a non-empty memory namespace, found an empty one"
+            raise MemoryAccessError(msg)
         entry_id = uuid.uuid4().hex
         if self.shredding:
             content = self.keys().seal(
@@ -245,6 +296,7 @@ class MemoryService:
             content=content,
             category=category,
             session=sanitize_session_key(session) if session else None,
+            namespace=namespace,
             importance=importance,
             source=source,
             entry_id=entry_id,
@@ -330,14 +382,24 @@ class MemoryService:
         session: str | None = None,
         limit: int = 5,
         agents: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[MemoryEntry]:
-        """Recall among the agent's allowlist (narrowed by ``agents``), best first."""
+        """Recall among the agent's allowlist (narrowed by ``agents``), best first.
+
+        ``since``/``until`` keep rows created in that window (inclusive).
+        """
         allowed = self._agents(agent, agents)
         if not allowed:
             return []
         scoped_session = sanitize_session_key(session) if session else None
         return self.backend(agent).recall(
-            query, agents=allowed, limit=limit, session=scoped_session
+            query,
+            agents=allowed,
+            limit=limit,
+            session=scoped_session,
+            since=since,
+            until=until,
         )
 
     def get(self, agent: str, key: str) -> MemoryEntry | None:
@@ -394,12 +456,19 @@ class MemoryService:
         if not policy.inject:
             return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
         settings = self.config.recall
+        tuning = recall_tuning(settings)
+        reranks = tuning.decay or tuning.importance_blend or tuning.mmr
+        limit = bound_recall_limit(settings.limit)
         found = self.recall(
             agent,
             query,
             session=policy.sessions[0] if policy.sessions else None,
-            limit=bound_recall_limit(settings.limit),
+            limit=bound_recall_limit(
+                settings.limit, candidate_multiplier=RERANK_OVERFETCH if reranks else 1
+            ),
         )
+        if reranks:
+            found = rerank(found, tuning, datetime.now(UTC))[:limit]
         select = make_recall_selector(
             min_relevance_score=settings.min_relevance,
             max_entries=settings.max_entries,

@@ -17,11 +17,12 @@ becomes a core entry ``core_{id}``; each conflicting fact gets a
 malformed answer records nothing and is reported, never raised.
 
 Conflict scores: a backend recall score is a similarity only when vectors are
-live. Keyword-only recall normalises BM25 by the batch maximum, so the best
-hit ALWAYS scores 1.0 and any shared word would supersede a fact [gap in the
-reference]. With ``conflict_scores="auto"`` (the default) the recall score is
-used when an embedding provider is configured and the backend has vectors,
-and token Jaccard otherwise.
+live. Keyword-only recall scores query coverage (the share of the new fact's
+words an old fact holds), which says nothing of whether they disagree; the
+reference's batch-max BM25 scored the best hit 1.0, so any shared word would
+supersede a fact [gap in the reference]. With ``conflict_scores="auto"`` (the
+default) the recall score is used when an embedding provider is configured and
+the backend has vectors, and token Jaccard otherwise.
 
 **Governance** (:meth:`DefaultMemoryStrategy.govern`) plans retention over the
 agent's own live entries at the caller's ``now``

@@ -1,20 +1,20 @@
 """Fusing keyword and vector scores into one [0, 1] relevance (pure).
 
-Keyword scores are raw BM25 values; they are divided by the best one in the
-batch, which is the scoped batch (the rows the caller may see), so rows outside
-the scope never depress the scores of rows inside it. Each entry's final score
-is ``sum(w_i * s_i) / sum(w_i)`` over the modalities the entry actually has:
-both, ``0.7 v + 0.3 k`` with the default weights; keyword only, ``k``; vector
-only, ``v``. Ties are broken by entry id, ascending.
+Keyword scores are query coverage (:mod:`policies.relevance`), already on
+[0, 1] and comparable across queries: nothing is divided by the batch's best.
+Every candidate of either leg is measured on both legs: a vector candidate that
+no keyword matched has keyword score 0 (when the keyword leg is on), and a
+keyword candidate's cosine is computed exactly. A row's score is then
+``sum(w_i * s_i) / sum(w_i)`` over the legs that measured it (a row without a
+vector is scored on keywords alone). Ties are broken by entry id, ascending.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-EPSILON: Final = 1e-12
-"""Below this, a batch maximum counts as zero (the scores are kept as they are)."""
+from turnledger.policies.relevance import fuse as fuse_legs
 
 
 class Scored(NamedTuple):
@@ -31,59 +31,42 @@ class Scored(NamedTuple):
     score: float
 
 
-def normalize_keyword(raw: Mapping[int, tuple[str, float]]) -> dict[int, float]:
-    """Divide raw keyword scores by the batch maximum, clamped to [0, 1].
-
-    Args:
-        raw: ``{rowid: (entry id, raw score)}`` (higher is better).
-
-    Returns:
-        ``{rowid: score}``; the best row scores 1.0 (a batch whose maximum is
-        below :data:`EPSILON` is divided by 1.0 instead).
-    """
-    if not raw:
-        return {}
-    best = max(score for _, score in raw.values())
-    divisor = best if best >= EPSILON else 1.0
-    return {rowid: _clamp(score / divisor) for rowid, (_, score) in raw.items()}
-
-
 def fuse(
     vector: Mapping[int, tuple[str, float]],
     keyword: Mapping[int, tuple[str, float]],
     *,
     vector_weight: float,
     keyword_weight: float,
+    keyword_live: bool = True,
 ) -> list[Scored]:
-    """Fuse vector similarities and raw keyword scores, best first.
+    """Fuse vector similarities and keyword scores, best first.
 
     Args:
-        vector: ``{rowid: (entry id, cosine)}``.
-        keyword: ``{rowid: (entry id, raw BM25)}``.
+        vector: ``{rowid: (entry id, cosine)}`` for every candidate that has a
+            vector (keyword candidates included).
+        keyword: ``{rowid: (entry id, keyword score)}``.
         vector_weight: The weight of the vector modality.
         keyword_weight: The weight of the keyword modality.
+        keyword_live: Whether the keyword leg ran (a row it did not return then
+            scores 0 on it).
 
     Returns:
         Every entry of either input with its fused score, sorted by score
         descending, then entry id ascending.
     """
-    normalized = normalize_keyword(keyword)
     fused: list[Scored] = []
     for rowid in vector.keys() | keyword.keys():
-        total = weights = 0.0
-        if rowid in vector:
-            total += vector_weight * _clamp(vector[rowid][1])
-            weights += vector_weight
-        if rowid in normalized:
-            total += keyword_weight * normalized[rowid]
-            weights += keyword_weight
+        cosine = vector[rowid][1] if rowid in vector else None
+        words: float | None = keyword[rowid][1] if rowid in keyword else None
+        if words is None and keyword_live:
+            words = 0.0
         entry_id = (vector.get(rowid) or keyword[rowid])[0]
-        fused.append(
-            Scored(rowid, entry_id, _clamp(total / weights) if weights else 0.0)
+        score = fuse_legs(
+            cosine,
+            words,
+            vector_weight=vector_weight,
+            keyword_weight=keyword_weight,
         )
+        fused.append(Scored(rowid, entry_id, score))
     fused.sort(key=lambda s: (-s.score, s.entry_id, s.rowid))
     return fused
-
-
-def _clamp(value: float) -> float:
-    return min(1.0, max(0.0, value))

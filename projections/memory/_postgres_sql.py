@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 import numpy as np
 
+from turnledger.policies.relevance import content_terms, uniform_coverage
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
@@ -24,7 +25,6 @@ MAX_QUERY_WORDS: Final = 32
 """Words of a query searched for (a user message can be long)."""
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WORD = re.compile(r"[^\W_]+")
 COLUMNS: Final = """agent, key, id, content, category, session, namespace,
     importance, created_at, updated_at"""
 CREATE: Final = (
@@ -95,8 +95,12 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 def query_words(query: str) -> list[str]:
-    """Return the distinct lowercase words of a query searched for, in order."""
-    return list(dict.fromkeys(_WORD.findall(query.lower())))[:MAX_QUERY_WORDS]
+    """Return the distinct content words of a query searched for, in order.
+
+    Stop words and one-letter words are left out
+    (:func:`~policies.relevance.content_terms`).
+    """
+    return list(content_terms(query))[:MAX_QUERY_WORDS]
 
 
 def row_entry(row: Sequence[Any], score: float | None = None) -> MemoryEntry:
@@ -125,7 +129,7 @@ def unit_vector(vector: Any) -> Vector | None:
 
 
 def blend(keyword: float | None, similarity: float | None) -> float:
-    """Return the hybrid score: 0.7 vector + 0.3 keyword over the legs present."""
+    """Return the hybrid score: 0.7 vector + 0.3 keyword over the legs measured."""
     legs = [(VECTOR_WEIGHT, similarity), (KEYWORD_WEIGHT, keyword)]
     present = [(weight, score) for weight, score in legs if score is not None]
     total = sum(weight for weight, _ in present)
@@ -194,24 +198,33 @@ def similarity(
 
 
 def rank_candidates(
-    rows: Sequence[Sequence[Any]], vector: Vector | None, *, stored: VectorKind
+    rows: Sequence[Sequence[Any]],
+    vector: Vector | None,
+    *,
+    stored: VectorKind,
+    query: str,
 ) -> list[MemoryEntry]:
     """Merge keyword and vector candidate rows into scored entries, best first.
 
-    Each row is :data:`COLUMNS`, the vector column, the normalised keyword
-    score (``NULL`` for a vector-only candidate). Rows with neither a keyword
-    score nor a positive cosine are dropped.
+    Each row is :data:`COLUMNS`, the vector column, and a keyword rank
+    (``NULL`` for a vector-only candidate). A keyword candidate scores the
+    share of the query's content words its key and content hold
+    (:func:`~policies.relevance.uniform_coverage`, comparable across queries);
+    a vector-only candidate scores 0 on keywords. Rows with neither a keyword
+    match nor a positive cosine are dropped.
     """
     found: dict[tuple[str, str], _Candidate] = {}
     for row in rows:
         candidate = found.setdefault((row[0], row[1]), _Candidate(entry=row_entry(row)))
         if row[-1] is not None:
-            candidate.keyword = float(row[-1])
+            entry = candidate.entry
+            text = f"{entry.key} {entry.content}"
+            candidate.keyword = uniform_coverage(query, text)
         cosine = similarity(row[-2], vector, stored=stored)
         if cosine is not None:
             candidate.similarity = cosine
     scored = [
-        msgspec.structs.replace(c.entry, score=blend(c.keyword, c.similarity))
+        msgspec.structs.replace(c.entry, score=blend(c.keyword or 0.0, c.similarity))
         for c in found.values()
         if c.keyword is not None or (c.similarity or 0.0) > 0.0
     ]

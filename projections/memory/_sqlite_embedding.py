@@ -121,6 +121,19 @@ class EmbeddingStage:
         self, vector: bytes, scope: Scope, window: int
     ) -> dict[int, tuple[str, float]]:
         """Return ``{rowid: (entry id, cosine)}`` of the scope's nearest rows."""
+        self._load()
+        query = np.frombuffer(vector, dtype="<f4")
+        hits = self.vectors.search(query, scope, window)
+        return {rowid: (entry_id, sim) for rowid, entry_id, sim in hits}
+
+    def similarities(
+        self, vector: bytes, rowids: Sequence[int]
+    ) -> dict[int, tuple[str, float]]:
+        """Return ``{rowid: (entry id, cosine)}`` for these rows (with vectors)."""
+        self._load()
+        return self.vectors.similarities(np.frombuffer(vector, dtype="<f4"), rowids)
+
+    def _load(self) -> None:
         conn = self._db.conn
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         if version != self._seen_version:
@@ -133,9 +146,6 @@ class EmbeddingStage:
                 "WHERE embedding IS NOT NULL AND superseded_by IS NULL"
             ).fetchall()
             self.vectors.load(rows)
-        query = np.frombuffer(vector, dtype="<f4")
-        hits = self.vectors.search(query, scope, window)
-        return {rowid: (entry_id, sim) for rowid, entry_id, sim in hits}
 
     def refresh(self, rowids: Sequence[int]) -> None:
         """Re-read these rows into the matrix (after this connection wrote them)."""

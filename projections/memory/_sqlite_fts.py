@@ -3,7 +3,12 @@
 A query is never passed to FTS5 as syntax. It is split into word tokens the way
 the ``unicode61`` tokenizer splits text, and each token becomes a quoted phrase
 (``"token"``, or ``"token"*`` for a trailing ``*``), so quotes, operators,
-column filters and SQL text are only ever searched for.
+column filters and SQL text are only ever searched for. Stop words and
+one-character tokens are left out (a query of nothing else matches nothing).
+
+Scores are query coverage (:func:`~policies.relevance.coverage_score`): the
+IDF-weighted share of the query's terms a row contains, comparable across
+queries; BM25 only chooses the candidates and breaks ties.
 
 Stop-word safety. A ranked MATCH costs one BM25 evaluation (a few µs) per
 matching row, and a query of frequent words matches most of the table (~120 ms
@@ -18,11 +23,11 @@ estimated from the newest :data:`SAMPLE_ROWS` rows above that. Then:
    behaviour, and the only case small stores ever see);
 3. otherwise the rarest tokens whose counts fit the budget are OR-ed and ranked
    by FTS5's BM25 to pick a bounded candidate pool, which is then re-scored in
-   Python with BM25 over every token, so the frequent words still count;
-4. if even the rarest token alone exceeds the budget (a query of stop words
-   only), the candidates are the newest rows matching the AND of the three
-   rarest tokens (or the rarest alone when that AND matches nothing), again
-   re-scored with BM25 over every token.
+   Python over every token, so the frequent words still count;
+4. if even the rarest token alone exceeds the budget (a query of very
+   frequent words only), the candidates are the newest rows matching the AND
+   of the three rarest tokens (or the rarest alone when that AND matches nothing), again
+   re-scored over every token.
 
 Every query carries the read scope inside, so the budget and pools are computed
 on the rows the caller may see.
@@ -31,13 +36,18 @@ on the rows the caller may see.
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, TypeAlias
 
+from turnledger.policies.relevance import (
+    MIN_TERM_CHARS,
+    is_content_term,
+    keyword_score,
+    term_weight,
+    word_tokens,
+)
 from turnledger.projections.memory._sqlite_scope import Scope, scope_sql
 
 MATCH_BUDGET: Final = 1_000
@@ -58,7 +68,6 @@ FREQUENT_AND_TERMS: Final = 3
 BM25_K1: Final = 1.2
 BM25_B: Final = 0.75
 _MIN_IDF: Final = 1e-6  # FTS5 floors a non-positive IDF at this value
-_TOKEN: Final = re.compile(r"[^\W_]+")
 
 
 class Term(NamedTuple):
@@ -88,23 +97,17 @@ class Plan(NamedTuple):
     rescore: tuple[Term, ...] = ()
 
 
-def normalize(text: str) -> str:
-    """Lowercase and strip diacritics, as ``unicode61 remove_diacritics 2``."""
-    if text.isascii():
-        return text.lower()
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-
-
 def tokens(text: str) -> list[str]:
     """Return the word tokens of a text, normalised."""
-    return _TOKEN.findall(normalize(text))
+    return word_tokens(text)
 
 
 def query_terms(query: str) -> list[Term]:
-    """Return a query's distinct tokens, in order.
+    """Return a query's distinct content tokens, in order.
 
-    A whitespace-separated word ending in ``*`` makes its last token a prefix.
+    Stop words and one-character tokens are dropped
+    (:func:`~policies.relevance.is_content_term`). A whitespace-separated word
+    ending in ``*`` makes its last token a prefix.
     A query with more than :data:`MAX_TERMS` distinct tokens (a whole user
     message) keeps the longest ones, which are the likeliest to be specific.
     """
@@ -113,7 +116,8 @@ def query_terms(query: str) -> list[Term]:
         words = tokens(word)
         for i, text in enumerate(words):
             prefix = word.endswith("*") and i == len(words) - 1
-            found.setdefault(Term(text, prefix))
+            if is_content_term(text) or (prefix and len(text) >= MIN_TERM_CHARS):
+                found.setdefault(Term(text, prefix))
     terms = list(found)
     if len(terms) <= MAX_TERMS:
         return terms
@@ -228,7 +232,13 @@ def keyword_search(
     window: int,
     frequent: FrequentTerms | None = None,
 ) -> dict[int, tuple[str, float]]:
-    """Return the scope's best keyword matches: raw BM25 (higher is better).
+    """Return the scope's best keyword matches, scored by query coverage.
+
+    Candidates are chosen by BM25 (see the module docstring); each is then
+    scored by :func:`~policies.relevance.keyword_score`: the IDF-weighted share
+    of the query's content terms it contains, discounted a little for weak
+    evidence, on [0, 1] and independent of the other candidates. Ties go to
+    the entry id.
 
     Args:
         db: The memory database.
@@ -238,7 +248,7 @@ def keyword_search(
         frequent: The caller's cache of frequent-term estimates.
 
     Returns:
-        ``{rowid: (entry id, raw score)}`` for at most ``window`` rows.
+        ``{rowid: (entry id, score)}`` for at most ``window`` rows, best first.
     """
     terms = query_terms(query)
     if not terms:
@@ -248,16 +258,20 @@ def keyword_search(
     plan = plan_query(counts, MATCH_BUDGET)
     if plan is None:
         return {}
-    if not plan.rescore:
-        rows = _candidates(db, plan, scope, window)
-        return {rowid: (entry_id, -float(raw)) for rowid, entry_id, raw in rows}
     pool = max(window, RESCORE_POOL)
     rows = _candidates(db, plan, scope, pool)
-    if not rows and not plan.ranked:
+    if not rows and plan.rescore and not plan.ranked:
         rarest = Plan(plan.rescore[0].phrase, ranked=False, rescore=plan.rescore)
         rows = _candidates(db, rarest, scope, pool)
-    scored = bm25_rescore(_with_text(db, rows), plan.rescore, counts, total)
-    return dict(sorted(scored.items(), key=lambda kv: (-kv[1][1], kv[1][0]))[:window])
+    weights = {t.phrase: term_weight(total, counts[t]) for t in terms}
+    scored: dict[int, tuple[str, float]] = {}
+    for row in _with_text(db, rows):
+        words = tokens(f"{row[3]} {row[4]}")
+        seen = Counter(words)
+        found = {t.phrase: _frequency(t, seen) for t in terms}
+        scored[int(row[0])] = (str(row[1]), keyword_score(weights, found, len(words)))
+    best = sorted(scored.items(), key=lambda kv: (-kv[1][1], kv[1][0]))
+    return dict(best[:window])
 
 
 def _candidates(

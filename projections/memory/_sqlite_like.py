@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final, NamedTuple
 
+from turnledger.policies.relevance import is_content_term, word_tokens
 from turnledger.projections.memory._sqlite_schema import COLUMNS
 from turnledger.projections.memory._sqlite_scope import Scope, newest_sql
 
@@ -81,6 +82,8 @@ def _needles(query: str) -> list[_Needle]:
     found: dict[_Needle, None] = {}
     for word in query.split()[:LIKE_TERMS]:
         stem = word.rstrip("*")
+        if not any(is_content_term(t) for t in word_tokens(stem)):
+            continue  # stop words and one-letter words are never searched for
         if stem and stem != word:
             found.setdefault(_Needle(stem, prefix=True))
         else:

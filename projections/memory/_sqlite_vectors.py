@@ -198,6 +198,25 @@ class VectorIndex:
             sims = (self._matrix[: self._size] @ q32)[candidates]
         return self._top(candidates, sims, q / norm, window)
 
+    def similarities(
+        self, query: npt.ArrayLike, rowids: Iterable[int]
+    ) -> dict[int, tuple[str, float]]:
+        """Return the exact cosine of ``query`` with each of these rows.
+
+        Rows without a vector (or unknown) are left out; cosines are in [0, 1].
+        """
+        q = np.asarray(query, dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        if q.shape[0] != self.dims or not norm > 0:
+            return {}
+        found: dict[int, tuple[str, float]] = {}
+        for rowid in rowids:
+            slot = self._slots.get(rowid)
+            if slot is not None:
+                sim = float(self._matrix[slot].astype(np.float64) @ q) / norm
+                found[rowid] = (self._ids[slot], min(1.0, max(0.0, sim)))
+        return found
+
     def _top(
         self,
         candidates: npt.NDArray[np.intp],

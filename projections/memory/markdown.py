@@ -36,6 +36,7 @@ import msgspec
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
 from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.relevance import uniform_coverage
 from turnledger.projections.memory.apply import new_memory
 from turnledger.projections.memory.protocol import (
     Capabilities,
@@ -68,7 +69,6 @@ _LINE = re.compile(
 _META = re.compile(r'(?P<name>\w+)=(?P<value>"(?:[^"\\]|\\.)*"|[^\s"\]]*)')
 _BARE = re.compile(r"[\w.:+\-]+")
 _ESCAPED = re.compile(r"\\(.)")
-_TOKEN = re.compile(r"\w+")
 _UNESCAPE: Final = {"n": "\n", "r": "\r"}
 _DATED = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 _Entries: TypeAlias = list[MemoryEntry]
@@ -173,12 +173,14 @@ def parse_line(line: str, *, agent: str) -> tuple[MemoryEntry, int | None] | Non
     return entry, position
 
 
-def keyword_score(query_tokens: frozenset[str], entry: MemoryEntry) -> float:
-    """Return the share of query tokens found among the entry's key/content tokens."""
-    if not query_tokens:
-        return 0.0
-    found = set(_TOKEN.findall(f"{entry.key} {entry.content}".lower()))
-    return len(query_tokens & found) / len(query_tokens)
+def keyword_score(query: str, entry: MemoryEntry) -> float:
+    """Return the share of the query's content words found in the entry.
+
+    Stop words and one-letter words are not counted
+    (:func:`~policies.relevance.uniform_coverage`); a query of nothing else
+    scores 0 everywhere.
+    """
+    return uniform_coverage(query, f"{entry.key} {entry.content}")
 
 
 def newest_first(entry: MemoryEntry) -> tuple[float, str]:
@@ -316,11 +318,10 @@ class MarkdownMemory(AppendOnlyRefusals):
         ]
         if is_recent_query(query):
             return sorted(rows, key=newest_first)[:limit]
-        tokens = frozenset(_TOKEN.findall(query.lower()))
         scored = [
             msgspec.structs.replace(row, score=score)
             for row in rows
-            if (score := keyword_score(tokens, row)) > 0.0
+            if (score := keyword_score(query, row)) > 0.0
         ]
         scored.sort(key=lambda row: (-(row.score or 0.0), *newest_first(row)))
         return scored[:limit]

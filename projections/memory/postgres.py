@@ -7,10 +7,11 @@ into words in Python and each word goes through ``plainto_tsquery`` as a bound
 parameter, OR-ed together, so any input is searched for and never parsed as an
 operator.
 
-Fixed from the reference: keyword scores are ``ts_rank_cd`` divided by the
-maximum of the SCOPED batch (agents, session, time window and supersession
-applied inside the query, before ranking and limiting), so the best hit scores
-1.0 and the 0.4 relevance floor means what it means on SQLite; vectors are used
+Fixed from the reference: ``ts_rank_cd`` only picks the candidates (agents,
+session, time window and supersession applied inside the query, before ranking
+and limiting); a candidate's keyword score is the share of the query's content
+words it holds, never divided by the batch's best, so the 0.4 relevance floor
+filters for real; stop words are never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
 ``float4[]`` column with cosine computed in numpy over the keyword and recency
 candidates), blended 0.7/0.3 like SQLite; session-less core/daily facts are
@@ -31,6 +32,7 @@ from psycopg import sql
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory._postgres_sql import (
     COLUMNS,
     CREATE,
@@ -221,8 +223,9 @@ class PostgresMemory:
     ) -> _Entries:
         """Return the best matches among ``agents``' rows, best first.
 
-        Keyword scores are normalised by the best keyword hit of the scoped
-        batch; with an embedder, cosine similarity is blended in (0.7/0.3).
+        Keyword scores are the share of the query's content words a row holds
+        (comparable across queries); with an embedder, cosine similarity is
+        blended in (0.7/0.3). A query of stop words only matches nothing.
         """
         limit = bound_recall_limit(limit)
         if not agents:
@@ -232,6 +235,8 @@ class PostgresMemory:
             params["limit"] = limit
             tail = "ORDER BY updated_at DESC, key LIMIT %(limit)s"
             return [row_entry(row) for row in self._select(where, params, tail)]
+        if not is_meaningful_query(query):
+            return []  # stop words or one-letter words only: nothing matches
         vector = self._vector(query)
         params |= {
             "pool": self._pool,
@@ -241,7 +246,8 @@ class PostgresMemory:
         rows = self._keyword_rows(query_words(query), where, params, vector)
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
-        return rank_candidates(rows, vector, stored=self.vector_kind)[:limit]
+        ranked = rank_candidates(rows, vector, stored=self.vector_kind, query=query)
+        return ranked[:limit]
 
     def _extra(self, vector: Vector | None) -> sql.Composable:
         """The column recall reads to score a row's vector."""

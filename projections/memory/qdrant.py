@@ -31,6 +31,7 @@ from qdrant_client import QdrantClient, models
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory._qdrant_payload import (
     POINT_NAMESPACE,
     payload_entry,
@@ -207,6 +208,8 @@ class QdrantMemory:
         where = scope_filter(agents, session, since=since, until=until)
         if is_recent_query(query):
             return self._newest(where, limit)
+        if not is_meaningful_query(query):
+            return []  # stop words or one-letter words only: nothing matches
         vector = self._embed(query)
         if vector is None:
             return []

@@ -8,15 +8,18 @@ in one transaction, so each event takes effect exactly once.
 
 Recall (see :meth:`SQLiteMemory.recall`):
 
-1. an empty or ``*`` query returns the scope's newest rows, unscored;
+1. an empty or ``*`` query returns the scope's newest rows, unscored; a query
+   with no content term (stop words, one-letter tokens) matches nothing;
 2. keyword stage: a safe, stop-word-bounded FTS5 query (``_sqlite_fts``)
-   returns up to ``2 * limit`` raw BM25 scores;
+   returns up to ``2 * limit`` rows scored by query coverage (the IDF-weighted
+   share of the query's terms a row holds, comparable across queries);
 3. vector stage: the query's embedding against the scope's vectors, keeping
-   cosine > 0, up to ``2 * limit``;
-4. fusion (``_hybrid``): ``sum(w_i * s_i) / sum(w_i)`` over the modalities each
-   row has, keyword scores divided by the batch maximum, ties by entry id;
+   cosine > 0, up to ``2 * limit``; the keyword candidates' cosines are
+   computed too;
+4. fusion (``_hybrid``): ``sum(w_i * s_i) / sum(w_i)`` over the legs that
+   measured each row (a live leg that missed the row counts 0), ties by id;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
-   share of words found, at most 0.5.
+   share of content words found, at most 0.5.
 
 The agent allowlist, the session (with session-less core/daily rows visible
 from every session) and the time window are applied INSIDE every stage's query,
@@ -36,6 +39,7 @@ from typing import Final, Literal, Self, TypeAlias
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory import _sqlite_writes as writes
 from turnledger.projections.memory._hybrid import Scored, fuse
 from turnledger.projections.memory._sqlite_embedding import EmbeddingStage
@@ -252,24 +256,30 @@ class SQLiteMemory:
             return []
         if is_recent_query(query):
             return self._newest(scope, count)
+        if not is_meaningful_query(query):
+            return []  # stop words or one-letter tokens only: nothing matches
         vector = None
         if self.search_mode != "bm25":
             (vector,) = self._embedding.embed([query])
         window = 2 * count
+        keyword_live = self.search_mode != "embedding"
         with self._db.read() as conn:
             keyword = (
-                {}
-                if self.search_mode == "embedding"
-                else keyword_search(conn, query, scope, window, self._frequent)
+                keyword_search(conn, query, scope, window, self._frequent)
+                if keyword_live
+                else {}
             )
-            near = (
-                {} if vector is None else self._embedding.search(vector, scope, window)
-            )
+            near: dict[int, tuple[str, float]] = {}
+            if vector is not None:
+                near = self._embedding.search(vector, scope, window)
+                missing = [rowid for rowid in keyword if rowid not in near]
+                near |= self._embedding.similarities(vector, missing)
             fused = fuse(
                 near,
                 keyword,
                 vector_weight=self.vector_weight,
                 keyword_weight=self.keyword_weight,
+                keyword_live=keyword_live,
             )[:count]
             if fused:
                 return _hydrate(conn, fused)

@@ -114,6 +114,32 @@ class MemoryContract:
         assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
         assert scores == sorted(scores, reverse=True)
 
+    @pytest.mark.parametrize("query", ["what is it", "is my", "a", "the of and", "x y"])
+    def test_stop_word_and_short_queries_match_nothing(
+        self, memory: MemoryBackend, query: str
+    ):
+        """A query of stop words or one-letter words recalls nothing at all."""
+        put(memory, "release_day", "the release is on Friday, it is my call")
+        put(memory, "x", "a b c x y is it")
+        assert memory.recall(query, agents=["alice"], limit=5) == []
+
+    def test_scores_do_not_depend_on_the_batch(self, memory: MemoryBackend):
+        """A partial match is not promoted to 1.0 because nothing better was found.
+
+        The issue's example: "what is the weather like on Mars" must not give
+        ``release_day`` a passing score just because it is the best of a batch.
+        """
+        if not memory.capabilities.keyword:
+            return
+        put(memory, "release_day", "the release of the rover is on Friday")
+        put(memory, "mars", "Mars weather: cold and dusty")
+        alone = memory.recall("rover release schedule mars weather", agents=["alice"])
+        found = {e.key: e.score for e in alone}
+        assert found, "both rows share words with the query"
+        assert all(s is not None and s < 1.0 for s in found.values())
+        partial = memory.recall("rover release", agents=["alice"])
+        assert keys(partial)[0] == "release_day"
+
     def test_recent_query_lists_newest_unscored(self, memory: MemoryBackend):
         """An empty or '*' query returns the newest rows."""
         if not stores(memory):

@@ -339,7 +339,7 @@ async def test_recall_is_injected_once_per_origin_rules(world, tmp_path):
     memory.store_entry(
         "ops",
         "chat_note",
-        "deploys were discussed here",
+        "when deploys happen was discussed here",
         category="conversation",
         session="s1",
     )

@@ -314,9 +314,9 @@ async def test_recall_scores_supersede_above_the_default_threshold(world):
     memory = service()
     seed(memory, "pref", "User prefers Rust for systems work")
     seed(memory, "standup", "Team standup moved to 0930")
-    provider = FakeProvider(
-        answer("Talked Go.", "User now prefers Go for systems work")
-    )
+    # Recall scores are query coverage: every word of the update is in "pref"
+    # (token Jaccard 0.5, so it is not a duplicate).
+    provider = FakeProvider(answer("Talked Rust.", "User prefers Rust"))
     report = await strategy(
         memory, provider, conflict_scores="recall"
     ).consolidate_turn(AGENT, "s1", USER, "ok")

@@ -342,3 +342,79 @@ class TestInjectMemoryContext:
         )
         with pytest.raises(AttributeError):
             policy.inject = False  # type: ignore[misc]
+
+
+# -- relevance: scores comparable across queries (policies.relevance) ----------
+
+from turnledger.policies.relevance import (  # noqa: E402 - grouped with its tests
+    STOP_WORDS,
+    content_terms,
+    coverage_score,
+    fuse,
+    is_meaningful_query,
+    keyword_score,
+    term_weight,
+    uniform_coverage,
+)
+
+_WORDS = st.text(alphabet="abcdefghij", min_size=2, max_size=6)
+
+
+class TestRelevance:
+    """Keyword scores are query coverage, never divided by the batch's best."""
+
+    def test_stop_words_and_short_tokens_are_not_terms(self):
+        assert content_terms("What is the weather like on Mars?") == ("weather", "mars")
+        assert content_terms("a b c is it") == ()
+        assert not is_meaningful_query("what is it")
+        assert not is_meaningful_query("🙂 %")
+        assert is_meaningful_query("Helix editor")
+        assert "the" in STOP_WORDS
+
+    def test_unmatched_words_lower_the_score(self):
+        weights = {"weather": 1.0, "mars": 1.0}
+        assert coverage_score(weights, ["mars"]) == 0.5
+        assert coverage_score(weights, []) == 0.0
+        assert coverage_score({}, ["mars"]) == 0.0
+
+    def test_uniform_coverage(self):
+        assert uniform_coverage("which editor do I use", "Helix is my editor") == 0.5
+        assert uniform_coverage("what is it", "it is what it is") == 0.0
+
+    @given(
+        st.dictionaries(_WORDS, st.floats(0.01, 20), min_size=1, max_size=6),
+        st.data(),
+    )
+    def test_keyword_score_is_a_unit_value_monotone_in_matches(self, weights, data):
+        """Adding a matched term never lowers the score; every score is in [0, 1]."""
+        terms = sorted(weights)
+        found = data.draw(st.lists(st.sampled_from(terms), unique=True))
+        freqs = {t: data.draw(st.integers(1, 5)) for t in found}
+        length = data.draw(st.integers(1, 100))
+        score = keyword_score(weights, freqs, length)
+        assert 0.0 <= score <= 1.0
+        missing = [t for t in terms if t not in freqs]
+        if missing:
+            more = keyword_score(weights, {**freqs, missing[0]: 1}, length)
+            assert more >= score - 1e-12
+        if not found:
+            assert score == 0.0
+
+    @given(st.integers(1, 10_000), st.integers(0, 10_000))
+    def test_weights_are_positive_and_rarer_is_heavier(self, total, docs):
+        assert term_weight(total, docs) > 0
+        assert term_weight(total, docs) >= term_weight(total, docs + 1)
+
+    @given(
+        st.none() | st.floats(0, 1),
+        st.none() | st.floats(0, 1),
+        st.floats(0.01, 1),
+        st.floats(0.01, 1),
+    )
+    def test_fusion_is_between_its_legs(self, vector, keyword, wv, wk):
+        score = fuse(vector, keyword, vector_weight=wv, keyword_weight=wk)
+        legs = [s for s in (vector, keyword) if s is not None]
+        if not legs:
+            assert score == 0.0
+        else:
+            assert min(legs) - 1e-12 <= score <= max(legs) + 1e-12

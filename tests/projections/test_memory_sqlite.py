@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.policies.relevance import keyword_score
 from turnledger.projections.memory._sqlite_fts import (
     MATCH_BUDGET,
     Term,
@@ -185,6 +186,11 @@ def raw_bm25(memory: SQLiteMemory, expression: str) -> dict[str, float]:
     return dict(rows.fetchall())
 
 
+def one_term(frequency: int, length: int) -> float:
+    """The keyword score of a one-term query found ``frequency`` times."""
+    return keyword_score({"t": 1.0}, {"t": frequency}, length)
+
+
 def vector_count(memory: SQLiteMemory) -> int:
     row = memory._db.conn.execute(
         "SELECT count(*) FROM memories WHERE embedding IS NOT NULL"
@@ -215,26 +221,29 @@ class TestHybridFormula:
             memory.store(new(f"k{i}", content))
         found = memory.recall("alpha", agents=["alice"], limit=5)
         assert [(e.content, e.score) for e in found] == [
-            ("bravo report", pytest.approx(0.8)),
-            ("alpha report", pytest.approx(0.7 * 0.6 + 0.3 * 1.0)),
+            ("alpha report", pytest.approx(0.7 * 0.6 + 0.3 * one_term(1, 3))),
+            ("bravo report", pytest.approx(0.7 * 0.8 + 0.3 * 0.0)),
         ]
 
-    def test_keyword_scores_are_divided_by_the_batch_max(self):
-        """Two keyword hits: the weaker one is raw / max, fused with its cosine."""
+    def test_keyword_scores_do_not_depend_on_the_batch(self):
+        """A row scores the same with or without a stronger row beside it."""
+        weak_text = "alpha and many other words in this longer line"
         table = {
             "alpha": [1.0, 0.0],
             "alpha alpha alpha": [1.0, 0.0],
-            "alpha and many other words in this longer line": [0.0, 1.0],
+            weak_text: [0.0, 1.0],
         }
         memory = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
         memory.store(new("strong", "alpha alpha alpha"))
-        memory.store(new("weak", "alpha and many other words in this longer line"))
-        raw = raw_bm25(memory, '"alpha"')
-        weak_k = raw["weak"] / raw["strong"]
+        memory.store(new("weak", weak_text))
         found = {e.key: e.score for e in memory.recall("alpha", agents=["alice"])}
-        assert found["strong"] == pytest.approx(0.7 * 1.0 + 0.3 * 1.0)
-        assert found["weak"] == pytest.approx(weak_k)  # no vector hit: keyword only
-        assert 0 < weak_k < 1
+        assert found["strong"] == pytest.approx(0.7 * 1.0 + 0.3 * one_term(3, 4))
+        # cosine 0 is still a measurement: the weak row's vector leg counts 0
+        assert found["weak"] == pytest.approx(0.3 * one_term(1, 10))
+        alone = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
+        alone.store(new("weak", weak_text))
+        (entry,) = alone.recall("alpha", agents=["alice"])
+        assert entry.score == pytest.approx(found["weak"])
 
     def test_custom_weights(self):
         """The weights are the constructor's."""
@@ -247,7 +256,7 @@ class TestHybridFormula:
         )
         memory.store(new("k", "alpha report"))
         (entry,) = memory.recall("alpha", agents=["alice"])
-        assert entry.score == pytest.approx(0.5 * 0.6 + 0.5 * 1.0)
+        assert entry.score == pytest.approx(0.5 * 0.6 + 0.5 * one_term(1, 3))
 
     def test_bm25_mode_skips_vectors_and_embedding_mode_skips_keywords(self):
         """search_mode picks the stages."""
@@ -256,7 +265,9 @@ class TestHybridFormula:
             ":memory:", embedder=TableEmbedder(table), search_mode="bm25"
         )
         bm25.store(new("k", "alpha report"))
-        assert [e.score for e in bm25.recall("alpha", agents=["alice"])] == [1.0]
+        assert [e.score for e in bm25.recall("alpha", agents=["alice"])] == [
+            pytest.approx(one_term(1, 3))
+        ]
         vec = SQLiteMemory(
             ":memory:", embedder=TableEmbedder(table), search_mode="embedding"
         )
@@ -309,11 +320,16 @@ class TestLikeFallback:
         (entry,) = keyword_memory.recall("ploym zzzq", agents=["alice"])
         assert entry.score == 0.25
 
-    def test_symbols_and_emoji_are_found(self, keyword_memory):
-        keyword_memory.store(new("mood", "shipped it 🙂 at 100%_done"))
-        assert keys(keyword_memory.recall("🙂", agents=["alice"])) == ["mood"]
-        assert keys(keyword_memory.recall("%_", agents=["alice"])) == ["mood"]
-        assert keyword_memory.recall("_%", agents=["alice"]) == []
+    def test_symbols_are_searched_with_a_word(self, keyword_memory):
+        """A word with symbols is a substring; symbols alone match nothing."""
+        keyword_memory.store(new("mood", "shipped it 🙂 at 100%_finished"))
+        assert keys(keyword_memory.recall("0%_fini", agents=["alice"])) == ["mood"]
+        assert keys(keyword_memory.recall("100%_finished", agents=["alice"])) == [
+            "mood"
+        ]
+        assert keyword_memory.recall("🙂", agents=["alice"]) == []
+        assert keyword_memory.recall("%_", agents=["alice"]) == []
+        assert keyword_memory.recall("_%zz", agents=["alice"]) == []
 
     def test_scoped_before_limit(self, keyword_memory):
         for i in range(12):
@@ -337,10 +353,10 @@ class TestLikeFallback:
         assert set(keys(found)) == {"s1", "g"}
 
     def test_prefix_word_must_start_a_word(self, keyword_memory):
-        keyword_memory.store(new("a", "🙂🙂 party"))
-        keyword_memory.store(new("b", "x🙂 inside a word"))
-        assert keys(keyword_memory.recall("🙂*", agents=["alice"])) == ["a"]
-        assert keys(keyword_memory.recall("🙂", agents=["alice"])) == ["a", "b"]
+        keyword_memory.store(new("a", "ab🙂cd party"))
+        keyword_memory.store(new("b", "xab🙂cd inside a word"))
+        assert keys(keyword_memory.recall("ab🙂c*", agents=["alice"])) == ["a"]
+        assert keys(keyword_memory.recall("ab🙂c", agents=["alice"])) == ["a", "b"]
         assert keyword_memory.recall("lue*", agents=["alice"]) == []
 
 
@@ -462,18 +478,19 @@ class TestFtsQueries:
     """Queries are tokens in quotes: operators and SQL are searched for."""
 
     def test_terms(self):
-        assert query_terms('"a" OR b* NEAR(c, d) x:y* Café') == [
-            Term("a"),
-            Term("or"),
-            Term("b", prefix=True),
+        assert query_terms('"alpha" OR beta* NEAR(gamma, dd) xx:yy* Café') == [
+            Term("alpha"),
+            Term("beta", prefix=True),
             Term("near"),
-            Term("c"),
-            Term("d"),
-            Term("x"),
-            Term("y", prefix=True),
+            Term("gamma"),
+            Term("dd"),
+            Term("xx"),
+            Term("yy", prefix=True),
             Term("cafe"),
         ]
         assert query_terms("🙂 %_ *") == []
+        # stop words and one-letter tokens are never terms
+        assert query_terms("what is the a b c* of it") == []
 
     def test_long_queries_keep_their_longest_terms(self):
         message = " ".join(f"w{i}" for i in range(20)) + " extraordinary deployment"
@@ -488,7 +505,8 @@ class TestFtsQueries:
     def test_operators_are_searched_for(self, keyword_memory):
         keyword_memory.store(new("op", "salt AND pepper NOT sugar"))
         keyword_memory.store(new("plain", "salt only"))
-        assert keys(keyword_memory.recall("NOT", agents=["alice"])) == ["op"]
+        assert keys(keyword_memory.recall("AND pepper", agents=["alice"])) == ["op"]
+        assert keyword_memory.recall("NOT", agents=["alice"]) == []  # a stop word
         found = keyword_memory.recall("salt AND sugar", agents=["alice"])
         assert keys(found) == ["op", "plain"]
 
@@ -544,14 +562,16 @@ class TestStopWordSafety:
             "zebra deploy notes the",
             "zebra crossing notes the",
         ]
-        assert found[0].score == 1.0
-        assert 0 < found[1].score < 1
+        assert found[0].score > found[1].score > 0
 
-    def test_stop_word_only_queries_answer(self, busy):
-        found = busy.recall("the is", agents=["alice"], limit=3)
+    def test_stop_word_only_queries_match_nothing(self, busy):
+        assert busy.recall("the is", agents=["alice"], limit=3) == []
+
+    def test_frequent_word_only_queries_answer(self, busy):
+        found = busy.recall("filler line", agents=["alice"], limit=3)
         assert len(found) == 3
-        assert all("the" in e.content and " is " in e.content for e in found)
-        assert found[0].score == 1.0
+        assert all("filler line" in e.content for e in found)
+        assert found[0].score == pytest.approx(found[1].score)
 
     def test_scope_applies_on_every_plan(self, busy):
         busy.store(new("bob", "zebra zebra zebra the", agent="bob"))
@@ -586,8 +606,8 @@ class TestScopedBeforeRanking:
         )
         (entry,) = memory.recall("deploy", agents=["alice"], session="s1", limit=1)
         assert entry.key == "quiet"
-        if embedder is None:
-            assert entry.score == 1.0  # normalised on the scoped batch
+        if embedder is None:  # the crowd outside the scope changes nothing
+            assert entry.score == pytest.approx(one_term(1, 6))
 
     @pytest.mark.parametrize(
         "embedder", [None, HashingEmbedder()], ids=["bm25", "hybrid"]
@@ -599,7 +619,7 @@ class TestScopedBeforeRanking:
         (entry,) = memory.recall("deploy", agents=["alice"])
         assert entry.key == "quiet"
         if embedder is None:
-            assert entry.score == 1.0
+            assert entry.score == pytest.approx(one_term(1, 7))
 
 
 class TestDurableGlobals:
@@ -676,14 +696,14 @@ class TestApplyAndLimits:
     def test_unlimited_is_capped(self):
         memory = SQLiteMemory(":memory:")
         events = [
-            recorded(i, MemoryStored(agent="alice", key=f"k{i}", content="same"))
+            recorded(i, MemoryStored(agent="alice", key=f"k{i}", content="same pond"))
             for i in range(1, 1101)
         ]
         memory.apply(events, 1100)
-        assert len(memory.recall("same", agents=["alice"], limit=0)) == 1024
+        assert len(memory.recall("pond", agents=["alice"], limit=0)) == 1024
         assert len(memory.recall("", agents=["alice"], limit=5000)) == 1024
         with pytest.raises(ValueError, match=">= 0"):
-            memory.recall("same", agents=["alice"], limit=-1)
+            memory.recall("pond", agents=["alice"], limit=-1)
 
     def test_a_second_handle_sees_new_vectors(self, tmp_path):
         path = tmp_path / "m.db"
@@ -758,12 +778,12 @@ class TestApplyAndLimits:
 
 def test_cosine_of_table_vectors_is_exact():
     """Vector scores are cosines (float64 re-score of the kept rows)."""
-    table = {"q": [3.0, 4.0], "doc": [4.0, 3.0]}
+    table = {"query": [3.0, 4.0], "doc": [4.0, 3.0]}
     memory = SQLiteMemory(
         ":memory:", embedder=TableEmbedder(table), search_mode="embedding"
     )
     memory.store(new("k", "doc"))
-    (entry,) = memory.recall("q", agents=["alice"])
+    (entry,) = memory.recall("query", agents=["alice"])
     assert entry.score == pytest.approx(24 / 25, abs=1e-7)
     assert math.isclose(entry.score, 0.96, rel_tol=1e-6)
 

@@ -1,0 +1,205 @@
+"""Relevance scores that mean the same thing for every query (pure).
+
+A keyword score is the share of the query's *information* an entry contains:
+``sum(idf(t) for t matched) / sum(idf(t) for every query term)``, over the
+query's content terms (stop words and one-character tokens removed). It does
+not depend on which other rows were found, so ``0.4`` means "about 40% of what
+the query asked for is here" on every query, every store and every backend;
+the reference divided by the best hit of the batch instead, so the best hit of
+any batch scored 1.0 and a relevance floor filtered nothing.
+
+A query with no content term ("what is it", "a") matches nothing: no keyword
+hit, no substring hit and no vector hit.
+
+Hybrid scores are the weighted mean of both legs, each row measured on both
+(a row no keyword matched has keyword score 0; a row without a vector is
+scored on keywords alone).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Mapping
+from typing import Final
+
+_STOP_WORD_TEXT: Final = """
+    a about above after again against all am an and any anyone anything are aren
+    as at be because been before being below between both but by can could d did
+    didn do does doesn doing don done down during each either else ever every
+    few for from further get gets got had has have having he her here hers
+    herself him himself his how i if in into is isn it its itself just know let
+    like ll m may me might mine more most much must my myself no nor not nothing
+    now of off on once one only or other ought our ours ourselves out over own
+    please re recall remember s same shall she should so some someone something
+    such t tell than that the their theirs them themselves then there these they
+    thing things this those though through thus to too under until up upon us ve
+    very was wasn we were weren what whatever when where whether which while who
+    whom whose why will with won would yet you your yours yourself yourselves
+"""
+STOP_WORDS: Final = frozenset(_STOP_WORD_TEXT.split())
+"""English function words: never matched, never weighed (lowercase)."""
+
+MIN_TERM_CHARS: Final = 2
+"""Tokens shorter than this are ignored (``a``, ``x``, a stray digit)."""
+
+_TOKEN: Final = re.compile(r"[^\W_]+")
+
+
+def normalize(text: str) -> str:
+    """Lowercase and strip diacritics (as FTS5 ``unicode61 remove_diacritics 2``)."""
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def word_tokens(text: str) -> list[str]:
+    """Return a text's word tokens, normalised (letters and digits, no ``_``)."""
+    return _TOKEN.findall(normalize(text))
+
+
+def is_content_term(token: str) -> bool:
+    """Return whether a normalised token carries meaning (not a stop word)."""
+    return len(token) >= MIN_TERM_CHARS and token not in STOP_WORDS
+
+
+def content_terms(query: str) -> tuple[str, ...]:
+    """Return a query's distinct content terms, in order."""
+    return tuple(dict.fromkeys(t for t in word_tokens(query) if is_content_term(t)))
+
+
+def is_meaningful_query(query: str) -> bool:
+    """Return whether a query has at least one content term (else: no match)."""
+    return bool(content_terms(query))
+
+
+def term_weight(total: int, docs: int) -> float:
+    """Return a term's inverse document frequency, always positive.
+
+    ``ln(1 + (N - n + 0.5) / (n + 0.5))`` with ``n`` at least 1 (a term that
+    occurs nowhere weighs as much as one that occurs once, so an unknown word
+    lowers the score of every row without swamping the query) and ``N`` at least
+    ``n``.
+
+    Args:
+        total: The number of rows (``N``).
+        docs: The number of rows containing the term (``n``).
+    """
+    n = max(1, docs)
+    rows = max(total, n)
+    return math.log(1.0 + (rows - n + 0.5) / (n + 0.5))
+
+
+def coverage_score(
+    weights: Mapping[str, float], matched: Collection[str] | Iterable[str]
+) -> float:
+    """Return the weighted share of the query's terms an entry contains.
+
+    Args:
+        weights: Each query term's weight (see :func:`term_weight`).
+        matched: The terms the entry contains.
+
+    Returns:
+        A score in [0, 1]; 0.0 when there are no weights.
+    """
+    total = sum(weights.values())
+    if not total > 0:
+        return 0.0
+    found = sum(weights[t] for t in set(matched) if t in weights)
+    return min(1.0, max(0.0, found / total))
+
+
+STRENGTH_SHARE: Final = 0.1
+"""How much of a keyword score rests on the strength of the evidence (how often
+a term occurs, in how long an entry) rather than on coverage alone."""
+
+REFERENCE_LENGTH: Final = 16
+"""The entry length (tokens) at which BM25's length normalisation is neutral."""
+
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+
+
+def term_strength(frequency: int, length: int) -> float:
+    """Return BM25's saturated term frequency, scaled to [0, 1).
+
+    ``tf (k1 + 1) / (tf + k1 (1 - b + b len / L)) / (k1 + 1)`` with the
+    reference length ``L`` fixed (:data:`REFERENCE_LENGTH`), so it does not
+    depend on the other rows.
+    """
+    if frequency <= 0:
+        return 0.0
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * max(length, 1) / REFERENCE_LENGTH)
+    return frequency / (frequency + norm)
+
+
+def keyword_score(
+    weights: Mapping[str, float], frequencies: Mapping[str, int], length: int
+) -> float:
+    """Return an entry's keyword score for a query, on [0, 1].
+
+    ``coverage * (1 - s + s * strength)``: the IDF-weighted share of the
+    query's terms found (:func:`coverage_score`), discounted by up to
+    :data:`STRENGTH_SHARE` when the evidence is weak (each found term's
+    :func:`term_strength`, IDF-weighted). Nothing depends on other rows.
+
+    Args:
+        weights: Each query term's weight.
+        frequencies: How often each query term occurs in the entry.
+        length: The entry's length in tokens.
+    """
+    matched = [t for t in weights if frequencies.get(t, 0) > 0]
+    coverage = coverage_score(weights, matched)
+    if not matched:
+        return 0.0
+    found = sum(weights[t] for t in matched)
+    strength = (
+        sum(weights[t] * term_strength(frequencies[t], length) for t in matched) / found
+        if found > 0
+        else 0.0
+    )
+    return coverage * (1.0 - STRENGTH_SHARE + STRENGTH_SHARE * strength)
+
+
+def uniform_coverage(query: str, text: str) -> float:
+    """Return the share of a query's content terms found among a text's tokens.
+
+    The backends that keep no document counts (Markdown, PostgreSQL) use this
+    unweighted form; it is comparable across queries too.
+    """
+    terms = content_terms(query)
+    if not terms:
+        return 0.0
+    found = set(word_tokens(text))
+    return sum(t in found for t in terms) / len(terms)
+
+
+def fuse(
+    vector: float | None,
+    keyword: float | None,
+    *,
+    vector_weight: float = 0.7,
+    keyword_weight: float = 0.3,
+) -> float:
+    """Fuse one row's legs into a score in [0, 1].
+
+    Args:
+        vector: The row's cosine similarity, or ``None`` when the row has no
+            vector (or vectors are off).
+        keyword: The row's keyword score, or ``None`` when the keyword leg is
+            off. A live leg that did not match the row passes 0.0.
+        vector_weight: The vector leg's weight.
+        keyword_weight: The keyword leg's weight.
+
+    Returns:
+        ``sum(w_i * s_i) / sum(w_i)`` over the legs that measured the row,
+        each clamped to [0, 1]; 0.0 when none did.
+    """
+    total = weights = 0.0
+    for weight, score in ((vector_weight, vector), (keyword_weight, keyword)):
+        if score is not None:
+            total += weight * min(1.0, max(0.0, score))
+            weights += weight
+    return total / weights if weights > 0 else 0.0
