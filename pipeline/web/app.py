@@ -11,9 +11,9 @@ the live view, which fetch JSON from the same app and put it in the page with
 
 Safety, on every response: a Content-Security-Policy allowing only the app's own
 scripts, styles and images (no inline script runs, even if escaping failed);
-``nosniff``; no framing; no referrer. On every request: the ``Host`` header must
-name the loopback address the app is bound to (unless a token guards it, which
-stops DNS rebinding), and with a token (``--token`` or
+``nosniff``; no framing; no referrer sent to other sites. On every request:
+the ``Host`` header must name a loopback address (unless a token guards the
+app; this stops DNS rebinding), and with a token (``--token`` or
 ``$TURNLEDGER_SERVE_TOKEN``) the request must carry it (``Authorization: Bearer``,
 the ``turnledger_token`` cookie, or ``?token=`` once, which sets the cookie).
 Writes (``--allow-writes``) are POSTs whose ``Origin`` must be the app itself.
@@ -51,7 +51,7 @@ SECURITY_HEADERS: Final = (
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 )
 

@@ -1,0 +1,137 @@
+"""`turnledger serve` over real HTTP: the token, the Host check, headers, writes,
+and the command line's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.web.conftest import start_server, stop_server
+
+CLI = [sys.executable, "-m", "turnledger.pipeline.cli"]
+ANY_ADDRESS = "0.0.0.0"  # noqa: S104 - binding every address is the case under test
+
+
+@pytest.fixture(scope="module")
+def guarded(recorded):
+    """A server on every address, guarded by a token from the environment."""
+    process, address = start_server(
+        recorded,
+        "--host",
+        ANY_ADDRESS,
+        env={"TURNLEDGER_SERVE_TOKEN": "s3cret-token"},
+    )
+    assert address["token_required"] is True
+    yield f"http://127.0.0.1:{address['port']}/"
+    stop_server(process)
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused(recorded):
+    done = subprocess.run(
+        [*CLI, "--db", recorded.db, "serve", "--host", ANY_ADDRESS, "--port", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "Expected --token (or $TURNLEDGER_SERVE_TOKEN)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_a_clean_error(recorded, read_only_server):
+    port = read_only_server.rsplit(":", 1)[1].strip("/")
+    done = subprocess.run(
+        [*CLI, "--db", recorded.db, "serve", "--port", port],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("turnledger: ")
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("path", ["", "costs", "static/app.js", "healthz"])
+def test_every_request_needs_the_token(guarded, path):
+    assert httpx.get(guarded + path).status_code == 401
+    assert (
+        httpx.get(guarded + path, headers={"Authorization": "Bearer wrong"}).status_code
+        == 401
+    )
+    ok = httpx.get(guarded + path, headers={"Authorization": "Bearer s3cret-token"})
+    assert ok.status_code == 200
+
+
+def test_a_token_in_the_query_sets_a_cookie(guarded):
+    with httpx.Client() as client:
+        first = client.get(guarded + "?token=s3cret-token")
+        assert first.status_code == 200
+        assert "turnledger_token=s3cret-token" in first.headers["set-cookie"]
+        assert "HttpOnly" in first.headers["set-cookie"]
+        assert client.get(guarded + "costs").status_code == 200
+
+
+def test_without_a_token_only_loopback_hosts_are_answered(read_only_server):
+    assert httpx.get(read_only_server).status_code == 200
+    rebound = httpx.get(read_only_server, headers={"Host": "evil.example:8765"})
+    assert rebound.status_code == 421
+
+
+def test_pages_carry_the_security_headers(read_only_server):
+    answer = httpx.get(read_only_server)
+    csp = answer.headers["content-security-policy"]
+    assert "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+def test_actions_are_refused_without_allow_writes(recorded, read_only_server):
+    sid = recorded.sessions["demo"]
+    export = httpx.get(f"{read_only_server}sessions/{sid}/export?format=anthropic")
+    assert export.status_code == 403
+    forget = httpx.post(
+        f"{read_only_server}memory/forget",
+        content="agent=demo&key=release_day",
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": read_only_server.rstrip("/"),
+        },
+    )
+    assert forget.status_code == 403
+
+
+def test_a_cross_site_forget_is_refused(recorded, server):
+    forget = httpx.post(
+        f"{server}memory/forget",
+        content="agent=demo&key=release_day",
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "http://evil.example",
+        },
+    )
+    assert forget.status_code == 403
+    page = httpx.get(f"{server}memory?agent=demo")
+    assert "The release is on Friday." in page.text
+
+
+def test_bad_paths_and_queries_are_answered_cleanly(server):
+    assert httpx.get(server + "sessions/not-a-uuid").status_code == 404
+    missing = "00000000-0000-0000-0000-000000000000"
+    assert httpx.get(f"{server}sessions/{missing}").status_code == 404
+    assert httpx.get(f"{server}api/sessions/{missing}/at?index=0").status_code == 404
+    assert httpx.get(server + "?page=banana").status_code == 200
+
+
+def test_the_scrubber_api_refuses_a_bad_index(recorded, server):
+    sid = recorded.sessions["demo"]
+    bad = httpx.get(f"{server}api/sessions/{sid}/at?index=-1")
+    assert bad.status_code == 400
+    assert "Expected an index" in bad.json()["error"]
