@@ -23,7 +23,7 @@ so one disk for all):
 
 - ``raw_commit``: raw ``sqlite3``, WAL, ``synchronous=FULL``, one autocommit
   INSERT of a 300-byte row into the ledger's table layout: one durable commit.
-- ``engine_step``: turns through :class:`~pipeline.engine.TurnEngine` on a
+- ``engine_step``: turns through the engine ``bootstrap`` builds, on a
   durable ledger; the time per step (commit included).
 - ``engine_step_nosync``: the same on a ledger with ``synchronous=OFF``: the
   pipeline's own cost per step with the fsync taken out (for the diagnosis).
@@ -59,11 +59,9 @@ from uuid import uuid4
 
 import structlog
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -237,32 +235,31 @@ async def drive_turns(
         "[memory]\nautosave = false\n"
     )
     store = open_store(str(path), synchronous=synchronous)
-    memory = MemoryService(store, config, ledger_url=str(path))
+    runtime = bootstrap(
+        config,
+        provider=ScriptedProvider([answer] * SCRIPT_STEPS),
+        store=store,
+        ledger_url=str(path),
+        tools={"grep_logs": InstantTool()},
+    )
+    memory = runtime.memory
     for i in range(24):
         words = " ".join(FACT_WORDS[i % 7 : i % 7 + 6])
         memory.store_entry(AGENT, f"fact_{i}", f"{words} (note {i})", category="core")
     memory.backend(AGENT)  # caught up before the clock starts
-    ledger = AsyncLedger(store)
-    engine = TurnEngine(
-        ledger=ledger,
-        provider=ScriptedProvider([answer] * SCRIPT_STEPS),
-        memory=memory,
-        tools={"grep_logs": InstantTool()},
-        config=config,
-    )
     try:
         with Stopwatch() as sw:
             for i in range(turns):
-                outcome = await engine.run_turn(
+                outcome = await runtime.engine.run_turn(
                     AGENT, f"session-{i // session_turns}", USER_TEXT
                 )
                 if not outcome.completed:
                     msg = f"Expected a completed turn, found {outcome}"
                     raise RuntimeError(msg)
-        steps = ledger.appends_committed
+        steps = runtime.ledger.appends_committed
     finally:
-        await ledger.aclose()
-        memory.close()
+        await runtime.aclose()
+        store.close()
     return sw.seconds, steps
 
 

@@ -24,12 +24,9 @@ from turnledger.pipeline import (
     cli_transcripts,
     cli_web,
 )
-from turnledger.pipeline.cli_common import DB_ENV, Command, UsageError
-from turnledger.pipeline.config import ConfigError
-from turnledger.pipeline.formats import TranscriptError
-from turnledger.pipeline.memory_service import MemoryAccessError
-from turnledger.pipeline.providers._http import ProviderConfigError
-from turnledger.pipeline.providers.scripted import ScriptFormatError
+from turnledger.pipeline.cli_common import DB_ENV, Command
+from turnledger.pipeline.errors import PipelineError
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.scrubbing import scrub_text, summarize
 
 MODULES: Final = (
@@ -119,15 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Command = args.handler
     try:
         return handler(args)
-    except (
-        LedgerError,
-        TranscriptError,
-        UsageError,
-        ConfigError,
-        ScriptFormatError,
-        ProviderConfigError,
-        MemoryAccessError,
-    ) as e:
+    except (LedgerError, PipelineError, PolicyError) as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -12,6 +12,7 @@ import msgspec
 
 from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
 from turnledger.pipeline.config import Config, ConfigError, load_config
+from turnledger.pipeline.errors import PipelineError
 
 DB_ENV: Final = "TURNLEDGER_DB"
 """The environment variable naming the ledger when ``--db`` is not given."""
@@ -22,7 +23,7 @@ Command = Callable[[argparse.Namespace], int]
 _JSON: Final = msgspec.json.Encoder()
 
 
-class UsageError(ValueError):
+class UsageError(PipelineError, ValueError):
     """A command was given arguments it cannot use."""
 
 

@@ -30,6 +30,7 @@ from typing import Final, Literal
 import msgspec
 
 from turnledger.ledger.store import DEFAULT_PATH
+from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.pricing import ModelPrice
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
 from turnledger.policies.retention import (
@@ -50,7 +51,7 @@ CONFIG_NAME: Final = "turnledger.toml"
 CONFIG_ENV: Final = "TURNLEDGER_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(PipelineError, ValueError):
     """The configuration file is invalid; the message names the key."""
 
 

@@ -28,6 +28,7 @@ from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.config import Config, recall_tuning
+from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.recall import (
     RecallCandidate,
@@ -93,7 +94,7 @@ class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
     query_summary: str
 
 
-class MemoryAccessError(ValueError):
+class MemoryAccessError(PipelineError, ValueError):
     """A memory operation is refused (scope) or cannot be served."""
 
 

@@ -6,14 +6,14 @@ from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import SessionOpened
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.errors import PipelineError
 from turnledger.projections.history import SessionHistoryState
 from turnledger.projections.queries import SessionHistories
 
 
-class SessionNotFoundError(LedgerError):
+class SessionNotFoundError(PipelineError, LookupError):
     """No session matches what was asked for (or more than one does)."""
 
 

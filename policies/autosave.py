@@ -29,6 +29,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import Role
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.types import (
@@ -67,7 +68,7 @@ _INLINE_IMAGE: Final = re.compile(
 )
 
 
-class AutosaveKeyError(ValueError):
+class AutosaveKeyError(PolicyError):
     """An autosave key was requested without a message id."""
 
 

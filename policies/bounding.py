@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.images import marker_span_at
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ DEFAULT_MAX_CHARS: Final = 50_000
 _NOTICE: Final = re.compile(r"\n\n\[\.\.\. (\d+) characters truncated \.\.\.\]\n\n")
 
 
-class BoundingError(ValueError):
+class BoundingError(PolicyError):
     """A bounding policy was given a limit it cannot work with."""
 
 

@@ -35,6 +35,7 @@ from turnledger.policies.autosave import (
     AUTOSAVE_MIN_MESSAGE_CHARS,
     should_skip_autosave_content,
 )
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.scrubbing import ELLIPSIS, scrub_text, summarize
 
 CORE_CATEGORY: Final = "core"
@@ -99,7 +100,7 @@ _FENCE: Final = re.compile(r"^```[A-Za-z]*\s*|\s*```$")
 _ANSWER_EXCERPT_CHARS: Final = 80
 
 
-class ConsolidationConfigError(ValueError):
+class ConsolidationConfigError(PolicyError):
     """A consolidation policy got an unusable threshold, mode or id."""
 
 

@@ -15,6 +15,7 @@ from typing import Final, get_args
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.types import Durability, LifecycleScope
 
 DURABILITY_ORDER: Final[tuple[Durability, ...]] = get_args(Durability)
@@ -30,7 +31,7 @@ TABLE_HEADER: Final = (
 """The first two lines of the rendered table."""
 
 
-class LifecycleError(ValueError):
+class LifecycleError(PolicyError):
     """A lifecycle declaration is incomplete, invalid or duplicated."""
 
 

@@ -16,6 +16,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.paths import PathRefused, confine_path
 
 MediaKind: TypeAlias = Literal["audio", "image", "video", "unknown"]
@@ -64,7 +65,7 @@ DEFAULT_MAX_IMAGE_SIZE_MB: Final = 5
 """ZeroClaw's ``multimodal.max_image_size_mb`` default (clamped to 1 to 20)."""
 
 
-class MediaConfigError(ValueError):
+class MediaConfigError(PolicyError):
     """A media policy was configured or called with unusable values."""
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import (
     Message,
     ToolCall,
@@ -64,7 +65,7 @@ _Slot: TypeAlias = tuple[int, int]
 """A call or result: (message index, index within the message)."""
 
 
-class PairingError(ValueError):
+class PairingError(PolicyError):
     """A pairing policy was given a value it cannot work with."""
 
 

@@ -17,6 +17,8 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
+
 PER_MILLION: Final = 1_000_000
 """Rates are in USD per million tokens."""
 
@@ -30,7 +32,7 @@ DEFAULT_WARN_AT_PERCENT: Final = 80.0
 """ZeroClaw's ``cost.warn_at_percent`` default."""
 
 
-class PricingError(ValueError):
+class PricingError(PolicyError):
     """Usage, spend or budget settings that cannot be priced or checked."""
 
 

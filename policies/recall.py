@@ -16,6 +16,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.policies.autosave import MEMORY_CONTEXT_OPEN, NoiseReason, noise_reason
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import Message, measure_chars, starts_turn
 from turnledger.policies.paths import session_scopes
 from turnledger.policies.types import (
@@ -43,7 +44,7 @@ MEMORY_CONTEXT_CLOSE: Final = "[/Memory context]"
 """The closing line of a rendered recall block."""
 
 
-class RecallConfigError(ValueError):
+class RecallConfigError(PolicyError):
     """A recall policy was configured with unusable values."""
 
 

@@ -33,6 +33,7 @@ from turnledger.policies.consolidation import (
     jaccard,
     tokens,
 )
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.types import CONVERSATION_CATEGORY
 
 ARCHIVE_CATEGORY: Final = "archive"
@@ -64,7 +65,7 @@ RecallTuner: TypeAlias = Callable[
 """Re-scores and re-orders recalled entries for a given ``now``."""
 
 
-class RetentionConfigError(ValueError):
+class RetentionConfigError(PolicyError):
     """A retention window or recall tuning value is unusable."""
 
 

@@ -20,6 +20,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.recall import RecallCandidate, bound_recall_limit
 
 BackendKind: TypeAlias = Literal[
@@ -36,7 +37,7 @@ DEFAULT_BACKEND_ALIAS: Final = "default"
 """The instance alias a bare backend kind refers to."""
 
 
-class ScopeConfigError(ValueError):
+class ScopeConfigError(PolicyError):
     """The agents' memory configuration is inconsistent."""
 
 

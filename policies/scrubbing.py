@@ -44,9 +44,9 @@ from typing import Final, TypeAlias
 import msgspec
 
 from turnledger.policies import secret_shapes
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import Message, ToolCall, measure_chars
 from turnledger.policies.secret_shapes import (
-from turnledger.policies.errors import PolicyError
     high_entropy,
     key_words,
     scrub_secretish_values,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import BREADCRUMB_TEXT, Message, make_message
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ _TURN: Final = "user"
 _CRUMB: Final = "breadcrumb"
 
 
-class TrimmingError(ValueError):
+class TrimmingError(PolicyError):
     """A trimming policy was given a value it cannot work with."""
 
 

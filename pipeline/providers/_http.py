@@ -18,6 +18,7 @@ from typing import Any, Final, TypeAlias, TypeVar
 import httpx
 import msgspec
 
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.providers.base import ErrorKind, ProviderError
 from turnledger.policies.scrubbing import REDACTED, scrub_text
 
@@ -65,7 +66,7 @@ def new_client(timeout: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, verify=_ssl_context())
 
 
-class ProviderConfigError(ValueError):
+class ProviderConfigError(PipelineError, ValueError):
     """A provider cannot be built from its settings (bad URL, missing key, ...).
 
     Messages name the setting or environment variable, never a key's value.

@@ -49,6 +49,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -91,7 +92,7 @@ class ScriptExhaustedError(ProviderError):
         super().__init__("bad_request", message)
 
 
-class ScriptFormatError(ValueError):
+class ScriptFormatError(PipelineError, ValueError):
     """A script file does not follow the script format."""
 
 

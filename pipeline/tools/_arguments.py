@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.tools.base import ToolOutcome
 
 _SHOWN_CHARS: Final = 60
@@ -26,7 +27,7 @@ _JSON_TYPES: Final = (
 )
 
 
-class ArgumentError(ValueError):
+class ArgumentError(PipelineError, ValueError):
     """A tool argument is missing or has the wrong type or value."""
 
 
