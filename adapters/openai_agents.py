@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 from weakref import WeakKeyDictionary
 
@@ -37,7 +38,9 @@ from turnledger.adapters._ledger import (
 )
 from turnledger.adapters.openai_agents_items import (
     FRAMEWORK,
+    Folded,
     FoldedItem,
+    Versioned,
     decode_item,
     fold_items,
     is_call,
@@ -46,7 +49,7 @@ from turnledger.adapters.openai_agents_items import (
     normalize,
 )
 from turnledger.ledger.errors import ConcurrencyError
-from turnledger.ledger.events import Event, ItemsRemoved, SessionOpened
+from turnledger.ledger.events import Event, ItemsRemoved, SessionOpened, TurnStarted
 from turnledger.ledger.ids import session_stream_id
 
 if TYPE_CHECKING:
@@ -114,13 +117,14 @@ class TurnledgerSession(SessionABC):
         """Fold what was appended to the stream since this instance last looked."""
         self._check_open()
         new = await self._handle.read_stream(self.stream_id, after=self._version)
-        if not new:
-            return
+        if new:
+            self._fold(new)
+
+    def _fold(self, new: Sequence[Folded]) -> None:
         fold_items(self._items, new, self._tool_names)
         for record in new:
-            turn = getattr(record.event, "turn_id", None)
-            if isinstance(turn, str) and turn.startswith("t"):
-                self._turn = turn
+            if isinstance(record.event, TurnStarted):
+                self._turn = record.event.turn_id
         self._version = new[-1].version
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -182,7 +186,7 @@ class TurnledgerSession(SessionABC):
             again = [decode_item(i.data) for i in siblings[:-1]]
             return removal + self._record(again, offset=1)
 
-        await finish_despite_cancel(self._write(events))
+        await finish_despite_cancel(self._write(events, fresh=True))
         return popped[0] if popped else None
 
     async def clear_session(self) -> None:
@@ -200,7 +204,7 @@ class TurnledgerSession(SessionABC):
                 )
             ]
 
-        await finish_despite_cancel(self._write(events))
+        await finish_despite_cancel(self._write(events, fresh=True))
 
     def _record(self, items: list[dict[str, Any]], offset: int = 0) -> list[Event]:
         opening = self._opening()
@@ -221,14 +225,21 @@ class TurnledgerSession(SessionABC):
             )
         ]
 
-    async def _write(self, build: Any) -> None:
-        """Append what ``build`` returns on a fresh view, retrying on a conflict.
+    async def _write(self, build: Any, *, fresh: bool = False) -> None:
+        """Append what ``build`` returns, retrying on a conflict.
+
+        The append expects the version this instance last saw: when another
+        writer moved the stream on, it is refused, the view is refreshed and
+        ``build`` runs again on it. With ``fresh`` (``build`` decides on the
+        current items: a pop, a clear) the view is refreshed first.
 
         Callers run it to its end even when cancelled (see
         :func:`~turnledger.adapters._ledger.finish_despite_cancel`).
         """
         async with self._loop_lock():
-            await self._refresh()
+            self._check_open()
+            if fresh:
+                await self._refresh()
             attempted = self._version
             for _ in range(_RETRIES):
                 events: list[Event] = build()
@@ -236,13 +247,14 @@ class TurnledgerSession(SessionABC):
                     return
                 attempted = self._version
                 try:
-                    await self._handle.append(
+                    result = await self._handle.append(
                         self.stream_id, events, expected_version=attempted
                     )
                 except ConcurrencyError:
                     await self._refresh()
                     continue
-                await self._refresh()
+                first = result.first_version
+                self._fold([Versioned(first + i, e) for i, e in enumerate(events)])
                 return
         head = await self._handle.ledger.stream_version(self.stream_id)
         raise ConcurrencyError(self.stream_id, attempted, head)

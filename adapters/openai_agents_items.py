@@ -15,7 +15,7 @@ items back exactly.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -328,6 +328,17 @@ def _typed_items(event: Event, shapes: list[Any] | None) -> Iterator[tuple[str, 
             yield kind, item
 
 
+class Versioned(NamedTuple):
+    """An event and the stream version it was appended at (what a fold needs)."""
+
+    version: int
+    event: Event
+
+
+Folded: TypeAlias = Recorded | Versioned
+"""A recorded event, or one just appended (its version known)."""
+
+
 class FoldedItem(msgspec.Struct, frozen=True):
     """An item of the session and the version of the event that recorded it.
 
@@ -343,10 +354,10 @@ class FoldedItem(msgspec.Struct, frozen=True):
 
 
 def fold_items(
-    items: list[FoldedItem], recorded: Iterable[Recorded], tool_names: dict[str, str]
+    items: list[FoldedItem], recorded: Iterable[Folded], tool_names: dict[str, str]
 ) -> None:
     """Fold a session stream's events (in order) into its items, in place."""
-    pending: Recorded | None = None
+    pending: Folded | None = None
     for record in recorded:
         event = record.event
         if isinstance(event, ItemRecorded) and event.typed and pending is not None:
@@ -371,7 +382,7 @@ def fold_items(
 
 def _emit(
     items: list[FoldedItem],
-    record: Recorded,
+    record: Folded,
     shapes: list[Any] | None,
     last: int,
     tool_names: dict[str, str],
