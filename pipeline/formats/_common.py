@@ -178,11 +178,27 @@ def text_of(content: object, sink: Sink | None = None) -> str:
 
 
 class Sink:
-    """Collects what a reader skipped and the problems it met."""
+    """Collects what a reader skipped and the problems it met.
+
+    Attributes:
+        skipped: Item, line, block and part kinds that produced no message.
+        problems: Malformed pieces of input.
+        items: Top-level items (messages, items, lines) the reader examined.
+        unread: Those of them it did not recognise (an unknown role or type,
+            not an object, a field of another format); detection refuses a
+            file where they are most (see :func:`pipeline.formats.read`).
+    """
 
     def __init__(self) -> None:
         self.skipped: Counter[str] = Counter()
         self.problems: list[Problem] = []
+        self.items = 0
+        self.unread = 0
+
+    def unknown(self, kind: str) -> None:
+        """Count one top-level item the reader does not recognise."""
+        self.skipped[kind] += 1
+        self.unread += 1
 
     def skip(self, kind: str) -> None:
         """Count one item of type ``kind`` that produced no message."""
@@ -206,6 +222,8 @@ class Sink:
             conversations=tuple(conversations),
             skipped=dict(sorted(self.skipped.items())),
             problems=tuple(sorted(self.problems, key=lambda problem: problem.line)),
+            items=self.items,
+            unread=self.unread,
         )
 
 
@@ -269,11 +287,16 @@ class Items(NamedTuple):
         return cls(values, item_origins(prefix, len(values)))
 
     def objects(self, sink: Sink) -> Iterator[tuple[int, JSONObject]]:
-        """Yield ``(index, item)`` for object items; report the others."""
+        """Yield ``(index, item)`` for object items; report the others.
+
+        Every item counts in ``sink.items``; one that is not an object is unread.
+        """
         for index, value in enumerate(self.values):
+            sink.items += 1
             obj = as_object(value)
             if obj is None:
                 label = self.origins[index] if index < len(self.origins) else ""
+                sink.unread += 1
                 sink.problem(0, f"{label}: expected an object, found {describe(value)}")
             else:
                 yield index, obj

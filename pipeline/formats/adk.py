@@ -73,7 +73,10 @@ def _content(event: JSONObject, sink: Sink) -> JSONObject | None:
         return None
     content = get_object(event, "content")
     if content is None:
-        sink.skip("event without content")
+        if "author" in event:
+            sink.skip("event without content")
+        else:
+            sink.unknown("not an ADK event")
         return None
     if get_str(content, "role") is None:
         role = "user" if get_str(event, "author") == "user" else "model"

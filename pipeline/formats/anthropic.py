@@ -91,6 +91,8 @@ def anthropic_messages(items: Items, sink: Sink) -> list[Indexed]:
     """
     converted: list[Indexed] = []
     for index, item in items.objects(sink):
+        if "tool_calls" in item:
+            sink.unknown("tool_calls (an OpenAI field)")
         message = anthropic_message(get_str(item, "role"), item.get("content"), sink)
         if message is not None:
             converted.append((index, message))
@@ -110,7 +112,7 @@ def anthropic_message(role: str | None, content: object, sink: Sink) -> Message 
     """
     speaker = _ROLES.get(role or "")
     if speaker is None:
-        sink.skip(f"role:{role}")
+        sink.unknown(f"role:{role}")
         return None
     blocks = as_list(content)
     if blocks is None:

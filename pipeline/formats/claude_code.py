@@ -46,6 +46,30 @@ if TYPE_CHECKING:
 EXPECTED = "Claude Code session lines (JSON Lines, or a JSON object with `loglines`)"
 
 REPEATED_UUID = "<repeated uuid>"
+
+CLAUDE_KEYS = ("sessionId", "uuid", "parentUuid", "leafUuid")
+"""Keys only Claude Code lines carry."""
+
+CLAUDE_RECORDS = frozenset(
+    {
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "system",
+        "progress",
+        "permission-mode",
+        "last-prompt",
+        "frame-link",
+        "custom-title",
+        "attachment",
+    }
+)
+"""Claude Code line types that carry no conversation."""
+
+
+def is_claude_record(obj: JSONObject) -> bool:
+    """Whether a line is a Claude Code record (by its keys or its type)."""
+    return any(key in obj for key in CLAUDE_KEYS) or type_of(obj) in CLAUDE_RECORDS
 """The ``skipped`` key counting lines dropped because their ``uuid`` repeats."""
 
 
@@ -168,8 +192,12 @@ class _Sessions:
 
     def read(self, entry: _Entry, sink: Sink) -> None:
         kind = type_of(entry.obj)
+        sink.items += 1
         if kind not in {"user", "assistant"}:
-            sink.skip(kind)
+            if is_claude_record(entry.obj):
+                sink.skip(kind)
+            else:
+                sink.unknown(kind)
             return
         uuid = get_str(entry.obj, "uuid")
         if uuid is not None and uuid in self._seen:

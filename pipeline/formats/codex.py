@@ -8,7 +8,8 @@ activity for the UI and, like ``turn_context``, ``compacted`` and unknown
 record types, are skipped and counted.
 
 The legacy layout has a first line ``{id, timestamp}`` and then bare Responses
-items without the ``payload`` wrapper.
+items without the ``payload`` wrapper; a bare item in a file without that header
+is not a rollout record (it is skipped and counted as unrecognised).
 """
 
 from __future__ import annotations
@@ -33,11 +34,17 @@ if TYPE_CHECKING:
 
 EXPECTED = "Codex rollout records (JSON Lines)"
 
+CODEX_RECORDS = frozenset(
+    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+)
+"""Codex rollout record types."""
+
 
 @dataclass
 class _Rollout:
     id: str
     line: int
+    legacy: bool = False
     items: list[object] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
 
@@ -77,13 +84,22 @@ def _read_record(
         rollouts.append(_Rollout(session_id, number))
     elif kind is None and not rollouts and "id" in record:
         # The legacy header: the first record, ``{id, timestamp}``.
-        rollouts.append(_Rollout(get_str(record, "id") or name, number))
+        rollouts.append(_Rollout(get_str(record, "id") or name, number, legacy=True))
     elif kind == "response_item" and payload is not None:
         _current(rollouts, name, number).add(number, payload)
-    elif "payload" not in record and kind is not None:
-        _current(rollouts, name, number).add(number, record)
+    elif (
+        "payload" not in record
+        and kind is not None
+        and rollouts
+        and rollouts[-1].legacy
+    ):
+        rollouts[-1].add(number, record)
     else:
-        sink.skip(kind or UNTYPED)
+        sink.items += 1
+        if kind in CODEX_RECORDS:
+            sink.skip(kind)
+        else:
+            sink.unknown(kind or UNTYPED)
 
 
 def _current(rollouts: list[_Rollout], name: str, number: int) -> _Rollout:

@@ -1,15 +1,21 @@
 """Format auto-detection (``--format auto``) from a file's content.
 
-The content decides; the file name only breaks the tie for YAML. JSON Lines
-files are recognised by their first classifiable lines (Claude Code lines
-carry ``sessionId`` / ``uuid`` / ``message``; Codex records are ``{timestamp,
-type, payload}``); JSON documents by their shape (see
-:func:`classify_document`).
+The content decides; the file name only breaks the tie for YAML. Evidence in
+the messages wins over top-level keys: a JSON document is classified by what
+its message items look like (the format most items match; see
+:func:`classify_items`) before its envelope keys (``system``, ``input``, ...)
+are consulted, and a JSON Lines file by a vote over its lines in which a
+conversation line (a Claude Code ``user`` / ``assistant`` line with its
+``message``, a Codex ``response_item``) outweighs a header carrying only a
+``sessionId``. :func:`detect_candidates` returns every format the evidence
+pointed to, best first; the reader then checks that it recognised most of
+the file (see :func:`pipeline.formats.read.parse_transcript`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -21,6 +27,9 @@ from turnledger.pipeline.formats._common import (
     get_list,
     get_str,
 )
+from turnledger.pipeline.formats.adk import is_adk_event
+from turnledger.pipeline.formats.claude_code import CLAUDE_KEYS, CLAUDE_RECORDS
+from turnledger.pipeline.formats.codex import CODEX_RECORDS
 from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
@@ -32,20 +41,6 @@ _BOM = b"\xef\xbb\xbf"
 _ANY_TRANSCRIPT = "a transcript (JSON, JSON Lines or a VCR cassette)"
 _CASSETTE = re.compile(rb"^interactions\s*:", re.MULTILINE)
 _YAML_SUFFIXES = frozenset({".yaml", ".yml"})
-_CODEX_RECORDS = frozenset(
-    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
-)
-_CLAUDE_KEYS = ("sessionId", "uuid", "parentUuid", "leafUuid")
-_CLAUDE_RECORDS = frozenset(
-    {
-        "file-history-snapshot",
-        "queue-operation",
-        "summary",
-        "permission-mode",
-        "last-prompt",
-        "frame-link",
-    }
-)
 _RESPONSES_TYPES = frozenset(
     {"message", "reasoning", "item_reference", *CALL_NAMES, *OUTPUT_TYPES}
 )
@@ -53,6 +48,10 @@ _ANTHROPIC_BLOCKS = frozenset(
     {"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"}
 )
 _CHAT_ROLES = frozenset({"tool", "developer", "function"})
+
+
+_LINES_EXAMINED = 500
+"""How many non-blank lines of a JSON Lines file take part in the vote."""
 
 
 def detect_format(path: str | PurePath | None, data: bytes) -> FormatName:
@@ -63,7 +62,25 @@ def detect_format(path: str | PurePath | None, data: bytes) -> FormatName:
         data: The file's bytes.
 
     Returns:
-        The format name.
+        The format name (the first of :func:`detect_candidates`).
+
+    Raises:
+        TranscriptError: The content matches no known format.
+    """
+    return detect_candidates(path, data)[0]
+
+
+def detect_candidates(
+    path: str | PurePath | None, data: bytes
+) -> tuple[FormatName, ...]:
+    """Name every format the content points to, best evidence first.
+
+    Args:
+        path: The file's path (its suffix helps recognise YAML), if known.
+        data: The file's bytes.
+
+    Returns:
+        At least one format name.
 
     Raises:
         TranscriptError: The content matches no known format.
@@ -74,10 +91,10 @@ def detect_format(path: str | PurePath | None, data: bytes) -> FormatName:
         raise TranscriptError(msg)
     if body[:1] in {b"{", b"["}:
         found = _detect_json(body)
-        if found is not None:
+        if found:
             return found
     if _CASSETTE.search(body) or _suffix(path) in _YAML_SUFFIXES:
-        return "cassette"
+        return ("cassette",)
     snippet = body[:40].decode("utf-8", errors="replace")
     msg = f"Expected {_ANY_TRANSCRIPT}, found content starting {snippet!r}"
     raise TranscriptError(msg)
@@ -87,13 +104,13 @@ def _suffix(path: str | PurePath | None) -> str:
     return PurePath(path).suffix.lower() if path is not None else ""
 
 
-def _detect_json(body: bytes) -> FormatName | None:
+def _detect_json(body: bytes) -> tuple[FormatName, ...]:
     try:
         document = decode_json(body)
     except TranscriptError:
         return _detect_lines(body)
-    found = classify_document(document)
-    if found is None:
+    found = document_candidates(document)
+    if not found:
         msg = f"Expected a known transcript shape, found {_shape_of(document)}"
         raise TranscriptError(msg)
     return found
@@ -103,6 +120,9 @@ def _shape_of(document: object) -> str:
     obj = as_object(document)
     if obj is not None:
         keys = ", ".join(f"`{key}`" for key in list(obj)[:8])
+        messages = as_list(obj.get("messages"))
+        if messages:
+            return f"an object with keys {keys} whose `messages` are unrecognised"
         return f"an object with keys {keys}" if keys else "an empty object"
     items = as_list(document)
     if items is not None:
@@ -110,31 +130,45 @@ def _shape_of(document: object) -> str:
     return "a JSON scalar"
 
 
-def _detect_lines(body: bytes) -> FormatName | None:
+def _detect_lines(body: bytes) -> tuple[FormatName, ...]:
+    votes: Counter[FormatName] = Counter()
+    examined = 0
     for raw in body.split(b"\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        examined += 1
+        if examined > _LINES_EXAMINED:
+            break
         try:
-            record = as_object(decode_json(raw.strip()))
+            record = as_object(decode_json(line))
         except TranscriptError:
             continue
-        found = _classify_line(record) if record is not None else None
-        if found is not None:
-            return found
+        vote = _line_vote(record) if record is not None else None
+        if vote is not None:
+            votes[vote[0]] += vote[1]
+    return tuple(name for name, _ in votes.most_common())
+
+
+def _line_vote(record: JSONObject) -> tuple[FormatName, int] | None:
+    """The format one line points to and how strongly (3: a conversation line)."""
+    kind = get_str(record, "type")
+    if kind in CODEX_RECORDS and "payload" in record:
+        return "codex", 3 if kind == "response_item" else 1
+    if kind in {"user", "assistant"} and as_object(record.get("message")) is not None:
+        return "claude-code", 3
+    if any(key in record for key in CLAUDE_KEYS) or kind in CLAUDE_RECORDS:
+        return "claude-code", 1
+    if kind is None and set(record) <= {"id", "timestamp", "instructions", "git"}:
+        return "codex", 1  # the legacy rollout header
+    if kind in _RESPONSES_TYPES:
+        return "codex", 1  # a legacy rollout's bare item
     return None
 
 
 def _classify_line(record: JSONObject) -> FormatName | None:
-    kind = get_str(record, "type")
-    if kind in _CODEX_RECORDS and "payload" in record:
-        return "codex"
-    if any(key in record for key in _CLAUDE_KEYS):
-        return "claude-code"
-    if kind in _CLAUDE_RECORDS or (
-        kind in {"user", "assistant"} and "message" in record
-    ):
-        return "claude-code"
-    if kind is None and set(record) <= {"id", "timestamp", "instructions", "git"}:
-        return "codex"  # the legacy rollout header
-    return None
+    vote = _line_vote(record)
+    return vote[0] if vote is not None and vote[0] == "claude-code" else None
 
 
 def classify_document(document: object) -> FormatName | None:
@@ -146,33 +180,70 @@ def classify_document(document: object) -> FormatName | None:
     Returns:
         The format name, or ``None``.
     """
-    obj = as_object(document)
-    if obj is not None:
-        return _classify_object(obj)
-    items = as_list(document)
-    if items is None:
-        return None
-    return classify_items([item for value in items if (item := as_object(value))])
+    found = document_candidates(document)
+    return found[0] if found else None
 
 
-_OBJECT_KEYS: tuple[tuple[str, FormatName], ...] = (
-    ("interactions", "cassette"),
-    ("loglines", "claude-code"),
+_ENVELOPE_KEYS: tuple[tuple[str, FormatName], ...] = (
     ("contents", "gemini"),
     ("input", "openai-responses"),
+    ("events", "adk"),
     ("system", "anthropic"),
+    ("messages", "openai-chat"),
 )
+"""Top-level keys and the format each suggests, weakest evidence (after items)."""
+
+_ITEM_KEYS = ("messages", "contents", "input", "events")
 
 
-def _classify_object(obj: JSONObject) -> FormatName | None:
-    if "messages" in obj and "system" not in obj:
+def document_candidates(document: object) -> tuple[FormatName, ...]:
+    """Name every format a decoded JSON document points to, best first.
+
+    A cassette (``interactions``) and Claude Code ``loglines`` are decided by
+    their key. Otherwise the message items decide (:func:`item_candidates`),
+    then the envelope's keys add the formats they suggest.
+
+    Args:
+        document: The decoded document.
+
+    Returns:
+        The candidates; empty when nothing identifies a format.
+    """
+    obj = as_object(document)
+    if obj is None:
+        items = as_list(document)
+        if items is None:
+            return ()
+        return item_candidates([item for value in items if (item := as_object(value))])
+    if "interactions" in obj:
+        return ("cassette",)
+    if "loglines" in obj:
+        return ("claude-code",)
+    found: list[FormatName] = []
+    for key in _ITEM_KEYS:
+        values = as_list(obj.get(key))
+        if values:
+            found += item_candidates(
+                [item for value in values if (item := as_object(value))]
+            )
+    if as_list(obj.get("messages")) == [] or not found:
+        found += [
+            name for key, name in _ENVELOPE_KEYS if key in obj and _envelope(obj, key)
+        ]
+    if not found:
+        line = _classify_line(obj)
+        found += [line] if line is not None else []
+    return tuple(dict.fromkeys(found))
+
+
+def _envelope(obj: JSONObject, key: str) -> bool:
+    """Whether a top-level key is evidence on its own (its items are not)."""
+    if key == "messages":
         values = get_list(obj, "messages")
-        messages = [item for value in values if (item := as_object(value))]
-        return classify_items(messages) or "openai-chat"
-    for key, name in _OBJECT_KEYS:
-        if key in obj:
-            return name
-    return _classify_line(obj)
+        return not values or all(
+            "role" in item for value in values if (item := as_object(value)) is not None
+        )
+    return True
 
 
 def classify_items(items: list[JSONObject]) -> FormatName | None:
@@ -182,14 +253,34 @@ def classify_items(items: list[JSONObject]) -> FormatName | None:
         items: The array's object elements.
 
     Returns:
-        The format name, or ``None`` when nothing identifies one.
+        The format most items point to, or ``None`` when nothing identifies one.
     """
-    for name, check in _CHECKS:
-        if any(check(item) for item in items):
-            return name
-    if items and all("role" in item for item in items):
-        return "openai-chat"
-    return None
+    found = item_candidates(items)
+    return found[0] if found else None
+
+
+def item_candidates(items: list[JSONObject]) -> tuple[FormatName, ...]:
+    """Name every format an array's items point to, most matching items first.
+
+    Ties go to the more specific format (the order of the checks). Items that
+    all have a ``role`` and match nothing more specific are OpenAI chat.
+
+    Args:
+        items: The array's object elements.
+
+    Returns:
+        The candidates; empty when nothing identifies a format.
+    """
+    scores = [
+        (sum(1 for item in items if check(item)), -rank, name)
+        for rank, (name, check) in enumerate(_CHECKS)
+    ]
+    found: list[FormatName] = [
+        name for score, _, name in sorted(scores, reverse=True) if score
+    ]
+    if items and all("role" in item for item in items) and "openai-chat" not in found:
+        found.append("openai-chat")
+    return tuple(found)
 
 
 def _is_pydantic_ai(item: JSONObject) -> bool:
@@ -228,6 +319,7 @@ def _is_chat_message(item: JSONObject) -> bool:
 
 _CHECKS: tuple[tuple[FormatName, Callable[[JSONObject], bool]], ...] = (
     ("pydantic-ai", _is_pydantic_ai),
+    ("adk", is_adk_event),
     ("claude-code", _is_claude_line),
     ("langchain", _is_langchain),
     ("openai-responses", _is_responses_item),

@@ -129,7 +129,7 @@ class _Parts:
 def _message(item: JSONObject, pairing: NamePairing, sink: Sink) -> Message | None:
     role = _ROLES.get(get_str(item, "role") or "user")
     if role is None:
-        sink.skip(f"role:{get_str(item, 'role')}")
+        sink.unknown(f"role:{get_str(item, 'role')}")
         return None
     parts = _Parts()
     for raw in get_list(item, "parts"):

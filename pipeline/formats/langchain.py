@@ -115,7 +115,7 @@ def _message(kind: str, data: JSONObject, sink: Sink) -> Message | None:
     if kind == "chat":
         role = _CHAT_ROLES.get(get_str(data, "role") or "")
     if role is None:
-        sink.skip(kind)
+        sink.unknown(kind)
         return None
     if role == "assistant":
         calls = _calls(data, sink)

@@ -98,9 +98,13 @@ class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):
         skipped: Item, line or block types that produced no message, with counts
             (unknown record types, reasoning items, provider-side tool blocks, ...).
         problems: Malformed pieces that were left out, in file order.
+        items: Top-level items (messages, items, lines) the reader examined.
+        unread: Those of them it did not recognise as its format's.
     """
 
     format: FormatName
     conversations: tuple[Conversation, ...]
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    items: int = 0
+    unread: int = 0

@@ -110,7 +110,7 @@ def _message(item: JSONObject, sink: Sink, legacy: NamePairing) -> Message | Non
     if role == "function":
         call_id = legacy.result(get_str(item, "name") or "", None)
         return _tool_row(item, sink, call_id)
-    sink.skip(f"role:{role or UNTYPED}")
+    sink.unknown(f"role:{role or UNTYPED}")
     return None
 
 

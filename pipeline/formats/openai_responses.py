@@ -63,6 +63,17 @@ OUTPUT_TYPES = frozenset(f"{kind}_output" for kind in CALL_NAMES)
 """The item types that answer a client tool call."""
 
 _ARGUMENT_KEYS = ("arguments", "input", "action", "operation")
+_KNOWN_ITEMS = frozenset(
+    {
+        "reasoning",
+        "item_reference",
+        "compaction",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+    }
+)
+"""Responses item types that carry no message (provider calls end ``_call``)."""
 _ROLES: dict[str, Role] = {
     "user": "user",
     "assistant": "assistant",
@@ -177,7 +188,11 @@ def _message(item: JSONObject, kind: str, sink: Sink) -> Message | None:
         return make_message("tool", tool_results=(result,))
     role = _ROLES.get(get_str(item, "role") or "")
     if kind != "message" or role is None:
-        sink.skip(kind if kind != "message" else f"role:{get_str(item, 'role')}")
+        label = kind if kind != "message" else f"role:{get_str(item, 'role')}"
+        if kind in _KNOWN_ITEMS or kind.endswith("_call"):
+            sink.skip(label)
+        else:
+            sink.unknown(label)
         return None
     return make_message(role, text_of(item.get("content"), sink))
 

@@ -83,7 +83,7 @@ def pydantic_ai_messages(items: Items, sink: Sink) -> list[Indexed]:
         elif kind == "response":
             messages = [_response(item, sink)]
         else:
-            sink.skip(f"kind:{kind}")
+            sink.unknown(f"kind:{kind}")
             messages = []
         converted.extend((index, message) for message in messages)
     return converted

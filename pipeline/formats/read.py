@@ -10,7 +10,7 @@ from turnledger.pipeline.formats.anthropic import parse_anthropic
 from turnledger.pipeline.formats.cassette import parse_cassette
 from turnledger.pipeline.formats.claude_code import parse_claude_code
 from turnledger.pipeline.formats.codex import parse_codex
-from turnledger.pipeline.formats.detect import detect_format
+from turnledger.pipeline.formats.detect import detect_candidates
 from turnledger.pipeline.formats.gemini import parse_gemini
 from turnledger.pipeline.formats.langchain import parse_langchain
 from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
@@ -80,15 +80,40 @@ def parse_transcript(
         path: Where the bytes came from; its name identifies single-conversation
             files and its suffix helps detection.
 
+    With ``format="auto"`` the detected candidates are tried best first, and a
+    reader's result is refused when it did not recognise most top-level items
+    (or found no message while something was unrecognised); the next candidate
+    is tried, and when none is left a :class:`TranscriptError` names them all. A
+    forced format is read as it is, reporting what it skipped.
+
     Returns:
         The conversations found, with what was skipped and what was malformed.
 
     Raises:
-        TranscriptError: The format is unknown or undetectable, or the content
-            cannot be read as that format.
+        TranscriptError: The format is unknown or undetectable, the content
+            cannot be read as that format, or no detected reader recognised it.
     """
     name = PurePath(path).name if path is not None else "<transcript>"
-    chosen = detect_format(path, data) if format == "auto" else _format_name(format)
+    if format != "auto":
+        return _read(_format_name(format), data, name)
+    candidates = detect_candidates(path, data)
+    refusals: list[str] = []
+    for chosen in candidates:
+        parsed = _read(chosen, data, name)
+        refusal = _refusal(parsed)
+        if refusal is None:
+            return parsed
+        refusals.append(f"{chosen} ({refusal})")
+    considered = "; ".join(refusals)
+    msg = (
+        f"Expected a transcript one reader recognises, found none that reads most "
+        f"of it (formats considered: {considered}); pass --format to read it as "
+        "one of them anyway"
+    )
+    raise TranscriptError(msg)
+
+
+def _read(chosen: FormatName, data: bytes, name: str) -> ParsedTranscript:
     try:
         return _READERS[chosen](data, name=name)
     except RecursionError as error:
@@ -96,6 +121,25 @@ def parse_transcript(
         # to the interpreter's limit can (a cassette's history items).
         msg = f"Expected a {chosen} transcript, found values nested too deeply"
         raise TranscriptError(msg) from error
+
+
+def _refusal(parsed: ParsedTranscript) -> str | None:
+    """Why a detected reader's result is not to be trusted, or ``None``.
+
+    It is refused when most top-level items were unrecognised, or when it found
+    no message at all while some item was unrecognised.
+    """
+    if not parsed.unread:
+        return None
+    messages = sum(len(c.messages) for c in parsed.conversations)
+    if parsed.unread * 2 <= parsed.items and messages:
+        return None
+    kinds = sorted(parsed.skipped.items(), key=lambda kv: -kv[1])[:3]
+    listed = ", ".join(f"{kind} x{count}" for kind, count in kinds)
+    return (
+        f"{parsed.unread} of {parsed.items} items unrecognised, "
+        f"{messages} messages read; skipped {listed}"
+    )
 
 
 def _format_name(value: str) -> FormatName:

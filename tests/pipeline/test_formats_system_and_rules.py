@@ -284,3 +284,125 @@ def test_responses_pairs_by_call_id_across_an_assistant_message(capsys, tmp_path
     assert code == 0
     code, _, _ = run(capsys, "audit", path, "--strict")
     assert code == 1
+
+
+# --- detection that never guesses silently ------------------------------------------
+
+STARRED = [
+    {"role": "user", "content": "Star the repo"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_9",
+                "type": "function",
+                "function": {"name": "star_repo", "arguments": '{"repo":"a/b"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_9", "content": "ok"},
+    {"role": "assistant", "content": "Successfully starred the repository"},
+]
+
+
+def test_a_top_level_system_with_chat_messages_is_read_as_chat(capsys, tmp_path):
+    """Message evidence wins over the `system` key: the tool call is counted."""
+    path = write(tmp_path, "agent.json", {"system": SYSTEM, "messages": STARRED})
+    code, out, _ = run(capsys, "audit", path, "--json")
+    report = json.loads(out)
+    assert report["format"] == "openai-chat"
+    assert (report["tool_calls"], report["tool_results"]) == (1, 1)
+    assert code == 0
+    db = str(tmp_path / "l.db")
+    assert run(capsys, "--db", db, "import", path, "--session", "s")[0] == 0
+    _, out, _ = run(capsys, "--db", db, "history", "s", "--json")
+    history = json.loads(out)
+    assert history[0]["text"] == SYSTEM
+    assert [c["name"] for m in history for c in m["tool_calls"]] == ["star_repo"]
+
+
+CLI_RECORDING = {
+    "version": 2,
+    "messages": [
+        {"type": "prompt", "text": "Star the repo"},
+        {"type": "tool", "tool": "star_repo", "input": {"repo": "a/b"}},
+        {"type": "tool_output", "output": "ok"},
+        {"type": "reply", "text": "Successfully starred the repository"},
+    ],
+}
+SESSION_ID_JSONL = [
+    {"sessionId": "s-1", "type": "session_start", "cwd": "/w"},
+    {"type": "message", "role": "user", "content": "Star the repo"},
+    {"type": "function_call", "name": "star_repo", "arguments": "{}", "id": "c1"},
+    {"type": "function_result", "id": "c1", "output": "ok"},
+    {"type": "message", "role": "assistant", "content": "Successfully starred"},
+]
+
+
+def test_a_plain_json_cli_recording_is_refused(capsys, tmp_path):
+    """Unrecognised messages are no openai-chat: exit 2, nothing written."""
+    path = write(tmp_path, "cli.json", CLI_RECORDING)
+    code, out, err = run(capsys, "audit", path, "--json")
+    assert (code, out) == (2, "")
+    assert "unrecognised" in err
+    assert err.count("\n") == 1
+    db = str(tmp_path / "l.db")
+    code, _, err = run(capsys, "--db", db, "import", path)
+    assert code == 2
+    code, out, _ = run(capsys, "--db", db, "stats", "--json")
+    assert code != 0 or json.loads(out)["events"] == 0
+
+
+def test_a_jsonl_with_a_session_id_header_is_not_taken_for_claude_code(
+    capsys, tmp_path
+):
+    """One `sessionId` line does not make a Claude Code file: refused, naming it."""
+    path = tmp_path / "other.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in SESSION_ID_JSONL))
+    code, out, err = run(capsys, "audit", str(path), "--json")
+    assert (code, out) == (2, "")
+    assert "formats considered: codex (5 of 5 items unrecognised" in err
+    assert "; claude-code (4 of 5 items unrecognised, 0 messages read" in err
+    db = str(tmp_path / "l.db")
+    assert run(capsys, "--db", db, "import", str(path))[0] == 2
+    # Forced, the file is read and what was skipped is reported.
+    code, out, _ = run(capsys, "audit", str(path), "--format", "claude-code", "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["conversations"] == 0
+    assert report["skipped"] == {
+        "function_call": 1,
+        "function_result": 1,
+        "message": 2,
+        "session_start": 1,
+    }
+    code, out, _ = run(
+        capsys, "--db", db, "import", str(path), "--format", "claude-code", "--json"
+    )
+    assert code == 0
+    assert json.loads(out)["skipped"]["message"] == 2
+
+
+def test_a_claude_code_file_with_a_few_foreign_lines_still_reads(tmp_path):
+    """The refusal is for most items unrecognised, not for one odd line."""
+    lines = [
+        {
+            "type": "user",
+            "sessionId": "s",
+            "uuid": "u1",
+            "message": {"role": "user", "content": "hi"},
+        },
+        {
+            "type": "assistant",
+            "sessionId": "s",
+            "uuid": "u2",
+            "message": {"role": "assistant", "content": "yo"},
+        },
+        {"type": "mystery", "x": 1},
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    parsed = parse_transcript(data, path="s.jsonl")
+    assert parsed.format == "claude-code"
+    assert (parsed.items, parsed.unread) == (3, 1)
+    assert parsed.skipped == {"mystery": 1}
