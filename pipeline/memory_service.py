@@ -98,6 +98,17 @@ class MemoryAccessError(PipelineError, ValueError):
     """A memory operation is refused (scope) or cannot be served."""
 
 
+class StaleEntryError(MemoryAccessError):
+    """A compare-and-set store found the entry changed; nothing was written."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"Expected memory entry {key!r} unchanged since it was read, "
+            "found it rewritten or removed by another writer"
+        )
+
+
 def _base_paths(ledger_url: str) -> tuple[Path, str]:
     if "://" in ledger_url and not ledger_url.startswith("sqlite:///"):
         return Path(), "turnledger"
@@ -273,12 +284,19 @@ class MemoryService:
         source: MemorySource = "cli",
         importance: float | None = None,
         namespace: str = "default",
+        if_content: str | None = None,
     ) -> MemoryEntry | Unsupported:
         """Record a memory write and apply it; returns the stored entry.
+
+        With ``if_content`` the write is a compare-and-set: it is made only while
+        the agent's own live entry under ``key`` still has exactly that content,
+        checked again before every append attempt (another process may have
+        rewritten it since it was read); a merge uses it.
 
         Raises:
             MemoryAccessError: ``importance`` is outside [0, 1] or ``namespace``
                 is empty.
+            StaleEntryError: ``if_content`` no longer matches; nothing written.
         """
         if importance is not None and not 0.0 <= importance <= 1.0:
             msg = f"Expected an importance in [0, 1], found {importance!r}"
@@ -309,9 +327,18 @@ class MemoryService:
                 backend=backend.name,
                 reason="memory is disabled for this agent (backend none)",
             )
-        # A store is an upsert by key that depends on no earlier state: on a
-        # conflict with another writer it is retried as is (ledger order decides).
-        append_decided(self.store, memory_stream_id(agent), lambda _head: [event])
+
+        def decide(_head: int) -> list[Event]:
+            # A plain store is an upsert by key that depends on no earlier state:
+            # on a conflict it is retried as is (ledger order decides). A
+            # compare-and-set re-reads the entry, caught up past the head.
+            if if_content is not None:
+                current = self.backend(agent).get(key, agents=[agent])
+                if current is None or current.content != if_content:
+                    raise StaleEntryError(key)
+            return [event]
+
+        append_decided(self.store, memory_stream_id(agent), decide)
         found = self.backend(agent).get(key, agents=[agent])
         if found is None:  # pragma: no cover - a backend that lost a write
             msg = f"Expected the stored entry {key!r} to be readable, found nothing"

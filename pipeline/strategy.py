@@ -49,7 +49,7 @@ import msgspec
 from turnledger.ledger.events import MemorySource, MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.pipeline.appending import append_decided
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory_service import MemoryService, StaleEntryError
 from turnledger.pipeline.providers.base import ChatRequest, Provider, ProviderError
 from turnledger.policies.consolidation import (
     CORE_CATEGORY,
@@ -96,6 +96,7 @@ ConflictScores: TypeAlias = Literal["auto", "recall", "lexical"]
 """Where conflict scores come from (see the module docstring)."""
 
 _CONFLICT_RECALL_LIMIT = 10
+_STALE_REDECISIONS = 8
 
 
 class StrategySettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -399,7 +400,7 @@ class DefaultMemoryStrategy:
                 report, outcome=answer.outcome, detail=answer.detail
             )
         written_daily = self._record_daily(agent, answer.history_entry)
-        core = self._record_core(agent, answer.memory_update)
+        core = self._record_core_decided(agent, answer.memory_update)
         recorded = written_daily is not None or core.core in ("stored", "merged")
         return msgspec.structs.replace(
             report,
@@ -463,6 +464,7 @@ class DefaultMemoryStrategy:
         importance: float | None,
         session: str | None = None,
         source: MemorySource = "consolidation",
+        if_content: str | None = None,
     ) -> bool:
         written = self.memory.store_entry(
             agent,
@@ -472,6 +474,7 @@ class DefaultMemoryStrategy:
             session=session,
             source=source,
             importance=importance,
+            if_content=if_content,
         )
         return not isinstance(written, Unsupported)
 
@@ -490,6 +493,20 @@ class DefaultMemoryStrategy:
         backend = self.memory.backend(agent)
         rows = backend.export(agents=[agent], category=CORE_CATEGORY)
         return {row.key: row for row in rows}
+
+    def _record_core_decided(self, agent: str, update: str | None) -> _CoreResult:
+        """Record the core update; decide again when a merge's survivor changed.
+
+        Another process may rewrite the survivor between the read and the write:
+        the merge is a compare-and-set, and a stale one is decided again on the
+        new state (up to :data:`_STALE_REDECISIONS` times, then the error).
+        """
+        for _ in range(_STALE_REDECISIONS - 1):
+            try:
+                return self._record_core(agent, update)
+            except StaleEntryError:
+                continue
+        return self._record_core(agent, update)
 
     def _record_core(self, agent: str, update: str | None) -> _CoreResult:
         if update is None:
@@ -529,6 +546,7 @@ class DefaultMemoryStrategy:
             category=CORE_CATEGORY,
             importance=importance,
             session=survivor.session,
+            if_content=survivor.content,  # a compare-and-set: no lost merge
         )
         return _CoreResult(core="merged", key=survivor.key, duplicate_of=survivor.key)
 

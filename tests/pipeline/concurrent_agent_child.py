@@ -25,7 +25,8 @@ in a SQLite file beside the ledger. ``--think`` sleeps between turns (a user's
 pause). A turn that raises is counted as crashed and the child goes on. The
 child prints one JSON line at the end: ``child``, ``completed``, ``failed``
 (turn outcomes that did not complete, with their failure) and ``crashed``
-(exception type and message, per crashed turn). Logs go to stderr.
+(exception type and message, per crashed turn), ``started`` and ``ended``
+(wall-clock seconds around the turn loop). Logs go to stderr.
 
 :func:`run_children` starts such children and :func:`check_run` checks what
 they left in the ledger and in memory; ``tests/pipeline/test_concurrent_agents.py``
@@ -41,6 +42,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -182,6 +184,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             config=config,
             strategy=DefaultMemoryStrategy(memory, model),
         )
+        started = time.time()
         for turn in range(args.turns):
             try:
                 outcome = await engine.run_turn(
@@ -196,12 +199,15 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                     failed.append(str(outcome.failure))
             if args.think:
                 await asyncio.sleep(args.think)
+        ended = time.time()
     memory.close()
     return {
         "child": args.child,
         "completed": completed,
         "failed": failed,
         "crashed": crashed,
+        "started": started,
+        "ended": ended,
     }
 
 
@@ -237,6 +243,7 @@ class Run:
     reports: list[dict[str, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
 
 
 def run_children(
@@ -294,6 +301,10 @@ def run_children(
         for failure in report["failed"]:
             run.problems.append(f"child {child} had a turn fail: {failure}")
         run.counts["completed"] += int(report["completed"])
+    if run.reports:
+        run.seconds = max(float(str(r["ended"])) for r in run.reports) - min(
+            float(str(r["started"])) for r in run.reports
+        )
     return run
 
 

@@ -14,21 +14,28 @@ Full sizes (4 x 200) run in ``benchmarks/stress_agents.py``.
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.pipeline.concurrent_agent_child import check_run, run_children
+from tests.pipeline.concurrent_agent_child import HANG_GUARD, check_run, run_children
 from turnledger.ledger.events import MemoryStored
-from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.ids import memory_stream_id, session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.appending import (
     AppendContentionError,
     RetryPolicy,
     append_decided,
 )
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.memory_service import MemoryService, StaleEntryError
+from turnledger.pipeline.session_lock import SessionBusyError, SessionLocks
 
 AGENT = "ops"
 TURNS = 12
@@ -145,3 +152,140 @@ def test_four_processes_in_different_sessions_on_sqlite(tmp_path: Path):
 
 def test_four_processes_in_different_sessions_on_postgres(postgres_url: str):
     _check(postgres_url, ["s0", "s1", "s2", "s3"], memory_url=postgres_url)
+
+
+# -- the session lock -----------------------------------------------------------
+
+HOLDER = """
+import asyncio, sys
+from uuid import UUID
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.session_lock import SessionLocks
+
+async def main():
+    locks = SessionLocks(open_store(sys.argv[1]))
+    async with locks.hold(UUID(sys.argv[2])):
+        print("held", flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def _stream(name: str):
+    return session_stream_id(AGENT, name)
+
+
+async def _interleaving(
+    store: EventStore, other: EventStore, a: str, b: str
+) -> list[str]:
+    first, second = SessionLocks(store), SessionLocks(other)
+    steps: list[str] = []
+    entered = asyncio.Event()
+
+    async def one() -> None:
+        async with first.hold(_stream(a)):
+            steps.append("a in")
+            entered.set()
+            for _ in range(5):
+                await asyncio.sleep(0.01)
+            steps.append("a out")
+
+    async def two() -> None:
+        await entered.wait()
+        async with second.hold(_stream(b)):
+            steps.append("b in")
+        steps.append("b out")
+
+    try:
+        await asyncio.gather(one(), two())
+    finally:
+        first.close()
+        second.close()
+    return steps
+
+
+def _stores(kind: str, request: pytest.FixtureRequest) -> tuple[EventStore, EventStore]:
+    if kind == "sqlite":
+        path = request.getfixturevalue("sqlite_path")
+    else:
+        path = request.getfixturevalue("postgres_url")
+    store, other = open_store(path), open_store(path)
+    request.addfinalizer(store.close)
+    request.addfinalizer(other.close)
+    return store, other
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_second_writer_of_a_session_waits_for_the_first(kind, request):
+    store, other = _stores(kind, request)
+    steps = asyncio.run(_interleaving(store, other, "s1", "s1"))
+    assert steps == ["a in", "a out", "b in", "b out"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_other_sessions_do_not_wait(kind, request):
+    store, other = _stores(kind, request)
+    steps = asyncio.run(_interleaving(store, other, "s1", "s2"))
+    assert steps == ["a in", "b in", "b out", "a out"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_dead_holder_frees_the_session_and_a_live_one_is_a_typed_busy(kind, request):
+    store, _ = _stores(kind, request)
+    url = str(
+        request.getfixturevalue("sqlite_path" if kind == "sqlite" else "postgres_url")
+    )
+    stream = _stream("s1")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url, str(stream)],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        locks = SessionLocks(store, wait=0.05)
+
+        async def enter() -> None:
+            async with locks.hold(stream):
+                pass
+
+        with pytest.raises(SessionBusyError, match="another writer"):
+            asyncio.run(enter())
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        locks.wait = HANG_GUARD  # the server may notice a closed connection late
+        asyncio.run(enter())
+        locks.close()
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_a_compare_and_set_store_refuses_an_entry_another_writer_rewrote(
+    tmp_path: Path,
+):
+    path = str(tmp_path / "ledger.db")
+    config = parse_config(f'data_dir = "{tmp_path}"\n')
+    mine, theirs = open_store(path), open_store(path)
+    memory = MemoryService(mine, config, ledger_url=path)
+    other = MemoryService(theirs, config, ledger_url=path)
+    try:
+        memory.store_entry(AGENT, "k", "old")
+        other.store_entry(AGENT, "k", "new")  # another process rewrites it
+        version = mine.stream_version(memory_stream_id(AGENT))
+        with pytest.raises(StaleEntryError, match="'k'"):
+            memory.store_entry(AGENT, "k", "old, merged", if_content="old")
+        assert mine.stream_version(memory_stream_id(AGENT)) == version
+        assert memory.get(AGENT, "k").content == "new"
+        memory.store_entry(AGENT, "k", "new, merged", if_content="new")
+        assert other.get(AGENT, "k").content == "new, merged"
+    finally:
+        memory.close()
+        other.close()
+        mine.close()
+        theirs.close()
