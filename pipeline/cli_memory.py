@@ -7,14 +7,8 @@ backend; reads are scoped to the agent and its configured peers.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sqlite3
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final
-
-import msgspec
 
 from turnledger.pipeline.cli_common import (
     Command,
@@ -24,12 +18,11 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
-from turnledger.pipeline.config import StorageConfig
+from turnledger.pipeline.cli_memory_rebuild import rebuild
 from turnledger.pipeline.memory_service import MemoryAccessError, MemoryService
 from turnledger.pipeline.strategy import strategy_for
 from turnledger.policies.recall import RecallConfigError
 from turnledger.projections.memory.protocol import (
-    MemoryBackend,
     MemoryEntry,
     Unsupported,
 )
@@ -90,7 +83,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
     context --agent A QUERY [--session S] [--origin ORIGIN] prints exactly the
     [Memory context] block a turn would get (nothing when no entry qualifies);
     list|get|forget|stats --agent A ... [--json]; rebuild --agent A --backend
-    sqlite|markdown|postgres|qdrant replays the memory events into a fresh store;
+    sqlite|markdown|postgres|qdrant [--out DIR] replays the agent's memory events
+    into a fresh store kept in DIR, or (no --out) rebuilds the configured store
+    in place after a backup; --json prints agent, backend, path, entries,
+    forgotten, seconds;
     govern --agent A [--dry-run] applies retention as memory events (conversation
     rows expire after 30 days; daily rows are archived after 7, purged after 30).
 
@@ -215,79 +211,10 @@ def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
         "get": _get,
         "forget": _forget,
         "stats": _stats,
-        "rebuild": _rebuild,
+        "rebuild": rebuild,
         "govern": _govern,
     }
     return handlers[args.action](service, args)
-
-
-def _rebuild(service: MemoryService, args: argparse.Namespace) -> int:
-    """Replay an agent's memory events into a fresh store of another kind."""
-    agent = args.agent
-    kind = args.backend
-    out = (
-        Path(args.out)
-        if args.out
-        else Path(tempfile.mkdtemp(prefix="turnledger-rebuild-"))
-    )
-    storage = dict(service.config.storage)
-    if kind == "postgres":
-        url = args.url or service.config.storage_for("postgres").url
-        if not url:
-            msg = "Expected --url (or storage.postgres.default.url) to rebuild into"
-            raise UsageError(msg)
-        if not url.startswith(("postgresql://", "postgres://")):
-            msg = f"Expected a postgresql:// URL to rebuild into, found {url!r}"
-            raise UsageError(msg)
-        storage["postgres"] = {"default": StorageConfig(url=url)}
-    cfg = msgspec.structs.replace(
-        service.config,
-        storage=storage,
-        agents={
-            **service.config.agents,
-            agent: msgspec.structs.replace(
-                service.config.agent(agent), memory=kind, read_memory_from=()
-            ),
-        },
-        data_dir=str(out),
-    )
-    fresh = MemoryService(service.store, cfg, ledger_url=str(out / "rebuild.db"))
-    try:
-        fresh_backend = _fresh_backend(fresh, agent, kind)
-        count = fresh_backend.count(agents=[agent])
-        where = str(out)
-        print(
-            f"rebuilt {count} entries of {agent} into a fresh {kind} store at {where}"
-        )
-        if args.json:
-            print_json(
-                {"agent": agent, "backend": kind, "entries": count, "path": where}
-            )
-    finally:
-        fresh.close()
-        if not args.out and not args.keep:
-            shutil.rmtree(out, ignore_errors=True)
-    return 0
-
-
-def _fresh_backend(fresh: MemoryService, agent: str, kind: str) -> MemoryBackend:
-    """Open the store to rebuild into; one that cannot open is a usage error."""
-    if kind != "postgres":
-        try:
-            return fresh.backend(agent)
-        except sqlite3.Error as e:  # --out names a file, not a folder
-            msg = f"Expected a folder to rebuild into, found one that fails: {e}"
-            raise UsageError(msg) from None
-    import psycopg  # noqa: PLC0415 - an optional extra, needed only here
-
-    try:
-        return fresh.backend(agent)
-    except psycopg.Error as e:
-        detail = " ".join(str(e).split())  # psycopg's messages span lines
-        msg = (
-            f"Expected a PostgreSQL server to rebuild into, found none usable: {detail}"
-        )
-        raise UsageError(msg) from None
 
 
 COMMANDS: Final[dict[str, Command]] = {"memory": cmd_memory}
@@ -330,9 +257,15 @@ _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...
             ("--backend",),
             {"required": True, "choices": ("sqlite", "markdown", "postgres", "qdrant")},
         ),
-        (("--out",), {"default": None, "help": "where the fresh store goes"}),
+        (
+            ("--out",),
+            {
+                "default": None,
+                "help": "folder of the fresh store (kept); "
+                "without it the configured store is rebuilt in place after a backup",
+            },
+        ),
         (("--url",), {"default": None, "help": "postgresql:// URL of the fresh store"}),
-        (("--keep",), {"action": "store_true", "help": "keep the temporary store"}),
     ),
     "govern": (
         (("--dry-run",), {"action": "store_true", "help": "show the plan only"}),

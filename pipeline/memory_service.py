@@ -128,6 +128,8 @@ class MemoryService:
             writer (engine, autosave, tools, consolidation, import, CLI) honours it.
         keys_path: The key store file (default: ``<ledger stem>.keys.db`` beside
             the ledger); a rebuild elsewhere passes the live one to decrypt.
+        only_agents: Apply only these agents' events (a rebuild of one agent);
+            ``None``: every agent mapped to the backend.
     """
 
     def __init__(
@@ -138,7 +140,9 @@ class MemoryService:
         ledger_url: str,
         shredding: bool | None = None,
         keys_path: str | Path | None = None,
+        only_agents: frozenset[str] | None = None,
     ) -> None:
+        self.only_agents = only_agents
         self.store = store
         self.config = config
         self.base, self.stem = _base_paths(ledger_url)
@@ -172,6 +176,20 @@ class MemoryService:
             api_key=os.environ.get(settings.api_key_env),
         )
 
+    def workspace(self, agent: str) -> Path:
+        """The agent's workspace (its Markdown memory lives there)."""
+        return self._workspace(agent)
+
+    def sqlite_path(self, ref: str) -> Path:
+        """The file of a ``sqlite.<alias>`` backend (configured or default)."""
+        alias = ref.partition(".")[2] or "default"
+        configured = self.config.storage_for(ref).path
+        if configured:
+            return Path(configured)
+        if alias != "default":
+            return self.base / f"{self.stem}.memory.{alias}.db"
+        return self.base / f"{self.stem}.memory.db"
+
     def _workspace(self, agent: str) -> Path:
         configured = self.config.agent(agent).workspace
         if configured:
@@ -179,15 +197,12 @@ class MemoryService:
         return Path(self.config.data_dir) / "agents" / agent / "workspace"
 
     def _open(self, ref: str, agent: str) -> MemoryBackend:
-        kind, _, alias = ref.partition(".")
+        kind = ref.partition(".")[0]
         storage = self.config.storage_for(ref)
         if kind == "sqlite":
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
-            default = self.base / f"{self.stem}.memory.db"
-            if alias != "default":
-                default = self.base / f"{self.stem}.memory.{alias}.db"
-            return SQLiteMemory(storage.path or default, embedder=self._embedder())
+            return SQLiteMemory(self.sqlite_path(ref), embedder=self._embedder())
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
 
@@ -234,6 +249,8 @@ class MemoryService:
         return backend
 
     def _owners(self, ref: str, agent: str) -> set[str] | None:
+        if self.only_agents is not None:
+            return set(self.only_agents)
         if ref.startswith("markdown."):
             return {agent}
         return None  # an install-wide backend takes every agent mapped to it
@@ -371,7 +388,7 @@ class MemoryService:
             decision = check_forget(scope, existing.agent)
             if not decision.allowed:
                 raise MemoryAccessError(decision.detail)
-            if backend.capabilities.append_only:
+            if backend.capabilities.append_only and not backend.capabilities.redacts:
                 refusal.append(
                     Unsupported(
                         operation="forget",

@@ -22,21 +22,27 @@ that are not plain words are JSON strings.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeAlias
 
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import MemoryStored
+from turnledger.ledger.events import MemoryForgotten, MemoryStored
 from turnledger.policies.recall import bound_recall_limit
 from turnledger.policies.relevance import uniform_coverage
+from turnledger.projections.memory._markdown_lines import (
+    FORGOTTEN_META,
+    as_new,
+    format_line,
+    parse_line,
+    utc,
+)
 from turnledger.projections.memory.apply import new_memory
 from turnledger.projections.memory.protocol import (
     Capabilities,
@@ -57,19 +63,13 @@ POSITION_FILE: Final = ".applied_position"
 """The tracking file (inside :data:`DAILY_DIR`) of positions without a line."""
 
 APPEND_ONLY_REASON: Final = "markdown memory is append-only (an audit trail)"
-"""Why forget, supersede and purge_session are unsupported."""
+"""Why supersede and purge_session are unsupported."""
 
-CAPABILITIES: Final = Capabilities(append_only=True, purge_session=False)
-"""Keyword recall, sessions, categories and time filters; nothing is removed."""
-
-_LINE = re.compile(
-    r"^- \*\*(?P<key>(?:[^*\\]|\\.)*)\*\* "
-    r'\[(?P<meta>(?:[^\]"]|"(?:[^"\\]|\\.)*")*)\]:(?: (?P<content>.*))?$'
+CAPABILITIES: Final = Capabilities(
+    append_only=True, purge_session=False, redacts=True
 )
-_META = re.compile(r'(?P<name>\w+)=(?P<value>"(?:[^"\\]|\\.)*"|[^\s"\]]*)')
-_BARE = re.compile(r"[\w.:+\-]+")
-_ESCAPED = re.compile(r"\\(.)")
-_UNESCAPE: Final = {"n": "\n", "r": "\r"}
+"""Keyword recall, sessions, categories and time filters; forget redacts."""
+
 _DATED = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
 _Entries: TypeAlias = list[MemoryEntry]
 
@@ -80,97 +80,7 @@ class _Line(msgspec.Struct, frozen=True, kw_only=True):
     entry: MemoryEntry
     position: int | None
     order: tuple[datetime, int, int, int]
-
-
-def _escape(text: str, *, key: bool = False) -> str:
-    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    return text.replace("*", "\\*") if key else text
-
-
-def _unescape(text: str) -> str:
-    return _ESCAPED.sub(lambda m: _UNESCAPE.get(m[1], m[1]), text)
-
-
-def _meta_value(value: str) -> str:
-    return value if _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
-
-
-def _utc(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
-def _stamp(moment: datetime) -> str:
-    return _utc(moment).isoformat().replace("+00:00", "Z")
-
-
-def format_line(entry: NewMemory, position: int | None = None) -> str:
-    """Return the Markdown line that records one write.
-
-    Args:
-        entry: The write.
-        position: The ledger position that wrote it, when applied from the ledger.
-
-    Returns:
-        The line, without its newline.
-    """
-    meta = [("category", entry.category)]
-    if entry.session is not None:
-        meta.append(("session", entry.session))
-    meta += [("at", _stamp(entry.at)), ("id", entry.entry_id)]
-    if position is not None:
-        meta.append(("pos", str(position)))
-    if entry.namespace != "default":
-        meta.append(("ns", entry.namespace))
-    if entry.importance is not None:
-        meta.append(("importance", repr(entry.importance)))
-    fields = " ".join(f"{name}={_meta_value(value)}" for name, value in meta)
-    return f"- **{_escape(entry.key, key=True)}** [{fields}]: {_escape(entry.content)}"
-
-
-def _parse_meta(text: str) -> dict[str, str]:
-    meta: dict[str, str] = {}
-    for match in _META.finditer(text):
-        value = match["value"]
-        meta[match["name"]] = str(json.loads(value)) if value.startswith('"') else value
-    return meta
-
-
-def parse_line(line: str, *, agent: str) -> tuple[MemoryEntry, int | None] | None:
-    """Parse one line written by :func:`format_line`.
-
-    Args:
-        line: The line, without its newline.
-        agent: The agent owning the file.
-
-    Returns:
-        The entry (unscored) and the position that wrote it, or ``None`` for a
-        line that is not a memory line (headers, prose a human added).
-    """
-    match = _LINE.match(line.rstrip("\r"))
-    if match is None:
-        return None
-    meta = _parse_meta(match["meta"])
-    try:
-        at = _utc(datetime.fromisoformat(meta["at"]))
-        position = int(meta["pos"]) if "pos" in meta else None
-        importance = float(meta["importance"]) if "importance" in meta else None
-    except (KeyError, ValueError):
-        return None
-    entry = MemoryEntry(
-        id=meta.get("id", ""),
-        key=_unescape(match["key"]),
-        content=_unescape(match["content"] or ""),
-        category=meta.get("category", "core"),
-        agent=agent,
-        session=meta.get("session"),
-        namespace=meta.get("ns", "default"),
-        importance=importance,
-        created_at=at,
-        updated_at=at,
-    )
-    return entry, position
+    forgotten: bool = False
 
 
 def keyword_score(query: str, entry: MemoryEntry) -> float:
@@ -192,8 +102,8 @@ def in_window(
     entry: MemoryEntry, since: datetime | None, until: datetime | None
 ) -> bool:
     """Return whether the row was created inside the inclusive window."""
-    return (since is None or entry.created_at >= _utc(since)) and (
-        until is None or entry.created_at <= _utc(until)
+    return (since is None or entry.created_at >= utc(since)) and (
+        until is None or entry.created_at <= utc(until)
     )
 
 
@@ -204,7 +114,7 @@ class AppendOnlyRefusals:
     capabilities: Capabilities = CAPABILITIES
 
     def forget(self, key: str, *, agent: str) -> bool | Unsupported:
-        """Refuse: nothing is ever removed from the files."""
+        """Refuse (a handle that owns files redacts instead)."""
         return self._refuse("forget", key, agent)
 
     def supersede(
@@ -241,7 +151,7 @@ class MarkdownMemory(AppendOnlyRefusals):
         """Return the file a write goes to (by category and UTC date of ``at``)."""
         if entry.category == "core":
             return self.root / CORE_FILE
-        return self.root / DAILY_DIR / f"{_utc(entry.at).date().isoformat()}.md"
+        return self.root / DAILY_DIR / f"{utc(entry.at).date().isoformat()}.md"
 
     def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
         """Append the write as a line; the returned row is what reads now show."""
@@ -266,10 +176,53 @@ class MarkdownMemory(AppendOnlyRefusals):
             _append_line(path, _header(path), format_line(entry, position))
         return None
 
-    def _lines(self) -> list[_Line]:
-        files = [self.root / CORE_FILE]
+    def forget(self, key: str, *, agent: str) -> bool | Unsupported:
+        """Redact every line of ``agent``'s key (the audit trail keeps its shape).
+
+        Each line of the key is rewritten in place with content
+        :data:`FORGOTTEN_TEXT` and ``forgotten=true`` (files are replaced
+        atomically), so no file holds the content any more and reads no longer
+        show the key; storing the key again appends a new, visible line.
+
+        Returns:
+            Whether the key was visible before.
+        """
+        if agent != self.agent:
+            return False
+        visible = key in self._rows()
+        self._redact(key, before=None)
+        return visible
+
+    def _redact(self, key: str, *, before: int | None) -> None:
+        """Rewrite the key's lines (those written below ``before``) as forgotten."""
+        with self._lock:
+            for path in self._files():
+                if not path.is_file():
+                    continue
+                text = path.read_text("utf-8")
+                out = []
+                changed = False
+                for line in text.split("\n"):
+                    parsed = parse_line(line, agent=self.agent)
+                    kept = line
+                    if parsed is not None and parsed[0].key == key:
+                        entry, position = parsed
+                        if before is None or (position or 0) < before:
+                            kept = format_line(as_new(entry), position, forgotten=True)
+                            changed = True
+                    out.append(kept)
+                if changed:
+                    _write_atomically(path, "\n".join(out))
+
+    def _files(self) -> list[Path]:
         daily = self.root / DAILY_DIR
-        files += sorted(p for p in daily.iterdir() if _DATED.fullmatch(p.name))
+        return [
+            self.root / CORE_FILE,
+            *sorted(p for p in daily.iterdir() if _DATED.fullmatch(p.name)),
+        ]
+
+    def _lines(self) -> list[_Line]:
+        files = self._files()
         lines: list[_Line] = []
         for rank, path in enumerate(files):
             if not path.is_file():
@@ -279,13 +232,21 @@ class MarkdownMemory(AppendOnlyRefusals):
                 if parsed is not None:
                     entry, position = parsed
                     order = (entry.updated_at, position or 0, rank, number)
-                    lines.append(_Line(entry=entry, position=position, order=order))
+                    gone = FORGOTTEN_META in text
+                    lines.append(
+                        _Line(
+                            entry=entry, position=position, order=order, forgotten=gone
+                        )
+                    )
         return lines
 
     def _rows(self) -> dict[str, MemoryEntry]:
         """Fold the lines per key: newest content, first id and creation time."""
         rows: dict[str, MemoryEntry] = {}
         for line in sorted(self._lines(), key=lambda line: line.order):
+            if line.forgotten:
+                rows.pop(line.entry.key, None)  # a new write after it starts anew
+                continue
             first = rows.get(line.entry.key)
             if first is None:
                 rows[line.entry.key] = line.entry
@@ -379,22 +340,25 @@ class MarkdownMemory(AppendOnlyRefusals):
         return max([done, *(line.position or 0 for line in self._lines())])
 
     def apply(self, events: Sequence[Recorded], position: int) -> None:
-        """Append this agent's ``memory.stored`` events above the position.
+        """Apply this agent's memory events above the position.
 
-        A line carries the position that wrote it, so a crash between the
-        append and the tracking write never duplicates a line. Deletions are
-        not applied: the files are an audit trail.
+        ``memory.stored`` appends a line carrying the position that wrote it,
+        so a crash between the append and the tracking write never duplicates
+        a line; ``memory.forgotten`` redacts the key's earlier lines (see
+        :meth:`forget`), so a rebuild never brings a forgotten entry back.
+        Supersessions are not applied: the files are an audit trail.
         """
         done = self.applied_position()
         if position <= done:
             return
         for recorded in events:
-            if recorded.position <= done or not isinstance(
-                recorded.event, MemoryStored
-            ):
+            event = recorded.event
+            if recorded.position <= done or getattr(event, "agent", "") != self.agent:
                 continue
-            if recorded.event.agent == self.agent:
+            if isinstance(event, MemoryStored):
                 self._append(new_memory(recorded), recorded.position)
+            elif isinstance(event, MemoryForgotten):
+                self._redact(event.key, before=recorded.position)
         _write_atomically(self.root / DAILY_DIR / POSITION_FILE, str(position))
 
     def close(self) -> None:

@@ -83,6 +83,10 @@ class MarkdownPeers(AppendOnlyRefusals):
         """Write to the own store (a peer's write is refused there)."""
         return self.own.store(entry)
 
+    def forget(self, key: str, *, agent: str) -> bool | Unsupported:
+        """Redact in the own store (a peer's entry is never touched)."""
+        return self.own.forget(key, agent=agent)
+
     def recall(
         self,
         query: str,

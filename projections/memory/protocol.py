@@ -95,6 +95,8 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
         purge_session: A session's rows can be purged.
         persistent: Data outlives the process.
         stores: Writes are kept at all (``none`` keeps nothing).
+        redacts: An append-only store whose ``forget`` rewrites the key's
+            records as forgotten (Markdown), so nothing of it stays readable.
     """
 
     append_only: bool = False
@@ -106,6 +108,7 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     purge_session: bool = True
     persistent: bool = True
     stores: bool = True
+    redacts: bool = False
 
 
 class Unsupported(msgspec.Struct, frozen=True, kw_only=True):

@@ -229,11 +229,10 @@ def test_torn_last_line_is_closed_before_appending(memory, workspace):
     assert memory.get("next", agents=["alice"]).content == "still parsed"
 
 
-def test_forget_supersede_purge_answer_append_only(memory, workspace):
-    """Deletions are refused with the append-only reason; the line stays."""
+def test_supersede_purge_answer_append_only(memory, workspace):
+    """Supersede and purge are refused with the append-only reason; the line stays."""
     memory.store(new("k", "kept"))
     for result, operation in [
-        (memory.forget("k", agent="alice"), "forget"),
         (memory.supersede("k", agent="alice", superseded_by="k2"), "supersede"),
         (memory.purge_session("s1", agent="alice"), "purge_session"),
     ]:
@@ -242,6 +241,57 @@ def test_forget_supersede_purge_answer_append_only(memory, workspace):
         )
     assert memory.get("k", agents=["alice"]).content == "kept"
     assert memory.capabilities.append_only
+
+
+def test_forget_redacts_every_line_of_the_key(memory, workspace):
+    """forget rewrites the key's lines as [forgotten]: no file holds the content."""
+    memory.store(new("vault", "code 48151623", at=T0))
+    memory.store(new("vault", "code 16234815", category="daily", at=T0))
+    memory.store(new("keep", "the office is in Lyon"))
+    assert memory.forget("vault", agent="alice") is True
+    text = "".join(p.read_text() for p in workspace.rglob("*.md"))
+    assert "4815" not in text
+    assert text.count("[forgotten]") == 2  # the audit trail keeps its lines
+    assert memory.get("vault", agents=["alice"]) is None
+    assert keys(memory.recall("code", agents=["alice"])) == []
+    assert memory.get("keep", agents=["alice"]).content == "the office is in Lyon"
+    memory.store(new("vault", "a new code", at=T0 + timedelta(days=1)))
+    assert memory.get("vault", agents=["alice"]).content == "a new code"
+    assert memory.forget("vault", agent="bob") is False
+
+
+def test_applied_forget_redacts_only_earlier_lines(memory, workspace):
+    """A rebuild applies memory.forgotten: the entry never comes back."""
+    events = [
+        Recorded(
+            position=1,
+            stream_id=STREAM,
+            version=1,
+            recorded_at=T0,
+            event=MemoryStored(agent="alice", key="k", content="old secret"),
+        ),
+        Recorded(
+            position=2,
+            stream_id=STREAM,
+            version=2,
+            recorded_at=T0,
+            event=MemoryForgotten(agent="alice", key="k"),
+        ),
+        Recorded(
+            position=3,
+            stream_id=STREAM,
+            version=3,
+            recorded_at=T0 + timedelta(1),
+            event=MemoryStored(agent="alice", key="k", content="new value"),
+        ),
+    ]
+    memory.apply(events[:2], 2)
+    assert memory.get("k", agents=["alice"]) is None
+    memory.apply(events, 3)
+    memory.apply(events, 3)  # idempotent
+    assert memory.get("k", agents=["alice"]).content == "new value"
+    text = "".join(p.read_text() for p in workspace.rglob("*.md"))
+    assert "old secret" not in text
 
 
 def test_newest_line_of_a_key_wins(memory, workspace):
@@ -289,8 +339,8 @@ def test_apply_is_idempotent_by_position(memory, workspace):
     assert memory.applied_position() == 3
 
 
-def test_apply_keeps_lines_of_forgotten_keys(memory):
-    """A forget event is tracked but never removes the audit line."""
+def test_apply_redacts_lines_of_forgotten_keys(memory, workspace):
+    """A forget event keeps the audit line but rewrites it as forgotten."""
     memory.apply([stored(1, "k", "kept")], 1)
     memory.apply(
         [Recorded(stream_id=STREAM, version=2, position=2, recorded_at=T0,
@@ -298,7 +348,10 @@ def test_apply_keeps_lines_of_forgotten_keys(memory):
         2,
     )  # fmt: skip
     assert memory.applied_position() == 2
-    assert memory.get("k", agents=["alice"]).content == "kept"
+    assert memory.get("k", agents=["alice"]) is None
+    (line,) = memory_lines(workspace / "MEMORY.md")
+    assert line.startswith("- **k** [")
+    assert line.endswith("]: [forgotten]")
 
 
 def test_rebuild_writes_identical_files(tmp_path):
