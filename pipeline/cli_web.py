@@ -23,8 +23,22 @@ DEFAULT_PORT: Final = 8765
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket.
+
+    Made with ``IPPROTO_TCP`` spelled out: asyncio sets ``TCP_NODELAY`` only on
+    sockets whose ``proto`` says TCP, and ``socket.create_server`` leaves it 0,
+    so every keep-alive answer waited out the peer's delayed ACK (~40 ms).
+    """
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    return socket.create_server((host.strip("[]"), port), family=family)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -93,6 +93,10 @@ def test_timeline_shows_the_trim_the_bounded_result_and_the_recall(
         r"\[\.\.\. \d+ characters truncated \.\.\.\]", marker.inner_text()
     )
 
+    page.page.locator(".step-history-trimmed").first.scroll_into_view_if_needed()
+    page.page.evaluate("window.scrollBy(0, -260)")
+    page.shot("timeline-trim")  # docs/serve.png is a copy of this one
+
     link = page.page.locator("a.recall-link", has_text=recall.entries[0].key).first
     assert link.is_visible()
     link.click()
