@@ -19,9 +19,10 @@ Guarded by:
   stream id; every hold opens its own descriptor, so holders in one process
   exclude each other too. The kernel releases it when the holder dies.
 - PostgreSQL: a session-level advisory lock (two-key form: the schema's hash and
-  the stream's hash) on a connection of the engine's own; the server releases it
-  when the connection closes. Holders sharing that connection (one engine's
-  concurrent turns) are excluded by an in-process set first.
+  the stream's hash) on a connection of the engine's own, open only while one
+  of its turns holds a lock; the server releases the lock when the connection
+  closes. Holders sharing that connection (one engine's concurrent turns) are
+  excluded by an in-process set first.
 - Any other backend: only the in-process set (one engine, one process).
 
 Distinct sessions whose hashes collide only wait for each other, never fail.
@@ -111,9 +112,10 @@ class _AdvisoryLocks:
         self._conninfo = conninfo
         self._space = _int4(zlib.crc32(f"turnledger:session:{schema}".encode()))
         self._conn: Any = None
+        self._count = 0
         self._guard = threading.Lock()
 
-    def _run(self, query: str, stream_id: UUID) -> bool:
+    def _run(self, query: str, stream_id: UUID, change: int) -> bool:
         import psycopg  # noqa: PLC0415 - the PostgreSQL extra loads lazily
 
         key = _int4(zlib.crc32(stream_id.bytes))
@@ -123,16 +125,26 @@ class _AdvisoryLocks:
                     self._conn = psycopg.connect(self._conninfo, autocommit=True)
                 row = self._conn.execute(query, (self._space, key)).fetchone()
             except psycopg.Error as e:
-                self._drop()
+                self._count = 0
+                self._drop()  # its locks die with it
                 msg = f"Cannot lock session stream {stream_id} on PostgreSQL: {e}"
                 raise StoreUnavailableError(" ".join(msg.split())) from e
-        return bool(row and row[0])
+            done = bool(row and row[0])
+            self._count = max(0, self._count + (change if done or change < 0 else 0))
+            if change < 0 and self._count == 0:
+                self._drop()  # open only while a turn holds (or waits for) a lock
+        return done
+
+    def settle(self) -> None:
+        with self._guard:
+            if self._count == 0:
+                self._drop()
 
     def try_acquire(self, stream_id: UUID) -> bool:
-        return self._run("SELECT pg_try_advisory_lock(%s, %s)", stream_id)
+        return self._run("SELECT pg_try_advisory_lock(%s, %s)", stream_id, 1)
 
     def release(self, stream_id: UUID) -> None:
-        self._run("SELECT pg_advisory_unlock(%s, %s)", stream_id)
+        self._run("SELECT pg_advisory_unlock(%s, %s)", stream_id, -1)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -234,6 +246,8 @@ class SessionLocks:
         pause = _FIRST_POLL
         while not await self._try_off_loop(stream_id):
             if self._clock() >= deadline:
+                if isinstance(self._locks, _AdvisoryLocks):
+                    await asyncio.to_thread(self._locks.settle)
                 raise SessionBusyError(stream_id, self.wait)
             await asyncio.sleep(pause)
             pause = min(_MAX_POLL, pause * 2)

@@ -223,6 +223,26 @@ def test_a_second_writer_of_a_session_waits_for_the_first(kind, request):
     assert steps == ["a in", "a out", "b in", "b out"]
 
 
+def test_the_postgres_lock_connection_is_open_only_while_a_lock_is_held(postgres_url):
+    store = open_store(postgres_url)
+    locks = SessionLocks(store)
+    seen: list[object] = []
+
+    async def turn() -> None:
+        async with locks.hold(_stream("s1")):
+            seen.append(locks._locks._conn)
+
+    try:
+        asyncio.run(turn())
+        asyncio.run(turn())
+    finally:
+        locks.close()
+        store.close()
+    assert all(conn is not None for conn in seen)
+    assert seen[0] is not seen[1]
+    assert locks._locks._conn is None
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_other_sessions_do_not_wait(kind, request):
     store, other = _stores(kind, request)
