@@ -400,6 +400,12 @@ def translate(error: BaseException, waited: float) -> LedgerError:
         return LedgerFullError(f"The PostgreSQL ledger's disk is full: {cause}")
     if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
         return LedgerReadOnlyError(f"The PostgreSQL ledger refuses writes: {cause}")
+    if isinstance(
+        cause, (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedTable)
+    ):
+        return StoreUnavailableError(
+            f"The PostgreSQL ledger is gone (its schema or table was dropped): {cause}"
+        )
     return StoreUnavailableError(f"PostgreSQL ledger: {cause}")
 
 

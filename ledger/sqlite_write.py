@@ -75,15 +75,22 @@ def read_head(raw: sqlite3.Connection, stream_id: UUID) -> tuple[int, bytes]:
     if found is None:
         return 0, GENESIS
     version, fmt, link = found
-    if fmt == _CHAINED and len(link) == LINK_SIZE:
-        return int(version), bytes(link[:16])
+    if blob(fmt) == _CHAINED and len(blob(link)) == LINK_SIZE:
+        return int(version), blob(link)[:16]
     # A pre-chain head (a ledger written before the chain): computed once here.
     rows = [
-        (int(r[0]), int(r[1]), str(r[2]), bytes(r[3]))
+        (int(r[0]), int(r[1]), str(r[2]), blob(r[3]))
         for r in raw.execute(_STREAM, (stream_id.hex,)).fetchall()
     ]
     head, full = head_link(rows, stream_id)
     return head, full[:16]
+
+
+def blob(value: bytes | str) -> bytes:
+    """Return a stored state as bytes (a TEXT value written behind our back too)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    return bytes(value)
 
 
 def _lookup(raw: sqlite3.Connection, key: str) -> Replayed | None:

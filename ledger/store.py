@@ -411,12 +411,15 @@ class Subscription:
             msg = f"The ledger subscription failed: {e}"
             raise StoreUnavailableError(msg) from e
         stream = notification.originator_id
+        state = notification.state
         row = StoredRow(
             notification.id,
             stream if isinstance(stream, UUID) else UUID(stream),
             notification.originator_version,
             notification.topic,
-            notification.state,
+            state.encode("utf-8", "surrogateescape")
+            if isinstance(state, str)
+            else bytes(state),
         )
         return self._store.decode(row)
 

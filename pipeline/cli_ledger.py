@@ -1,4 +1,4 @@
-"""Ledger commands: init, demo, tail, verify, stats."""
+"""Ledger commands: init, demo, tail, verify, seal, stats."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Final
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.seal import seal
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.cli_common import (
     Command,
@@ -97,9 +98,13 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check that versions are contiguous, every event decodes, positions increase.
+    """Check every row's hash chain and decoding, and the latest seal.
 
-    Exit 0 when clean, 1 when problems were found (each is listed).
+    Reports by position every edited payload or envelope, deleted, replaced,
+    reordered or forged row, and every stream truncated below the last seal
+    (the seal's HMAC is checked with $TURNLEDGER_SEAL_KEY when set). Exit 0 when
+    clean, 1 when problems were found (each is listed; --json: ``problems`` with
+    ``kind``, ``stream``, ``version``, ``position``, ``message``).
 
     Example: turnledger verify --json
     """
@@ -114,8 +119,41 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(
             f"{state}: {report.events} events in {report.streams} streams, "
             f"last position {report.last_position}"
+            + (
+                f", sealed to {report.sealed_position}"
+                if report.sealed_position
+                else ""
+            )
+            + (f", {report.pre_chain} pre-chain" if report.pre_chain else "")
         )
     return 0 if report.ok else 1
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    """Verify the ledger, then record a seal of every stream's head.
+
+    The seal is signed (HMAC-SHA256) with $TURNLEDGER_SEAL_KEY when set. A ledger
+    with problems is not sealed: they are listed and the exit is 1. On a ledger
+    written before the hash chain, the first seal pins the old rows' links.
+
+    Example: turnledger seal --json
+    """
+    with open_ledger(args) as store:
+        report = seal(store)
+    if args.json:
+        print_json(report)
+        return 0 if report.ok else 1
+    for problem in report.problems:
+        print(f"position {problem.position}: {problem.kind}: {problem.message}")
+    if not report.ok:
+        print(f"not sealed: {len(report.problems)} problem(s)")
+        return 1
+    signed = "signed" if report.signed else "unsigned (no TURNLEDGER_SEAL_KEY)"
+    print(
+        f"seal {report.seal_id}: {report.streams} streams to position "
+        f"{report.position}, {signed}"
+    )
+    return 0
 
 
 class Stats(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,13 +197,14 @@ COMMANDS: Final[dict[str, Command]] = {
     "demo": cmd_demo,
     "tail": cmd_tail,
     "verify": cmd_verify,
+    "seal": cmd_seal,
     "stats": cmd_stats,
 }
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add a ledger command's options."""
-    if name in ("tail", "verify", "stats"):
+    if name in ("tail", "verify", "seal", "stats"):
         p.add_argument("--json", action="store_true", help="print JSON")
     if name == "tail":
         p.add_argument("--follow", "-f", action="store_true", help="keep following")

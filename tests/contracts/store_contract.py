@@ -6,13 +6,23 @@ module subclasses it and provides the ``store`` and ``reopen`` fixtures.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from contextlib import AbstractContextManager
+from typing import Protocol
 from uuid import uuid4
 
 import pytest
 
-from turnledger.ledger.errors import ConcurrencyError, InvalidEventError
+from turnledger.ledger.errors import (
+    ConcurrencyError,
+    IdempotencyKeyError,
+    InvalidEventError,
+    LedgerFullError,
+    LedgerLockedError,
+    StoreUnavailableError,
+)
 from turnledger.ledger.events import (
     AssistantMessage,
     ModelCalled,
@@ -280,3 +290,186 @@ class StoreContract:
             [Append(a, turn_events("a1"), 0), Append(b, turn_events("b1"), 8)]
         )
         assert [r.last_version for r in results] == [8, 16]
+
+
+class Faults(Protocol):
+    """What a backend's test module can do to its database from outside."""
+
+    def hold_write_lock(self) -> AbstractContextManager[None]:
+        """Hold the ledger's write lock from another connection meanwhile."""
+        ...
+
+    def locked_store(self) -> EventStore:
+        """Open the ledger with a 1 s lock timeout."""
+        ...
+
+    def fill_up(self, store: EventStore) -> None:
+        """Make the next write fail for lack of space (or skip)."""
+        ...
+
+    def make_read_only(self) -> None:
+        """Make the database refuse writes (or skip)."""
+        ...
+
+    def vanish(self) -> None:
+        """Remove the database from under the open store (or skip)."""
+        ...
+
+    def kill_connections(self, store: EventStore) -> None:
+        """Kill the store's server connections (or skip)."""
+        ...
+
+
+class StoreFaultContract:
+    """Every driver failure is a typed ledger error, and nothing is half-written."""
+
+    def test_locked_ledger_is_a_typed_error_after_the_timeout(
+        self, store: EventStore, faults: Faults
+    ):
+        """A writer holding the lock past the busy timeout: LedgerLockedError."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        waiting = faults.locked_store()
+        try:
+            with faults.hold_write_lock(), pytest.raises(LedgerLockedError) as caught:
+                waiting.append(stream, turn_events("t2"), expected_version=8)
+            assert str(caught.value) == (
+                "the ledger is locked by another writer (waited 1 s)"
+            )
+            assert waiting.stream_version(stream) == 8
+            waiting.append(stream, turn_events("t2"), expected_version=8)
+        finally:
+            waiting.close()
+
+    def test_full_disk_is_a_typed_error_writing_nothing(
+        self, store: EventStore, faults: Faults
+    ):
+        """No space left: LedgerFullError, and the append is not half-written."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        faults.fill_up(store)
+        big = [*turn_events("big", n_tools=200)]
+        with pytest.raises(LedgerFullError, match=r"full"):
+            store.append(stream, big, expected_version=8)
+        assert store.stream_version(stream) == 8
+        assert store.count() == 8
+
+    def test_read_only_database_is_a_typed_error(
+        self, store: EventStore, faults: Faults, reopen
+    ):
+        """A database refusing writes: a typed error at open or at append."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        store.close()
+        faults.make_read_only()
+        try:
+            again = reopen()
+        except StoreUnavailableError:
+            return  # refused at open, typed
+        with pytest.raises(StoreUnavailableError, match=r"read-only|refuses writes"):
+            again.append(stream, turn_events("t2"), expected_version=8)
+        assert again.stream_version(stream) == 8
+
+    def test_vanished_database_is_a_typed_error(
+        self, store: EventStore, faults: Faults
+    ):
+        """The database removed under an open store: a typed error, not silence."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        faults.vanish()
+        with pytest.raises(StoreUnavailableError, match=r"gone|vanished"):
+            store.append(stream, turn_events("t2"), expected_version=8)
+
+    def test_killed_connection_is_typed_then_recovers(
+        self, store: EventStore, faults: Faults
+    ):
+        """Server connections killed: a typed error at most, then appends work again."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        faults.kill_connections(store)
+        with contextlib.suppress(StoreUnavailableError):
+            store.read_stream(stream)  # a driver error here must come typed
+        version = 8
+        for attempt in range(3):
+            try:
+                store.append(
+                    stream, turn_events(f"r{attempt}"), expected_version=version
+                )
+                version += 8
+            except StoreUnavailableError:
+                continue  # typed; the broken connection is dropped from the pool
+        assert version > 8, "appends must work again after the connection died"
+        assert store.stream_version(stream) == version
+        assert [r.version for r in store.read_stream(stream)] == list(
+            range(1, version + 1)
+        )
+
+
+class IdempotencyContract:
+    """An append with an idempotency key happens once, whatever the retries."""
+
+    def test_same_key_returns_the_first_result_and_writes_nothing(
+        self, store: EventStore
+    ):
+        """A retry (even with a now-stale expected version) replays the first result."""
+        stream = new_stream()
+        first = store.append(
+            stream, turn_events("t1"), expected_version=0, idempotency_key="t1:0"
+        )
+        again = store.append(
+            stream, turn_events("t1"), expected_version=0, idempotency_key="t1:0"
+        )
+        assert again == first
+        assert store.count() == 8
+        other = store.append(
+            stream, turn_events("t2"), expected_version=8, idempotency_key="t2:0"
+        )
+        assert other.first_version == 9
+        assert store.count() == 16
+
+    def test_same_key_twice_in_one_group(self, store: EventStore):
+        """Inside one group commit the second use of a key replays the first."""
+        stream = new_stream()
+        results = store.append_batch(
+            [
+                Append(stream, turn_events("t1"), 0, "k"),
+                Append(stream, turn_events("t1"), 0, "k"),
+                Append(new_stream(), turn_events("x"), 0),
+            ]
+        )
+        assert results[0] == results[1]
+        assert store.count() == 16
+
+    def test_key_on_another_stream_is_refused(self, store: EventStore):
+        """A key first used on stream A cannot write to stream B."""
+        a, b = new_stream(), new_stream()
+        store.append(a, turn_events("t1"), expected_version=0, idempotency_key="k")
+        with pytest.raises(IdempotencyKeyError, match=r"'k'"):
+            store.append(b, turn_events("t1"), expected_version=0, idempotency_key="k")
+        assert store.stream_version(b) == 0
+
+    def test_bad_keys_are_refused(self, store: EventStore):
+        """Empty and oversized keys are invalid input; nothing is written."""
+        for key in ("", "x" * 513):
+            with pytest.raises(InvalidEventError, match=r"idempotency key"):
+                store.append(
+                    new_stream(),
+                    turn_events("t"),
+                    expected_version=0,
+                    idempotency_key=key,
+                )
+        assert store.count() == 0
+
+    def test_key_survives_reopen(self, store: EventStore, reopen):
+        """Keys are durable with their rows: a new process replays them."""
+        stream = new_stream()
+        first = store.append(
+            stream, turn_events("t1"), expected_version=0, idempotency_key="t1:0"
+        )
+        store.close()
+        again = reopen()
+        replay = again.append(
+            stream, turn_events("t1"), expected_version=0, idempotency_key="t1:0"
+        )
+        assert replay == first
+        assert again.count() == 8

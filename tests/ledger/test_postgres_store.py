@@ -2,16 +2,73 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import psycopg
 import pytest
 
-from tests.contracts.store_contract import StoreContract, new_stream, turn_events
+from tests.contracts.store_contract import (
+    IdempotencyContract,
+    StoreContract,
+    StoreFaultContract,
+    new_stream,
+    turn_events,
+)
 from turnledger.ledger.errors import ConfigurationError
+from turnledger.ledger.postgres import PostgresBackend
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
 
 
-class TestPostgresStore(StoreContract):
+class PostgresFaults:
+    """Faults done to the PostgreSQL ledger from outside the store."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.schema = url.rsplit("schema=", 1)[1]
+        self.server = url.split("?", 1)[0]
+
+    @contextlib.contextmanager
+    def hold_write_lock(self) -> Iterator[None]:
+        with psycopg.connect(self.server) as other:
+            other.execute(
+                f'LOCK TABLE "{self.schema}".turnledger_events IN EXCLUSIVE MODE'
+            )
+            yield
+            other.rollback()
+
+    def locked_store(self) -> EventStore:
+        return EventStore(PostgresBackend(self.url, lock_timeout=1))
+
+    def fill_up(self, store: EventStore) -> None:
+        pytest.skip("the shared PostgreSQL server's disk cannot be filled in a test")
+
+    def make_read_only(self) -> None:
+        pytest.skip("the shared test database cannot be made read-only for others")
+
+    def vanish(self) -> None:
+        with psycopg.connect(self.server, autocommit=True) as other:
+            other.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+
+    def kill_connections(self, store: EventStore) -> None:
+        datastore = store.backend._datastore
+        with datastore.get_connection() as one, datastore.get_connection() as two:
+            pids = [one.info.backend_pid, two.info.backend_pid]
+        with psycopg.connect(self.server, autocommit=True) as other:
+            killed = other.execute(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM "
+                "pg_stat_activity WHERE pid = ANY(%s)) AS k",
+                (pids,),
+            ).fetchone()
+        assert killed == (2,)
+
+
+class TestPostgresStore(StoreContract, StoreFaultContract, IdempotencyContract):
+    @pytest.fixture(name="faults")
+    def _faults(self, postgres_url: str) -> PostgresFaults:
+        return PostgresFaults(postgres_url)
+
     @pytest.fixture(name="store")
     def _store(self, postgres_store: EventStore) -> EventStore:
         return postgres_store

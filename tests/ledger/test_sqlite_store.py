@@ -2,22 +2,95 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.contracts.store_contract import StoreContract, new_stream, turn_events
+from tests.contracts.store_contract import (
+    IdempotencyContract,
+    StoreContract,
+    StoreFaultContract,
+    new_stream,
+    turn_events,
+)
 from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.errors import (
     ConfigurationError,
     CorruptRecordError,
     UnknownEventTypeError,
 )
+from turnledger.ledger.sqlite import SQLiteBackend
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
 
 
-class TestSQLiteStore(StoreContract):
+class SQLiteFaults:
+    """Faults done to a SQLite ledger file from outside the store."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.immutable: list[str] = []
+
+    @contextlib.contextmanager
+    def hold_write_lock(self) -> Iterator[None]:
+        other = sqlite3.connect(self.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+    def locked_store(self) -> EventStore:
+        return EventStore(SQLiteBackend(self.path, lock_timeout=1))
+
+    def fill_up(self, store: EventStore) -> None:
+        # The database may not grow: what a full disk does to SQLite.
+        pool = store.backend._datastore.pool
+        connection = pool.get_connection(is_writer=True)
+        try:
+            raw = connection._sqlite_conn
+            pages = raw.execute("PRAGMA page_count").fetchone()[0]
+            raw.execute(f"PRAGMA max_page_count={pages}")
+        finally:
+            pool.put_connection(connection)
+
+    def make_read_only(self) -> None:
+        for suffix in ("-wal", "-shm"):
+            Path(self.path + suffix).unlink(missing_ok=True)
+        Path(self.path).chmod(0o444)
+        if os.geteuid() == 0:  # root ignores modes: make the file immutable
+            done = subprocess.run(
+                ["chattr", "+i", self.path], capture_output=True, check=False
+            )
+            if done.returncode != 0:
+                pytest.skip(f"cannot make a file read-only as root: {done.stderr!r}")
+            self.immutable.append(self.path)
+
+    def vanish(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(self.path + suffix).unlink(missing_ok=True)
+
+    def kill_connections(self, store: EventStore) -> None:
+        pytest.skip("SQLite has no server connections")
+
+    def undo(self) -> None:
+        for path in self.immutable:
+            subprocess.run(["chattr", "-i", path], check=False)
+
+
+class TestSQLiteStore(StoreContract, StoreFaultContract, IdempotencyContract):
+    @pytest.fixture(name="faults")
+    def _faults(self, sqlite_path: str) -> Iterator[SQLiteFaults]:
+        faults = SQLiteFaults(sqlite_path)
+        yield faults
+        faults.undo()
+
     @pytest.fixture(name="store")
     def _store(self, sqlite_store: EventStore) -> EventStore:
         return sqlite_store
