@@ -166,6 +166,14 @@ def _get(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _forget(service: MemoryService, args: argparse.Namespace) -> int:
+    filters = (args.subject, args.session, args.before)
+    if (args.key is None) == all(f is None for f in filters):
+        msg = "Expected a KEY or --subject/--session/--before (not both), found " + (
+            "both" if args.key is not None else "neither"
+        )
+        raise UsageError(msg)
+    if args.key is None:
+        return _forget_matching(service, args)
     outcome = service.forget(args.agent, args.key)
     if isinstance(outcome, Unsupported):
         return _unsupported(outcome)
@@ -173,6 +181,29 @@ def _forget(service: MemoryService, args: argparse.Namespace) -> int:
         print(f"No memory found with key: {args.key}")
         return 1
     print(f"Forgot memory: {args.key}")
+    return 0
+
+
+def _forget_matching(service: MemoryService, args: argparse.Namespace) -> int:
+    """Forget every own entry matching all the given filters (erasure requests)."""
+    if args.subject is not None and not args.subject.strip():
+        msg = "--subject: expected a non-empty text, found an empty one"
+        raise UsageError(msg)
+    outcome = service.forget_matching(
+        args.agent,
+        subject=args.subject,
+        session=args.session,
+        before=_moment("--before", args.before),
+    )
+    if isinstance(outcome, Unsupported):
+        return _unsupported(outcome)
+    if args.json:
+        print_json({"agent": args.agent, "forgotten": outcome})
+        return 0
+    print(
+        f"Forgot {len(outcome)} memories"
+        + (f": {', '.join(outcome)}" if outcome else "")
+    )
     return 0
 
 
@@ -250,7 +281,19 @@ _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...
     ),
     "list": ((("--session",), {"default": None}), (("--category",), {"default": None})),
     "get": ((("key",), {}),),
-    "forget": ((("key",), {}),),
+    "forget": (
+        (("key",), {"nargs": "?", "default": None}),
+        (
+            ("--subject",),
+            {
+                "default": None,
+                "help": "every entry whose key or "
+                "content contains TEXT (case-insensitive)",
+            },
+        ),
+        (("--session",), {"default": None, "help": "every entry of session S"}),
+        (("--before",), {"default": None, "help": "every entry created before DATE"}),
+    ),
     "stats": (),
     "rebuild": (
         (

@@ -414,6 +414,41 @@ class MemoryService:
             scrub()  # with shredding on, no copy may stay in the view's files
         return True
 
+    def forget_matching(
+        self,
+        agent: str,
+        *,
+        subject: str | None = None,
+        session: str | None = None,
+        before: datetime | None = None,
+    ) -> list[str] | Unsupported:
+        """Forget every own entry matching all the filters given (erasure).
+
+        ``subject`` matches key or content case-insensitively; ``session`` the
+        entry's session; ``before`` a creation time strictly earlier. Each entry
+        is forgotten as :meth:`forget` does (with shredding, its key destroyed).
+
+        Returns:
+            The forgotten keys, oldest first; Unsupported from an append-only
+            backend.
+        """
+        scoped = sanitize_session_key(session) if session else None
+        needle = subject.casefold() if subject else None
+        keys = [
+            e.key
+            for e in self.backend(agent).export(agents=[agent], session=scoped)
+            if (needle is None or needle in f"{e.key}\n{e.content}".casefold())
+            and (before is None or e.created_at < before)
+        ]
+        done: list[str] = []
+        for key in keys:
+            outcome = self.forget(agent, key)
+            if isinstance(outcome, Unsupported):
+                return outcome
+            if outcome:
+                done.append(key)
+        return done
+
     # -- reads ----------------------------------------------------------------
 
     def _agents(self, agent: str, requested: Sequence[str] | None) -> list[str]:

@@ -213,3 +213,58 @@ def test_canaries_leave_no_trace_and_every_rebuild_succeeds(
     for canary in CANARIES:
         assert hits(tmp_path, canary) == []
         assert _grep_postgres(postgres_url, canary) == 0
+
+
+def test_forget_by_subject_session_and_date(capsys, tmp_path):
+    """Erasure requests: every own entry matching the filters, keys destroyed."""
+    (tmp_path / "turnledger.toml").write_text("[memory]\nshredding = true\n")
+    for key, content, extra in (
+        ("a", "Alice Martin lives in Lyon", []),
+        ("b", "call alice martin on Monday", ["--session", "s1"]),
+        ("c", "the office is in Lyon", ["--session", "s1"]),
+        ("d", "Bob likes tea", []),
+    ):
+        assert (
+            cli(capsys, "memory", "store", "--agent", "ops", key, content, *extra)[0]
+            == 0
+        )
+    code, out, _ = cli(
+        capsys,
+        "memory",
+        "forget",
+        "--agent",
+        "ops",
+        "--subject",
+        "ALICE martin",
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out) == {"agent": "ops", "forgotten": ["a", "b"]}
+    code, out, _ = cli(capsys, "memory", "forget", "--agent", "ops", "--session", "s1")
+    assert (code, out) == (0, "Forgot 1 memories: c\n")
+    code, out, _ = cli(
+        capsys, "memory", "forget", "--agent", "ops", "--before", "2000-01-01", "--json"
+    )
+    assert json.loads(out)["forgotten"] == []
+    code, out, _ = cli(
+        capsys, "memory", "forget", "--agent", "ops", "--before", "2999-01-01", "--json"
+    )
+    assert json.loads(out)["forgotten"] == ["d"]
+    assert hits(tmp_path, "Alice Martin") == []
+    assert hits(tmp_path, "alice martin") == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "forget", "--agent", "ops"],
+        ["memory", "forget", "--agent", "ops", "k", "--subject", "x"],
+        ["memory", "forget", "--agent", "ops", "--before", "yesterday"],
+        ["memory", "forget", "--agent", "ops", "--subject", " "],
+    ],
+)
+def test_bad_forget_requests_are_usage_errors(capsys, argv):
+    code, out, err = cli(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
