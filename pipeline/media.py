@@ -2,8 +2,11 @@
 
 :class:`MediaStore` loads an attachment from a path the caller does not trust:
 the path is confined to a root and its size checked BEFORE any byte is read
-(:func:`policies.media.admit_media_file`), then the bytes are streamed once
-through SHA-256 into ``media/<sha256>`` under the data directory. The same bytes
+(:func:`policies.media.admit_media_file`), then the file is opened race-proof
+(:func:`pipeline.safe_fs.open_beneath`: component by component beneath the
+root's directory handle, no symlink followed, a FIFO never blocks, only a
+regular file with one link) and the bytes are streamed once through SHA-256
+into ``media/<sha256>`` under the data directory. The same bytes
 always land in the same file. The ledger records only what
 :func:`attachment_event` puts in ``media.attached``: name, MIME type, kind,
 size, digest, and the reference ``media/<sha256>`` or a summary.
@@ -23,6 +26,7 @@ from typing import IO, Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.ledger.events import MediaAttached
+from turnledger.pipeline.safe_fs import UnsafePathError, open_beneath
 from turnledger.policies.media import (
     DEFAULT_MAX_IMAGE_SIZE_MB,
     DEFAULT_MAX_MEDIA_BYTES,
@@ -37,9 +41,6 @@ MEDIA_DIR: Final = "media"
 
 CHUNK_BYTES: Final = 64 * 1024
 """How much is read at a time while hashing and copying."""
-
-_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
-"""Refuse a final symlink swapped in after the path was checked."""
 
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 
@@ -173,18 +174,27 @@ class MediaStore:
         check = make_media_checker(
             max_bytes=max_bytes, max_image_size_mb=max_image_size_mb
         )
-        decision = admit_media_file(
-            path,
-            root=os.path.abspath(root),  # noqa: PTH100 - the policy takes str
-            resolve=os.path.realpath,
-            size_of=_size_of,
-            check=check,
-            mime_type=mime_type,
-        )
+        try:
+            decision = admit_media_file(
+                path,
+                root=os.path.abspath(root),  # noqa: PTH100 - the policy takes str
+                resolve=os.path.realpath,
+                size_of=_size_of,
+                check=check,
+                mime_type=mime_type,
+            )
+        except OSError as e:  # realpath raced with a swap (a link became a file)
+            return _unreadable(path, e.strerror or str(e))
         if isinstance(decision, MediaRefused):
             return decision
+        real_root = os.path.realpath(root)
+        relative = os.path.relpath(str(decision.path), real_root)
         try:
-            descriptor = os.open(str(decision.path), os.O_RDONLY | _NOFOLLOW)
+            descriptor, _ = open_beneath(real_root, relative)
+        except UnsafePathError as e:
+            if e.reason in ("symlink", "not_directory"):
+                return MediaRefused(reason="symlink_escape", detail=str(e))
+            return _unreadable(path, str(e))
         except OSError as e:
             return _unreadable(path, e.strerror or str(e))
         with os.fdopen(descriptor, "rb") as handle:

@@ -74,6 +74,7 @@ MediaRefusalReason: TypeAlias = Literal[
     "too_large",
     "missing",
     "invalid",
+    "too_long",
     "outside_root",
     "parent_escape",
     "symlink_escape",

@@ -18,8 +18,10 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.policies.errors import PolicyError
 
-class PathPolicyError(ValueError):
+
+class PathPolicyError(PolicyError):
     """A path policy was called with an unusable root or resolver."""
 
 
@@ -99,14 +101,53 @@ def cli_session_key(state_file_path: str) -> str:
 
 
 PathRefusalReason: TypeAlias = Literal[
-    "empty", "invalid", "outside_root", "parent_escape", "symlink_escape"
+    "empty",
+    "invalid",
+    "too_long",
+    "outside_root",
+    "parent_escape",
+    "symlink_escape",
 ]
 """Why a path was refused.
 
-``empty`` (no path), ``invalid`` (a NUL byte), ``outside_root`` (an absolute
-path outside the root), ``parent_escape`` (``..`` components climb out of the
-root), ``symlink_escape`` (the path is lexically inside but resolves outside).
+``empty`` (no path), ``invalid`` (a NUL byte, or a lone surrogate that no file
+system name can hold), ``too_long`` (more than :data:`MAX_PATH_CHARS` characters
+or :data:`MAX_PATH_COMPONENTS` components), ``outside_root`` (an absolute path
+outside the root), ``parent_escape`` (``..`` components climb out of the root),
+``symlink_escape`` (the path is lexically inside but resolves outside).
 """
+
+MAX_PATH_CHARS: Final = 4096
+"""The longest path accepted (Linux ``PATH_MAX``)."""
+
+MAX_PATH_COMPONENTS: Final = 256
+"""The most components a path may have."""
+
+SHOWN_PATH_CHARS: Final = 200
+"""A refusal quotes at most this many characters of the path."""
+
+
+def shown_path(path: str) -> str:
+    """Return ``repr`` of ``path`` cut to :data:`SHOWN_PATH_CHARS` characters.
+
+    Args:
+        path: Any path.
+
+    Returns:
+        ``repr(path)``, or the repr of its first characters followed by ``…``
+        and the full length.
+    """
+    if len(path) <= SHOWN_PATH_CHARS:
+        return repr(path)
+    return f"{path[:SHOWN_PATH_CHARS]!r}\u2026 ({len(path)} characters)"
+
+
+def _encodable(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class PathAllowed(msgspec.Struct, frozen=True, kw_only=True):
@@ -206,7 +247,21 @@ def confine_path(
     if not path:
         return PathRefused(reason="empty", detail="Expected a path, found ''")
     if "\0" in path:
-        return PathRefused(reason="invalid", detail=f"Path {path!r} has a NUL byte")
+        detail = f"Path {shown_path(path)} has a NUL byte"
+        return PathRefused(reason="invalid", detail=detail)
+    if not _encodable(path):
+        detail = f"Path {shown_path(path)} is not valid UTF-8 (a lone surrogate)"
+        return PathRefused(reason="invalid", detail=detail)
+    components = len(PurePath(path).parts)
+    if len(path) > MAX_PATH_CHARS or components > MAX_PATH_COMPONENTS:
+        return PathRefused(
+            reason="too_long",
+            detail=(
+                f"Expected a path of at most {MAX_PATH_CHARS} characters and"
+                f" {MAX_PATH_COMPONENTS} components, found {len(path)} characters"
+                f" and {components} components"
+            ),
+        )
     lexical_root = _normalize(root)
     # ``/`` keeps ``..`` components and replaces the root when ``path`` is
     # absolute.
@@ -216,7 +271,8 @@ def confine_path(
             "outside_root" if PurePath(path).is_absolute() else "parent_escape"
         )
         return PathRefused(
-            reason=reason, detail=f"Path {path!r} is outside the root {root!r}"
+            reason=reason,
+            detail=f"Path {shown_path(path)} is outside the root {root!r}",
         )
     real_root = _resolved(resolve, str(lexical_root), "the root")
     # Resolve the path as written, not its lexical normal form: the OS applies
@@ -226,6 +282,9 @@ def confine_path(
         where, boundary = str(real), str(real_root)
         return PathRefused(
             reason="symlink_escape",
-            detail=f"Path {path!r} resolves to {where!r}, outside {boundary!r}",
+            detail=(
+                f"Path {shown_path(path)} resolves to {shown_path(where)},"
+                f" outside {boundary!r}"
+            ),
         )
     return PathAllowed(path=str(real), relative=str(real.relative_to(real_root)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Final
 
 from turnledger.pipeline.tools._arguments import ArgumentError, failure, ok
@@ -22,8 +21,15 @@ class PathError(Exception):
     """A path was refused or cannot be used; the message says why."""
 
 
-NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
-"""Refuse to open a final symlink (one swapped in after the check)."""
+SHOWN_CHARS: Final = 200
+"""An error quotes at most this many characters of a caller's path or pattern."""
+
+
+def shown(value: str) -> str:
+    """Return ``repr`` of ``value``, cut to :data:`SHOWN_CHARS` characters."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return repr(value[:SHOWN_CHARS]) + f"\u2026 ({len(value)} characters)"
 
 
 def workspace_root(context: ToolContext) -> str:
@@ -42,19 +48,6 @@ def confine(path: str, root: str) -> PathAllowed:
         msg = f"Path refused ({decision.reason}): {decision.detail}"
         raise PathError(msg)
     return decision
-
-
-def inside(candidate: Path, real_root: str) -> str | None:
-    """Return ``candidate`` relative to ``real_root`` when it is a file inside it.
-
-    ``candidate`` is a path found by walking ``real_root`` (the resolved
-    workspace); it is confined again so a symlink pointing out is dropped.
-    """
-    relative = candidate.relative_to(real_root).as_posix()
-    decision = confine_path(relative, root=real_root, resolve=os.path.realpath)
-    if isinstance(decision, PathRefused) or not Path(decision.path).is_file():
-        return None
-    return relative
 
 
 async def attempt(function: Callable[..., str], *args: Any, what: str) -> ToolOutcome:

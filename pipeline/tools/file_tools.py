@@ -2,10 +2,14 @@
 
 Every path the model names goes through :func:`policies.paths.confine_path`
 against the agent's workspace with :func:`os.path.realpath`, so ``..``, absolute
-paths outside and symlinks pointing out are refused with a reason; the resolved
-path is the one opened, so what was checked is what is used. Listings check
-every match the same way and silently drop escapes. Reads, writes, listings and
-search results are bounded. File I/O runs in a worker thread.
+paths outside and symlinks pointing out are refused with a reason. The resolved
+path is then opened race-proof by :mod:`pipeline.safe_fs`: component by
+component beneath the workspace's directory handle, never following a symlink,
+never blocking on a FIFO, only regular files, and (by default) no hard-linked
+files, so a directory or file swapped after the check cannot redirect the open.
+Globs and searches walk the workspace the same way (symlinks skipped), bounded
+in depth and entries; reads, writes, listings and search results are bounded.
+File I/O runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -13,11 +17,21 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import Any, Final, NamedTuple
 
 from turnledger.pipeline.providers.base import ToolSpec
+from turnledger.pipeline.safe_fs import (
+    MAX_WALK_DEPTH,
+    UnsafePathError,
+    open_beneath,
+    open_directory,
+    open_file_at,
+    open_root,
+    read_bounded,
+    walk_files,
+)
 from turnledger.pipeline.tools._arguments import (
     ArgumentError,
     check_object,
@@ -27,11 +41,10 @@ from turnledger.pipeline.tools._arguments import (
     required_str,
 )
 from turnledger.pipeline.tools._workspace import (
-    NOFOLLOW,
     PathError,
     attempt,
     confine,
-    inside,
+    shown,
     workspace_root,
 )
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
@@ -63,6 +76,9 @@ MAX_SEARCH_FILES: Final = 10_000
 
 MAX_LINE_CHARS: Final = 300
 """A matching line is cut to this many characters."""
+
+MAX_GLOB_CHARS: Final = 1000
+"""The longest glob pattern accepted."""
 
 _BINARY_PROBE: Final = 8 * KIB
 
@@ -161,23 +177,42 @@ CONTENT_SEARCH_SPEC: Final = _spec(
 # -- file_read -------------------------------------------------------------------
 
 
-def _read(root: str, path: str, max_bytes: int) -> str:
-    target = confine(path, root).path
-    if not Path(target).is_file():
-        msg = f"Not a readable file: {path!r}"
-        raise PathError(msg)
-    descriptor = os.open(target, os.O_RDONLY | NOFOLLOW)
-    with os.fdopen(descriptor, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        data = handle.read(max_bytes)
+def _refused(path: str, error: UnsafePathError) -> PathError:
+    if error.reason in ("missing", "not_regular"):
+        return PathError(f"Not a readable file: {shown(path)}")
+    return PathError(f"Path refused ({error.reason}): {error}")
+
+
+def _read(root: str, path: str, max_bytes: int, refuse_hard_links: bool) -> str:
+    allowed = confine(path, root)
+    if allowed.relative == ".":
+        raise PathError(f"Not a readable file: {shown(path)}")
+    try:
+        fd, status = open_beneath(
+            os.path.realpath(root),
+            allowed.relative,
+            refuse_hard_links=refuse_hard_links,
+        )
+    except UnsafePathError as e:
+        raise _refused(path, e) from None
+    try:
+        data = read_bounded(fd, max_bytes)
+    finally:
+        os.close(fd)
     text = data.decode("utf-8", errors="replace")
-    if size > len(data):
-        text += f"\n\n[truncated: showing the first {len(data)} of {size} bytes]"
+    if status.st_size > len(data):
+        text += (
+            f"\n\n[truncated: showing the first {len(data)} of {status.st_size} bytes]"
+        )
     return text
 
 
 class FileReadTool:
     """``file_read {path*, max_bytes?}``."""
+
+    def __init__(self, *, refuse_hard_links: bool = True) -> None:
+        """Refuse hard-linked files unless ``refuse_hard_links`` is off."""
+        self.refuse_hard_links = refuse_hard_links
 
     @property
     def spec(self) -> ToolSpec:
@@ -199,35 +234,47 @@ class FileReadTool:
         except ArgumentError as e:
             return failure(str(e))
         root = workspace_root(context)
-        return await attempt(_read, root, path, limit, what="read file")
+        return await attempt(
+            _read, root, path, limit, self.refuse_hard_links, what="read file"
+        )
 
 
 # -- file_write ------------------------------------------------------------------
 
 
-def _write(root: str, path: str, content: str) -> str:
+def _write(root: str, path: str, content: str, refuse_hard_links: bool) -> str:
     allowed = confine(path, root)
-    target = Path(allowed.path)
-    if target.is_dir():
-        msg = f"Cannot write {path!r}: it is a directory"
+    if allowed.relative == "." or Path(allowed.path).is_dir():
+        msg = f"Cannot write {shown(path)}: it is a directory"
         raise PathError(msg)
     data = content.encode("utf-8")
     if len(data) > MAX_WRITE_BYTES:
         msg = f"Content has {len(data)} bytes; the limit is {MAX_WRITE_BYTES} bytes"
         raise PathError(msg)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Check again once the parents exist: what is written is what was checked.
-    if confine(path, root).path != allowed.path:
-        msg = f"Path {path!r} changed while it was being written"
-        raise PathError(msg)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW
-    with os.fdopen(os.open(target, flags, 0o644), "wb") as handle:
+    try:
+        fd, _ = open_beneath(
+            os.path.realpath(root),
+            allowed.relative,
+            write=True,
+            create_parents=True,
+            refuse_hard_links=refuse_hard_links,
+        )
+    except UnsafePathError as e:
+        if e.reason == "not_regular":
+            msg = f"Cannot write {shown(path)}: not a regular file"
+            raise PathError(msg) from None
+        raise PathError(f"Path refused ({e.reason}): {e}") from None
+    with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     return f"Written {len(data)} bytes to {allowed.relative}"
 
 
 class FileWriteTool:
     """``file_write {path*, content*}``."""
+
+    def __init__(self, *, refuse_hard_links: bool = True) -> None:
+        """Refuse hard-linked files unless ``refuse_hard_links`` is off."""
+        self.refuse_hard_links = refuse_hard_links
 
     @property
     def spec(self) -> ToolSpec:
@@ -243,7 +290,9 @@ class FileWriteTool:
         except ArgumentError as e:
             return failure(str(e))
         root = workspace_root(context)
-        return await attempt(_write, root, path, content, what="write file")
+        return await attempt(
+            _write, root, path, content, self.refuse_hard_links, what="write file"
+        )
 
 
 # -- glob_search -----------------------------------------------------------------
@@ -256,31 +305,93 @@ def _check_pattern(pattern: str) -> None:
     if ".." in PurePath(pattern.replace("\\", "/")).parts:
         msg = "Path traversal ('..') is not allowed in glob patterns."
         raise PathError(msg)
+    if len(pattern) > MAX_GLOB_CHARS:
+        msg = (
+            f"Invalid glob pattern: expected at most {MAX_GLOB_CHARS} characters,"
+            f" found {len(pattern)}"
+        )
+        raise PathError(msg)
+
+
+def _component_regex(part: str) -> str:
+    pieces: list[str] = []
+    at = 0
+    while at < len(part):
+        char = part[at]
+        at += 1
+        if char == "*":
+            pieces.append("[^/]*")
+        elif char == "?":
+            pieces.append("[^/]")
+        elif char == "[" and "]" in part[at + 1 :] + part[at : at + 1]:
+            end = part.index("]", at + 1 if part[at : at + 1] in ("!", "]") else at)
+            body = part[at:end]
+            at = end + 1
+            negate = body.startswith("!")
+            body = re.escape(body[1:] if negate else body).replace("\\-", "-")
+            pieces.append(f"[{'^/' if negate else ''}{body}]")
+        else:
+            pieces.append(re.escape(char))
+    return "".join(pieces)
+
+
+def glob_regex(pattern: str) -> re.Pattern[str] | None:
+    """Translate a workspace glob into a regex over ``/``-separated paths.
+
+    ``*`` and ``?`` match within one component, ``[...]`` is a class (``[!...]``
+    negated), ``**`` as a whole component matches zero or more directories.
+
+    Returns:
+        The compiled regex, or ``None`` when the pattern names no file (``"."``).
+
+    Raises:
+        PathError: ``**`` is part of a component, or more components than the
+            walk goes deep.
+    """
+    parts = PurePath(pattern.replace("\\", "/")).parts
+    if not parts:
+        return None
+    if len(parts) > MAX_WALK_DEPTH + 1:
+        msg = (
+            f"Invalid glob pattern: expected at most {MAX_WALK_DEPTH + 1} components,"
+            f" found {len(parts)}"
+        )
+        raise PathError(msg)
+    pieces: list[str] = []
+    for index, part in enumerate(parts):
+        if part == "**":
+            pieces.append("(?:[^/]+/)*")
+            continue
+        if "**" in part:
+            msg = "Invalid glob pattern: '**' can only be an entire path component"
+            raise PathError(msg)
+        pieces.append(_component_regex(part) + ("/" if index < len(parts) - 1 else ""))
+    return re.compile("".join(pieces))
 
 
 def _glob(root: str, pattern: str) -> str:
     _check_pattern(pattern)
-    real_root = os.path.realpath(root)
+    matcher = glob_regex(pattern)
     found: list[str] = []
-    try:
-        for candidate in Path(real_root).glob(pattern):
-            relative = inside(candidate, real_root)
-            if relative is not None:
-                found.append(relative)
-            if len(found) > MAX_GLOB_RESULTS:
-                break
-    except ValueError as e:
-        msg = f"Invalid glob pattern: {e}"
-        raise PathError(msg) from e
+    if matcher is not None:
+        root_fd = open_root(os.path.realpath(root))
+        try:
+            for relative, _, _ in walk_files(root_fd, ""):
+                if matcher.fullmatch(relative):
+                    found.append(relative)
+                    if len(found) > MAX_GLOB_RESULTS:
+                        break
+        finally:
+            os.close(root_fd)
     if not found:
-        return f"No files matching pattern '{pattern}' found in workspace."
-    shown = sorted(found[:MAX_GLOB_RESULTS])
-    text = "\n".join(shown)
+        return f"No files matching pattern {shown(pattern)} found in workspace."
+    shown_paths = sorted(found[:MAX_GLOB_RESULTS])
+    text = "\n".join(shown_paths)
     if len(found) > MAX_GLOB_RESULTS:
         text += (
             f"\n\n[Results truncated: showing first {MAX_GLOB_RESULTS} of more matches]"
         )
-    return f"{text}\n\nTotal: {len(shown)} files"
+    return f"{text}\n\nTotal: {len(shown_paths)} files"
 
 
 class GlobSearchTool:
@@ -336,52 +447,70 @@ def _search_query(args: Mapping[str, Any]) -> _SearchQuery:
     return _SearchQuery(pattern, matcher, path, limit)
 
 
-def _files_under(start: Path, real_root: str) -> Iterator[tuple[str, str]]:
-    """Yield ``(relative, resolved)`` for the files under ``start``, in order."""
-    if start.is_file():
-        relative = inside(start, real_root)
-        if relative is not None:
-            yield relative, str(start)
-        return
-    for directory, dirs, files in os.walk(start):  # never follows directory links
-        dirs.sort()
-        for name in sorted(files):
-            candidate = Path(directory, name)
-            relative = inside(candidate, real_root)
-            if relative is not None:
-                yield relative, os.path.realpath(candidate)
-
-
-def _text_of(path: str) -> str:
-    """Return a small text file's content; ``""`` when too large or binary."""
-    with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > MAX_SEARCH_FILE_BYTES:
+def _text_at(parent: int, name: str) -> str:
+    """Return a small regular file's text; ``""`` when refused, large or binary."""
+    try:
+        fd, status = open_file_at(parent, name)
+    except (UnsafePathError, OSError):
+        return ""  # swapped, hard-linked or unreadable: skipped like a binary file
+    try:
+        if status.st_size > MAX_SEARCH_FILE_BYTES:
             return ""
-        data = handle.read(MAX_SEARCH_FILE_BYTES)
+        data = read_bounded(fd, MAX_SEARCH_FILE_BYTES)
+    finally:
+        os.close(fd)
     if b"\0" in data[:_BINARY_PROBE]:
         return ""
     return data.decode("utf-8", errors="replace")
 
 
 def _matching_lines(
-    files: Iterator[tuple[str, str]], matcher: re.Pattern[str]
-) -> Iterator[str]:
-    for relative, path in itertools.islice(files, MAX_SEARCH_FILES):
-        for number, line in enumerate(_text_of(path).splitlines(), start=1):
+    entries: Iterator[tuple[str, int, str]], matcher: re.Pattern[str]
+) -> Generator[str, None, None]:
+    for relative, parent, name in itertools.islice(entries, MAX_SEARCH_FILES):
+        for number, line in enumerate(_text_at(parent, name).splitlines(), start=1):
             if matcher.search(line):
                 yield f"{relative}:{number}: {line[:MAX_LINE_CHARS]}"
 
 
+def _entries(root_fd: int, relative: str) -> Iterator[tuple[str, int, str]]:
+    """Yield the files to search: ``relative`` itself, or the files under it."""
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    try:
+        start = open_directory(root_fd, parts)
+    except UnsafePathError as e:
+        if e.reason != "not_directory" or not parts:
+            raise
+        parent = open_directory(root_fd, parts[:-1])
+        try:
+            yield relative, parent, parts[-1]
+        finally:
+            os.close(parent)
+        return
+    try:
+        yield from walk_files(start, "".join(f"{part}/" for part in parts))
+    finally:
+        os.close(start)
+
+
 def _search(root: str, query: _SearchQuery) -> str:
-    start = Path(confine(query.path, root).path)
-    if not start.exists():
-        msg = f"No such file or directory in the workspace: {query.path!r}"
-        raise PathError(msg)
-    files = _files_under(start, os.path.realpath(root))
-    found = _matching_lines(files, query.matcher)
-    lines = list(itertools.islice(found, query.limit + 1))
+    relative = confine(query.path, root).relative
+    root_fd = open_root(os.path.realpath(root))
+    try:
+        found = _matching_lines(_entries(root_fd, relative), query.matcher)
+        try:
+            lines = list(itertools.islice(found, query.limit + 1))
+        except UnsafePathError as e:
+            if e.reason == "missing":
+                msg = f"No such file or directory in the workspace: {shown(query.path)}"
+                raise PathError(msg) from None
+            raise PathError(f"Path refused ({e.reason}): {e}") from None
+        finally:
+            found.close()  # closes the walk's directory handles now
+    finally:
+        os.close(root_fd)
     if not lines:
-        return f"No matches found for '{query.pattern}'."
+        return f"No matches found for {shown(query.pattern)}."
     text = "\n".join(lines[: query.limit])
     if len(lines) > query.limit:
         text += f"\n\n[Results truncated: showing first {query.limit} matches]"
@@ -406,8 +535,19 @@ class ContentSearchTool:
         return await attempt(_search, root, query, what="search content")
 
 
-def file_tools() -> tuple[
-    FileReadTool, FileWriteTool, GlobSearchTool, ContentSearchTool
-]:
-    """Return the four workspace file tools."""
-    return (FileReadTool(), FileWriteTool(), GlobSearchTool(), ContentSearchTool())
+def file_tools(
+    *, refuse_hard_links: bool = True
+) -> tuple[FileReadTool, FileWriteTool, GlobSearchTool, ContentSearchTool]:
+    """Return the four workspace file tools.
+
+    Args:
+        refuse_hard_links: Whether ``file_read`` and ``file_write`` refuse a file
+            with more than one hard link (a link can point at a file outside the
+            workspace; ``content_search`` always skips such files).
+    """
+    return (
+        FileReadTool(refuse_hard_links=refuse_hard_links),
+        FileWriteTool(refuse_hard_links=refuse_hard_links),
+        GlobSearchTool(),
+        ContentSearchTool(),
+    )

@@ -105,6 +105,27 @@ class TestConfinePath:
             ("", "empty", "Expected a path, found ''"),
             ("a\0b", "invalid", "Path 'a\\x00b' has a NUL byte"),
             (
+                "a\ud800",
+                "invalid",
+                "Path 'a\\ud800' is not valid UTF-8 (a lone surrogate)",
+            ),
+            (
+                "a/" * 300,
+                "too_long",
+                (
+                    "Expected a path of at most 4096 characters and 256 components,"
+                    " found 600 characters and 300 components"
+                ),
+            ),
+            (
+                "x" * 5000,
+                "too_long",
+                (
+                    "Expected a path of at most 4096 characters and 256 components,"
+                    " found 5000 characters and 1 components"
+                ),
+            ),
+            (
                 "/etc/passwd",
                 "outside_root",
                 "Path '/etc/passwd' is outside the root '/ws'",
@@ -122,6 +143,15 @@ class TestConfinePath:
         """Each lexical refusal carries its reason and a sentence."""
         decision = confine_path(path, root=ROOT, resolve=NO_LINKS)
         assert decision == PathRefused(reason=reason, detail=detail)
+
+    def test_refusals_quote_a_bounded_prefix(self):
+        """A 10,000-character path is quoted by its first 200 characters."""
+        decision = confine_path("../" + "x" * 3000, root=ROOT, resolve=NO_LINKS)
+        assert isinstance(decision, PathRefused)
+        assert decision.detail == (
+            f"Path {('../' + 'x' * 197)!r}\u2026 (3003 characters) is outside the"
+            " root '/ws'"
+        )
 
     def test_symlink_escape(self):
         """A path inside the root that resolves outside it is refused."""
