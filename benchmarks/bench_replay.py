@@ -48,7 +48,7 @@ from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.codec import HEADER_SIZE
+from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
@@ -248,7 +248,7 @@ def raw_select_decode(path: Path, stream: UUID) -> Callable[[int], float]:
     """Raw: SELECT the stream's rows, typed msgspec decode of each body."""
     decoder = msgspec.json.Decoder(LedgerEvent)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    skip = HEADER_SIZE
+    skip = BODY_OFFSET  # the stored body starts after the header and chain tail
 
     def run(n: int) -> float:
         with Stopwatch() as sw:
