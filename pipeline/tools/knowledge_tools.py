@@ -9,6 +9,7 @@ ever reads its own graph.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -179,7 +180,9 @@ class KnowledgeCaptureTool:
         # A capture depends on no earlier state: retried as is on a conflict.
         stream = memory_stream_id(context.agent)
         try:
-            append_decided(context.store, stream, lambda _head: [event])
+            await asyncio.to_thread(
+                append_decided, context.store, stream, lambda _head: [event]
+            )
         except LedgerError as e:
             return failure(f"Failed to capture knowledge: {e}")
         return ok(f"Captured: {format_triple(triple)}")
@@ -209,7 +212,7 @@ class KnowledgeQueryTool:
         except ArgumentError as e:
             return failure(str(e))
         try:
-            graph = load_graph(context.store, context.agent)
+            graph = await asyncio.to_thread(load_graph, context.store, context.agent)
         except LedgerError as e:
             return failure(f"Failed to query knowledge: {e}")
         try:

@@ -16,12 +16,15 @@ Where this differs from the reference, on purpose:
   calling session; recall sees the calling session plus the durable facts.
 - ``memory_purge`` purges the calling session only, and only the agent's own
   rows (the allowlist grants recall, never delete); namespace purges are refused.
+- Every memory-service call runs in a worker thread (the store and an HTTP
+  embedder block), so a slow embedder never stalls other sessions' turns.
 - ``since``/``until``/``search_mode`` are not offered: the memory service has no
   time filter for recall yet, and the reference ignored ``search_mode``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -196,7 +199,8 @@ class MemoryStoreTool:
             return failure(str(e))
         session = None if category in DURABLE_GLOBAL_CATEGORIES else context.session_key
         try:
-            stored = context.memory.store_entry(
+            stored = await asyncio.to_thread(
+                context.memory.store_entry,
                 context.agent,
                 key,
                 content,
@@ -234,8 +238,12 @@ class MemoryRecallTool:
         except ArgumentError as e:
             return failure(str(e))
         try:
-            entries = context.memory.recall(
-                context.agent, query, session=context.session_key, limit=limit
+            entries = await asyncio.to_thread(
+                context.memory.recall,
+                context.agent,
+                query,
+                session=context.session_key,
+                limit=limit,
             )
         except _SERVICE_ERRORS as e:
             return failure(f"Memory recall failed: {e}")
@@ -263,7 +271,9 @@ class MemoryForgetTool:
         except ArgumentError as e:
             return failure(str(e))
         try:
-            forgotten = context.memory.forget(context.agent, key, source="tool")
+            forgotten = await asyncio.to_thread(
+                context.memory.forget, context.agent, key, source="tool"
+            )
         except _SERVICE_ERRORS as e:
             return failure(f"Failed to forget memory: {e}")
         if isinstance(forgotten, Unsupported):
@@ -291,7 +301,7 @@ class MemoryPurgeTool:
         except ArgumentError as e:
             return failure(str(e))
         try:
-            purged = _purge(context, session)
+            purged = await asyncio.to_thread(_purge, context, session)
         except _SERVICE_ERRORS as e:
             return failure(f"Failed to purge session: {e}")
         if isinstance(purged, Unsupported):
