@@ -90,7 +90,7 @@ class Guard:
     def _problem(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         token = self.settings.token
         if not token:
-            host = headers.get("host", "").rsplit(":", 1)[0]
+            host = _host_name(headers.get("host", ""))
             if not is_loopback(host):
                 return 421, f"Expected a loopback Host header, found {host!r}"
             return None
@@ -118,6 +118,14 @@ class Guard:
             await send(message)
 
         return wrapped
+
+
+def _host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    if header.startswith("["):
+        name, _, rest = header[1:].partition("]")
+        return name if rest == "" or rest.startswith(":") else header
+    return header.rsplit(":", 1)[0]
 
 
 def _query_token(scope: Scope) -> str:

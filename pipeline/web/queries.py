@@ -142,7 +142,10 @@ class SessionCache:
             return list(self._refs)
 
     def ref(self, stream_id: UUID) -> SessionRef | None:
-        """The session with that stream id, if there is one."""
+        """The session with that stream id, if there is one (rescans when unknown)."""
+        known = self._by_id.get(stream_id)
+        if known is not None:
+            return known
         self.sessions()
         return self._by_id.get(stream_id)
 

@@ -82,6 +82,12 @@ def test_without_a_token_only_loopback_hosts_are_answered(read_only_server):
     assert httpx.get(read_only_server).status_code == 200
     rebound = httpx.get(read_only_server, headers={"Host": "evil.example:8765"})
     assert rebound.status_code == 421
+    for host in ("localhost:8765", "[::1]:8765", "127.0.0.1"):
+        assert httpx.get(read_only_server, headers={"Host": host}).status_code == 200
+    assert (
+        httpx.get(read_only_server, headers={"Host": "[::1].evil:80"}).status_code
+        == 421
+    )
 
 
 def test_pages_carry_the_security_headers(read_only_server):
