@@ -65,11 +65,32 @@ class TurnCursor(msgspec.Struct, kw_only=True):
         turns: User messages recorded so far (turn ids are ``lg1``, ``lg2``...).
         turn_id: The current turn (``lg0`` before the first user message).
         assistant_messages: Assistant messages in the current turn.
+        open_calls: Tool calls recorded without a recorded result.
     """
 
     turns: int = 0
     turn_id: str = "lg0"
     assistant_messages: int = 0
+    open_calls: set[str] = msgspec.field(default_factory=set)
+
+    def copy(self) -> TurnCursor:
+        """A copy to advance while encoding (the fold advances the original)."""
+        return TurnCursor(
+            turns=self.turns,
+            turn_id=self.turn_id,
+            assistant_messages=self.assistant_messages,
+            open_calls=set(self.open_calls),
+        )
+
+    def comes_next(self, message: BaseMessage) -> bool:
+        """Whether recording ``message`` now keeps the conversation well-formed.
+
+        A tool result needs its call recorded and unanswered; anything else needs
+        every recorded call answered.
+        """
+        if isinstance(message, ToolMessage):
+            return message.tool_call_id in self.open_calls
+        return not self.open_calls
 
     def observe(self, event: Event) -> None:
         """Advance over a typed event recorded in the thread's stream."""
@@ -79,6 +100,9 @@ class TurnCursor(msgspec.Struct, kw_only=True):
             self.assistant_messages = 0
         elif isinstance(event, AssistantMessage):
             self.assistant_messages += 1
+            self.open_calls.update(c.id for c in event.tool_calls)
+        elif isinstance(event, ToolResultRecorded):
+            self.open_calls.discard(event.call_id)
 
 
 def message_event(message: BaseMessage, cursor: TurnCursor) -> Event | None:

@@ -85,6 +85,7 @@ Built = tuple[Events, dict[int, BaseMessage]]
 Spec = list[Any]
 Specs = list[Spec]
 Names = list[str]
+MessageList = list[BaseMessage]
 Found = list[tuple[ThreadState, StoredCheckpoint]]
 
 
@@ -332,18 +333,16 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         new_versions: dict[str, Version],
     ) -> Built:
         parent = state.live(ns, parent_id) if parent_id else None
-        cursor = TurnCursor(
-            turns=state.cursor.turns,
-            turn_id=state.cursor.turn_id,
-            assistant_messages=state.cursor.assistant_messages,
-        )
+        cursor = state.cursor.copy()
         events: Events = []
         own: dict[int, BaseMessage] = {}
         values = checkpoint["channel_values"]
         vals: Specs = []
+        versions = dict(checkpoint["channel_versions"])
         for channel, version in new_versions.items():
             if channel not in values:
-                vals.append([channel, version, ["e"]])
+                same = versions.get(channel) == version
+                vals.append([channel, ["e"]] if same else [channel, ["e"], version])
                 continue
             spec = self._value_spec(state, ns, parent, channel, values[channel])
             if spec[0] == "m":
@@ -352,13 +351,18 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
                     spec[1],
                     self._message_refs(state, spec[2], cursor, events, own),
                 ]
-            vals.append([channel, version, spec])
-        versions = dict(checkpoint["channel_versions"])
+            elif spec[0] == "s":
+                refs = self._message_refs(
+                    state, spec[2], cursor, events, own, in_order=True
+                )
+                spec = ["s", spec[1], refs, spec[3], self.messages_channel]
+            same = versions.get(channel) == version
+            vals.append([channel, spec] if same else [channel, spec, version])
         seen = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
         record: dict[str, Any] = {
             "ns": ns,
             "id": checkpoint["id"],
-            "p": parent_id,
+            "p": state.ref_checkpoint(ns, parent_id),
             "ts": checkpoint["ts"],
             "v": checkpoint["v"],
             "u": checkpoint.get("updated_channels"),
@@ -367,16 +371,18 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         }
         if parent is not None:
             record |= {
-                "d": True,
+                "d": 1,
                 "cv": {
                     k: v for k, v in versions.items() if parent.versions.get(k) != v
                 },
-                "cvd": [k for k in parent.versions if k not in versions],
                 "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
-                "vsd": [k for k in parent.seen if k not in seen],
             }
+            if dropped := [k for k in parent.versions if k not in versions]:
+                record["cvd"] = dropped
+            if dropped := [k for k in parent.seen if k not in seen]:
+                record["vsd"] = dropped
         else:
-            record |= {"d": False, "cv": versions, "cvd": [], "vs": seen, "vsd": []}
+            record |= {"cv": versions, "vs": seen}
         extra = {k: v for k, v in checkpoint.items() if k not in _KNOWN_KEYS}
         if extra:
             record["x"] = dump_blob(self.serde, extra)
@@ -416,6 +422,14 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
                 return ["a", base_version, dump_blob(self.serde, added)]
         if is_messages:
             return ["m", None, value]
+        if ns == "" and isinstance(value, dict):
+            held = self._typed_write(
+                ns, self.messages_channel, value.get(self.messages_channel)
+            )
+            if held is not None:  # an input such as {"messages": [HumanMessage]}
+                rest = {k: v for k, v in value.items() if k != self.messages_channel}
+                single = isinstance(value[self.messages_channel], BaseMessage)
+                return ["s", dump_blob(self.serde, rest), held, single]
         return ["b", dump_blob(self.serde, value)]
 
     def _message_refs(
@@ -425,11 +439,32 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         cursor: TurnCursor,
         events: Events,
         own: dict[int, BaseMessage],
+        *,
+        in_order: bool = False,
     ) -> Specs:
-        """Record new messages as typed events; return the record's references."""
+        """Refer to messages as typed events, recording the new ones."""
         refs: Specs = []
+        firsts: dict[int, dict[str, Any]] = {}
         for message in added:
-            event = message_event(message, cursor)
+            at = state.recorded_version(message)
+            if at is None:
+                at = next((v for v, m in own.items() if m is message), None)
+            if at is not None:  # already an event: refer to it
+                known = state.typed.get(at)
+                if known is None:
+                    known = events[at - state.next_version]
+                residual = residual_of(message, known)
+                first = state.residuals.get(at, firsts.get(at))
+                if residual is None:
+                    refs.append(dump_blob(self.serde, message))
+                else:
+                    refs.append([at] if residual == first else [at, residual])
+                continue
+            # Writes can be saved out of order: a write's message becomes an event
+            # only if it comes next in the conversation (else its checkpoint
+            # records it, in the state's order).
+            fits = not in_order or cursor.comes_next(message)
+            event = message_event(message, cursor) if fits else None
             residual = None if event is None else residual_of(message, event)
             if event is None or residual is None:
                 refs.append(dump_blob(self.serde, message))
@@ -438,6 +473,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             events.append(event)
             cursor.observe(event)
             own[at] = message
+            firsts[at] = residual
             refs.append([at, residual] if residual else [at])
             if isinstance(message, AIMessage) and not message.tool_calls:
                 events.append(
@@ -462,15 +498,31 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
 
         def build(state: ThreadState) -> Built:
             stored = state.writes.get((ns, checkpoint_id), {})
-            entries = []
+            entries: Specs = []
+            events: Events = []
+            own: dict[int, BaseMessage] = {}
+            cursor = state.cursor.copy()
             for idx, (channel, value) in enumerate(writes):
                 at = WRITES_IDX_MAP.get(channel, idx)
                 if at >= 0 and (task_id, at) in stored:
                     continue
-                entries.append([at, channel, dump_blob(self.serde, value)])
+                messages = self._typed_write(ns, channel, value)
+                if messages is None:
+                    entries.append([at, channel, dump_blob(self.serde, value)])
+                    continue
+                refs = self._message_refs(
+                    state, messages, cursor, events, own, in_order=True
+                )
+                single = isinstance(value, BaseMessage)
+                entries.append([at, channel, None, refs, single])
             if not entries:
                 return [], {}
-            record = {"ns": ns, "c": checkpoint_id, "t": task_id, "p": task_path}
+            record = {
+                "ns": ns,
+                "c": state.ref_checkpoint(ns, checkpoint_id),
+                "t": task_id,
+                "p": task_path,
+            }
             record["w"] = entries
             event = ItemRecorded(
                 turn_id=state.cursor.turn_id,
@@ -479,10 +531,25 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
                 fields=encode_json(record),
                 typed=False,
             )
-            return [event], {}
+            return [*events, event], own
 
         with self._lock:
             self._append(thread_id, build)
+
+    def _typed_write(
+        self,
+        ns: str,
+        channel: str,
+        value: Any,
+    ) -> MessageList | None:
+        """The messages of a write the typed events record, if it is one."""
+        if ns or channel != self.messages_channel:
+            return None
+        if isinstance(value, BaseMessage):
+            return [value]
+        if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+            return value
+        return None
 
     def delete_thread(self, thread_id: str) -> None:
         """Append the removal of the thread's checkpoints and writes (all kept)."""

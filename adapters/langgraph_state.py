@@ -80,10 +80,20 @@ class Node:
     blob: Blob | None = None
     base: Version | None = None
     items: list[BaseMessage | Blob] = field(default_factory=list)
+    single: bool = False
+    key: str = ""
 
 
-Write = tuple[str, str, Blob, str]
-"""A stored pending write: task id, channel, value blob, task path."""
+Write = tuple[str, str, Any, str]
+"""A stored pending write: task id, channel, value (a blob or Messages), task path."""
+
+
+@dataclass
+class Messages:
+    """A pending write of messages recorded as typed events (one or a list)."""
+
+    items: list[BaseMessage | Blob]
+    single: bool
 
 
 @dataclass
@@ -102,7 +112,10 @@ class ThreadState:
     writes: dict[tuple[str, str], dict[tuple[str, int], Write]] = field(
         default_factory=dict
     )
-    pending: dict[int, Event] = field(default_factory=dict)
+    typed: dict[int, Event] = field(default_factory=dict)
+    objects: dict[int, BaseMessage] = field(default_factory=dict)
+    identity: dict[int, int] = field(default_factory=dict)
+    residuals: dict[int, dict[str, Any]] = field(default_factory=dict)
     memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
 
     def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
@@ -137,19 +150,22 @@ class ThreadState:
             self.opened = True
         elif isinstance(event, _TYPED):
             self.cursor.observe(event)
-            self.pending[version] = event
+            self.typed[version] = event
         elif isinstance(event, ItemRecorded) and event.framework == FRAMEWORK:
             record = decode_json(event.fields)
             if event.kind == "checkpoint":
                 self._apply_checkpoint(record, serde, own or {})
             elif event.kind == "writes":
-                self._apply_writes(record)
+                self._apply_writes(record, own or {})
         elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
             self.checkpoints.clear()
             self.order.clear()
             self.nodes.clear()
             self.writes.clear()
-            self.pending.clear()
+            self.typed.clear()
+            self.objects.clear()
+            self.identity.clear()
+            self.residuals.clear()
             self.memo.clear()
             self.live_from = version + 1
 
@@ -160,20 +176,21 @@ class ThreadState:
         own: dict[int, BaseMessage],
     ) -> None:
         ns: str = record["ns"]
-        parent = self.live(ns, record["p"]) if record["p"] else None
-        if record["d"] and parent is not None:
+        parent_id = self.checkpoint_ref(ns, record["p"])
+        parent = self.live(ns, parent_id) if parent_id else None
+        if record.get("d") and parent is not None:
             versions = {**parent.versions, **record["cv"]}
-            for name in record["cvd"]:
+            for name in record.get("cvd", ()):
                 versions.pop(name, None)
             seen = {**parent.seen, **record["vs"]}
-            for name in record["vsd"]:
+            for name in record.get("vsd", ()):
                 seen.pop(name, None)
         else:
             versions, seen = dict(record["cv"]), dict(record["vs"])
         checkpoint = StoredCheckpoint(
             ns=ns,
             id=record["id"],
-            parent=record["p"],
+            parent=parent_id,
             ts=record["ts"],
             v=record["v"],
             versions=versions,
@@ -183,13 +200,56 @@ class ThreadState:
             metadata_blob=record["md"],
             metadata=load_blob(serde, record["md"]),
         )
-        for channel, version, spec in record["vals"]:
+        for entry in record["vals"]:
+            channel, spec = entry[0], entry[1]
+            version = entry[2] if len(entry) > 2 else versions[channel]
             self.nodes[(ns, channel, version)] = self._node(spec, own)
         by_id = self.checkpoints.setdefault(ns, {})
         ids = self.order.setdefault(ns, [])
         if checkpoint.id not in by_id:
             bisect.insort(ids, checkpoint.id)
         by_id[checkpoint.id] = checkpoint
+
+    def ref_checkpoint(self, ns: str, checkpoint_id: str | None) -> str | int | None:
+        """How a record names a checkpoint: ``1`` for the namespace's latest."""
+        ids = self.order.get(ns)
+        if checkpoint_id is not None and ids and ids[-1] == checkpoint_id:
+            return 1
+        return checkpoint_id
+
+    def checkpoint_ref(self, ns: str, ref: str | int | None) -> str | None:
+        """The checkpoint id a record's reference names (see :meth:`ref_checkpoint`)."""
+        if isinstance(ref, int):
+            return self.order[ns][-1]
+        return ref
+
+    def recorded_version(self, message: BaseMessage) -> int | None:
+        """The version of the typed event recorded for this very message object."""
+        at = self.identity.get(id(message))
+        if at is not None and self.objects.get(at) is message:
+            return at
+        return None
+
+    def _messages(
+        self, refs: list[Any], own: dict[int, BaseMessage]
+    ) -> list[BaseMessage | Blob]:
+        """Messages from record references: typed-event versions or blobs."""
+        items: list[BaseMessage | Blob] = []
+        for ref in refs:
+            if not isinstance(ref[0], int):
+                items.append(ref)  # an untyped message's blob, loaded on read
+                continue
+            at = ref[0]
+            residual = ref[1] if len(ref) > 1 else self.residuals.get(at, {})
+            self.residuals.setdefault(at, residual)
+            message = own.get(at)
+            if message is None:
+                message = rebuild_message(self.typed[at], residual)
+            if at not in self.objects:
+                self.objects[at] = message
+                self.identity[id(message)] = at
+            items.append(message)
+        return items
 
     def _node(self, spec: list[Any], own: dict[int, BaseMessage]) -> Node:
         kind = spec[0]
@@ -199,26 +259,25 @@ class ThreadState:
             return Node("b", blob=spec[1])
         if kind == "a":
             return Node("a", blob=spec[2], base=spec[1])
-        items: list[BaseMessage | Blob] = []
-        for ref in spec[2]:
-            if isinstance(ref[0], int):
-                event = self.pending.pop(ref[0])
-                known = own.get(ref[0])
-                residual = ref[1] if len(ref) > 1 else {}
-                items.append(
-                    known if known is not None else rebuild_message(event, residual)
-                )
-            else:
-                items.append(ref)  # an untyped message's blob, loaded by value()
-        return Node("m", base=spec[1], items=items)
+        if kind == "s":
+            items = self._messages(spec[2], own)
+            return Node("s", blob=spec[1], items=items, single=spec[3], key=spec[4])
+        return Node("m", base=spec[1], items=self._messages(spec[2], own))
 
-    def _apply_writes(self, record: dict[str, Any]) -> None:
-        stored = self.writes.setdefault((record["ns"], record["c"]), {})
-        for idx, channel, blob in record["w"]:
+    def _apply_writes(
+        self, record: dict[str, Any], own: dict[int, BaseMessage]
+    ) -> None:
+        target = self.checkpoint_ref(record["ns"], record["c"])
+        stored = self.writes.setdefault((record["ns"], target or ""), {})
+        for entry in record["w"]:
+            idx, channel = entry[0], entry[1]
             key = (record["t"], idx)
             if idx >= 0 and key in stored:
                 continue
-            stored[key] = (record["t"], channel, blob, record["p"])
+            value: Any = entry[2]
+            if len(entry) > 3:
+                value = Messages(self._messages(entry[3], own), single=entry[4])
+            stored[key] = (record["t"], channel, value, record["p"])
 
     def value(
         self, ns: str, channel: str, version: Version, serde: SerializerProtocol
@@ -241,8 +300,8 @@ class ThreadState:
                     msg = f"Expected a stored base value of {channel!r} at {key!r}"
                     raise LookupError(msg)
                 return MISSING
-            if node.kind == "b":
-                base = load_blob(serde, node.blob or [])
+            if node.kind in ("b", "s"):
+                base = _whole(node, serde)
                 break
             chain.append(node)
             if node.base is None:
@@ -256,10 +315,7 @@ class ThreadState:
             if node.kind == "a":
                 result.extend(load_blob(serde, node.blob or []))
             else:
-                result.extend(
-                    load_blob(serde, m) if isinstance(m, list) else m
-                    for m in node.items
-                )
+                result.extend(_loaded(m, serde) for m in node.items)
         self.memo[(ns, channel)] = (version, result)
         return list(result)
 
@@ -272,13 +328,34 @@ class ThreadState:
             stored.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1])
         )
         return [
-            (task, channel, load_blob(serde, blob))
-            for (task, _), (_, channel, blob, _) in ordered
+            (task, channel, _write_value(value, serde))
+            for (task, _), (_, channel, value, _) in ordered
         ]
 
     def seen_copy(self, checkpoint: StoredCheckpoint) -> dict[str, dict[str, Version]]:
         """A copy of a checkpoint's ``versions_seen``."""
         return copy.deepcopy(checkpoint.seen)
+
+
+def _write_value(value: Any, serde: SerializerProtocol) -> Any:
+    if not isinstance(value, Messages):
+        return load_blob(serde, value)
+    items = [_loaded(m, serde) for m in value.items]
+    return items[0] if value.single else items
+
+
+def _whole(node: Node, serde: SerializerProtocol) -> Any:
+    """The value of a node that holds all of it (``b``, or ``s``: a dict + messages)."""
+    value = load_blob(serde, node.blob or [])
+    if node.kind == "s":
+        held = [_loaded(m, serde) for m in node.items]
+        value[node.key] = held[0] if node.single else held
+    return value
+
+
+def _loaded(item: BaseMessage | Blob, serde: SerializerProtocol) -> BaseMessage:
+    """A message of a node: typed (kept) or a blob (loaded)."""
+    return load_blob(serde, item) if isinstance(item, list) else item
 
 
 def extends(value: Sequence[Any], base: Sequence[Any]) -> bool:

@@ -1,0 +1,320 @@
+"""The framework adapters side by side with each framework's own backend.
+
+One section per framework (a function each; ``--only NAME`` runs one). Every
+section runs the same workload through the framework twice, once on its own
+SQLite backend and once on the turnledger adapter, in the same run, and prints the
+ratios.
+
+LangGraph (``langgraph``): a compiled ``StateGraph`` shaped like
+``create_react_agent`` (``MessagesState``; an "agent" node, a scripted model with no
+network, routed by ``tools_condition`` to a ``ToolNode`` with two tools and back).
+Each turn is one ``graph.invoke`` with a user message (~200 chars); the model asks
+for both tools (JSON arguments), the tools return ~300 chars each, the model
+answers (~200 chars): 5 messages, 4 checkpoints and their task writes per turn,
+``durability="async"`` (LangGraph's default; ``invoke`` returns once the saves
+have committed). Savers:
+
+- ``SqliteSaver`` (langgraph-checkpoint-sqlite) on its own connection with WAL and
+  ``PRAGMA synchronous=FULL`` (set explicitly, so both sides fsync each commit);
+- ``TurnledgerSaver`` on a SQLite ledger (WAL, ``synchronous=FULL``).
+
+Measures: turns/s over ``--turns`` turns of one thread (the whole ``invoke``
+timed; median of per-repetition ratios), bytes per turn at ``--turns`` (database
+file + WAL after ``wal_checkpoint(TRUNCATE)`` minus the empty database, over the
+turns), and how bytes per turn grow along one long thread: the bytes the turns in
+a window added, per turn, early (turns 6-15) vs late (the last 10 of
+``--long-turns``). Goals (issue #13): >= 5x turns/s, >= 20x fewer bytes per turn
+at 25 turns, and flat bytes per turn (late / early <= 1.10) up to turn 100.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_adapters.py            # full (~1-2 min)
+    .venv/bin/python benchmarks/bench_adapters.py --quick    # smoke: tiny sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:
+    from benchmarks._bench_frameworks import FRAMEWORK_SECTIONS
+    from benchmarks._harness import Case, Ratio, print_ratios, print_table, run_rounds
+except ImportError:  # run as a script: benchmarks/ is on sys.path
+    from _bench_frameworks import FRAMEWORK_SECTIONS  # type: ignore[no-redef]
+    from _harness import (  # type: ignore[no-redef]
+        Case,
+        Ratio,
+        print_ratios,
+        print_table,
+        run_rounds,
+    )
+
+WORDS = (
+    "the export job failed again last night after the schema migration can you "
+    "check logs for the nightly run and tell me which table broke then propose a "
+    "fix that keeps the retention policy and does not touch production credentials"
+).split()
+
+
+def text(rng: random.Random, chars: int) -> str:
+    """Return ``chars`` characters of seeded words."""
+    out: list[str] = []
+    while sum(len(w) + 1 for w in out) < chars:
+        out.append(rng.choice(WORDS))
+    return " ".join(out)[:chars]
+
+
+def settle(path: Path) -> int:
+    """Return the database's bytes (file + WAL after a TRUNCATE checkpoint)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.close()
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+class Folder:
+    """Fresh database paths in one temporary folder."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="bench_adapters_"))
+        self.count = 0
+
+    def fresh(self) -> Path:
+        """Return a new database path."""
+        self.count += 1
+        return self.root / f"db{self.count}.sqlite"
+
+    def cleanup(self) -> None:
+        """Delete the folder."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# -- LangGraph -------------------------------------------------------------------------
+
+
+def langgraph_graph(checkpointer: Any, rng: random.Random) -> Any:  # noqa: ANN401 - a compiled graph
+    """The react-shaped graph: scripted agent node, two tools, tools_condition."""
+    from langchain_core.messages import AIMessage, ToolMessage  # noqa: PLC0415
+    from langchain_core.tools import tool  # noqa: PLC0415
+    from langgraph.graph import START, MessagesState, StateGraph  # noqa: PLC0415
+    from langgraph.prebuilt import ToolNode, tools_condition  # noqa: PLC0415
+
+    outputs = [text(rng, 300) for _ in range(64)]
+    answers = [text(rng, 200) for _ in range(64)]
+
+    @tool
+    def grep_logs(path: str, pattern: str) -> str:
+        """Search a log file."""
+        return outputs[hash((path, pattern, 1)) % len(outputs)]
+
+    @tool
+    def search_code(path: str, pattern: str) -> str:
+        """Search the code."""
+        return outputs[hash((path, pattern, 2)) % len(outputs)]
+
+    def agent(state: MessagesState) -> dict[str, list[AIMessage]]:
+        turn = len(state["messages"])
+        if isinstance(state["messages"][-1], ToolMessage):
+            return {"messages": [AIMessage(answers[turn % len(answers)])]}
+        args = {"path": f"/srv/export/logs/nightly-{turn:04d}.log", "pattern": "ERROR"}
+        calls = [
+            {"name": name, "args": args, "id": f"call_{turn}_{k}", "type": "tool_call"}
+            for k, name in enumerate(("grep_logs", "search_code"))
+        ]
+        return {"messages": [AIMessage("", tool_calls=calls)]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([grep_logs, search_code]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _sqlite_saver(path: Path) -> tuple[Any, Callable[[], None]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: PLC0415
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver, conn.close
+
+
+def _turnledger_saver(path: Path) -> tuple[Any, Callable[[], None]]:
+    from turnledger.adapters.langgraph import TurnledgerSaver  # noqa: PLC0415
+
+    saver = TurnledgerSaver.from_url(str(path), agent="bench")
+    return saver, saver.close
+
+
+SAVERS: dict[str, Callable[[Path], tuple[Any, Callable[[], None]]]] = {
+    "SqliteSaver": _sqlite_saver,
+    "TurnledgerSaver": _turnledger_saver,
+}
+
+
+def langgraph_thread(
+    folder: Folder,
+    saver_name: str,
+    turns: int,
+    *,
+    marks: tuple[int, ...] = (),
+) -> tuple[float, int, dict[int, int]]:
+    """Run ``turns`` turns of one thread on a fresh database.
+
+    Returns the seconds the invokes took, the bytes the turns added, and the
+    bytes added after each turn in ``marks`` (measured with the saver open).
+    """
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    rng = random.Random(7)
+    path = folder.fresh()
+    saver, close = SAVERS[saver_name](path)
+    empty = settle(path)
+    graph = langgraph_graph(saver, rng)
+    inputs = [HumanMessage(text(rng, 200)) for _ in range(turns)]
+    config = {"configurable": {"thread_id": "bench-thread"}}
+    seconds = 0.0
+    at: dict[int, int] = {}
+    for i, message in enumerate(inputs, start=1):
+        start = time.perf_counter()
+        graph.invoke({"messages": [message]}, config)
+        seconds += time.perf_counter() - start
+        if i in marks:
+            at[i] = settle(path) - empty
+    close()
+    used = settle(path) - empty
+    return seconds, used, at
+
+
+def bench_langgraph(args: argparse.Namespace) -> list[str]:
+    """The LangGraph section; returns its goal lines."""
+    try:
+        import langgraph.checkpoint.sqlite  # noqa: F401, PLC0415
+        import langgraph.prebuilt  # noqa: F401, PLC0415
+    except ImportError:
+        print("langgraph: not installed (pip install -e '.[bench]')")
+        return []
+    folder = Folder()
+    try:
+        turns = args.turns
+        bytes_seen: dict[str, list[float]] = {name: [] for name in SAVERS}
+
+        def case(name: str) -> Case:
+            def run(n: int) -> float:
+                seconds, used, _ = langgraph_thread(folder, name, n)
+                if n == turns:
+                    bytes_seen[name].append(used / n)
+                return seconds
+
+            return Case(name, turns, run, unit="turn", warmup_n=min(turns, 3))
+
+        series = run_rounds(
+            [case(name) for name in SAVERS], repeat=args.repeat, warmup=1
+        )
+        print(f"LangGraph: {turns} turns of one thread, {args.repeat} repetitions")
+        print_table(series)
+        by_name = {s.name: s for s in series}
+        speed = Ratio(
+            f"turns/s at {turns} turns, TurnledgerSaver / SqliteSaver",
+            by_name["TurnledgerSaver"],
+            by_name["SqliteSaver"],
+            goal=5.0,
+        )
+        print_ratios([speed])
+        theirs = statistics.median(bytes_seen["SqliteSaver"])
+        ours = statistics.median(bytes_seen["TurnledgerSaver"])
+        per = [
+            a / b
+            for a, b in zip(
+                bytes_seen["SqliteSaver"], bytes_seen["TurnledgerSaver"], strict=True
+            )
+        ]
+        ratio = statistics.median(per)
+        lines = [
+            f"{speed.verdict} {speed.name}: {speed.median:.2f}",
+            f"{'PASS' if ratio >= 20 else 'MISS'} bytes/turn at {turns} turns, "  # noqa: PLR2004 - the goal
+            f"SqliteSaver / TurnledgerSaver: {theirs:,.0f} B vs {ours:,.0f} B per "
+            f"turn -> ratio {ratio:.2f} (per-repeat {min(per):.2f}-{max(per):.2f}); "
+            "goal >= 20",
+        ]
+        lines.extend(_flatness(folder, args.long_turns))
+        for line in lines:
+            print(line)
+        return lines
+    finally:
+        folder.cleanup()
+
+
+def _flatness(folder: Folder, long_turns: int) -> list[str]:
+    """Bytes per turn early and late in one long thread, for both savers."""
+    early = (5, 15)
+    late = (long_turns - 10, long_turns)
+    marks = (*early, *late)
+    out = []
+    for name in ("TurnledgerSaver", "SqliteSaver"):
+        _, _, at = langgraph_thread(folder, name, long_turns, marks=marks)
+        first = (at[early[1]] - at[early[0]]) / (early[1] - early[0])
+        last = (at[late[1]] - at[late[0]]) / (late[1] - late[0])
+        growth = last / first
+        if name == "TurnledgerSaver":
+            verdict = "PASS" if growth <= 1.10 else "MISS"  # noqa: PLR2004 - the goal
+            goal = "goal <= 1.10"
+        else:
+            verdict, goal = "info", "reported"
+        out.append(
+            f"{verdict} bytes/turn growth, {name}: turns {early[0] + 1}-{early[1]} "
+            f"{first:,.0f} B/turn vs turns {late[0] + 1}-{late[1]} {last:,.0f} "
+            f"B/turn -> late/early {growth:.2f}; {goal}"
+        )
+    return out
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], list[str]]] = {
+    "langgraph": bench_langgraph,
+    # The OpenAI Agents SDK, ADK and Pydantic AI sections: benchmarks/_bench_frameworks.py
+    **FRAMEWORK_SECTIONS,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sections; always exit 0 (the lines say PASS or MISS)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
+    parser.add_argument("--turns", type=int, default=25, help="turns per thread")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions")
+    parser.add_argument(
+        "--long-turns", type=int, default=100, help="turns of the growth thread"
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=16, help="concurrent sessions (frameworks)"
+    )
+    parser.add_argument(
+        "--only", choices=sorted(SECTIONS), action="append", help="run one section"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.turns, args.repeat, args.long_turns = 3, 1, 20
+        args.sessions = 4
+    for name in args.only or list(SECTIONS):
+        SECTIONS[name](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
