@@ -272,10 +272,25 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str, list[Json]]:
         if not blocks:
             continue
         if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
+            _extend_blocks(out[-1]["content"], blocks)
         else:
             out.append({"role": role, "content": blocks})
     return system, out
+
+
+def _extend_blocks(content: list[Json], blocks: list[Json]) -> None:
+    """Append blocks; text meeting text becomes one block (lines joined).
+
+    The reader joins a message's text blocks with a newline, so one block is
+    what a re-export gives: import -> export stays a fixed point.
+    """
+    last = content[-1] if content else None
+    first = blocks[0]
+    if last is not None and last.get("type") == "text" and first.get("type") == "text":
+        texts = [text for text in (last["text"], first["text"]) if text]
+        content[-1] = {"type": "text", "text": "\n".join(texts)}
+        blocks = blocks[1:]
+    content.extend(blocks)
 
 
 def to_openai_responses(messages: Sequence[Message]) -> list[Json]:

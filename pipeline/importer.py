@@ -93,7 +93,9 @@ class _Builder:
             return
         if message.tool_results:
             self._results(message.tool_results)
-            if message.role == "user" and message.text and message.kind == "normal":
+            if message.role == "user" and message.text:
+                # Words sent with the results (a carrier's text blocks) follow
+                # them as the user's next input, so no text is lost.
                 self._open(message.text)
             return
         if message.role == "assistant":

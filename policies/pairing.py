@@ -51,8 +51,10 @@ pairs but sits outside its call's block; a call reusing an earlier call's id."""
 RepairStrategy: TypeAlias = Literal["synthesize", "drop_calls"]
 """How a call with no result is repaired: answer it, or remove it."""
 
-INTERRUPTED_TEXT: Final = "[interrupted: the tool call did not complete]"
-"""The content of a synthesized result."""
+INTERRUPTED_TEXT: Final = "Error: [interrupted: the tool call did not complete]"
+"""The content of a synthesized result: a failed result, shown the way the session
+history shows every failed result (``"Error: "`` and the error), so a synthesized
+result exported, imported and exported again reads the same."""
 
 _STRATEGIES: Final = ("synthesize", "drop_calls")
 _DROPPED_FATES: Final[tuple[ViolationKind, ...]] = (

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 EXPECTED = "Claude Code session lines (JSON Lines, or a JSON object with `loglines`)"
 
 REPEATED_UUID = "<repeated uuid>"
+"""The ``skipped`` key counting lines dropped because their ``uuid`` repeats."""
 
 CLAUDE_KEYS = ("sessionId", "uuid", "parentUuid", "leafUuid")
 """Keys only Claude Code lines carry."""
@@ -70,7 +71,6 @@ CLAUDE_RECORDS = frozenset(
 def is_claude_record(obj: JSONObject) -> bool:
     """Whether a line is a Claude Code record (by its keys or its type)."""
     return any(key in obj for key in CLAUDE_KEYS) or type_of(obj) in CLAUDE_RECORDS
-"""The ``skipped`` key counting lines dropped because their ``uuid`` repeats."""
 
 
 @dataclass

@@ -188,12 +188,20 @@ def _field(part: JSONObject | None, camel: str, snake: str) -> JSONObject | None
 
 
 def _part_kind(part: JSONObject) -> str:
+    """Name a part by its first non-null field (SDK dumps carry null fields)."""
     if part.get("thought") is True:
         return "thought"
     for kind in _PART_KINDS:
-        if kind in part:
+        if part.get(kind) is not None:
             return kind
-    return next((str(key) for key in part if key != "thoughtSignature"), UNTYPED)
+    return next(
+        (
+            str(key)
+            for key, value in part.items()
+            if key != "thoughtSignature" and value is not None
+        ),
+        UNTYPED,
+    )
 
 
 def request_history(body: JSONObject) -> list[object]:

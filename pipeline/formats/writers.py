@@ -99,10 +99,23 @@ def gemini_contents(messages: Sequence[Message]) -> list[Json]:
         if not parts:
             continue
         if out and out[-1]["role"] == role:
-            out[-1]["parts"].extend(parts)
+            _extend_parts(out[-1]["parts"], parts)
         else:
             out.append({"role": role, "parts": parts})
     return out
+
+
+def _extend_parts(parts: list[Json], more: list[Json]) -> None:
+    """Append parts; a text part meeting a text part becomes one (lines joined).
+
+    The reader joins a content's texts with a newline, so one part is what a
+    re-export gives: import -> export stays a fixed point.
+    """
+    if parts and more and set(parts[-1]) == {"text"} and set(more[0]) == {"text"}:
+        texts = [text for text in (parts[-1]["text"], more[0]["text"]) if text]
+        parts[-1] = {"text": "\n".join(texts)}
+        more = more[1:]
+    parts.extend(more)
 
 
 def to_gemini(messages: Sequence[Message]) -> Json:
@@ -157,15 +170,15 @@ def _speaks(message: Message) -> bool:
 def _request_parts(message: Message) -> list[Json]:
     parts: list[Json] = []
     for result in message.tool_results:
-        kind = "retry-prompt" if result.is_error else "tool-return"
-        parts.append(
-            {
-                "part_kind": kind,
-                "tool_name": result.name or "",
-                "content": result.content,
-                "tool_call_id": result.call_id,
-            }
-        )
+        part: Json = {
+            "part_kind": "tool-return",
+            "tool_name": result.name or "",
+            "content": result.content,
+            "tool_call_id": result.call_id,
+        }
+        if result.is_error:
+            part["outcome"] = "failed"
+        parts.append(part)
     if message.role in {"user", "system"} and _speaks(message):
         kind = "user-prompt" if message.role == "user" else "system-prompt"
         parts.append({"part_kind": kind, "content": message.text})
@@ -176,8 +189,9 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[Json]:
     """Pydantic AI model messages (``ModelMessagesTypeAdapter`` JSON).
 
     Consecutive non-assistant messages form one ``request``; each assistant
-    message is a ``response``. Failed results are ``retry-prompt`` parts naming
-    their tool, as Pydantic AI records a tool's error.
+    message is a ``response``. A failed result is a ``tool-return`` with
+    ``outcome: "failed"`` (Pydantic AI's own record of a failed tool; the older
+    ``retry-prompt`` parts are still read).
     """
     names: dict[str, str] = {}
     out: list[Json] = []
