@@ -17,6 +17,7 @@ import structlog
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.store import DEFAULT_PATH
 from turnledger.pipeline import (
+    cli_costs,
     cli_engine,
     cli_ledger,
     cli_memory,
@@ -36,6 +37,7 @@ MODULES: Final = (
     cli_projections,
     cli_memory,
     cli_web,
+    cli_costs,
 )
 
 COMMANDS: Final[dict[str, Command]] = {

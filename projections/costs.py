@@ -14,7 +14,7 @@ tool payloads, memory content or provider error text (reference §8.1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Final, Literal, TypeAlias
 
@@ -286,3 +286,67 @@ def sessions_of(states: Mapping[str, CostBucket], agent: str) -> tuple[str, ...]
         for key, bucket in sorted(states.items())
         if key.startswith("session:") and bucket.agent == agent
     )
+
+
+CostGrouping: TypeAlias = Literal["model", "agent", "session", "day"]
+"""What ``turnledger costs --by`` groups rows by."""
+
+
+class CostRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One group of ``turnledger costs``: its name and its totals."""
+
+    group: str
+    totals: CostTotals
+
+
+def summarize_costs(
+    events: Iterable[Recorded],
+    *,
+    by: CostGrouping = "model",
+    agent: str | None = None,
+    session: str | None = None,
+    since: datetime | None = None,
+) -> tuple[CostTotals, list[CostRow]]:
+    """Fold ``session.opened`` and ``model.called`` events into cost rows.
+
+    Args:
+        events: Ledger events in position order (others are ignored).
+        by: The grouping.
+        agent: Only calls in this agent's sessions.
+        session: Only calls in sessions with this session key.
+        since: Only calls recorded at or after this time (naive: UTC).
+
+    Returns:
+        The grand total of the calls kept, and one row per group, most costly
+        first (then by name).
+    """
+    owners: dict[object, tuple[str, str]] = {}
+    groups: dict[str, CostTotals] = {}
+    grand = CostTotals()
+    floor = None if since is None else _as_utc(since)
+    for recorded in events:
+        event = recorded.event
+        if isinstance(event, SessionOpened):
+            owners[recorded.stream_id] = (event.agent, event.session_key)
+            continue
+        if not isinstance(event, ModelCalled):
+            continue
+        owner, key = owners.get(recorded.stream_id, ("", ""))
+        if agent is not None and owner != agent:
+            continue
+        if session is not None and key != session:
+            continue
+        if floor is not None and _as_utc(recorded.recorded_at) < floor:
+            continue
+        name = {
+            "model": event.model,
+            "agent": owner,
+            "session": f"{owner}/{key}",
+            "day": day_key(recorded.recorded_at).removeprefix("day:"),
+        }[by]
+        call = _call_totals(event)
+        groups[name] = add_totals(groups.get(name, CostTotals()), call)
+        grand = add_totals(grand, call)
+    rows = [CostRow(group=g, totals=t) for g, t in groups.items()]
+    rows.sort(key=lambda row: (-row.totals.cost_usd, row.group))
+    return grand, rows

@@ -347,3 +347,80 @@ def test_runner_live_catch_up_equals_rebuild(tmp_path):
     assert by_agent["alice"].cost_usd == 0.5
     views.close()
     store.close()
+
+
+# -- turnledger costs -----------------------------------------------------------
+
+
+def _costs_cli(capsys, db, *args):
+    from turnledger.pipeline.cli import main
+
+    code = main(["--db", db, "costs", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _ledger_with_calls(path):
+    from datetime import UTC, datetime
+
+    from turnledger.ledger import ModelCalled, SessionOpened, session_stream_id
+    from turnledger.ledger.store import open_store
+
+    with open_store(path) as store:
+        for agent, key, model, cost in (
+            ("ops", "s1", "m-big", 0.5),
+            ("ops", "s2", "m-small", 0.01),
+            ("dev", "s1", "m-big", 0.25),
+        ):
+            stream = session_stream_id(agent, key)
+            store.append(
+                stream,
+                [
+                    SessionOpened(agent=agent, session_key=key, channel="cli"),
+                    ModelCalled(
+                        turn_id="t1",
+                        provider="p",
+                        model=model,
+                        input_tokens=100,
+                        output_tokens=10,
+                        cost_usd=cost,
+                    ),
+                ],
+                expected_version=0,
+            )
+    return datetime.now(UTC)
+
+
+def test_costs_group_and_filter(capsys, tmp_path):
+    import json
+
+    db = str(tmp_path / "l.db")
+    _ledger_with_calls(db)
+    code, out, _ = _costs_cli(capsys, db, "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["by"] == "model"
+    assert [(r["group"], r["calls"]) for r in report["rows"]] == [
+        ("m-big", 2),
+        ("m-small", 1),
+    ]
+    assert report["total"]["cost_usd"] == pytest.approx(0.76)
+    assert report["total"]["total_tokens"] == 330
+    _, out, _ = _costs_cli(capsys, db, "--by", "agent", "--json")
+    assert [r["group"] for r in json.loads(out)["rows"]] == ["ops", "dev"]
+    _, out, _ = _costs_cli(capsys, db, "--agent", "ops", "--by", "session", "--json")
+    assert [r["group"] for r in json.loads(out)["rows"]] == ["ops/s1", "ops/s2"]
+    _, out, _ = _costs_cli(capsys, db, "--session", "s1", "--json")
+    assert json.loads(out)["total"]["calls"] == 2
+    _, out, _ = _costs_cli(capsys, db, "--since", "2999-01-01", "--json")
+    assert json.loads(out)["rows"] == []
+    _, out, _ = _costs_cli(capsys, db, "--by", "day")
+    assert out.splitlines()[-1].startswith("total")
+
+
+@pytest.mark.parametrize("args", [["--since", "soon"], ["--session", " "]])
+def test_costs_bad_arguments_exit_2(capsys, tmp_path, args):
+    code, out, err = _costs_cli(capsys, str(tmp_path / "l.db"), *args)
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err

@@ -1,0 +1,110 @@
+"""``turnledger costs``: model call costs from the ledger (model.called events)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Final
+
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import ModelCalled, SessionOpened
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.cli_common import Command, UsageError, open_ledger, print_json
+from turnledger.projections.costs import CostTotals, summarize_costs
+
+GROUPINGS: Final = ("model", "agent", "session", "day")
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"--since: expected an ISO date or date-time, found {text!r}"
+        raise UsageError(msg) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _events(store: EventStore, page: int = 2_000) -> Iterator[Recorded]:
+    after = 0
+    while True:
+        events = store.read_all(
+            after=after, limit=page, types=(SessionOpened, ModelCalled)
+        )
+        yield from events
+        if len(events) < page:
+            return
+        after = events[-1].position
+
+
+def _totals_json(totals: CostTotals) -> dict[str, object]:
+    return {
+        "calls": totals.calls,
+        "failures": totals.failures,
+        "input_tokens": totals.input_tokens,
+        "cached_input_tokens": totals.cached_input_tokens,
+        "output_tokens": totals.output_tokens,
+        "total_tokens": totals.total_tokens,
+        "cost_usd": totals.cost_usd,
+        "duration_ms": totals.duration_ms,
+    }
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    """Model call costs: tokens and USD, grouped by model, agent, session or day.
+
+    Filters: --agent A, --session S (a session key), --since DATE (ISO, UTC when
+    no zone is given); --by model|agent|session|day (default model). --json
+    prints one object: ``by``, ``total`` and ``rows`` (``group`` plus calls,
+    failures, input_tokens, cached_input_tokens, output_tokens, total_tokens,
+    cost_usd, duration_ms), most costly first.
+
+    Example: turnledger costs --by day --since 2026-11-01 --json
+    """
+    if args.session is not None and not args.session.strip():
+        msg = "--session: expected a session key, found an empty one"
+        raise UsageError(msg)
+    since = _since(args.since)
+    with open_ledger(args) as store:
+        total, rows = summarize_costs(
+            _events(store),
+            by=args.by,
+            agent=args.agent,
+            session=args.session,
+            since=since,
+        )
+    if args.json:
+        print_json(
+            {
+                "by": args.by,
+                "total": _totals_json(total),
+                "rows": [{"group": r.group, **_totals_json(r.totals)} for r in rows],
+            }
+        )
+        return 0
+    if not rows:
+        print("No model calls found.")
+        return 0
+    print(f"{args.by:<32} {'calls':>7} {'tokens':>12} {'cost_usd':>12}")
+    for row in (*rows, None):
+        name, totals = ("total", total) if row is None else (row.group, row.totals)
+        print(
+            f"{name[:32]:<32} {totals.calls:>7} {totals.total_tokens:>12} "
+            f"{totals.cost_usd:>12.6f}"
+        )
+    return 0
+
+
+COMMANDS: Final[dict[str, Command]] = {"costs": cmd_costs}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add the costs command's filters and grouping."""
+    del name
+    p.add_argument("--agent", default=None, help="only this agent's sessions")
+    p.add_argument("--session", default=None, help="only sessions with this key")
+    p.add_argument("--since", default=None, help="only calls at or after DATE (ISO)")
+    p.add_argument("--by", default="model", choices=GROUPINGS, help="grouping")
+    p.add_argument("--json", action="store_true", help="print JSON")
