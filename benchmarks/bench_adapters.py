@@ -59,11 +59,17 @@ except ImportError:  # run as a script: benchmarks/ is on sys.path
         run_rounds,
     )
 
-WORDS = (
+PROSE = (
     "the export job failed again last night after the schema migration can you "
     "check logs for the nightly run and tell me which table broke then propose a "
     "fix that keeps the retention policy and does not touch production credentials"
-).split()
+)
+WORDS = PROSE.split()
+
+
+SPEED_GOAL = 5.0  # turns/s, TurnledgerSaver / SqliteSaver
+BYTES_GOAL = 20  # bytes per turn, SqliteSaver / TurnledgerSaver
+GROWTH_GOAL = 1.10  # bytes per turn late / early in one long thread
 
 
 def text(rng: random.Random, chars: int) -> str:
@@ -104,7 +110,7 @@ class Folder:
 # -- LangGraph -------------------------------------------------------------------------
 
 
-def langgraph_graph(checkpointer: Any, rng: random.Random) -> Any:  # noqa: ANN401 - a compiled graph
+def langgraph_graph(checkpointer: Any, rng: random.Random) -> Any:
     """The react-shaped graph: scripted agent node, two tools, tools_condition."""
     from langchain_core.messages import AIMessage, ToolMessage  # noqa: PLC0415
     from langchain_core.tools import tool  # noqa: PLC0415
@@ -205,7 +211,7 @@ def langgraph_thread(
 def bench_langgraph(args: argparse.Namespace) -> list[str]:
     """The LangGraph section; returns its goal lines."""
     try:
-        import langgraph.checkpoint.sqlite  # noqa: F401, PLC0415
+        import langgraph.checkpoint.sqlite  # noqa: PLC0415
         import langgraph.prebuilt  # noqa: F401, PLC0415
     except ImportError:
         print("langgraph: not installed (pip install -e '.[bench]')")
@@ -234,7 +240,7 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
             f"turns/s at {turns} turns, TurnledgerSaver / SqliteSaver",
             by_name["TurnledgerSaver"],
             by_name["SqliteSaver"],
-            goal=5.0,
+            goal=SPEED_GOAL,
         )
         print_ratios([speed])
         theirs = statistics.median(bytes_seen["SqliteSaver"])
@@ -246,12 +252,15 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
             )
         ]
         ratio = statistics.median(per)
+        verdict = "PASS" if ratio >= BYTES_GOAL else "MISS"
         lines = [
             f"{speed.verdict} {speed.name}: {speed.median:.2f}",
-            f"{'PASS' if ratio >= 20 else 'MISS'} bytes/turn at {turns} turns, "  # noqa: PLR2004 - the goal
-            f"SqliteSaver / TurnledgerSaver: {theirs:,.0f} B vs {ours:,.0f} B per "
-            f"turn -> ratio {ratio:.2f} (per-repeat {min(per):.2f}-{max(per):.2f}); "
-            "goal >= 20",
+            (
+                f"{verdict} bytes/turn at {turns} turns, SqliteSaver / "
+                f"TurnledgerSaver: {theirs:,.0f} B vs {ours:,.0f} B per turn -> "
+                f"ratio {ratio:.2f} (per-repeat {min(per):.2f}-{max(per):.2f}); "
+                f"goal >= {BYTES_GOAL}"
+            ),
         ]
         lines.extend(_flatness(folder, args.long_turns))
         for line in lines:
@@ -273,8 +282,8 @@ def _flatness(folder: Folder, long_turns: int) -> list[str]:
         last = (at[late[1]] - at[late[0]]) / (late[1] - late[0])
         growth = last / first
         if name == "TurnledgerSaver":
-            verdict = "PASS" if growth <= 1.10 else "MISS"  # noqa: PLR2004 - the goal
-            goal = "goal <= 1.10"
+            verdict = "PASS" if growth <= GROWTH_GOAL else "MISS"
+            goal = f"goal <= {GROWTH_GOAL:.2f}"
         else:
             verdict, goal = "info", "reported"
         out.append(
@@ -287,7 +296,7 @@ def _flatness(folder: Folder, long_turns: int) -> list[str]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], list[str]]] = {
     "langgraph": bench_langgraph,
-    # The OpenAI Agents SDK, ADK and Pydantic AI sections: benchmarks/_bench_frameworks.py
+    # OpenAI Agents SDK, ADK and Pydantic AI sections: benchmarks/_bench_frameworks.py
     **FRAMEWORK_SECTIONS,
 }
 
