@@ -19,12 +19,13 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
+from turnledger.pipeline.cli_projections import open_views
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.factory import make_provider
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.projections.base import fold
 from turnledger.projections.observer import OBSERVER_VIEW, render_item, timeline
+from turnledger.projections.queries import ReadModels
 
 
 async def _turns(
@@ -122,7 +123,11 @@ def cmd_observe(args: argparse.Namespace) -> int:
     Example: turnledger observe --json --limit 50
     """
     with open_ledger(args) as store:
-        states = fold(OBSERVER_VIEW, store.iter_all(types=OBSERVER_VIEW.event_types))
+        views = open_views(args)
+        try:
+            states = ReadModels(store, views).states(OBSERVER_VIEW)
+        finally:
+            views.close()
     items = timeline(states, agent=args.agent, limit=args.limit)
     for item in items:
         fields = render_item(item)

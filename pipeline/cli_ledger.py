@@ -49,9 +49,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         stream_id = record_demo_session(
             store, data_dir=cfg.data_dir, ledger_url=target(args)
         )
-        events = store.read_stream(stream_id)
         print("== session history (what the provider sees next) ==")
-        for line in render_history(events):
+        for line in render_history(store, stream_id):
             print(line)
         print("\n== memory of agent demo ==")
         memory = MemoryService(store, cfg, ledger_url=target(args))
@@ -61,7 +60,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         finally:
             memory.close()
         print("\n== costs ==")
-        for line in render_costs(events):
+        for line in render_costs(store, stream_id):
             print(line)
     print("\n== lifecycle ==")
     sys.stdout.write(lifecycle_markdown())

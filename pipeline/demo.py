@@ -17,7 +17,6 @@ from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import HistoryTrimmed, MediaAttached, ToolResultRecorded
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
@@ -28,9 +27,9 @@ from turnledger.pipeline.providers.base import ChatResponse, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pricing import ModelPrice
-from turnledger.projections.base import fold
-from turnledger.projections.costs import COST_RECORDS, grand_total, totals
-from turnledger.projections.history import SESSION_HISTORY, visible_messages
+from turnledger.projections.costs import grand_total, totals
+from turnledger.projections.history import visible_messages
+from turnledger.projections.queries import SessionHistories, cost_records
 
 AGENT = "demo"
 MODEL = "scripted-1"
@@ -153,10 +152,10 @@ def record_demo_session(store: EventStore, *, data_dir: str, ledger_url: str) ->
     return session_stream_id(AGENT, key)
 
 
-def render_history(events: Sequence[Recorded]) -> Iterator[str]:
+def render_history(store: EventStore, stream_id: UUID) -> Iterator[str]:
     """Yield the provider-visible history of a session, then what was trimmed."""
-    states = fold(SESSION_HISTORY, events)
-    for state in states.values():
+    events = store.read_stream(stream_id)
+    for state in (SessionHistories(store).get(stream_id),):
         channel = state.channel or "-"
         yield f"session {state.session_key} (agent {state.agent}, channel {channel})"
         for m in visible_messages(state):
@@ -185,9 +184,9 @@ def render_history(events: Sequence[Recorded]) -> Iterator[str]:
             )
 
 
-def render_costs(events: Sequence[Recorded]) -> Iterator[str]:
+def render_costs(store: EventStore, stream_id: UUID) -> Iterator[str]:
     """Yield the session's cost records per model, and the total."""
-    states = fold(COST_RECORDS, events)
+    states = cost_records(store, stream_id=stream_id)
     for model, t in totals(states, "model").items():
         yield (
             f"  {model}: {t.calls} calls, {t.input_tokens} in / {t.output_tokens} out "

@@ -5,22 +5,31 @@ snapshot (the session-history view the runner keeps) plus the session-stream
 events after the snapshot's version, folded with the same pure fold: the answer
 is exact even when the view lags, and opening a session costs the snapshot plus
 what is newer than it, not the session's length. A point-in-time read (``at``)
-folds the prefix up to a global position.
+folds the prefix up to a global position. The keyed views (costs, observer,
+knowledge) are read through :class:`ReadModels`, which catches them up first.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
 from uuid import UUID
 
+from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
-from turnledger.projections.base import fold
+from turnledger.projections.base import Projection, fold
+from turnledger.projections.catalog import PROJECTIONS
+from turnledger.projections.costs import COST_RECORDS, CostBucket
 from turnledger.projections.history import (
     SESSION_HISTORY,
     SESSION_TRANSCRIPT,
     SessionHistory,
     SessionHistoryState,
 )
+from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
+from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import ViewStore
+
+S = TypeVar("S")
 
 
 class SessionHistories:
@@ -92,3 +101,50 @@ class SessionHistories:
         ]
         self.events_read += len(events)
         return fold(projection, events).get(str(stream_id), projection.initial(""))
+
+
+def cost_records(
+    store: EventStore, *, stream_id: UUID | None = None, at: int | None = None
+) -> dict[str, CostBucket]:
+    """Return the cost buckets of one session (or the whole ledger) up to ``at``."""
+    if stream_id is not None:
+        events = [
+            r for r in store.read_stream(stream_id) if at is None or r.position <= at
+        ]
+        return fold(COST_RECORDS, events)
+    return fold(
+        COST_RECORDS,
+        (
+            r
+            for r in store.iter_all(types=COST_RECORDS.event_types)
+            if at is None or r.position <= at
+        ),
+    )
+
+
+def knowledge_graph(store: EventStore, agent: str) -> dict[str, NodeState]:
+    """Return an agent's knowledge graph (its captures, on its memory stream)."""
+    return fold(KNOWLEDGE_GRAPH, store.read_stream(memory_stream_id(agent)))
+
+
+class ReadModels:
+    """The persisted views of the keyed projections, caught up before each read.
+
+    In-process readers (the CLI) use it so that a read is never stale: the
+    runner applies what the view has not seen yet, then the view answers.
+
+    Args:
+        store: The ledger.
+        views: The view store.
+    """
+
+    def __init__(self, store: EventStore, views: ViewStore) -> None:
+        self.store = store
+        self.views = views
+        self.runner = ProjectionRunner(store, views, PROJECTIONS)
+        self.histories = SessionHistories(store, views)
+
+    def states(self, projection: Projection[S]) -> dict[str, S]:
+        """Return every state of a projection, caught up to the ledger's end."""
+        self.runner.catch_up(names=[projection.name])
+        return self.views.all(projection.name, projection.state_type)

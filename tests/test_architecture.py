@@ -179,3 +179,51 @@ def test_the_cli_needs_no_optional_extra():
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+VIEW_WRITERS = {"projections.runner", "projections.views", "projections.views_pg"}
+"""Only the runner (and the view stores themselves) write views."""
+
+# Readers outside projections/ read through the query APIs
+# (turnledger.projections.queries), not by folding events themselves. The engine's
+# session cursor folds only the events it has just appended itself (the same
+# fold the view runs, continued in memory); the others are point-in-time or
+# whole-ledger readers still to move behind a query API (named in the closing
+# note of the read-path issue), listed so that no new one appears.
+FOLD_ALLOWED = {
+    "pipeline.session_cursor",
+    "pipeline.replay",
+    "pipeline.web.pages",
+    "pipeline.web.queries",
+    "pipeline.web.api",
+}
+
+
+def _calls(path: Path) -> list[ast.Call]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_only_the_runner_writes_views(module: str, path: Path):
+    """Nothing but the projection runner commits to or resets a view store."""
+    if module in VIEW_WRITERS:
+        return
+    for call in _calls(path):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in {"commit", "reset"}:
+            target = ast.unparse(func.value).lower()
+            assert "view" not in target, f"{module} writes a view: {ast.unparse(call)}"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_readers_use_the_query_apis(module: str, path: Path):
+    """Shell modules do not fold the ledger themselves (the query APIs do)."""
+    layer = module.split(".", maxsplit=1)[0]
+    if layer not in {"pipeline", "adapters"} or module in FOLD_ALLOWED:
+        return
+    for target in imports_of(module, path):
+        assert target != "turnledger.projections.base", (
+            f"{module} imports the fold machinery; read through "
+            "turnledger.projections.queries"
+        )

@@ -30,9 +30,7 @@ from turnledger.pipeline.tools._arguments import (
     required_str,
 )
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
-from turnledger.projections.base import fold
 from turnledger.projections.knowledge import (
-    KNOWLEDGE_GRAPH,
     Direction,
     Neighbour,
     NodeState,
@@ -41,6 +39,7 @@ from turnledger.projections.knowledge import (
     neighbours,
     paths,
 )
+from turnledger.projections.queries import knowledge_graph
 
 MAX_QUERY_DEPTH: Final = 6
 """The longest path ``knowledge_query`` searches, in edges."""
@@ -146,9 +145,8 @@ def _listing(header: str, lines: list[str], total: int) -> str:
 
 
 def load_graph(store: EventStore, agent: str) -> dict[str, NodeState]:
-    """Fold the agent's captures (on its memory stream) into graph states."""
-    events = store.read_stream(memory_stream_id(agent))
-    return fold(KNOWLEDGE_GRAPH, events)
+    """Return the agent's own graph (its captures, on its memory stream)."""
+    return knowledge_graph(store, agent)
 
 
 class KnowledgeCaptureTool:
