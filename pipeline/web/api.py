@@ -31,7 +31,7 @@ from turnledger.pipeline.memory_service import MemoryAccessError
 from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history
 from turnledger.pipeline.web.pages import session_ref
-from turnledger.pipeline.web.queries import last_recall, memory_as_of
+from turnledger.pipeline.web.queries import last_recall, memory_as_of, next_recall
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
@@ -90,6 +90,7 @@ def _at_route(state: WebState, request: Request) -> Response:
     report = replay_session(state.store, ref.stream_id, at=position)
     costs = grand_total(fold(COST_RECORDS, data.events[: index + 1]))
     recall = last_recall(data.events, position)
+    upcoming = next_recall(data.events, position)
     return _json(
         {
             "index": index,
@@ -110,6 +111,15 @@ def _at_route(state: WebState, request: Request) -> Response:
                     for e in (recall.entries if recall else ())
                 ],
                 "injected_chars": recall.injected_chars if recall else 0,
+                "next": None
+                if upcoming is None
+                else {
+                    "turn_id": upcoming.turn_id,
+                    "recalled": [
+                        {"key": e.key, "score": e.score} for e in upcoming.entries
+                    ],
+                    "injected_chars": upcoming.injected_chars,
+                },
             },
             "costs": {
                 "calls": costs.calls,

@@ -315,3 +315,11 @@ def last_recall(events: Sequence[Recorded], position: int) -> MemoryRecalled | N
         if isinstance(r.event, MemoryRecalled):
             found = r.event
     return found
+
+
+def next_recall(events: Sequence[Recorded], position: int) -> MemoryRecalled | None:
+    """The first recall recorded after a position: what the next turn was given."""
+    for r in events:
+        if r.position > position and isinstance(r.event, MemoryRecalled):
+            return r.event
+    return None

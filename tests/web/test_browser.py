@@ -134,6 +134,21 @@ def test_scrubber_changes_the_visible_history(recorded, server, page):
     assert items.first.inner_text().startswith("user")
     assert expected[0].text in items.first.inner_text()
     page.shot("scrubber-at-5")
+
+    recall_index = next(
+        i
+        for i, r in enumerate(events)
+        if isinstance(r.event, MemoryRecalled) and r.event.entries
+    )
+    before = events[recall_index - 1]
+    page.page.locator("#scrubber").fill(str(recall_index - 1))
+    page.page.wait_for_function(
+        f"document.getElementById('scrub-status').dataset.position === '{before.position}'",
+        timeout=LOAD_TIMEOUT,
+    )
+    upcoming = page.page.locator("#scrub-memory .next-recall").inner_text()
+    assert f"the next turn ({events[recall_index].event.turn_id})" in upcoming
+    assert events[recall_index].event.entries[0].key in upcoming
     assert page.errors == []
 
 

@@ -27,6 +27,10 @@ function renderHistory(list, messages) {
   }
 }
 
+function refs(recalled) {
+  return recalled.map(function (r) { return r.key + (r.score === null ? "" : " (" + r.score.toFixed(3) + ")"); }).join(", ") || "nothing";
+}
+
 function setupScrubber() {
   const slider = document.getElementById("scrubber");
   if (!slider) return;
@@ -49,7 +53,10 @@ function setupScrubber() {
       renderHistory(history, s.messages);
       memory.replaceChildren(
         el("p", null, s.memory.keys.length + " entr" + (s.memory.keys.length === 1 ? "y" : "ies") + " stored: " + (s.memory.keys.join(", ") || "none")),
-        el("p", null, "last recall injected " + s.memory.injected_chars + " characters: " + (s.memory.recalled.map(function (r) { return r.key + (r.score === null ? "" : " (" + r.score.toFixed(3) + ")"); }).join(", ") || "nothing")),
+        el("p", null, "last recall injected " + s.memory.injected_chars + " characters: " + refs(s.memory.recalled)),
+        el("p", "next-recall", s.memory.next === null
+          ? "no later turn recalled anything in this session"
+          : "the next turn (" + s.memory.next.turn_id + ") was given " + s.memory.next.injected_chars + " characters: " + refs(s.memory.next.recalled)),
       );
       costs.replaceChildren(el("p", null, s.costs.calls + " call(s), " + s.costs.input_tokens + " in / " + s.costs.output_tokens + " out tokens, $" + s.costs.cost_usd.toFixed(6)));
     } catch (err) {
