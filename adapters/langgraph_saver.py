@@ -28,10 +28,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, Self, cast
 
-from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -43,29 +41,20 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from turnledger.adapters.langgraph_codec import (
-    Blob,
-    TurnCursor,
     dump_blob,
-    encode_json,
     load_blob,
-    message_event,
-    residual_of,
 )
+from turnledger.adapters.langgraph_records import Built, RecordEncoder
 from turnledger.adapters.langgraph_state import (
     FRAMEWORK,
     MISSING,
     StoredCheckpoint,
     ThreadState,
-    Version,
-    extends,
 )
 from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import (
-    Event,
-    ItemRecorded,
     ItemsRemoved,
     SessionOpened,
-    TurnCompleted,
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore, open_store
@@ -73,19 +62,10 @@ from turnledger.ledger.store import EventStore, open_store
 CHANNEL: Final = "langgraph"
 """The ``channel`` of the sessions the saver opens."""
 
-_KNOWN_KEYS: Final = frozenset(
-    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
-    | {"updated_channels"}
-)
 _RETRIES: Final = 8
 
 # The class defines ``list`` (LangGraph's method), so its annotations use aliases.
-Events = list[Event]
-Built = tuple[Events, dict[int, BaseMessage]]
-Spec = list[Any]
-Specs = list[Spec]
 Names = list[str]
-MessageList = list[BaseMessage]
 Found = list[tuple[ThreadState, StoredCheckpoint]]
 
 
@@ -123,6 +103,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         self.messages_channel = messages_channel
         self.max_cached_threads = max_cached_threads
         self.close_store = close_store
+        self._records = RecordEncoder(self.serde, messages_channel)
         self._threads: OrderedDict[str, ThreadState] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -303,7 +284,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         md = dump_blob(self.serde, get_checkpoint_metadata(config, metadata))
 
         def build(state: ThreadState) -> Built:
-            return self._encode_put(
+            return self._records.checkpoint(
                 state,
                 ns=ns,
                 parent_id=parent_id,
@@ -322,167 +303,6 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             }
         }
 
-    def _encode_put(
-        self,
-        state: ThreadState,
-        *,
-        ns: str,
-        parent_id: str | None,
-        checkpoint: Checkpoint,
-        md: Blob,
-        new_versions: dict[str, Version],
-    ) -> Built:
-        parent = state.live(ns, parent_id) if parent_id else None
-        cursor = state.cursor.copy()
-        events: Events = []
-        own: dict[int, BaseMessage] = {}
-        values = checkpoint["channel_values"]
-        vals: Specs = []
-        versions = dict(checkpoint["channel_versions"])
-        for channel, version in new_versions.items():
-            if channel not in values:
-                same = versions.get(channel) == version
-                vals.append([channel, ["e"]] if same else [channel, ["e"], version])
-                continue
-            spec = self._value_spec(state, ns, parent, channel, values[channel])
-            if spec[0] == "m":
-                spec = [
-                    "m",
-                    spec[1],
-                    self._message_refs(state, spec[2], cursor, events, own),
-                ]
-            elif spec[0] == "s":
-                refs = self._message_refs(
-                    state, spec[2], cursor, events, own, in_order=True
-                )
-                spec = ["s", spec[1], refs, spec[3], self.messages_channel]
-            same = versions.get(channel) == version
-            vals.append([channel, spec] if same else [channel, spec, version])
-        seen = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
-        record: dict[str, Any] = {
-            "ns": ns,
-            "id": checkpoint["id"],
-            "p": state.ref_checkpoint(ns, parent_id),
-            "ts": checkpoint["ts"],
-            "v": checkpoint["v"],
-            "u": checkpoint.get("updated_channels"),
-            "md": md,
-            "vals": vals,
-        }
-        if parent is not None:
-            record |= {
-                "d": 1,
-                "cv": {
-                    k: v for k, v in versions.items() if parent.versions.get(k) != v
-                },
-                "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
-            }
-            if dropped := [k for k in parent.versions if k not in versions]:
-                record["cvd"] = dropped
-            if dropped := [k for k in parent.seen if k not in seen]:
-                record["vsd"] = dropped
-        else:
-            record |= {"cv": versions, "vs": seen}
-        extra = {k: v for k, v in checkpoint.items() if k not in _KNOWN_KEYS}
-        if extra:
-            record["x"] = dump_blob(self.serde, extra)
-        events.append(
-            ItemRecorded(
-                turn_id=cursor.turn_id,
-                framework=FRAMEWORK,
-                kind="checkpoint",
-                fields=encode_json(record),
-                typed=False,
-            )
-        )
-        return events, own
-
-    def _value_spec(
-        self,
-        state: ThreadState,
-        ns: str,
-        parent: StoredCheckpoint | None,
-        channel: str,
-        value: Any,
-    ) -> Spec:
-        """How to store a channel's new value: full, or the items added to a list."""
-        is_messages = (
-            ns == ""
-            and channel == self.messages_channel
-            and isinstance(value, list)
-            and all(isinstance(m, BaseMessage) for m in value)
-        )
-        base_version = None if parent is None else parent.versions.get(channel)
-        if isinstance(value, list) and base_version is not None:
-            base = state.value(ns, channel, base_version, self.serde)
-            if isinstance(base, list) and extends(value, base):
-                added = value[len(base) :]
-                if is_messages:
-                    return ["m", base_version, added]
-                return ["a", base_version, dump_blob(self.serde, added)]
-        if is_messages:
-            return ["m", None, value]
-        if ns == "" and isinstance(value, dict):
-            held = self._typed_write(
-                ns, self.messages_channel, value.get(self.messages_channel)
-            )
-            if held is not None:  # an input such as {"messages": [HumanMessage]}
-                rest = {k: v for k, v in value.items() if k != self.messages_channel}
-                single = isinstance(value[self.messages_channel], BaseMessage)
-                return ["s", dump_blob(self.serde, rest), held, single]
-        return ["b", dump_blob(self.serde, value)]
-
-    def _message_refs(
-        self,
-        state: ThreadState,
-        added: Sequence[BaseMessage],
-        cursor: TurnCursor,
-        events: Events,
-        own: dict[int, BaseMessage],
-        *,
-        in_order: bool = False,
-    ) -> Specs:
-        """Refer to messages as typed events, recording the new ones."""
-        refs: Specs = []
-        firsts: dict[int, dict[str, Any]] = {}
-        for message in added:
-            at = state.recorded_version(message)
-            if at is None:
-                at = next((v for v, m in own.items() if m is message), None)
-            if at is not None:  # already an event: refer to it
-                known = state.typed.get(at)
-                if known is None:
-                    known = events[at - state.next_version]
-                residual = residual_of(message, known)
-                first = state.residuals.get(at, firsts.get(at))
-                if residual is None:
-                    refs.append(dump_blob(self.serde, message))
-                else:
-                    refs.append([at] if residual == first else [at, residual])
-                continue
-            # Writes can be saved out of order: a write's message becomes an event
-            # only if it comes next in the conversation (else its checkpoint
-            # records it, in the state's order).
-            fits = not in_order or cursor.comes_next(message)
-            event = message_event(message, cursor) if fits else None
-            residual = None if event is None else residual_of(message, event)
-            if event is None or residual is None:
-                refs.append(dump_blob(self.serde, message))
-                continue
-            at = state.next_version + len(events)
-            events.append(event)
-            cursor.observe(event)
-            own[at] = message
-            firsts[at] = residual
-            refs.append([at, residual] if residual else [at])
-            if isinstance(message, AIMessage) and not message.tool_calls:
-                events.append(
-                    TurnCompleted(
-                        turn_id=cursor.turn_id, iterations=cursor.assistant_messages
-                    )
-                )
-        return refs
-
     def put_writes(
         self,
         config: RunnableConfig,
@@ -497,59 +317,17 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         checkpoint_id = conf["checkpoint_id"]
 
         def build(state: ThreadState) -> Built:
-            stored = state.writes.get((ns, checkpoint_id), {})
-            entries: Specs = []
-            events: Events = []
-            own: dict[int, BaseMessage] = {}
-            cursor = state.cursor.copy()
-            for idx, (channel, value) in enumerate(writes):
-                at = WRITES_IDX_MAP.get(channel, idx)
-                if at >= 0 and (task_id, at) in stored:
-                    continue
-                messages = self._typed_write(ns, channel, value)
-                if messages is None:
-                    entries.append([at, channel, dump_blob(self.serde, value)])
-                    continue
-                refs = self._message_refs(
-                    state, messages, cursor, events, own, in_order=True
-                )
-                single = isinstance(value, BaseMessage)
-                entries.append([at, channel, None, refs, single])
-            if not entries:
-                return [], {}
-            record = {
-                "ns": ns,
-                "c": state.ref_checkpoint(ns, checkpoint_id),
-                "t": task_id,
-                "p": task_path,
-            }
-            record["w"] = entries
-            event = ItemRecorded(
-                turn_id=state.cursor.turn_id,
-                framework=FRAMEWORK,
-                kind="writes",
-                fields=encode_json(record),
-                typed=False,
+            return self._records.writes(
+                state,
+                ns=ns,
+                checkpoint_id=checkpoint_id,
+                task_id=task_id,
+                task_path=task_path,
+                writes=writes,
             )
-            return [*events, event], own
 
         with self._lock:
             self._append(thread_id, build)
-
-    def _typed_write(
-        self,
-        ns: str,
-        channel: str,
-        value: Any,
-    ) -> MessageList | None:
-        """The messages of a write the typed events record, if it is one."""
-        if ns or channel != self.messages_channel:
-            return None
-        if isinstance(value, BaseMessage):
-            return [value]
-        if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
-            return value
-        return None
 
     def delete_thread(self, thread_id: str) -> None:
         """Append the removal of the thread's checkpoints and writes (all kept)."""

@@ -1,0 +1,285 @@
+"""How the saver writes a checkpoint or a task's writes as ledger events.
+
+A checkpoint record (``item.recorded``, kind ``checkpoint``) holds what changed
+since its parent; see :mod:`turnledger.adapters.langgraph_state` for how it folds
+back. New messages of the messages channel become typed events, each once: a
+message object already recorded (by a write or an earlier checkpoint) is referred
+to by the version of its event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from turnledger.adapters.langgraph_codec import (
+    Blob,
+    TurnCursor,
+    dump_blob,
+    encode_json,
+    message_event,
+    residual_of,
+)
+from turnledger.adapters.langgraph_state import (
+    FRAMEWORK,
+    StoredCheckpoint,
+    ThreadState,
+    Version,
+    extends,
+)
+from turnledger.ledger.events import Event, ItemRecorded, TurnCompleted
+
+KNOWN_KEYS: Final = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
+    | {"updated_channels"}
+)
+"""Checkpoint keys the record models; any other key is kept as a blob."""
+
+Events = list[Event]
+Built = tuple[Events, dict[int, BaseMessage]]
+"""What an encoder returns: the events to append, and the message objects (by the
+version of their event) the fold keeps."""
+Spec = list[Any]
+Specs = list[Spec]
+
+
+class RecordEncoder:
+    """Encodes checkpoints and writes against a thread's fold.
+
+    Args:
+        serde: LangGraph's serializer for values no typed event models.
+        messages_channel: The root-namespace channel whose messages are events.
+    """
+
+    def __init__(self, serde: SerializerProtocol, messages_channel: str) -> None:
+        self.serde = serde
+        self.messages_channel = messages_channel
+
+    def checkpoint(
+        self,
+        state: ThreadState,
+        *,
+        ns: str,
+        parent_id: str | None,
+        checkpoint: Checkpoint,
+        md: Blob,
+        new_versions: dict[str, Version],
+    ) -> Built:
+        """Encode a checkpoint as what changed since its parent."""
+        parent = state.live(ns, parent_id) if parent_id else None
+        cursor = state.cursor.copy()
+        events: Events = []
+        own: dict[int, BaseMessage] = {}
+        values = checkpoint["channel_values"]
+        vals: Specs = []
+        versions = dict(checkpoint["channel_versions"])
+        for channel, version in new_versions.items():
+            if channel not in values:
+                same = versions.get(channel) == version
+                vals.append([channel, ["e"]] if same else [channel, ["e"], version])
+                continue
+            spec = self.value_spec(state, ns, parent, channel, values[channel])
+            if spec[0] == "m":
+                spec = [
+                    "m",
+                    spec[1],
+                    self.message_refs(state, spec[2], cursor, events, own),
+                ]
+            elif spec[0] == "s":
+                refs = self.message_refs(
+                    state, spec[2], cursor, events, own, in_order=True
+                )
+                spec = ["s", spec[1], refs, spec[3], self.messages_channel]
+            same = versions.get(channel) == version
+            vals.append([channel, spec] if same else [channel, spec, version])
+        seen = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
+        record: dict[str, Any] = {
+            "ns": ns,
+            "id": checkpoint["id"],
+            "p": state.ref_checkpoint(ns, parent_id),
+            "ts": checkpoint["ts"],
+            "v": checkpoint["v"],
+            "u": checkpoint.get("updated_channels"),
+            "md": md,
+            "vals": vals,
+        }
+        if parent is not None:
+            record |= {
+                "d": 1,
+                "cv": {
+                    k: v for k, v in versions.items() if parent.versions.get(k) != v
+                },
+                "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
+            }
+            if dropped := [k for k in parent.versions if k not in versions]:
+                record["cvd"] = dropped
+            if dropped := [k for k in parent.seen if k not in seen]:
+                record["vsd"] = dropped
+        else:
+            record |= {"cv": versions, "vs": seen}
+        extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
+        if extra:
+            record["x"] = dump_blob(self.serde, extra)
+        events.append(
+            ItemRecorded(
+                turn_id=cursor.turn_id,
+                framework=FRAMEWORK,
+                kind="checkpoint",
+                fields=encode_json(record),
+                typed=False,
+            )
+        )
+        return events, own
+
+    def value_spec(
+        self,
+        state: ThreadState,
+        ns: str,
+        parent: StoredCheckpoint | None,
+        channel: str,
+        value: Any,
+    ) -> Spec:
+        """How to store a channel's new value: full, or the items added to a list."""
+        is_messages = (
+            ns == ""
+            and channel == self.messages_channel
+            and isinstance(value, list)
+            and all(isinstance(m, BaseMessage) for m in value)
+        )
+        base_version = None if parent is None else parent.versions.get(channel)
+        if isinstance(value, list) and base_version is not None:
+            base = state.value(ns, channel, base_version, self.serde)
+            if isinstance(base, list) and extends(value, base):
+                added = value[len(base) :]
+                if is_messages:
+                    return ["m", base_version, added]
+                return ["a", base_version, dump_blob(self.serde, added)]
+        if is_messages:
+            return ["m", None, value]
+        if ns == "" and isinstance(value, dict):
+            held = self.typed_messages(
+                ns, self.messages_channel, value.get(self.messages_channel)
+            )
+            if held is not None:  # an input such as {"messages": [HumanMessage]}
+                rest = {k: v for k, v in value.items() if k != self.messages_channel}
+                single = isinstance(value[self.messages_channel], BaseMessage)
+                return ["s", dump_blob(self.serde, rest), held, single]
+        return ["b", dump_blob(self.serde, value)]
+
+    def message_refs(
+        self,
+        state: ThreadState,
+        added: Sequence[BaseMessage],
+        cursor: TurnCursor,
+        events: Events,
+        own: dict[int, BaseMessage],
+        *,
+        in_order: bool = False,
+    ) -> Specs:
+        """Refer to messages as typed events, recording the new ones."""
+        refs: Specs = []
+        firsts: dict[int, dict[str, Any]] = {}
+        for message in added:
+            at = state.recorded_version(message)
+            if at is None:
+                at = next((v for v, m in own.items() if m is message), None)
+            if at is not None:  # already an event: refer to it
+                known = state.typed.get(at)
+                if known is None:
+                    known = events[at - state.next_version]
+                residual = residual_of(message, known)
+                first = state.residuals.get(at, firsts.get(at))
+                if residual is None:
+                    refs.append(dump_blob(self.serde, message))
+                else:
+                    own[at] = message  # the fold keeps this very object
+                    refs.append([at] if residual == first else [at, residual])
+                continue
+            # Writes can be saved out of order: a write's message becomes an event
+            # only if it comes next in the conversation (else its checkpoint
+            # records it, in the state's order).
+            fits = not in_order or cursor.comes_next(message)
+            event = message_event(message, cursor) if fits else None
+            residual = None if event is None else residual_of(message, event)
+            if event is None or residual is None:
+                refs.append(dump_blob(self.serde, message))
+                continue
+            at = state.next_version + len(events)
+            events.append(event)
+            cursor.observe(event)
+            own[at] = message
+            firsts[at] = residual
+            refs.append([at, residual] if residual else [at])
+            if isinstance(message, AIMessage) and not message.tool_calls:
+                events.append(
+                    TurnCompleted(
+                        turn_id=cursor.turn_id, iterations=cursor.assistant_messages
+                    )
+                )
+        return refs
+
+    def writes(
+        self,
+        state: ThreadState,
+        *,
+        ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> Built:
+        """Encode a task's pending writes (those already stored are left out)."""
+        stored = state.writes.get((ns, checkpoint_id), {})
+        entries: Specs = []
+        events: Events = []
+        own: dict[int, BaseMessage] = {}
+        cursor = state.cursor.copy()
+        for idx, (channel, value) in enumerate(writes):
+            at = WRITES_IDX_MAP.get(channel, idx)
+            if at >= 0 and (task_id, at) in stored:
+                continue
+            messages = self.typed_messages(ns, channel, value)
+            if messages is None:
+                entries.append([at, channel, dump_blob(self.serde, value)])
+                continue
+            refs = self.message_refs(
+                state, messages, cursor, events, own, in_order=True
+            )
+            single = isinstance(value, BaseMessage)
+            entries.append([at, channel, None, refs, single])
+        if not entries:
+            return [], {}
+        record = {
+            "ns": ns,
+            "c": state.ref_checkpoint(ns, checkpoint_id),
+            "t": task_id,
+            "p": task_path,
+            "w": entries,
+        }
+        event = ItemRecorded(
+            turn_id=state.cursor.turn_id,
+            framework=FRAMEWORK,
+            kind="writes",
+            fields=encode_json(record),
+            typed=False,
+        )
+        return [*events, event], own
+
+    def typed_messages(
+        self,
+        ns: str,
+        channel: str,
+        value: Any,
+    ) -> list[BaseMessage] | None:
+        """The messages of a write the typed events record, if it is one."""
+        if ns or channel != self.messages_channel:
+            return None
+        if isinstance(value, BaseMessage):
+            return [value]
+        if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+            return value
+        return None
