@@ -31,7 +31,7 @@ import msgspec
 
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import Role
-from turnledger.policies.paths import sanitize_session_key
+from turnledger.policies.paths import legacy_session_key, sanitize_session_key
 from turnledger.policies.types import (
     CONVERSATION_CATEGORY,
     USER_FACING_ORIGINS,
@@ -215,7 +215,7 @@ def autosave_key(
         raise AutosaveKeyError(msg)
     parts = [part for part in (channel, thread, sender) if part]
     return (
-        f"{USER_AUTOSAVE_PREFIX}_{sanitize_session_key('_'.join([*parts, message_id]))}"
+        f"{USER_AUTOSAVE_PREFIX}_{legacy_session_key('_'.join([*parts, message_id]))}"
     )
 
 

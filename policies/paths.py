@@ -2,8 +2,10 @@
 
 Two small policies about names that come from outside:
 
-- :func:`sanitize_session_key` turns any session identifier into the one form
-  every store, scope and recall uses (ZeroClaw ``sanitize_session_key``).
+- :func:`sanitize_session_key` returns the one form every store, scope and
+  recall uses: the exact key, so distinct keys never collide (ZeroClaw mapped
+  every other character to ``_``; :func:`legacy_session_key` keeps that rule
+  for autosave memory keys and old ledgers).
 - :func:`confine_path` decides whether a caller-supplied path stays inside a
   workspace root. It performs no I/O: the caller passes ``resolve`` (the
   equivalent of :func:`os.path.realpath`), and the decision carries the resolved
@@ -29,24 +31,49 @@ def _keep_session_char(char: str) -> bool:
     return char.isalnum() or char in "_-"
 
 
-def sanitize_session_key(raw: str) -> str:
-    """Return the canonical form of a session identifier.
+def legacy_session_key(raw: str) -> str:
+    """Return the session key as turnledger derived it before issue #17.
 
-    Every character that is not a Unicode letter or digit, ``_`` or ``-`` becomes
-    ``_``. Unicode letters are kept on purpose (ZeroClaw's doc comment claims
-    ``[A-Za-z0-9_-]`` but its code keeps them; this docstring states the real
-    rule). The function is idempotent.
+    Every character that is not a Unicode letter or digit, ``_`` or ``-`` became
+    ``_`` (ZeroClaw ``sanitize_session_key``), so ``bob.smith`` and ``bob smith``
+    were one session. Kept for memory keys built from parts (autosave keys) and
+    to name where a session recorded under the old rule lives; never use it to
+    tell sessions apart.
+
+    Args:
+        raw: Any session identifier.
+
+    Returns:
+        The lossy form, the same length as ``raw``. Idempotent.
+    """
+    return "".join(char if _keep_session_char(char) else "_" for char in raw)
+
+
+def sanitize_session_key(raw: str) -> str:
+    """Return the canonical form of a session identifier: the exact key.
+
+    Two distinct keys are always two sessions (issue #17): the canonical form is
+    lossless, so it is the key itself (the only lossless map that is also
+    idempotent, which callers that canonicalize twice rely on). Stream ids and
+    memory scopes derive from it; anything that puts a key into a file name uses
+    :func:`ledger.ids.encode_session_key`, which is reversible.
+
+    Sessions recorded before issue #17 under a key that the old rule changed
+    (:func:`legacy_session_key`, e.g. ``bob.smith`` recorded as ``bob_smith``)
+    keep their recorded key: they are found by it (``turnledger history
+    bob_smith``), and a key the old rule left unchanged (letters, digits, ``_``,
+    ``-``: ``telegram_42``, ``demo-1``) names the same stream as before.
 
     Args:
         raw: Any session identifier (channel key, sender, CLI state path...).
 
     Returns:
-        The sanitized key, the same length as ``raw``.
+        ``raw``, unchanged.
 
     Example:
-        ``"slack_C123_1.2_user one"`` becomes ``"slack_C123_1_2_user_one"``.
+        ``"bob.smith"`` and ``"bob smith"`` stay two keys.
     """
-    return "".join(char if _keep_session_char(char) else "_" for char in raw)
+    return raw
 
 
 def session_scopes(sessions: Iterable[str | None]) -> tuple[str, ...]:
@@ -56,7 +83,7 @@ def session_scopes(sessions: Iterable[str | None]) -> tuple[str, ...]:
         sessions: Session identifiers; ``None`` and empty ones are dropped.
 
     Returns:
-        The distinct sanitized keys, first occurrence first.
+        The distinct keys, first occurrence first.
     """
     scopes = (sanitize_session_key(session) for session in sessions if session)
     return tuple(dict.fromkeys(scopes))
@@ -95,7 +122,7 @@ def cli_session_key(state_file_path: str) -> str:
         state_file_path: The path of the CLI session state file.
 
     Returns:
-        ``sanitize_session_key("cli:" + state_file_path)``.
+        ``"cli:" + state_file_path`` (exact: two state files, two scopes).
     """
     return sanitize_session_key("cli:" + state_file_path)
 

@@ -33,7 +33,7 @@ class TestDecideAutosave:
             key=KEY,
             content=LONG,
             category="conversation",
-            session="s_1",
+            session="s 1",  # the exact key: scopes never merge (issue #17)
         )
 
     @pytest.mark.parametrize("origin", ["cron", "daemon", "sub_turn"])

@@ -22,6 +22,7 @@ from turnledger.policies.paths import (
     cli_session_key,
     confine_path,
     is_within,
+    legacy_session_key,
     sanitize_session_key,
     session_scopes,
 )
@@ -31,7 +32,7 @@ NO_LINKS = make_resolve({})
 
 class TestSanitizeSessionKey:
     @pytest.mark.parametrize(
-        ("raw", "expected"),
+        ("raw", "legacy"),
         [
             ("slack_C123_1.2_user one", "slack_C123_1_2_user_one"),
             ("../tenant\\user/channel", "___tenant_user_channel"),
@@ -40,35 +41,43 @@ class TestSanitizeSessionKey:
             ("a:b@c", "a_b_c"),
         ],
     )
-    def test_reference_examples(self, raw, expected):
-        """Every char but Unicode letters/digits, '_' and '-' becomes '_'."""
-        assert sanitize_session_key(raw) == expected
+    def test_exact_key_and_the_legacy_rule(self, raw, legacy):
+        """The canonical key is the key; the old rule mapped others to '_'."""
+        assert sanitize_session_key(raw) == raw
+        assert legacy_session_key(raw) == legacy
 
     @settings(max_examples=100)
-    @given(st.text())
-    def test_idempotent_and_only_allowed_chars(self, raw):
-        """Sanitizing twice changes nothing; output keeps only allowed chars."""
-        once = sanitize_session_key(raw)
-        assert sanitize_session_key(once) == once
-        assert len(once) == len(raw)
+    @given(st.text(), st.text())
+    def test_lossless_and_idempotent(self, a, b):
+        """Distinct keys stay distinct; canonicalizing twice changes nothing."""
+        assert sanitize_session_key(sanitize_session_key(a)) == sanitize_session_key(a)
+        if a != b:
+            assert sanitize_session_key(a) != sanitize_session_key(b)
+        once = legacy_session_key(a)
+        assert legacy_session_key(once) == once
+        assert len(once) == len(a)
         assert all(char.isalnum() or char in "_-" for char in once)
 
     def test_cli_session_key(self):
-        """The CLI scope is the sanitized 'cli:' + state file path."""
-        assert cli_session_key("/home/u/.state.json") == "cli__home_u__state_json"
+        """The CLI scope is 'cli:' + the state file path, exactly."""
+        assert cli_session_key("/home/u/.state.json") == "cli:/home/u/.state.json"
 
 
 class TestSessionScopes:
     def test_drops_empty_and_duplicates_in_order(self):
-        """Scopes are sanitized, de-duplicated, first first, None dropped."""
-        assert session_scopes(["b c", None, "", "b_c", "a"]) == ("b_c", "a")
+        """Scopes are exact, de-duplicated, first first, None dropped."""
+        assert session_scopes(["b c", None, "", "b_c", "a", "b c"]) == (
+            "b c",
+            "b_c",
+            "a",
+        )
 
     @pytest.mark.parametrize(
         ("reply_target", "expected"),
         [
-            ("user-42", ("hist_1", "alice_x")),
-            ("12345@g.us", ("alice_x", "hist_1")),
-            ("group:team", ("alice_x", "hist_1")),
+            ("user-42", ("hist.1", "alice x")),
+            ("12345@g.us", ("alice x", "hist.1")),
+            ("group:team", ("alice x", "hist.1")),
         ],
     )
     def test_channel_scope_order(self, reply_target, expected):

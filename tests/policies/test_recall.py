@@ -81,10 +81,10 @@ class TestInjectPolicy:
         policy = resolve_inject_policy(origin, sessions=sessions, suppress=suppress)
         assert (policy.inject, policy.exclude_conversation, policy.reason) == expected
 
-    def test_sessions_sanitized_and_deduplicated(self):
-        """Scopes are sanitized and de-duplicated in order."""
-        policy = resolve_inject_policy("channel", sessions=["h.1", "bob", "h_1"])
-        assert policy.sessions == ("h_1", "bob")
+    def test_sessions_exact_and_deduplicated(self):
+        """Scopes are exact keys (never merged, issue #17), de-duplicated in order."""
+        policy = resolve_inject_policy("channel", sessions=["h.1", "bob", "h_1", "bob"])
+        assert policy.sessions == ("h.1", "bob", "h_1")
 
 
 class TestBoundRecallLimit:
