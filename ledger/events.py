@@ -47,7 +47,12 @@ ToolResultProvenance: TypeAlias = Literal["executed", "synthesized", "imported"]
 """Where a tool result came from: a real run, the pairing repair, or an import."""
 
 TurnFailureKind: TypeAlias = Literal[
-    "error", "interrupted", "iteration_limit", "provider_error", "cancelled"
+    "error",
+    "interrupted",
+    "iteration_limit",
+    "provider_error",
+    "cancelled",
+    "budget_exceeded",
 ]
 """Why a turn did not complete."""
 

@@ -43,6 +43,7 @@ from turnledger.ledger.events import (
     TurnOrigin,
     TurnStarted,
 )
+from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.memory_service import MemoryService, TurnRecall
 from turnledger.pipeline.model_calls import ModelCallFailedError, call_model
@@ -74,7 +75,8 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
         completed: Whether it ended with a final answer.
         answer: The final answer ("" when it did not complete).
         iterations: Provider calls made.
-        failure: Why it did not complete (``iteration_limit``, ``provider_error``).
+        failure: Why it did not complete (``iteration_limit``, ``provider_error``,
+            ``budget_exceeded``).
         stream_id: The session stream.
     """
 
@@ -129,6 +131,7 @@ class TurnEngine:
         self.sessions = SessionCursors(
             ledger, histories or SessionHistories(ledger.store)
         )
+        self.budget = BudgetGuard(ledger.store, config.budgets)
 
     # -- session ---------------------------------------------------------------
 
@@ -204,6 +207,20 @@ class TurnEngine:
         recall = await self._recall(session, turn_id, user_input, origin)
         limit = max(1, self.config.runtime.max_tool_iterations)
         for iteration in range(limit):
+            budget = self.budget.status()
+            if budget.state == "exceeded":  # refused before the model is called
+                await self.sessions.append(
+                    session,
+                    [
+                        TurnFailed(
+                            turn_id=turn_id,
+                            kind="budget_exceeded",
+                            error=refusal_text(budget),
+                        )
+                    ],
+                )
+                _log.warning("turn.budget_exceeded", period=budget.period)
+                return _failed(session, turn_id, iteration, "budget_exceeded")
             response = await self._call(session, turn_id, iteration, recall.block)
             if response is None:
                 return _failed(session, turn_id, iteration + 1, "provider_error")
@@ -353,6 +370,7 @@ class TurnEngine:
             raise failed.error from None
         # Recorded together with the assistant message it produced (one commit).
         session.pending.append(call.event)
+        self.budget.add(call.event.cost_usd)
         _log.info(
             "model.called", iteration=iteration, calls=len(call.response.tool_calls)
         )
