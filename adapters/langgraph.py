@@ -5,10 +5,13 @@ Install the extra (``pip install 'turnledger[langgraph]'``), then::
     from turnledger.adapters.langgraph import TurnledgerSaver
 
     graph = builder.compile(checkpointer=TurnledgerSaver.from_url("turnledger.db"))
+
+and ``store=TurnledgerStore.from_url("turnledger.db")`` for long-term memory.
 """
 
 from __future__ import annotations
 
 from turnledger.adapters.langgraph_saver import TurnledgerSaver
+from turnledger.adapters.langgraph_store import TurnledgerStore
 
-__all__ = ["TurnledgerSaver"]
+__all__ = ["TurnledgerSaver", "TurnledgerStore"]
