@@ -35,11 +35,11 @@ from turnledger.pipeline.web.queries import last_recall, memory_as_of, next_reca
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
-from turnledger.projections.base import fold
-from turnledger.projections.costs import COST_RECORDS, grand_total
+from turnledger.projections.costs import grand_total
 from turnledger.projections.history import visible_messages
 from turnledger.projections.memory.protocol import Unsupported
 from turnledger.projections.observer import observe, render_item
+from turnledger.projections.queries import cost_records
 
 _JSON = msgspec.json.Encoder()
 
@@ -88,7 +88,7 @@ def _at_route(state: WebState, request: Request) -> Response:
     position = data.events[index].position
     history = load_history(state.store, ref.stream_id, at=position)
     report = replay_session(state.store, ref.stream_id, at=position)
-    costs = grand_total(fold(COST_RECORDS, data.events[: index + 1]))
+    costs = grand_total(cost_records(state.store, stream_id=ref.stream_id, at=position))
     recall = last_recall(data.events, position)
     upcoming = next_recall(data.events, position)
     return _json(

@@ -30,8 +30,8 @@ from turnledger.pipeline.web.queries import (
 )
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import BREADCRUMB_TEXT
-from turnledger.projections.base import fold
-from turnledger.projections.costs import COST_RECORDS, grand_total, totals
+from turnledger.projections.costs import grand_total, totals
+from turnledger.projections.queries import cost_records
 
 SESSIONS_PER_PAGE: Final = 50
 """Rows per page of the sessions list."""
@@ -233,7 +233,7 @@ def _memory(state: WebState, agents: list[str], agent: str, query: str) -> str:
 
 
 def _costs(state: WebState) -> str:
-    states = fold(COST_RECORDS, state.store.iter_all(types=COST_RECORDS.event_types))
+    states = cost_records(state.store)
     days = totals(states, "day")
     budgets = state.settings.config.budgets
     daily_limit = budgets.daily_limit_usd if budgets.enabled else None

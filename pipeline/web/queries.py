@@ -1,9 +1,10 @@
 """What the web UI reads, built from the same functions the CLI uses.
 
 Sessions come from :func:`pipeline.sessions.list_sessions`' rule (one
-``session.opened`` per session stream), a session's history from the
-session-history fold (:data:`projections.history.SESSION_HISTORY`, what
-``turnledger history`` prints), its audit from :func:`pipeline.audit
+``session.opened`` per session stream), a session's record from the transcript
+fold (:data:`projections.history.SESSION_TRANSCRIPT`, what
+:func:`pipeline.sessions.load_history` returns: every recorded message, trimmed
+ones included, with the trim boundary), its audit from :func:`pipeline.audit
 .audit_conversations` over the same messages ``turnledger audit`` checks, its
 costs from the cost-records fold. Nothing here folds the ledger another way.
 
@@ -41,7 +42,7 @@ from turnledger.pipeline.audit import audit_conversations
 from turnledger.pipeline.sessions import SessionRef
 from turnledger.projections.base import fold
 from turnledger.projections.costs import COST_RECORDS, CostTotals, grand_total
-from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.projections.history import SESSION_TRANSCRIPT, SessionHistoryState
 
 PAGE_EVENTS = 200
 """Events per timeline page (a 10,000-event session is 50 pages)."""
@@ -53,7 +54,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         ref: Where it lives.
         events: Its events, in order.
-        state: Its session-history state (the fold ``history`` prints).
+        state: Its transcript state (``load_history``'s fold).
         violations: Pairing violations by the stream version of the message.
         costs: The totals of its model calls.
     """
@@ -161,12 +162,12 @@ class SessionCache:
         fresh = tuple(self.store.read_stream(ref.stream_id, after=after, until=head))
         key = str(ref.stream_id)
         if cached is None:
-            start = SESSION_HISTORY.initial(key)
+            start = SESSION_TRANSCRIPT.initial(key)
             events = fresh
         else:
             start = cached.state
             events = (*cached.events, *fresh)
-        state = fold(SESSION_HISTORY, fresh, {key: start})[key]
+        state = fold(SESSION_TRANSCRIPT, fresh, {key: start})[key]
         data = _build(ref, events, state)
         with self._lock:
             self._data[ref.stream_id] = data

@@ -158,6 +158,8 @@ def test_live_view_shows_a_new_event(recorded, server, page):
     assert page.page.locator("#live-events > li").count() == 0
     script = recorded.root / "live.toml"
     script.write_text('model = "scripted-1"\n[[steps]]\ntext = "live and well"\n')
+    plain = recorded.root / "no-budgets.toml"  # the served config's budget is spent
+    plain.write_text("")
     # `turnledger run` next to `serve`, as a user would run `chat` beside it.
     subprocess.run(
         [
@@ -166,6 +168,8 @@ def test_live_view_shows_a_new_event(recorded, server, page):
             "turnledger.pipeline.cli",
             "--db",
             recorded.db,
+            "--config",
+            str(plain),
             "run",
             str(script),
             "--agent",
