@@ -2,19 +2,27 @@
 
 Defaults work with no file at all: the ledger is ``./turnledger.db`` and any agent
 name works on the default SQLite memory backend. Validation errors name the key
-and the problem (unknown backend, peer on another backend kind, self-reference,
-missing URL).
+(with the agent's alias) and the problem (unknown backend, dangling peer, peer on
+another backend kind, self-reference, missing URL, a number out of range).
 
-Example::
+An agent's memory is configured in the seed's layout (ADR-005, reference §3)::
 
     ledger = "./turnledger.db"
+
+    [agents.ops.memory]
+    backend = "sqlite"
+
+    [agents.ops.workspace]
+    read_memory_from = ["research"]
+
+    [agents.research.memory]
+    backend = "sqlite"
+
+or with the flat keys, which stay a compatible spelling::
 
     [agents.ops]
     memory = "sqlite"
     read_memory_from = ["research"]
-
-    [agents.research]
-    memory = "sqlite"
 
     [storage.postgres.shared]
     url = "postgresql://postgres@127.0.0.1:5432/test"
@@ -30,6 +38,12 @@ from typing import Final, Literal
 import msgspec
 
 from turnledger.ledger.store import DEFAULT_PATH
+from turnledger.pipeline.config_layout import (
+    LayoutError,
+    check_numbers,
+    located,
+    seed_layout,
+)
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.pricing import ModelPrice
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
@@ -43,7 +57,6 @@ from turnledger.policies.scoping import (
     AgentScope,
     ScopeConfigError,
     build_agent_scope,
-    build_agent_scopes,
     normalize_backend,
 )
 
@@ -58,7 +71,17 @@ class ConfigError(PipelineError, ValueError):
 class AgentConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """``[agents.<alias>]``."""
+    """``[agents.<alias>]`` (the seed's sub-tables are flattened into it first).
+
+    Attributes:
+        memory: The backend (``[agents.<alias>.memory] backend``).
+        read_memory_from: Peers whose memory this agent may recall
+            (``[agents.<alias>.workspace] read_memory_from``).
+        workspace: The workspace directory (``[agents.<alias>.workspace] path``).
+        strategy: The memory strategy.
+        autosave: Whether turns autosave.
+        provider: The provider name.
+    """
 
     memory: str = "sqlite"
     read_memory_from: tuple[str, ...] = ()
@@ -113,12 +136,18 @@ class RecallConfig(
 class EmbeddingConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """``[embedding]``: none (keyword only) or an OpenAI-compatible endpoint."""
+    """``[embedding]``: none (keyword only), local, or an OpenAI-compatible endpoint.
 
-    provider: Literal["none", "openai-compatible"] = "none"
+    ``local`` runs a model whose weights ship in a package (no network):
+    ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``) or a
+    sentence-transformers folder; ``dims``, when set, must be the model's.
+    ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
+    """
+
+    provider: Literal["none", "openai-compatible", "local"] = "none"
     base_url: str | None = None
-    model: str = "text-embedding-3-small"
-    dims: int = 1536
+    model: str | None = None
+    dims: int | None = None
     api_key_env: str = "OPENAI_API_KEY"
 
 
@@ -200,18 +229,49 @@ def _memory_configs(config: Config) -> dict[str, AgentMemoryConfig]:
 
 
 _NEEDS: Final = {"postgres": "url", "lucid": "command"}
+_NAMED: Final = (
+    ("agents", AgentConfig),
+    ("providers", ProviderConfig),
+    ("pricing", ModelPrice),
+)
 
 
-def validate(config: Config) -> Config:
-    """Check cross-key rules: backends, peers, storage settings.
+def _check_scopes(config: Config, spelled: dict[tuple[str, str], str]) -> None:
+    """Every backend known, every peer valid; errors name the key as spelled."""
+    for alias, agent in config.agents.items():
+        try:
+            normalize_backend(agent.memory)
+        except ScopeConfigError as e:
+            key = spelled.get((alias, "memory"), f"agents.{alias}.memory")
+            raise ConfigError(f"{key}: {e}") from None
+    memory = _memory_configs(config)
+    for alias in config.agents:
+        try:
+            build_agent_scope(alias, memory)
+        except ScopeConfigError as e:
+            name = (alias, "read_memory_from")
+            key = spelled.get(name, f"agents.{alias}.read_memory_from")
+            raise ConfigError(f"{key}: {e}") from None
+
+
+def validate(
+    config: Config, *, spelled: dict[tuple[str, str], str] | None = None
+) -> Config:
+    """Check cross-key rules: backends, peers, storage settings, number ranges.
+
+    Args:
+        config: The parsed configuration.
+        spelled: How the file spelled an agent's keys (``(alias, field)`` to
+            ``agents.<alias>.memory.backend`` ...), for the messages.
 
     Raises:
-        ConfigError: A rule is broken; the message names the key.
+        ConfigError: A rule is broken; the message names the key (and alias).
     """
+    _check_scopes(config, spelled or {})
     try:
-        build_agent_scopes(_memory_configs(config))
-    except ScopeConfigError as e:
-        raise ConfigError(f"agents: {e}") from None
+        check_numbers(config)
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
     for alias, agent in config.agents.items():
         kind, _, storage_alias = normalize_backend(agent.memory).partition(".")
         needed = _NEEDS.get(kind)
@@ -234,7 +294,24 @@ def validate(config: Config) -> Config:
         except ScopeConfigError as e:
             raise ConfigError(f"storage.{kind}: {e}") from None
     _check_recall(config.recall)
+    _check_embedding(config)
     return config
+
+
+def _check_embedding(config: Config) -> None:
+    if config.embedding.dims is not None and config.embedding.dims < 1:
+        msg = f"embedding.dims: expected >= 1, found {config.embedding.dims}"
+        raise ConfigError(msg)
+    if config.embedding.provider != "none":
+        return
+    for alias, agent in config.agents.items():
+        if normalize_backend(agent.memory).startswith("qdrant."):
+            msg = (
+                f"agents.{alias}.memory = {agent.memory!r}: Qdrant stores vectors "
+                'only; expected an [embedding] provider ("local" or '
+                '"openai-compatible"), found none'
+            )
+            raise ConfigError(msg)
 
 
 def recall_tuning(recall: RecallConfig) -> RecallTuning:
@@ -274,10 +351,43 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: expected TOML, {e}") from None
     try:
-        config = msgspec.convert({**raw, "source": source}, Config)
-    except msgspec.ValidationError as e:
+        flat, spelled = seed_layout(raw)
+    except LayoutError as e:
         raise ConfigError(f"{source}: {e}") from None
-    return validate(config)
+    _check_entries(flat, spelled, source)
+    try:
+        config = msgspec.convert({**flat, "source": source}, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {located(str(e), '', spelled)}") from None
+    return validate(config, spelled=spelled)
+
+
+def _check_entries(
+    flat: dict[str, object], spelled: dict[tuple[str, str], str], source: str
+) -> None:
+    """Convert each named entry alone, so an error names its alias and key.
+
+    (msgspec reports a dict key as ``[...]``; one entry at a time it need not.)
+    """
+    entries: list[tuple[str, object, type]] = []
+    for section, kind in _NAMED:
+        table = flat.get(section)
+        if isinstance(table, dict):
+            entries += [(f"{section}.{name}", v, kind) for name, v in table.items()]
+    storage = flat.get("storage")
+    if isinstance(storage, dict):
+        for backend, aliases in storage.items():
+            if isinstance(aliases, dict):
+                entries += [
+                    (f"storage.{backend}.{name}", v, StorageConfig)
+                    for name, v in aliases.items()
+                ]
+    for prefix, value, kind in entries:
+        try:
+            msgspec.convert(value, kind)
+        except msgspec.ValidationError as e:
+            msg = f"{source}: {located(str(e), prefix, spelled)}"
+            raise ConfigError(msg) from None
 
 
 def load_config(path: str | None = None) -> Config:

@@ -1,0 +1,158 @@
+"""The seed's configuration layout and the number ranges of ``turnledger.toml``.
+
+ADR-005 and the reference (§3) configure an agent's memory in sub-tables::
+
+    [agents.ops.memory]
+    backend = "sqlite"
+
+    [agents.ops.workspace]
+    read_memory_from = ["research"]
+
+:func:`seed_layout` flattens them into the flat keys of ``[agents.<alias>]``
+(``memory``, ``read_memory_from``, and ``workspace`` for the workspace ``path``),
+which stay a compatible spelling, and remembers how each key was spelled so that
+every message names the key as the file wrote it. :func:`check_numbers` refuses
+negative or absurd limits, naming the key and the value.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.config import Config
+
+
+class LayoutError(ValueError):
+    """A layout or range rule is broken; the message names the key."""
+
+
+AGENT_TABLES: Final = {
+    "memory": {"backend": "memory"},
+    "workspace": {"read_memory_from": "read_memory_from", "path": "workspace"},
+}
+"""The seed's per-agent sub-tables: each key and the flat field it fills."""
+
+
+def seed_layout(
+    raw: dict[str, object],
+) -> tuple[dict[str, object], dict[tuple[str, str], str]]:
+    """Flatten ``[agents.<alias>.memory]`` and ``[agents.<alias>.workspace]``.
+
+    Args:
+        raw: The decoded TOML document.
+
+    Returns:
+        The document with flat agent keys, and how each flattened key was
+        spelled in the file, by ``(alias, flat field)``.
+
+    Raises:
+        LayoutError: A sub-table has an unknown key, or a key is given in both
+            spellings.
+    """
+    agents = raw.get("agents")
+    spelled: dict[tuple[str, str], str] = {}
+    if not isinstance(agents, dict):
+        return raw, spelled
+    flat_agents: dict[str, object] = {}
+    for alias, table in agents.items():
+        flat = dict(table) if isinstance(table, dict) else table
+        if isinstance(flat, dict):
+            for name in AGENT_TABLES:
+                sub = flat.get(name)
+                if isinstance(sub, dict):
+                    del flat[name]
+                    keys = _flatten(f"agents.{alias}", name, sub, flat)
+                    spelled.update({(alias, f): key for f, key in keys.items()})
+        flat_agents[alias] = flat
+    return {**raw, "agents": flat_agents}, spelled
+
+
+def _flatten(
+    prefix: str, name: str, sub: dict[str, object], flat: dict[str, object]
+) -> dict[str, str]:
+    """Move one sub-table's keys into ``flat``; return field -> spelled key."""
+    fields = AGENT_TABLES[name]
+    spelled: dict[str, str] = {}
+    for key, value in sub.items():
+        field = fields.get(key)
+        if field is None:
+            msg = (
+                f"{prefix}.{name}.{key}: expected one of {sorted(fields)}, "
+                "found an unknown key"
+            )
+            raise LayoutError(msg)
+        if field in flat:
+            msg = (
+                f"{prefix}.{name}.{key}: expected it once, found it also as "
+                f"{prefix}.{field}"
+            )
+            raise LayoutError(msg)
+        flat[field] = value
+        spelled[field] = f"{prefix}.{name}.{key}"
+    return spelled
+
+
+def located(message: str, prefix: str, spelled: dict[tuple[str, str], str]) -> str:
+    """Turn msgspec's ``"... - at `$.b`"`` into ``"<prefix>.b: ..."`` (as spelled).
+
+    Args:
+        message: A msgspec validation message, its path relative to one entry.
+        prefix: The entry's key (``agents.alpha``, ``providers.local``).
+        spelled: How the file spelled each flattened agent key.
+
+    Returns:
+        The message led by the full key.
+    """
+    detail, at, path = message.rpartition(" - at `$")
+    if not at:
+        return f"{prefix}: {message}" if prefix else message
+    path = path.rstrip("`").lstrip(".")
+    field, bracket, rest = path.partition("[")
+    head, _, alias = prefix.partition(".")
+    key = spelled.get((alias, field)) if head == "agents" else None
+    if key is None:
+        key = ".".join(part for part in (prefix, field) if part)
+    return f"{key}{bracket}{rest}: {detail}"
+
+
+RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
+    ("runtime", "max_tool_result_chars", 0, 100_000_000),
+    ("runtime", "context_budget_tokens", 0, 100_000_000),
+    ("runtime", "max_tool_iterations", 1, 10_000),
+    ("runtime", "tool_concurrency", 1, 1_024),
+    ("runtime", "max_media_bytes", 0, 1 << 40),
+    ("recall", "limit", 0, 10_000),
+    ("recall", "min_relevance", 0.0, 1.0),
+    ("recall", "max_entries", 0, 10_000),
+    ("recall", "entry_max_chars", 0, 10_000_000),
+    ("recall", "max_total_chars", 0, 100_000_000),
+    ("embedding", "dims", 1, 65_536),
+    ("budgets", "daily_limit_usd", 0.0, 1e12),
+    ("budgets", "monthly_limit_usd", 0.0, 1e12),
+    ("budgets", "warn_at_percent", 0.0, 100.0),
+)
+"""Numbers with a range (inclusive): anything outside is refused at load."""
+
+MAX_TIMEOUT_S: Final = 86_400.0
+"""The longest provider timeout accepted (a day)."""
+
+
+def check_numbers(config: Config) -> None:
+    """Refuse negative or absurd numbers, naming the key and the value.
+
+    Raises:
+        LayoutError: A number is outside its range.
+    """
+    for section, name, low, high in RANGES:
+        value = getattr(getattr(config, section), name)
+        if value is not None and not low <= value <= high:
+            msg = f"{section}.{name}: expected {low}..{high}, found {value!r}"
+            raise LayoutError(msg)
+    for name, provider in config.providers.items():
+        if not 0 < provider.timeout <= MAX_TIMEOUT_S:
+            msg = (
+                f"providers.{name}.timeout: expected more than 0 and at most "
+                f"{MAX_TIMEOUT_S:g} seconds, found {provider.timeout!r}"
+            )
+            raise LayoutError(msg)
