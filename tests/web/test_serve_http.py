@@ -141,3 +141,33 @@ def test_the_scrubber_api_refuses_a_bad_index(recorded, server):
     bad = httpx.get(f"{server}api/sessions/{sid}/at?index=-1")
     assert bad.status_code == 400
     assert "Expected an index" in bad.json()["error"]
+
+
+def test_serves_a_postgresql_ledger(postgres_url, tmp_path, monkeypatch):
+    # Memory files of a PostgreSQL ledger go to the working directory.
+    monkeypatch.chdir(tmp_path)
+    from tests.web.conftest import Recorded
+    from turnledger.ledger.store import open_store
+    from turnledger.pipeline.demo import record_demo_session
+
+    with open_store(postgres_url) as store:
+        stream = record_demo_session(
+            store, data_dir=str(tmp_path / "data"), ledger_url=postgres_url
+        )
+    config = tmp_path / "turnledger.toml"
+    config.write_text("")
+    served = Recorded(root=tmp_path, db=postgres_url, config=config, sessions={})
+    process, address = start_server(served)
+    try:
+        listing = httpx.get(address["url"])
+        assert listing.status_code == 200
+        assert f"/sessions/{stream}" in listing.text
+        timeline = httpx.get(f"{address['url']}sessions/{stream}")
+        assert timeline.status_code == 200
+        assert "history.trimmed" in timeline.text
+        assert "characters truncated" in timeline.text
+        at = httpx.get(f"{address['url']}api/sessions/{stream}/at?index=3").json()
+        assert at["index"] == 3
+        assert at["messages"][0]["role"] == "user"
+    finally:
+        stop_server(process)
