@@ -1,12 +1,16 @@
-"""Scale-out on PostgreSQL: append throughput with 1, 2 and 4 writer processes,
+"""Scale-out on PostgreSQL: append throughput with 1, 2, 4 and 8 writer processes,
 and projection lag under that load.
 
 Each writer process runs S concurrent sessions through the async facade
 (``AsyncLedger``: one writer thread per process, group commit), each session
 appending T turns of 8 events. Throughput is total turns / wall time, from the
-moment all writers are ready to the last acknowledgement. Goal: 4 writers >= 2.5x
-one. Projection lag: a projection worker follows the ledger (tracking in the same
-database) while 4 writers write; the lag (ledger position minus tracking position)
+moment all writers are ready to the last acknowledgement. Writers commit in
+parallel (no table lock; followers read below a high-water mark). Goals, as ratios
+in one run on one server: 4 writers >= 2.5x one; 8 writers >= 1.0x four. The
+machine's CPU busy share while writing is printed beside each figure (on a 2-core
+machine the CPU, not the disk, is what caps the scaling). Projection lag: a
+projection worker follows the ledger (tracking in the same database) while 4
+writers write; the lag (ledger position minus tracking position)
 is sampled every 50 ms, and the time to catch up after the last write is reported.
 
 Run: python benchmarks/bench_scale.py [--quick] [--url URL] [--json PATH]
@@ -99,11 +103,19 @@ async def _write(url: str, tag: str, sessions: int, turns: int, start: float) ->
 def writer_main(job: tuple[str, str, int, int, float], out: Any) -> None:
     url, tag, sessions, turns, start = job
     done = asyncio.run(_write(url, tag, sessions, turns, start))
-    out.put((done, time.time()))
+    out.put((done, time.time(), time.process_time()))
 
 
 def run_writers(url: str, writers: int, sessions: int, turns: int) -> float:
     """Return turns/s for ``writers`` processes writing together."""
+    rate, _ = run_writers_cpu(url, writers, sessions, turns)
+    return rate
+
+
+def run_writers_cpu(
+    url: str, writers: int, sessions: int, turns: int
+) -> tuple[float, float]:
+    """Return turns/s and the machine's CPU busy share while writing."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     start = time.time() + 2.0  # time to spawn and import
@@ -119,12 +131,25 @@ def run_writers(url: str, writers: int, sessions: int, turns: int) -> float:
     ]
     for p in procs:
         p.start()
+    busy_before = _cpu_times()
     results = [out.get(timeout=600) for _ in procs]
+    busy_after = _cpu_times()
     for p in procs:
         p.join()
     total = sum(r[0] for r in results)
     end = max(r[1] for r in results)
-    return total / (end - start)
+    busy = (busy_after[0] - busy_before[0]) / max(1e-9, busy_after[1] - busy_before[1])
+    return total / (end - start), busy
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat (0s elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split()[1:9]]
+    except OSError:
+        return 0.0, 1.0
+    idle = fields[3] + fields[4]
+    return float(sum(fields) - idle), float(sum(fields))
 
 
 def measure_lag(url: str, sessions: int, turns: int) -> dict[str, float]:
@@ -193,32 +218,34 @@ def main() -> None:
     figures: dict[str, float] = {}
     shape = f"{args.sessions} sessions x {args.turns} turns per writer"
     print(f"bench_scale: PostgreSQL, {shape}")
-    for writers in (1, 2, 4):
+    for writers in (1, 2, 4, 8):
         url = fresh_url(args.url)
         try:
             open_store(url).close()
-            figures[f"writers_{writers}_turns_per_s"] = run_writers(
-                url, writers, args.sessions, args.turns
-            )
+            rate, busy = run_writers_cpu(url, writers, args.sessions, args.turns)
         finally:
             drop(url)
-        rate = figures[f"writers_{writers}_turns_per_s"]
-        print(f"  {writers} writer(s): {rate:8.0f} turns/s")
-    ratio = figures["writers_4_turns_per_s"] / figures["writers_1_turns_per_s"]
-    figures["ratio_4_vs_1"] = ratio
-    verdict = "PASS" if ratio >= 2.5 else "MISS"
-    ratios = {
-        "4 writer processes vs 1 (turns/s)": {
-            "ratio": ratio,
-            "goal": 2.5,
-            "verdict": verdict,
-        }
-    }
-    one, four = figures["writers_1_turns_per_s"], figures["writers_4_turns_per_s"]
-    print(
-        f"{verdict}  4 writer processes vs 1 (turns/s): {four:,.0f} vs {one:,.0f} "
-        f"-> ratio {ratio:.2f}; goal >= 2.50"
-    )
+        figures[f"writers_{writers}_turns_per_s"] = rate
+        figures[f"writers_{writers}_cpu_busy"] = busy
+        print(
+            f"  {writers} writer(s): {rate:8.0f} turns/s; machine CPU busy "
+            f"{busy:.0%} of {os.cpu_count()} cores"
+        )
+    ratios: dict[str, dict[str, Any]] = {}
+    for label, more, fewer, goal in (
+        ("4 writer processes vs 1 (turns/s)", 4, 1, 2.5),
+        ("8 writer processes vs 4 (turns/s)", 8, 4, 1.0),
+    ):
+        high = figures[f"writers_{more}_turns_per_s"]
+        low = figures[f"writers_{fewer}_turns_per_s"]
+        ratio = high / low
+        verdict = "PASS" if ratio >= goal else "MISS"
+        figures[f"ratio_{more}_vs_{fewer}"] = ratio
+        ratios[label] = {"ratio": ratio, "goal": goal, "verdict": verdict}
+        print(
+            f"{verdict}  {label}: {high:,.0f} vs {low:,.0f} "
+            f"-> ratio {ratio:.2f}; goal >= {goal:.2f}"
+        )
     url = fresh_url(args.url)
     try:
         open_store(url).close()

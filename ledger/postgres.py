@@ -1,10 +1,14 @@
 """The PostgreSQL backend, built on eventsourcing's PostgreSQL application recorder.
 
 From the library: the datastore (psycopg pool, timeouts, composite type adapters),
-the table layout (``turnledger_events`` with a ``bigserial`` notification id), the
-``LOCK TABLE ... IN EXCLUSIVE MODE`` discipline that makes position order equal
-commit order, notification selection and the LISTEN/NOTIFY subscription. Added
-here: append-only and contiguity triggers, group commit with a savepoint per append,
+the table layout (``turnledger_events`` with a ``bigserial`` notification id),
+notification selection and the LISTEN/NOTIFY subscription. Not taken: the library's
+``LOCK TABLE ... IN EXCLUSIVE MODE`` per insert, which serialises every writer
+until its commit's fsync; writers here commit in parallel and followers stop at a
+high-water mark instead (``ledger.postgres_order``). Added here: triggers refusing
+UPDATE, DELETE and TRUNCATE and version gaps (a superuser can still disable them;
+``verify`` detects what is then done), the hash chain, idempotency keys, group
+commit with a savepoint per append (``ledger.postgres_write``), typed driver errors
 and a periodic wake-up of the subscription (library issue #305: a lost NOTIFY must
 not stall a follower). Pipeline mode is not used for writes: large pipelined
 transactions can hang (psycopg #685).
@@ -38,6 +42,7 @@ from turnledger.ledger.errors import (
     LedgerReadOnlyError,
     StoreUnavailableError,
 )
+from turnledger.ledger.postgres_order import HighWater, begin_write
 from turnledger.ledger.postgres_write import (
     KEYS_TABLE,
     SEALS_TABLE,
@@ -131,11 +136,34 @@ def _trigger_statements(schema: str, table: str) -> list[Any]:
 
 
 class _Recorder(PostgresApplicationRecorder):
-    """The library's application recorder plus the ledger's triggers."""
+    """The library's application recorder plus the ledger's triggers.
+
+    An unbounded notification selection (what the library's subscription pulls)
+    stops at the settled position, so a follower never reads past a row that a
+    writer still in flight may commit below it.
+    """
 
     def __init__(self, datastore: PostgresDatastore) -> None:
         super().__init__(datastore, events_table_name=TABLE)
         self.sql_create_statements.extend(_trigger_statements(datastore.schema, TABLE))
+        self.settled: Callable[[], int] | None = None
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """The library's selection, capped at the settled position."""
+        if stop is None and self.settled is not None:
+            stop = self.settled()
+        selected: Sequence[Notification] = super().select_notifications(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+        return selected
 
 
 class _WakingSubscription(PostgresSubscription):
@@ -163,7 +191,8 @@ class PostgresBackend:
 
     Args:
         url: ``postgresql://user[:password]@host[:port]/dbname[?schema=name]``.
-        lock_timeout: Seconds a writer waits for the table lock before failing.
+        lock_timeout: Seconds a writer waits for a lock (and a follower for the
+            writers in flight) before a typed :class:`LedgerLockedError`.
     """
 
     kind = "postgresql"
@@ -193,14 +222,17 @@ class PostgresBackend:
             msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
             raise StoreUnavailableError(msg) from e
         table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
-        self._lock_and_notify = SQL(
-            "SET LOCAL lock_timeout = '{timeout}s'; "
-            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; NOTIFY {channel}"
-        ).format(
-            timeout=SQL(str(int(lock_timeout))),
-            channel=Identifier(self._recorder.channel_name),
-            **table,
+        self._begin_write = begin_write(
+            self.url.schema, Identifier(self._recorder.channel_name), lock_timeout
         )
+        self._high_water = HighWater(
+            self._datastore,
+            self.url.schema,
+            table=f'"{self.url.schema}"."{TABLE}"',
+            sequence=f'"{self.url.schema}"."{TABLE}_notification_id_seq"',
+            timeout=lock_timeout,
+        )
+        self._recorder.settled = self.max_position
         self._head_sql = SQL(
             "SELECT max(originator_version) AS head FROM {schema}.{table} "
             "WHERE originator_id = %s"
@@ -229,12 +261,12 @@ class PostgresBackend:
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False
     ) -> list[tuple[int, ...] | Conflict | Replayed]:
-        """Write appends in one transaction under the table lock, a savepoint each.
+        """Write appends in one transaction (writers run in parallel), a savepoint each.
 
         With ``atomic``, any conflict rolls back the whole transaction.
 
         Raises:
-            LedgerLockedError: The table lock was not granted within the timeout.
+            LedgerLockedError: A lock was not granted within the timeout.
             StoreUnavailableError: The server failed or the connection was lost.
         """
         started = time.monotonic()
@@ -242,7 +274,7 @@ class PostgresBackend:
             with self._datastore.get_connection() as conn:
                 results: list[tuple[int, ...] | Conflict | Replayed] = []
                 with conn.transaction(), conn.cursor() as cursor:
-                    cursor.execute(self._lock_and_notify)
+                    cursor.execute(self._begin_write)
                     results = write_group(conn, cursor, self._write_sql, requests)
                     if atomic and any(isinstance(r, Conflict) for r in results):
                         # All or nothing: leaves the block, rolling it all back.
@@ -346,8 +378,14 @@ class PostgresBackend:
         return _head(rows[0] if rows else None)
 
     def max_position(self) -> int:
-        """Return the highest position written (0 when empty)."""
-        return int(self._guard(self._recorder.max_notification_id) or 0)
+        """Return the settled position: every row at or below it is final.
+
+        Writers commit in parallel, so a higher position may be committed while a
+        lower one is still in flight; this is the high-water mark below which
+        nothing can appear any more (``ledger.postgres_order``). Positions may
+        have gaps (rolled-back appends).
+        """
+        return self._guard(self._high_water.settled)
 
     def stream_ids(self) -> list[UUID]:
         """Return every stream id, sorted."""

@@ -1,16 +1,19 @@
 """The PostgreSQL write path: one group per transaction, hash chain, idempotency keys.
 
-Under the ledger table's lock (held by the caller) a group costs a fixed number of
-round trips whatever its size: every head (version and link) at once, every
-idempotency key at once, the positions reserved from the table's sequence, one
-INSERT of every accepted row with its position, one INSERT of the new keys. Heads
-are read under the lock, so the insert cannot conflict; should it ever, the
-group is redone a savepoint per append, so a conflict fails only its own append.
+A group costs a fixed number of round trips whatever its size: every head
+(version and link) at once, every idempotency key at once, the positions reserved
+from the table's sequence, one INSERT of every accepted row with its position,
+one INSERT of the new keys. Writers run in parallel: a writer that read a head
+another writer is about to move meets the primary key (it waits for that commit,
+then fails); the group is then redone a savepoint per append, so the conflict
+fails only its own append, and a keyed append whose key the other writer just
+committed returns that first outcome. Rows go in sorted by stream and version,
+keys sorted, so two writers never wait on each other in a cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 from uuid import UUID
 
@@ -91,6 +94,11 @@ def write_group(
                 with conn.transaction():
                     outcomes.extend(_write(cursor, sql, [request]))
             except psycopg.errors.IntegrityError:
+                key = request.idempotency_key
+                replay = _keys(cursor, sql, [request]).get(key) if key else None
+                if replay is not None:
+                    outcomes.append(replay)
+                    continue
                 head = _heads(cursor, sql, [request.stream_id]).get(request.stream_id)
                 outcomes.append(Conflict(head[0] if head else 0))
         return outcomes
@@ -235,10 +243,19 @@ def _insert(
             strict=True,
         ):
             column.append(value)
-    cursor.execute(sql.insert, columns)
+    cursor.execute(
+        sql.insert, _sorted(columns, key=lambda i: (columns[0][i].bytes, columns[1][i]))
+    )
     if keys[0]:
-        cursor.execute(sql.insert_keys, keys)
+        cursor.execute(sql.insert_keys, _sorted(keys, key=lambda i: keys[0][i]))
     return [_own(step, result) for step, result in zip(plan, results, strict=True)]
+
+
+def _sorted(
+    columns: tuple[list[Any], ...], *, key: Callable[[int], Any]
+) -> tuple[list[Any], ...]:
+    order = sorted(range(len(columns[0])), key=key)
+    return tuple([column[i] for i in order] for column in columns)
 
 
 def _own(step: Outcome | int | AppendRequest, result: Outcome) -> Outcome:
