@@ -1,14 +1,16 @@
 """Load check of ``turnledger serve``: 64 concurrent requests from a local client.
 
 A real ``turnledger serve`` process (uvicorn, one worker) over a SQLite ledger
-holding the demo session (recorded by the engine) and one session of N events
+holding the demo session (recorded by the engine), one session of N events
 (10,000 by default: turns of user input, prompt digests, model calls, a tool call
-and its result, a final answer). A minimal asyncio HTTP/1.1 client on the same
+and its result, a final answer) and M short sessions (100,000 by default, over 20
+agents). A minimal asyncio HTTP/1.1 client on the same
 machine holds 64 keep-alive connections and sends rounds of 64 concurrent GETs
 (one per connection) to each target, the targets taken round-robin:
 
 - ``/healthz``: a trivial route (the baseline: the server's own floor);
-- ``/``: the sessions page;
+- ``/``: the sessions page (the first 50 of every session);
+- ``/?agent=A&q=s1&page=P``: filtered, later pages (20 different queries);
 - ``/sessions/<long>``: the first timeline page of the 10,000-event session;
 - ``/sessions/<long>?page=K``: later timeline pages, K cycling over all pages.
 
@@ -25,7 +27,7 @@ The script reports; it exits 0 even when a goal is missed (the line says MISS).
 
 Run::
 
-    .venv/bin/python benchmarks/bench_serve.py            # full run (~1 min)
+    .venv/bin/python benchmarks/bench_serve.py            # full run (~2 min)
     .venv/bin/python benchmarks/bench_serve.py --quick    # smoke: a few seconds
 """
 
@@ -60,7 +62,7 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.ledger.ids import session_stream_id
-from turnledger.ledger.store import EventStore, open_store
+from turnledger.ledger.store import Append, EventStore, open_store
 from turnledger.pipeline.demo import record_demo_session
 
 CLI = [sys.executable, "-m", "turnledger.pipeline.cli"]
@@ -116,6 +118,25 @@ def write_long_session(store: EventStore, events: int) -> UUID:
     if batch:
         store.append(stream, batch, expected_version=version)
     return stream
+
+
+def write_sessions(store: EventStore, count: int) -> None:
+    """``count`` short sessions (opened, one completed turn), in atomic batches."""
+    batch: list[Append] = []
+    for i in range(count):
+        stream = session_stream_id(f"agent{i % 20}", f"s{i}")
+        events: list[Event] = [
+            SessionOpened(agent=f"agent{i % 20}", session_key=f"s{i}", channel="bench"),
+            TurnStarted(turn_id="t", origin="channel", user_input="hi"),
+            AssistantMessage(turn_id="t", text="hello"),
+            TurnCompleted(turn_id="t"),
+        ]
+        batch.append(Append(stream, events, 0))
+        if len(batch) == 2_000:
+            store.append_atomic(batch)
+            batch = []
+    if batch:
+        store.append_atomic(batch)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -225,8 +246,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=100_000)
     args = parser.parse_args()
     events = 600 if args.quick else args.events
+    sessions = 300 if args.quick else args.sessions
     rounds = 2 if args.quick else args.rounds
     print(
         f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, Python "
@@ -239,6 +262,7 @@ def main() -> int:
         with open_store(db) as store:
             record_demo_session(store, data_dir=str(root / "data"), ledger_url=db)
             long = write_long_session(store, events)
+            write_sessions(store, sessions)
             total = store.stream_version(long)
         process, url = start(db, root)
         try:
@@ -247,6 +271,9 @@ def main() -> int:
             later = [f"{timeline}?page={k}" for k in range(2, pages + 1)] or [timeline]
             cold = {
                 "sessions page": first_render(url),
+                "sessions page 2, agent filter": first_render(
+                    f"{url}?agent=agent7&page=2"
+                ),
                 "timeline first page": first_render(url + timeline[1:]),
             }
             for page in later:
@@ -254,6 +281,9 @@ def main() -> int:
             targets = {
                 "trivial route": ["/healthz"],
                 "sessions page": ["/"],
+                "sessions, filter+page": [
+                    f"/?agent=agent{k}&q=s1&page={k % 3 + 1}" for k in range(20)
+                ],
                 "timeline first page": [timeline],
                 "timeline later pages": later,
             }
@@ -264,17 +294,19 @@ def main() -> int:
             if process.stdout is not None:
                 process.stdout.close()
     print(f"long session: {total} events, {pages} timeline pages of 200")
+    print(f"sessions: {sessions + 2} (the demo, the long one, {sessions} short ones)")
     for name, ms in cold.items():
         print(f"first (uncached) render, {name}: {ms:.1f} ms")
     base = percentile(results["trivial route"], 0.95)
-    header = f"{'target':<22} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9}"
+    header = f"{'target':<24} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9}"
     print(f"{header} {'p95 / trivial':>14}")
     for name, values in results.items():
         p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
         print(
-            f"{name:<22} {len(values):>8} {p50:>9.1f} {p95:>9.1f} {p95 / base:>13.2f}x"
+            f"{name:<24} {len(values):>8} {p50:>9.1f} {p95:>9.1f} {p95 / base:>13.2f}x"
         )
-    for name in ("sessions page", "timeline first page", "timeline later pages"):
+    targets = ("sessions page", "sessions, filter+page", "timeline first page")
+    for name in (*targets, "timeline later pages"):
         p95 = percentile(results[name], 0.95)
         verdict = "PASS" if p95 < GOAL_MS else "MISS"
         print(
