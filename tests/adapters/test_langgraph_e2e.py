@@ -12,7 +12,7 @@ import asyncio
 import json
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -21,9 +21,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt import InjectedStore, create_react_agent
+from langgraph.store.base import BaseStore
 
-from turnledger.adapters.langgraph import TurnledgerSaver
+from turnledger.adapters.langgraph import TurnledgerSaver, TurnledgerStore
 from turnledger.ledger.events import (
     AssistantMessage,
     ItemRecorded,
@@ -48,7 +49,14 @@ def add(a: int, b: int) -> str:
     return str(a + b)
 
 
-TOOLS = [get_weather, add]
+@tool
+def remember(fact: str, store: Annotated[BaseStore, InjectedStore()]) -> str:
+    """Keep a fact in long-term memory."""
+    store.put(("memories", "user-1"), f"fact-{len(fact)}", {"content": fact})
+    return "remembered"
+
+
+TOOLS = [get_weather, add, remember]
 
 
 class ScriptedToolModel(BaseChatModel):
@@ -75,7 +83,11 @@ class ScriptedToolModel(BaseChatModel):
         self.calls += 1
         last = messages[-1]
         turn = sum(isinstance(m, HumanMessage) for m in messages)
-        if isinstance(last, ToolMessage):
+        if isinstance(last, HumanMessage) and str(last.content).startswith("remember "):
+            fact = str(last.content).removeprefix("remember ")
+            call = {"name": "remember", "args": {"fact": fact}, "id": f"call_r{turn}"}
+            reply = AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
+        elif isinstance(last, ToolMessage):
             results = [m.content for m in messages if isinstance(m, ToolMessage)][-2:]
             reply = AIMessage(
                 content=f"Turn {turn}: " + " / ".join(str(r) for r in results),
@@ -106,12 +118,15 @@ class ScriptedToolModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def react_agent(checkpointer: Any) -> Any:
-    """Return ``create_react_agent`` over the scripted model and the two tools."""
+def react_agent(checkpointer: Any, store: BaseStore | None = None) -> Any:  # noqa: ANN401
+    """Return ``create_react_agent`` over the scripted model and the tools."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return create_react_agent(
-            ScriptedToolModel(), tools=list[BaseTool](TOOLS), checkpointer=checkpointer
+            ScriptedToolModel(),
+            tools=list[BaseTool](TOOLS),
+            checkpointer=checkpointer,
+            store=store,
         )
 
 
@@ -238,3 +253,47 @@ def test_react_agent_async_on_postgres(postgres_url):
         tup = fresh.get_tuple({"configurable": {"thread_id": "pg-1"}})
         assert tup is not None
         assert tup.checkpoint["channel_values"]["messages"] == messages
+
+
+def test_a_tool_writes_memory_through_the_store_and_memory_rebuilds(
+    capsys, sqlite_path, tmp_path
+):
+    """A tool's store.put is a memory event: recall and rebuild find it."""
+    with (
+        TurnledgerSaver.from_url(sqlite_path, agent="lg") as saver,
+        TurnledgerStore.from_url(
+            sqlite_path, memory_path=tmp_path / "view.sqlite", agent="lg"
+        ) as store,
+    ):
+        graph = react_agent(saver, store)
+        config = {"configurable": {"thread_id": "t-mem"}}
+        graph.invoke(
+            {"messages": [HumanMessage("remember Helix is my editor")]}, config
+        )
+        graph.invoke({"messages": [HumanMessage("question 2")]}, config)
+        hits = store.search(("memories",), query="editor")
+        assert [h.value for h in hits] == [{"content": "Helix is my editor"}]
+    code, out, err = cli(capsys, "--db", sqlite_path, "audit", "t-mem")
+    assert code == 0, out + err
+    code, out, err = cli(
+        capsys, "--db", sqlite_path, "memory", "recall", "--agent", "lg", "editor"
+    )
+    assert code == 0, err
+    assert "Helix is my editor" in out
+    for backend in ("sqlite", "markdown"):
+        code, out, err = cli(
+            capsys,
+            "--db",
+            sqlite_path,
+            "memory",
+            "rebuild",
+            "--agent",
+            "lg",
+            "--backend",
+            backend,
+            "--out",
+            str(tmp_path / backend),
+            "--json",
+        )
+        assert code == 0, err
+        assert json.loads(out)["entries"] == 1
