@@ -1,13 +1,18 @@
 """Import throughput on the corpus, and replay of a 10k-event session vs raw SQLite.
 
-1. Import (reported, no goal): every transcript file of the shared corpus (the
+1. Import (goal >= 0.5): every transcript file of the shared corpus (the
    128 ``.jsonl``, ``.json`` and ``.yaml`` files under ``shared/corpus``) read with
    ``read_transcript`` (format detection included) and written with
    ``import_transcript`` into a fresh SQLite ledger at the default durability
    (``synchronous=FULL``, one transaction per file, as ``turnledger import``
    does), each file under its own agent. Figures: files/s and events/s, from the
    same runs. Creating the empty ledger is outside the timing; reading the
-   files is inside (the page cache is warm after the warm-up run).
+   files is inside (the page cache is warm after the warm-up run). Raw
+   baseline, same files in the same run: the file's bytes parsed the same way
+   (``read_transcript``, the events built by ``conversation_events``), then each
+   event encoded with ``msgspec.json`` and inserted with ``sqlite3`` into a bare
+   ``(stream, version, body)`` table, one transaction per file, WAL and
+   ``synchronous=FULL``. Goal: ours files/s >= 0.5 x raw files/s.
 2. Replay (goal >= 0.5): one session stream of N events (10,000 by default;
    realistic turns: user input, prompt digests, model calls, 0-3 parallel tool
    calls with their results, some failing, a final answer, the completion),
@@ -65,7 +70,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.formats import read_transcript
-from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.importer import conversation_events, import_transcript
 from turnledger.pipeline.replay import replay_session
 
 try:
@@ -228,6 +233,44 @@ class ImportRun:
         return sw.seconds
 
 
+class RawImportRun:
+    """The raw baseline: same parse, then ``sqlite3`` inserts of encoded events."""
+
+    def __init__(self, root: Path, files: Sequence[Path]) -> None:
+        self.root = root
+        self.files = list(files)
+        self.runs = 0
+
+    def __call__(self, n: int) -> float:
+        self.runs += 1
+        path = self.root / f"raw_import{self.runs}.db"
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute(
+            "CREATE TABLE events (stream TEXT, version INTEGER, body BLOB, "
+            "PRIMARY KEY (stream, version))"
+        )
+        encode = msgspec.json.Encoder().encode
+        with Stopwatch() as sw:
+            for i, file in enumerate(self.files[:n]):
+                parsed = read_transcript(file)
+                rows = []
+                for c, conversation in enumerate(parsed.conversations):
+                    events, _ = conversation_events(
+                        conversation, agent=f"corpus{i}", session_key=f"c{c}"
+                    )
+                    stream = f"corpus{i}/c{c}"
+                    rows += [(stream, v, encode(e)) for v, e in enumerate(events, 1)]
+                db.execute("BEGIN")
+                db.executemany("INSERT INTO events VALUES (?, ?, ?)", rows)
+                db.execute("COMMIT")
+        db.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return sw.seconds
+
+
 # -- 2. replay ------------------------------------------------------------------------
 
 
@@ -324,6 +367,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     warmup_n=len(files),
                 )
             )
+            cases.append(
+                Case(
+                    "1.raw_import_corpus",
+                    len(files),
+                    RawImportRun(root, files),
+                    "file",
+                    "same parse + sqlite3 executemany, FULL",
+                    warmup_n=len(files),
+                )
+            )
         else:
             print(f"corpus not found at {CORPUS}: the import part is skipped")
         path = root / "replay.db"
@@ -371,7 +424,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     list(imported.seconds),
                 ),
             )
-        ratios = [
+        ratios = (
+            []
+            if not files
+            else [
+                Ratio(
+                    "import",
+                    by_name["1.import_corpus"],
+                    by_name["1.raw_import_corpus"],
+                    GOAL,
+                )
+            ]
+        )
+        ratios += [
             Ratio(
                 "replay",
                 by_name["2.ours_read_stream"],
