@@ -229,7 +229,7 @@ def _memory_configs(config: Config) -> dict[str, AgentMemoryConfig]:
 
 
 _NEEDS: Final = {"postgres": "url", "lucid": "command"}
-_NAMED: Final = (
+_NAMED: Final[tuple[tuple[str, type], ...]] = (
     ("agents", AgentConfig),
     ("providers", ProviderConfig),
     ("pricing", ModelPrice),
@@ -382,9 +382,9 @@ def _check_entries(
                     (f"storage.{backend}.{name}", v, StorageConfig)
                     for name, v in aliases.items()
                 ]
-    for prefix, value, kind in entries:
+    for prefix, value, entry_type in entries:
         try:
-            msgspec.convert(value, kind)
+            msgspec.convert(value, entry_type)
         except msgspec.ValidationError as e:
             msg = f"{source}: {located(str(e), prefix, spelled)}"
             raise ConfigError(msg) from None
