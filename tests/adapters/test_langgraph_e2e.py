@@ -118,7 +118,7 @@ class ScriptedToolModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def react_agent(checkpointer: Any, store: BaseStore | None = None) -> Any:  # noqa: ANN401
+def react_agent(checkpointer: Any, store: BaseStore | None = None) -> Any:
     """Return ``create_react_agent`` over the scripted model and the tools."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
