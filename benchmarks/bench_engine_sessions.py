@@ -1,0 +1,179 @@
+"""64 concurrent sessions through the turn engine vs raw group commits of the same rows.
+
+``engine``: one runtime built by :func:`turnledger.pipeline.bootstrap.bootstrap`
+(SQLite ledger, WAL, ``synchronous=FULL``; zero-latency scripted provider; an
+instant tool; autosave off), ``--sessions`` sessions each running ``--turns``
+turns concurrently on one event loop; the async ledger group-commits their steps.
+
+``raw``: the rows the engine run wrote (same streams, versions, topics and
+bytes), inserted with raw ``sqlite3`` into the same table layout, in
+transactions of ``--sessions`` steps each (``BEGIN IMMEDIATE ... COMMIT``, one
+fsync each): the group commits of the same events, without the engine.
+
+Goal (issue "one read path", item 3): engine turns/s >= 0.7x raw turns/s, the
+median of per-repetition ratios. Always exits 0.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_engine_sessions.py            # 64 x 10 turns
+    .venv/bin/python benchmarks/bench_engine_sessions.py --quick    # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import structlog
+
+from turnledger.pipeline.bootstrap import bootstrap
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
+from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import ToolCall, starts_turn
+
+GOAL = 0.7
+SCHEMA = (
+    "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, "
+    "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
+)
+
+
+class InstantTool:
+    """Answers at once."""
+
+    spec = ToolSpec(name="grep_logs", description="Search the logs.")
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
+        """Return a fixed output."""
+        del arguments, context
+        return ToolOutcome(output="ERROR export: no such column: amount_cents\n" * 4)
+
+
+def answer(request: ChatRequest) -> ChatResponse:
+    """One tool call on a turn's first model call, then the answer."""
+    messages = request.messages
+    start = max(i for i, m in enumerate(messages) if starts_turn(m))
+    if any(m.role == "assistant" for m in messages[start:]):
+        return ChatResponse(text="The export broke on billing_events; rerun it.")
+    call = ToolCall(id=f"call_{uuid4().hex[:12]}", name="grep_logs", arguments="{}")
+    return ChatResponse(text="Let me look.", tool_calls=(call,))
+
+
+async def engine_run(path: Path, sessions: int, turns: int) -> tuple[float, int]:
+    """Run the sessions concurrently; return seconds and steps committed."""
+    config = parse_config(
+        f'ledger = "{path}"\ndata_dir = "{path.parent / "data"}"\n'
+        "[memory]\nautosave = false\n"
+    )
+    provider = ScriptedProvider([answer] * (sessions * turns * 3))
+    async with bootstrap(
+        config, provider=provider, tools={"grep_logs": InstantTool()}
+    ) as runtime:
+        for s in range(sessions):  # sessions opened before the clock starts
+            await runtime.engine.open_session("bench", f"s{s}")
+        runtime.memory.backend("bench")
+
+        async def session(s: int) -> None:
+            for t in range(turns):
+                outcome = await runtime.engine.run_turn("bench", f"s{s}", f"q {t}")
+                if not outcome.completed:
+                    msg = f"Expected a completed turn, found {outcome}"
+                    raise RuntimeError(msg)
+
+        before = runtime.ledger.appends_committed
+        started = time.perf_counter()
+        await asyncio.gather(*(session(s) for s in range(sessions)))
+        seconds = time.perf_counter() - started
+        steps = runtime.ledger.appends_committed - before
+    return seconds, steps
+
+
+def rows_of(path: Path, skip: int) -> list[tuple[str, int, str, bytes]]:
+    """The rows the engine wrote after the first ``skip`` (the session openings)."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT originator_id, originator_version, topic, state FROM "
+            "stored_events WHERE rowid > ? ORDER BY rowid",
+            (skip,),
+        ).fetchall()
+
+
+def raw_run(path: Path, rows: Sequence[tuple[Any, ...]], commits: int) -> float:
+    """Insert the rows in ``commits`` BEGIN IMMEDIATE..COMMIT groups; seconds."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(SCHEMA)
+    size = max(1, -(-len(rows) // max(1, commits)))
+    started = time.perf_counter()
+    for start in range(0, len(rows), size):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO stored_events VALUES (?,?,?,?)", rows[start : start + size]
+        )
+        conn.execute("COMMIT")
+    seconds = time.perf_counter() - started
+    conn.close()
+    return seconds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both cases ``--repeat`` times; print the ratio and the verdict."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, default=64)
+    p.add_argument("--turns", type=int, default=10, help="turns per session")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sessions, args.turns, args.repeat = 4, 2, 1
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
+    )
+    root = Path(tempfile.mkdtemp(prefix="bench_engine_sessions_"))
+    ratios, engine_rates, raw_rates = [], [], []
+    try:
+        for i in range(args.repeat):
+            run_dir = root / f"r{i}"
+            run_dir.mkdir()
+            ledger = run_dir / "ledger.db"
+            seconds, steps = asyncio.run(engine_run(ledger, args.sessions, args.turns))
+            turns = args.sessions * args.turns
+            rows = rows_of(ledger, skip=args.sessions)
+            commits = max(1, steps // args.sessions)
+            raw_seconds = raw_run(run_dir / "raw.db", rows, commits)
+            engine_rates.append(turns / seconds)
+            raw_rates.append(turns / raw_seconds)
+            ratios.append(engine_rates[-1] / raw_rates[-1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    ratio = statistics.median(ratios)
+    print(
+        f"bench_engine_sessions: {args.sessions} sessions x {args.turns} turns, "
+        f"SQLite FULL; repeat {args.repeat}"
+    )
+    print(
+        f"engine {statistics.median(engine_rates):,.0f} turns/s vs raw group commits "
+        f"{statistics.median(raw_rates):,.0f} turns/s"
+    )
+    print(
+        f"{'PASS' if ratio >= GOAL else 'MISS'}  engine / raw = {ratio:.2f} "
+        f"(per-repeat {min(ratios):.2f}-{max(ratios):.2f}); goal >= {GOAL}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
