@@ -17,7 +17,7 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
-from turnledger.pipeline.web import TOKEN_ENV, is_loopback
+from turnledger.pipeline.web import TOKEN_ENV, is_loopback, token_problem
 
 DEFAULT_PORT: Final = 8765
 
@@ -58,6 +58,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     Example: turnledger serve --port 8765 --open
     """
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
+    if token and (problem := token_problem(token)) is not None:
+        raise UsageError(problem)
     if not is_loopback(args.host) and not token:
         msg = (
             f"Expected --token (or ${TOKEN_ENV}) to bind the non-loopback address "

@@ -99,7 +99,8 @@ class Guard:
             _cookie(headers.get("cookie", ""), TOKEN_COOKIE),
             _query_token(scope),
         ]
-        if any(o and hmac.compare_digest(o, token) for o in offered):
+        wanted = token.encode()
+        if any(o and hmac.compare_digest(_raw(o), wanted) for o in offered):
             return None
         return 401, "Expected the access token (--token), found none that matches"
 
@@ -118,6 +119,11 @@ class Guard:
             await send(message)
 
         return wrapped
+
+
+def _raw(text: str) -> bytes:
+    """Bytes to compare in constant time (any offered text, even non-ASCII)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _host_name(header: str) -> str:

@@ -171,3 +171,37 @@ def test_serves_a_postgresql_ledger(postgres_url, tmp_path, monkeypatch):
         assert at["messages"][0]["role"] == "user"
     finally:
         stop_server(process)
+
+
+def test_a_non_ascii_token_offered_is_refused_not_a_crash(guarded):
+    answer = httpx.get(guarded + "?token=%C3%A9t%C3%A9-s3cret")
+    assert answer.status_code == 401
+    bearer = httpx.get(
+        guarded, headers={"Authorization": "Bearer \u00e9t\u00e9".encode()}
+    )
+    assert bearer.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--token", "short"], "Expected a token of 8 to 512 printable ASCII"),
+        (
+            ["--token", "has a space in it"],
+            "Expected a token of 8 to 512 printable ASCII",
+        ),
+        (["--port", "70000"], "Expected a port from 0 to 65535, found 70000"),
+        (["--port", "-1"], "Expected a port from 0 to 65535, found -1"),
+    ],
+)
+def test_unusable_serve_flags_exit_2_with_one_line(recorded, flags, expected):
+    done = subprocess.run(
+        [*CLI, "--db", recorded.db, "serve", *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert expected in done.stderr
