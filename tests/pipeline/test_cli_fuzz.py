@@ -17,8 +17,8 @@ seeded with sessions, in a temporary working directory, with no
 Standard input is a few drawn lines, so ``chat`` and ``run`` without ``--turn``
 end after them; the repository's ``examples/`` (a provider script and a
 configuration with a scripted provider) are among the paths, so ``run`` and
-``chat`` sometimes run real turns through the engine. Left out: ``tail --follow``
-and ``project run`` (they follow the ledger until stopped) and ``--help``/``-h``
+``chat`` sometimes run real turns through the engine. Left out: ``tail --follow``,
+``project run`` and ``serve`` (they run until stopped) and ``--help``/``-h``
 (argparse's exit 0 by design). ``demo`` records a whole scripted session (about a
 second per example), so it gets few examples.
 """
@@ -463,7 +463,13 @@ SETTINGS = settings(
 )
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS), ids=lambda name: name)
+SERVERS = {"serve"}
+"""Commands that serve until stopped (tests/web covers their arguments)."""
+
+
+@pytest.mark.parametrize(
+    "command", sorted(set(COMMANDS) - SERVERS), ids=lambda name: name
+)
 def test_any_arguments_give_a_clean_exit(command, workdir, capsys):
     """Exit 0/1/2 (or argparse's 2), one error line, no partial write, verify ok."""
 
