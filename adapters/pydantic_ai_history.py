@@ -47,8 +47,8 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.policies import bound_tool_result, make_message, trim_to_budget
 from turnledger.policies.messages import BREADCRUMB_TEXT, Message, ToolCall, ToolResult
 from turnledger.policies.pairing import INTERRUPTED_TEXT
-from turnledger.projections.base import fold
-from turnledger.projections.history import SESSION_HISTORY, visible_messages
+from turnledger.projections.history import visible_messages
+from turnledger.projections.queries import SessionHistories
 
 DEFAULT_AGENT: Final = "pydantic-ai"
 
@@ -262,11 +262,11 @@ async def conversation_from_session(
     handle = LedgerHandle(ledger)
     try:
         stream = session_stream_id(agent, session_key)
-        records = await handle.read_stream(stream)
+        histories = SessionHistories(handle.store)
+        state = await asyncio.to_thread(histories.get, stream)
     finally:
         await asyncio.to_thread(handle.release)
-    state = fold(SESSION_HISTORY, records).get(str(stream))
-    messages = visible_messages(state) if state is not None else []
+    messages = visible_messages(state)
     return Conversation(conversation_id=session_key, messages=_model_messages(messages))
 
 
