@@ -212,6 +212,12 @@ def test_the_ledger_keeps_what_the_store_deleted_and_forks_copy_nothing(
     assert (report["tool_calls"], report["tool_results"]) == (1, 1)
     assert main(["--db", path, "history", "c"]) == 0
     assert "sunny in Paris" in capsys.readouterr().out
+    for fmt in ("openai-chat", "openai-responses", "anthropic"):
+        assert main(["--db", path, "export", "c", "--format", fmt]) == 0
+        assert "sunny in Paris" in capsys.readouterr().out
+    assert main(["--db", path, "replay", "c", "--json"]) == 0
+    assert main(["--db", path, "verify"]) == 0
+    capsys.readouterr()
 
     async def delete() -> None:
         store = TurnledgerConversationStore(path)
