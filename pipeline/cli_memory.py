@@ -7,6 +7,7 @@ backend; reads are scoped to the agent and its configured peers.
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 from typing import Final
 
@@ -37,6 +38,8 @@ ACTIONS: Final = (
     "stats",
     "rebuild",
     "govern",
+    "reindex",
+    "export",
 )
 
 
@@ -89,6 +92,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
     forgotten, seconds;
     govern --agent A [--dry-run] applies retention as memory events (conversation
     rows expire after 30 days; daily rows are archived after 7, purged after 30).
+    reindex --agent A embeds the rows written before embeddings were on (progress
+    on stderr); export --agent A [--session S] [--category C] [--since D]
+    [--until D] prints the agent's own entries as JSON lines, oldest first.
 
     Example: turnledger memory recall --agent ops "editor" --json
     """
@@ -233,6 +239,50 @@ def _govern(service: MemoryService, args: argparse.Namespace) -> int:
     return 0
 
 
+def _reindex(service: MemoryService, args: argparse.Namespace) -> int:
+    """Embed the rows written before embeddings were on, with a progress bar."""
+    backend = service.backend(args.agent)
+    reindex = getattr(backend, "reindex", None)
+    if not callable(reindex):
+        msg = f"Expected a sqlite memory backend to reindex, found {backend.name}"
+        raise UsageError(msg)
+
+    def bar(at: int, total: int) -> None:
+        width = 30
+        done = width * at // max(total, 1)
+        sys.stderr.write(f"\rreindex [{'#' * done}{'-' * (width - done)}] {at}/{total}")
+        sys.stderr.flush()
+
+    embedded = int(reindex(progress=bar))
+    if embedded:
+        sys.stderr.write("\n")
+    identity = getattr(backend, "identity", None)
+    report = {
+        "agent": args.agent,
+        "embedded": embedded,
+        "model": getattr(identity, "model", ""),
+        "dims": getattr(identity, "dims", 0),
+    }
+    if args.json:
+        print_json(report)
+    else:
+        print(f"embedded {embedded} rows with {report['model'] or 'no embedder'}")
+    return 0
+
+
+def _export(service: MemoryService, args: argparse.Namespace) -> int:
+    """Print the agent's own live entries as JSON lines, oldest first."""
+    for entry in service.export(
+        args.agent,
+        session=args.session,
+        category=args.category,
+        since=_moment("--since", args.since),
+        until=_moment("--until", args.until),
+    ):
+        print_json(_entry_json(entry))
+    return 0
+
+
 def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
     handlers = {
         "store": _store,
@@ -244,6 +294,8 @@ def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
         "stats": _stats,
         "rebuild": rebuild,
         "govern": _govern,
+        "reindex": _reindex,
+        "export": _export,
     }
     return handlers[args.action](service, args)
 
@@ -312,6 +364,13 @@ _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...
     ),
     "govern": (
         (("--dry-run",), {"action": "store_true", "help": "show the plan only"}),
+    ),
+    "reindex": (),
+    "export": (
+        (("--session",), {"default": None}),
+        (("--category",), {"default": None}),
+        (("--since",), {"default": None, "help": "created at or after (ISO)"}),
+        (("--until",), {"default": None, "help": "created at or before (ISO)"}),
     ),
 }
 

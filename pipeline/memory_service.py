@@ -149,6 +149,7 @@ class MemoryService:
         self.shredding = config.memory.shredding if shredding is None else shredding
         self.keys_path = Path(keys_path or self.base / f"{self.stem}.keys.db")
         self._backends: dict[str, MemoryBackend] = {}
+        self._embedder_made: Embedder | None = None
         self._keys: KeyStore | None = None
 
     # -- wiring ---------------------------------------------------------------
@@ -164,15 +165,33 @@ class MemoryService:
         return normalize_backend(self.config.agent(agent).memory)
 
     def _embedder(self) -> Embedder:
+        """The configured embedder, built once and shared by every backend."""
+        if self._embedder_made is None:
+            self._embedder_made = self._make_embedder()
+        return self._embedder_made
+
+    def _make_embedder(self) -> Embedder:
         settings = self.config.embedding
         if settings.provider == "none":
             return NoEmbedder()
+        if settings.provider == "local":
+            from turnledger.projections.memory.local_embedder import (  # noqa: PLC0415
+                PACKAGED_MODEL,
+                LocalEmbedder,
+            )
+
+            local = LocalEmbedder(settings.model or PACKAGED_MODEL)
+            found = local.identity.dims
+            if settings.dims is not None and settings.dims != found:
+                msg = f"embedding.dims: expected {found}, found {settings.dims}"
+                raise MemoryAccessError(msg)
+            return local
         import os  # noqa: PLC0415
 
         return OpenAICompatibleEmbedder(
             base_url=settings.base_url or "https://api.openai.com",
-            model=settings.model,
-            dims=settings.dims,
+            model=settings.model or "text-embedding-3-small",
+            dims=settings.dims or 1536,
             api_key=os.environ.get(settings.api_key_env),
         )
 
@@ -213,6 +232,13 @@ class MemoryService:
             return PostgresMemory(str(storage.url), embedder=self._embedder())
         if kind == "qdrant":
             from turnledger.projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
+
+            if self.config.embedding.provider == "none":
+                msg = (
+                    "Qdrant stores vectors only: expected an [embedding] provider "
+                    '("local" or "openai-compatible"), found none'
+                )
+                raise MemoryAccessError(msg)
 
             if storage.url:
                 return QdrantMemory(url=storage.url, embedder=self._embedder())
@@ -480,6 +506,21 @@ class MemoryService:
             session=scoped_session,
             since=since,
             until=until,
+        )
+
+    def export(
+        self,
+        agent: str,
+        *,
+        session: str | None = None,
+        category: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[MemoryEntry]:
+        """Return the agent's own live entries matching the filters, oldest first."""
+        scoped = sanitize_session_key(session) if session else None
+        return self.backend(agent).export(
+            agents=[agent], session=scoped, category=category, since=since, until=until
         )
 
     def get(self, agent: str, key: str) -> MemoryEntry | None:

@@ -11,9 +11,9 @@ any batch scored 1.0 and a relevance floor filtered nothing.
 A query with no content term ("what is it", "a") matches nothing: no keyword
 hit, no substring hit and no vector hit.
 
-Hybrid scores are the weighted mean of both legs, each row measured on both
-(a row no keyword matched has keyword score 0; a row without a vector is
-scored on keywords alone).
+Hybrid scores are a weighted probabilistic OR of both legs (:func:`fuse`), each
+row measured on both (a row no keyword matched has keyword score 0; a row
+without a vector is scored on keywords alone).
 """
 
 from __future__ import annotations
@@ -183,7 +183,14 @@ def fuse(
     vector_weight: float = 0.7,
     keyword_weight: float = 0.3,
 ) -> float:
-    """Fuse one row's legs into a score in [0, 1].
+    """Fuse one row's legs into a score in [0, 1]: a weighted probabilistic OR.
+
+    ``1 - prod(1 - (w_i / w_max) * s_i)`` over the legs that measured the row,
+    ``w_max`` the largest of their weights. One leg alone scores itself; with
+    both, the row scores at least its stronger (weighted) leg and agreement
+    adds to it, so a paraphrase found by the vectors and half found by the
+    keywords is not pulled under the floor by the weaker leg, as a weighted
+    mean would (0.7/0.3: a cosine of 0.55 alone scores 0.55, not 0.385).
 
     Args:
         vector: The row's cosine similarity, or ``None`` when the row has no
@@ -194,12 +201,17 @@ def fuse(
         keyword_weight: The keyword leg's weight.
 
     Returns:
-        ``sum(w_i * s_i) / sum(w_i)`` over the legs that measured the row,
-        each clamped to [0, 1]; 0.0 when none did.
+        The fused score; 0.0 when no leg measured the row.
     """
-    total = weights = 0.0
-    for weight, score in ((vector_weight, vector), (keyword_weight, keyword)):
-        if score is not None:
-            total += weight * min(1.0, max(0.0, score))
-            weights += weight
-    return total / weights if weights > 0 else 0.0
+    legs = [
+        (weight, min(1.0, max(0.0, score)))
+        for weight, score in ((vector_weight, vector), (keyword_weight, keyword))
+        if score is not None and weight > 0
+    ]
+    if not legs:
+        return 0.0
+    top = max(weight for weight, _ in legs)
+    missed = 1.0
+    for weight, score in legs:
+        missed *= 1.0 - weight / top * score
+    return min(1.0, max(0.0, 1.0 - missed))

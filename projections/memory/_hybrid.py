@@ -4,9 +4,10 @@ Keyword scores are query coverage (:mod:`policies.relevance`), already on
 [0, 1] and comparable across queries: nothing is divided by the batch's best.
 Every candidate of either leg is measured on both legs: a vector candidate that
 no keyword matched has keyword score 0 (when the keyword leg is on), and a
-keyword candidate's cosine is computed exactly. A row's score is then
-``sum(w_i * s_i) / sum(w_i)`` over the legs that measured it (a row without a
-vector is scored on keywords alone). Ties are broken by entry id, ascending.
+keyword candidate's cosine is computed exactly. A row's score is then the
+weighted probabilistic OR of the legs that measured it
+(:func:`policies.relevance.fuse`; a row without a vector is scored on keywords
+alone). Ties are broken by entry id, ascending.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 import numpy as np
 
-from turnledger.policies.relevance import content_terms, uniform_coverage
+from turnledger.policies.relevance import content_terms, fuse, uniform_coverage
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
@@ -129,11 +129,13 @@ def unit_vector(vector: Any) -> Vector | None:
 
 
 def blend(keyword: float | None, similarity: float | None) -> float:
-    """Return the hybrid score: 0.7 vector + 0.3 keyword over the legs measured."""
-    legs = [(VECTOR_WEIGHT, similarity), (KEYWORD_WEIGHT, keyword)]
-    present = [(weight, score) for weight, score in legs if score is not None]
-    total = sum(weight for weight, _ in present)
-    return sum(weight * score for weight, score in present) / total if total else 0.0
+    """Return the hybrid score of the legs measured (0.7 vector, 0.3 keyword).
+
+    The weighted probabilistic OR of :func:`policies.relevance.fuse`.
+    """
+    return fuse(
+        similarity, keyword, vector_weight=VECTOR_WEIGHT, keyword_weight=KEYWORD_WEIGHT
+    )
 
 
 def scope_clause(

