@@ -25,7 +25,12 @@ from turnledger.pipeline import (
     cli_transcripts,
     cli_web,
 )
-from turnledger.pipeline.cli_common import DB_ENV, Command
+from turnledger.pipeline.cli_common import (
+    DB_ENV,
+    Command,
+    UsageError,
+    check_arguments,
+)
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.scrubbing import scrub_text, summarize
@@ -111,15 +116,43 @@ def _configure_logging(verbose: bool) -> None:
     )
 
 
+MAX_ERROR_CHARS: Final = 1000
+"""An error line is cut to this many characters."""
+
+
+def one_line(message: str) -> str:
+    """Return an error message as one bounded line (whitespace runs become one space).
+
+    Driver messages (PostgreSQL's "Is the server running...") span lines; the CLI
+    promises one line on stderr.
+    """
+    line = " ".join(message.split())
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    return line[:MAX_ERROR_CHARS] + f"\u2026 ({len(line)} characters)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        checked = check_arguments(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:
+        print(f"turnledger: {e}", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(checked)
     _configure_logging(args.verbose)
     handler: Command = args.handler
     try:
         return handler(args)
     except (LedgerError, PipelineError, PolicyError) as e:
-        print(f"turnledger: {e}", file=sys.stderr)
+        print(f"turnledger: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(
+            "turnledger: Expected input nested less deeply, found nesting"
+            " deeper than the interpreter's recursion limit",
+            file=sys.stderr,
+        )
         return 2
     except BrokenPipeError:
         # A closed pager (``| head``): stop quietly, as Unix tools do.

@@ -1,4 +1,11 @@
-"""What every command shares: finding the ledger, printing JSON."""
+"""What every command shares: finding the ledger, printing JSON, checking input.
+
+:func:`check_arguments` runs before argparse on the whole argument vector: every
+argument must be valid UTF-8 (an undecodable byte reaches Python as a lone
+surrogate, which no ledger, database or terminal can hold) and at most
+:data:`MAX_ARGUMENT_BYTES` UTF-8 bytes; a refusal names the argument by position
+and quotes at most a bounded prefix of it.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +32,65 @@ _JSON: Final = msgspec.json.Encoder()
 
 class UsageError(PipelineError, ValueError):
     """A command was given arguments it cannot use."""
+
+
+MAX_ARGUMENT_BYTES: Final = 16_384
+"""The longest command-line argument accepted, in UTF-8 bytes (a recall query, a
+memory, a turn: longer text goes through a file or standard input). Even with
+every character escaped twice it stays under SQLite's 50,000-byte bound of a
+``LIKE`` pattern, which a 100,000-character recall query used to exceed."""
+
+SHOWN_CHARS: Final = 40
+"""An error quotes at most this many characters of an offending value."""
+
+
+def shown(value: str) -> str:
+    """Return a printable, bounded quote of a value (bad characters escaped)."""
+    head = (
+        value[:SHOWN_CHARS]
+        .encode("utf-8", "backslashreplace")
+        .decode("ascii", "backslashreplace")
+    )
+    more = f"\u2026 ({len(value)} characters)" if len(value) > SHOWN_CHARS else ""
+    return f"'{head}'{more}"
+
+
+def check_arguments(argv: list[str]) -> list[str]:
+    """Refuse arguments that are not UTF-8 or are too long, before parsing.
+
+    Args:
+        argv: The arguments (without the program name).
+
+    Returns:
+        ``argv``, unchanged.
+
+    Raises:
+        UsageError: An argument holds an undecodable byte or a lone surrogate,
+            or is longer than :data:`MAX_ARGUMENT_BYTES`.
+    """
+    for number, argument in enumerate(argv, start=1):
+        try:
+            size = len(argument.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            bad = ord(argument[e.start])
+            found = (
+                f"the undecodable byte 0x{bad - 0xDC00:02x}"
+                if 0xDC80 <= bad <= 0xDCFF
+                else f"the lone surrogate U+{bad:04X}"
+            )
+            msg = (
+                f"Expected UTF-8 command-line arguments, found {found} at"
+                f" character {e.start} of argument {number} ({shown(argument)})"
+            )
+            raise UsageError(msg) from None
+        if size > MAX_ARGUMENT_BYTES:
+            msg = (
+                f"Expected command-line arguments of at most {MAX_ARGUMENT_BYTES}"
+                f" UTF-8 bytes, found {size} in argument {number}"
+                f" ({shown(argument)})"
+            )
+            raise UsageError(msg)
+    return argv
 
 
 MAX_COUNT: Final = 2**63 - 1

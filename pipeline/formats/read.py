@@ -17,6 +17,7 @@ from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, Transcri
 from turnledger.pipeline.formats.openai_chat import parse_openai_chat
 from turnledger.pipeline.formats.openai_responses import parse_openai_responses
 from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
+from turnledger.pipeline.inputs import read_input_file
 
 if TYPE_CHECKING:
     from turnledger.pipeline.formats.model import ParsedTranscript
@@ -60,10 +61,12 @@ def read_transcript(
     Raises:
         TranscriptError: The format is unknown or undetectable, or the content
             cannot be read as that format.
-        OSError: The file cannot be read.
+        InputFileError: The file is missing, not a regular file (a FIFO, a
+            device, a directory) or larger than the input bound.
     """
     path = Path(path)
-    return parse_transcript(path.read_bytes(), format=format, path=path)
+    data = read_input_file(path, what="transcript")  # regular, bounded (#17)
+    return parse_transcript(data, format=format, path=path)
 
 
 def parse_transcript(

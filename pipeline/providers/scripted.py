@@ -50,6 +50,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from turnledger.pipeline.errors import PipelineError
+from turnledger.pipeline.inputs import read_input_file
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -272,7 +273,7 @@ _STATUS: Final[dict[str, int]] = {
 
 
 def _read_script(path: Path) -> _ScriptSpec:
-    data = path.read_bytes()
+    data = read_input_file(path, what="provider script")  # regular, bounded (#17)
     try:
         if path.suffix.lower() == ".toml":
             return msgspec.toml.decode(data, type=_ScriptSpec)

@@ -12,7 +12,13 @@ seeded with sessions, in a temporary working directory, with no
   exception escapes; exit 2 comes with one ``turnledger: ...`` line on stderr;
 - never write part of something: ``import`` grows the ledger by exactly the events
   it reports (nothing when it fails), read-only commands write nothing;
-- leave the ledger whole (``verify`` finds no problem).
+- leave the ledger whole (``verify`` finds no problem);
+- never hang: each example runs under a 60-second alarm.
+
+Hostile inputs (issue #17) are among the values: ``/dev/zero``, ``/dev/null``,
+a FIFO nobody writes to, undecodable bytes (``surrogateescape``), lone
+surrogates and arguments past the length bound. ``benchmarks/fuzz_cli.py`` runs
+the same checks for 20,000+ cases.
 
 Standard input is a few drawn lines, so ``chat`` and ``run`` without ``--turn``
 end after them; the repository's ``examples/`` (a provider script and a
@@ -31,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +96,15 @@ SMALL_CORPUS_FILES = (
 RANDOM_FILE = "random.bin"
 STDIN = "<stdin>"
 MUTATED_FILES = ("mutated.jsonl", "mutated.json", "mutated.yaml")
-FIXED_PATHS = ("empty.txt", "a-directory", "missing/nothing.jsonl")
+FIFO = "a-fifo"
+FIXED_PATHS = (
+    "empty.txt",
+    "a-directory",
+    "missing/nothing.jsonl",
+    FIFO,
+    "/dev/zero",
+    "/dev/null",
+)
 EXAMPLE_FILES = ("examples/script.toml", "examples/turnledger.toml")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,6 +212,7 @@ def _reset(workdir: Workdir, contents: dict[str, bytes]) -> None:
     (root / "ledger.db").write_bytes(workdir.seed)
     (root / "empty.txt").write_bytes(b"")
     (root / "a-directory").mkdir()
+    os.mkfifo(root / FIFO)
     shutil.copytree(ROOT / "examples", root / "examples")
     for original, copy in zip(CORPUS_FILES, CORPUS_COPIES, strict=True):
         shutil.copyfile(original, root / copy)
@@ -209,7 +225,15 @@ def _reset(workdir: Workdir, contents: dict[str, bytes]) -> None:
 
 texts = st.text(
     st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12
-)  # argv strings cannot hold NUL
+) | st.sampled_from(  # argv strings cannot hold NUL
+    [
+        "a\udcffb",  # an undecodable byte, as surrogateescape passes it
+        "\ud800",  # a lone surrogate
+        "x" * 100_000,  # past the argument bound
+        "é" * 9000,  # past it in UTF-8 bytes only
+        "%_" * 4000,  # LIKE metacharacters
+    ]
+)
 integers = st.integers(min_value=-(2**70), max_value=2**70).map(str) | st.sampled_from(
     ["0", "-1", "1", "2", "12", "1e3", "0x10", "", " 3", "nan"]
 )
@@ -398,7 +422,18 @@ def _reported_events(out: str) -> int:
     )
 
 
+HANG_SECONDS = 60
+
+
+def _ring(signum: int, frame: object) -> None:
+    del signum, frame
+    msg = f"a command ran for more than {HANG_SECONDS} s (a hang)"
+    raise TimeoutError(msg)
+
+
 def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    previous = signal.signal(signal.SIGALRM, _ring)
+    signal.alarm(HANG_SECONDS)
     try:
         code = main(argv)
     except SystemExit as e:  # argparse refusing the vector
@@ -406,6 +441,9 @@ def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
         assert e.code == 2, (argv, e.code, err)
         assert "usage:" in err, (argv, err)
         return -2, out, err
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     out, err = capsys.readouterr()
     return code, out, err
 
