@@ -79,26 +79,19 @@ class RecordEncoder:
         versions = dict(checkpoint["channel_versions"])
         for channel, version in new_versions.items():
             if channel not in values:
-                same = versions.get(channel) == version
-                vals.append([channel, ["e"]] if same else [channel, ["e"], version])
+                vals.append([channel, ["e"], version])
                 continue
             spec = self.value_spec(state, ns, parent, channel, values[channel])
-            if spec[0] == "m":
-                spec = [
-                    "m",
-                    spec[1],
-                    self.message_refs(state, spec[2], cursor, events, own),
-                ]
-            elif spec[0] == "s":
+            if spec[0] in ("m", "s"):
                 refs = self.message_refs(
-                    state, spec[2], cursor, events, own, in_order=True
+                    state, spec[2], cursor, events, own, in_order=spec[0] == "s"
                 )
-                spec = ["s", spec[1], refs, spec[3], self.messages_channel]
-            same = versions.get(channel) == version
-            vals.append([channel, spec] if same else [channel, spec, version])
+                spec = [*spec[:2], refs, *spec[3:]]
+                if spec[0] == "s":
+                    spec.append(self.messages_channel)
+            vals.append([channel, spec, version])
         seen = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
         record: dict[str, Any] = {
-            "ns": ns,
             "id": checkpoint["id"],
             "p": state.ref_checkpoint(ns, parent_id),
             "ts": checkpoint["ts"],
@@ -107,20 +100,9 @@ class RecordEncoder:
             "md": md,
             "vals": vals,
         }
-        if parent is not None:
-            record |= {
-                "d": 1,
-                "cv": {
-                    k: v for k, v in versions.items() if parent.versions.get(k) != v
-                },
-                "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
-            }
-            if dropped := [k for k in parent.versions if k not in versions]:
-                record["cvd"] = dropped
-            if dropped := [k for k in parent.seen if k not in seen]:
-                record["vsd"] = dropped
-        else:
-            record |= {"cv": versions, "vs": seen}
+        if ns:
+            record["ns"] = ns
+        _add_versions(record, parent, versions, seen, new_versions)
         extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
         if extra:
             record["x"] = dump_blob(self.serde, extra)
@@ -254,12 +236,13 @@ class RecordEncoder:
         if not entries:
             return [], {}
         record = {
-            "ns": ns,
             "c": state.ref_checkpoint(ns, checkpoint_id),
             "t": task_id,
             "p": task_path,
             "w": entries,
         }
+        if ns:
+            record["ns"] = ns
         event = ItemRecorded(
             turn_id=state.cursor.turn_id,
             framework=FRAMEWORK,
@@ -283,3 +266,35 @@ class RecordEncoder:
         if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
             return value
         return None
+
+
+def _add_versions(
+    record: dict[str, Any],
+    parent: StoredCheckpoint | None,
+    versions: dict[str, Version],
+    seen: dict[str, dict[str, Version]],
+    new_versions: dict[str, Version],
+) -> None:
+    """Put a checkpoint's versions in its record: what differs from the parent's.
+
+    Without ``cv`` the changed versions are the values' (each value entry carries
+    its version); with it, a value at the version ``cv`` lists carries none.
+    """
+    if parent is not None:
+        changed = {k: v for k, v in versions.items() if parent.versions.get(k) != v}
+        record |= {
+            "d": 1,
+            "vs": {k: v for k, v in seen.items() if parent.seen.get(k) != v},
+        }
+        if changed != new_versions:
+            record["cv"] = changed
+        if dropped := [k for k in parent.versions if k not in versions]:
+            record["cvd"] = dropped
+        if dropped := [k for k in parent.seen if k not in seen]:
+            record["vsd"] = dropped
+    else:
+        record |= {"cv": versions, "vs": seen}
+    if "cv" in record:
+        for entry in record["vals"]:
+            if versions.get(entry[0]) == entry[2]:
+                del entry[2]

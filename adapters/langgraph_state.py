@@ -175,11 +175,14 @@ class ThreadState:
         serde: SerializerProtocol,
         own: dict[int, BaseMessage],
     ) -> None:
-        ns: str = record["ns"]
+        ns: str = record.get("ns", "")
         parent_id = self.checkpoint_ref(ns, record["p"])
         parent = self.live(ns, parent_id) if parent_id else None
         if record.get("d") and parent is not None:
-            versions = {**parent.versions, **record["cv"]}
+            changed = (
+                record["cv"] if "cv" in record else {e[0]: e[2] for e in record["vals"]}
+            )
+            versions = {**parent.versions, **changed}
             for name in record.get("cvd", ()):
                 versions.pop(name, None)
             seen = {**parent.seen, **record["vs"]}
@@ -267,8 +270,9 @@ class ThreadState:
     def _apply_writes(
         self, record: dict[str, Any], own: dict[int, BaseMessage]
     ) -> None:
-        target = self.checkpoint_ref(record["ns"], record["c"])
-        stored = self.writes.setdefault((record["ns"], target or ""), {})
+        ns = record.get("ns", "")
+        target = self.checkpoint_ref(ns, record["c"])
+        stored = self.writes.setdefault((ns, target or ""), {})
         for entry in record["w"]:
             idx, channel = entry[0], entry[1]
             key = (record["t"], idx)

@@ -31,6 +31,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 
 text = st.text(alphabet="abc xyz\u00e9\u2603", max_size=12)
+ints = st.integers(-(2**63), 2**63 - 1)  # what LangGraph's msgpack serializer takes
 
 
 @st.composite
@@ -59,10 +60,10 @@ def messages(draw: st.DrawFn) -> BaseMessage:
 step = st.one_of(
     st.tuples(st.just("append"), st.lists(messages(), min_size=1, max_size=3)),
     st.tuples(st.just("rewrite"), messages()),
-    st.tuples(st.just("extend"), st.lists(st.integers(), min_size=0, max_size=3)),
+    st.tuples(st.just("extend"), st.lists(ints, min_size=0, max_size=3)),
     st.tuples(
         st.just("value"),
-        st.one_of(st.none(), text, st.dictionaries(text, st.integers(), max_size=2)),
+        st.one_of(st.none(), text, st.dictionaries(text, ints, max_size=2)),
     ),
     st.tuples(st.just("drop"), st.just(None)),
     st.tuples(st.just("fork"), st.integers(0, 50)),
