@@ -28,8 +28,10 @@ stored session has no ``temp:`` key.
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
+import atexit
 import enum
 import itertools
+import shutil
 import tempfile
 
 import pytest
@@ -47,6 +49,7 @@ class SessionServiceType(enum.Enum):
 
 
 _TMP = tempfile.mkdtemp(prefix="tl-adk-vendored-")
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 _FRESH = itertools.count()
 
 

@@ -18,7 +18,9 @@ Adapted to run against turnledger's ``TurnledgerSession``:
 """
 
 import asyncio
+import atexit
 import itertools as _itertools
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from turnledger.adapters.openai_agents import TurnledgerSession
 
 _FRESH = _itertools.count()
 _TMP = tempfile.mkdtemp(prefix="tl-oa-vendored-")
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
 
 def SQLiteSession(session_id, db_path=":memory:", session_settings=None):
