@@ -18,7 +18,9 @@ transaction as its entries, and only if the stream is still where the record it
 replaces was read: a stale revision raises ``ConversationConflict`` and writes
 nothing. A fork is one record pointing at the source's entries (no entry is
 copied); a branch moves the head and takes the entries it leaves out of the
-history projection (``items.removed``); ``delete_record`` appends
+history projection (``items.removed``; a branch back to them moves the head, and
+the store reads them again, but ``turnledger history`` no longer shows them);
+``delete_record`` appends
 ``items.removed`` ``delete``: the conversation no longer loads or lists, and the
 ledger keeps its entries (they are not erased).
 """
