@@ -62,6 +62,12 @@ REDACTED: Final = secret_shapes.REDACTED
 PRIVATE_KEY_REDACTED: Final = "[REDACTED PRIVATE KEY]"
 """What a PEM private-key block is replaced by."""
 
+MAX_JSON_DEPTH: Final = 64
+"""Containers nested deeper than this are replaced by :data:`TOO_DEEP`."""
+
+TOO_DEEP: Final = "[nested too deep]"
+"""What :func:`scrub_json` puts in place of a container nested too deep."""
+
 SUMMARY_LIMIT: Final = 200
 """The default character bound of a summary (before the ellipsis)."""
 
@@ -255,19 +261,27 @@ def scrub_json(value: JsonValue) -> JsonValue:
         key (``"AccountKey": "<88 base64 characters>"``, see
         :mod:`policies.secret_shapes`); every other string goes through
         :func:`scrub_text`.
-        Numbers, booleans and ``None`` are returned as they are. Idempotent.
+        Numbers, booleans and ``None`` are returned as they are; a container
+        nested deeper than :data:`MAX_JSON_DEPTH` becomes ``"[nested too
+        deep]"`` (never a ``RecursionError``). Idempotent.
     """
+    return _scrub_json(value, MAX_JSON_DEPTH)
+
+
+def _scrub_json(value: JsonValue, depth: int) -> JsonValue:
     if isinstance(value, str):
         return scrub_text(value)
+    if isinstance(value, dict | list | tuple) and depth <= 0:
+        return TOO_DEEP
     if isinstance(value, dict):
         return {
-            key: REDACTED if _redacts_whole(key, item) else scrub_json(item)
+            key: REDACTED if _redacts_whole(key, item) else _scrub_json(item, depth - 1)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [scrub_json(item) for item in value]
+        return [_scrub_json(item, depth - 1) for item in value]
     if isinstance(value, tuple):
-        return tuple(scrub_json(item) for item in value)
+        return tuple(_scrub_json(item, depth - 1) for item in value)
     return value
 
 
@@ -304,8 +318,8 @@ def scrub_json_text(text: str) -> str:
 def _decode(text: str) -> tuple[bool, JsonValue]:
     try:
         value: JsonValue = msgspec.json.decode(text)
-    except (msgspec.DecodeError, UnicodeEncodeError):
-        return False, None
+    except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
+        return False, None  # nested past the decoder's depth: scrubbed as text
     return True, value
 
 

@@ -311,8 +311,8 @@ def _arguments_summary(arguments: str) -> str:
         return ""
     try:
         value: JsonValue = msgspec.json.decode(scrub_text(arguments))
-    except (msgspec.DecodeError, UnicodeEncodeError):
-        return NOT_JSON
+    except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
+        return NOT_JSON  # RecursionError: nested past the decoder's depth
     # Bounded without another text pass: "[REDACTED]" is itself long enough to
     # look like a credential value and would be mangled.
     scrubbed = msgspec.json.encode(scrub_json(value)).decode()

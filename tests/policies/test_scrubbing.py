@@ -542,3 +542,17 @@ class TestSecretShapes:
         assert entropy_bits("abcd") == 2.0
         assert not high_entropy("abcdefghijklmnop")
         assert high_entropy("Zx81kQ0aPz3mN7vW")
+
+
+class TestDepth:
+    def test_deep_json_never_raises(self):
+        """Past the decoder's depth, JSON text is scrubbed as text; deep values bounded."""
+        deep_text = "[" * 5000 + '"sk-abcdefghijkl"' + "]" * 5000
+        assert "sk-abcdefghijkl" not in scrub_json_text(deep_text)
+        value: object = "x"
+        for _ in range(200):
+            value = [value]
+        scrubbed = scrub_json(value)
+        assert "[nested too deep]" in msgspec.json.encode(scrubbed).decode()
+        assert scrub_json(scrubbed) == scrubbed
+        assert scrub_json({"a": ("b", [1])}) == {"a": ("b", [1])}
