@@ -19,6 +19,8 @@ from typing import IO, Any, Final, Protocol, TypeVar
 
 import msgspec
 
+from turnledger.ledger.driver_errors import typed_driver_errors
+
 S = TypeVar("S")
 
 _ENCODER: Final = msgspec.json.Encoder()
@@ -62,6 +64,7 @@ class ViewStore(Protocol):
         ...
 
 
+@typed_driver_errors
 class SQLiteViewStore:
     """Projection states as msgspec JSON blobs in a SQLite file.
 
@@ -160,7 +163,8 @@ class SQLiteViewStore:
                 )
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLITE_FULL has rolled back itself
+                    self._conn.execute("ROLLBACK")
                 raise
 
     def _check_forward(self, projection: str, position: int) -> None:

@@ -19,6 +19,7 @@ import msgspec
 import psycopg
 from psycopg import sql
 
+from turnledger.ledger.driver_errors import typed_driver_errors
 from turnledger.projections.views import TrackingConflictError
 
 S = TypeVar("S")
@@ -40,6 +41,7 @@ def lock_key(projection: str) -> int:
     return zlib.crc32(f"turnledger:projection:{projection}".encode())
 
 
+@typed_driver_errors
 class PostgresViewStore:
     """Projection states and tracking positions in PostgreSQL.
 
