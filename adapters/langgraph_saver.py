@@ -40,10 +40,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from turnledger.adapters.langgraph_codec import (
-    dump_blob,
-    load_blob,
-)
+from turnledger.adapters import langgraph_admin
+from turnledger.adapters.langgraph_codec import dump_blob, load_blob
 from turnledger.adapters.langgraph_records import Built, RecordEncoder
 from turnledger.adapters.langgraph_state import (
     FRAMEWORK,
@@ -52,10 +50,7 @@ from turnledger.adapters.langgraph_state import (
     ThreadState,
 )
 from turnledger.ledger.errors import ConcurrencyError
-from turnledger.ledger.events import (
-    ItemsRemoved,
-    SessionOpened,
-)
+from turnledger.ledger.events import ItemsRemoved, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 
@@ -132,7 +127,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
 
     # -- folding -------------------------------------------------------------------
 
-    def _thread(self, thread_id: str) -> ThreadState:
+    def thread_state(self, thread_id: str) -> ThreadState:
         """The thread's fold, caught up with the ledger (call under the lock)."""
         state = self._threads.get(thread_id)
         if state is None:
@@ -149,7 +144,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             state.apply(recorded.version, recorded.event, self.serde)
         return state
 
-    def _append(
+    def append_built(
         self,
         thread_id: str,
         build: Any,
@@ -161,7 +156,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         """
         last: ConcurrencyError | None = None
         for _ in range(_RETRIES):
-            state = self._thread(thread_id)
+            state = self.thread_state(thread_id)
             events, own = build(state)
             if not events:
                 return state
@@ -188,9 +183,11 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         with self._lock:
-            state = self._thread(thread_id)
+            state = self.thread_state(thread_id)
             checkpoint = state.live(ns, get_checkpoint_id(config))
-            return None if checkpoint is None else self._tuple(state, checkpoint)
+            return (
+                None if checkpoint is None else self.checkpoint_tuple(state, checkpoint)
+            )
 
     def list(
         self,
@@ -208,10 +205,10 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             if "thread_id" in conf:
                 threads = [str(conf["thread_id"])]
             else:
-                threads = self._thread_ids()
+                threads = self.thread_ids()
             found: Found = []
             for thread_id in threads:
-                state = self._thread(thread_id)
+                state = self.thread_state(thread_id)
                 for ns, by_id in state.checkpoints.items():
                     if "checkpoint_ns" in conf and ns != conf["checkpoint_ns"]:
                         continue
@@ -224,10 +221,11 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
                     )
             found.sort(key=lambda pair: pair[1].id, reverse=True)
             chosen = found if limit is None else found[:limit]
-            tuples = [self._tuple(state, c) for state, c in chosen]
+            tuples = [self.checkpoint_tuple(state, c) for state, c in chosen]
         yield from tuples
 
-    def _thread_ids(self) -> Names:
+    def thread_ids(self) -> Names:
+        """Every thread id the saver's agent has a session for (deleted ones too)."""
         return [
             r.event.session_key
             for r in self.store.iter_all(types=[SessionOpened])
@@ -236,7 +234,10 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             and r.event.channel == CHANNEL
         ]
 
-    def _tuple(self, state: ThreadState, c: StoredCheckpoint) -> CheckpointTuple:
+    def checkpoint_tuple(
+        self, state: ThreadState, c: StoredCheckpoint
+    ) -> CheckpointTuple:
+        """A stored checkpoint as LangGraph reads it (call under the lock)."""
         values: dict[str, Any] = {}
         for channel, version in c.versions.items():
             value = state.value(c.ns, channel, version, self.serde)
@@ -294,7 +295,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             )
 
         with self._lock:
-            self._append(thread_id, build)
+            self.append_built(thread_id, build)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -327,7 +328,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             )
 
         with self._lock:
-            self._append(thread_id, build)
+            self.append_built(thread_id, build)
 
     def delete_thread(self, thread_id: str) -> None:
         """Append the removal of the thread's checkpoints and writes (all kept)."""
@@ -345,7 +346,34 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             return [removed], {}
 
         with self._lock:
-            self._append(thread_id, build)
+            self.append_built(thread_id, build)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Append the removal of every checkpoint (and its writes) of those runs."""
+        with self._lock:
+            langgraph_admin.delete_for_runs(self, run_ids)
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        """Keep each namespace's latest checkpoint (``keep_latest``), or none.
+
+        Raises:
+            ValueError: Another strategy.
+        """
+        with self._lock:
+            langgraph_admin.prune(self, thread_ids, strategy)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Write the source's checkpoints and writes to the target, oldest first.
+
+        The target records them as a thread of its own (its messages as its own
+        typed events), each checkpoint as what changed since its parent.
+        """
+        with self._lock:
+            langgraph_admin.copy_thread(
+                self, str(source_thread_id), str(target_thread_id)
+            )
 
     # -- async twins: the same calls in a worker thread ------------------------------
 
@@ -393,6 +421,20 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread` (runs in a worker thread)."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs` (runs in a worker thread)."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        """Async :meth:`prune` (runs in a worker thread)."""
+        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread` (runs in a worker thread)."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
 
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:

@@ -157,6 +157,8 @@ class ThreadState:
                 self._apply_checkpoint(record, serde, own or {})
             elif event.kind == "writes":
                 self._apply_writes(record, own or {})
+            elif event.kind == "removed":
+                self._remove(record)
         elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
             self.checkpoints.clear()
             self.order.clear()
@@ -283,6 +285,15 @@ class ThreadState:
                 value = Messages(self._messages(entry[3], own), single=entry[4])
             stored[key] = (record["t"], channel, value, record["p"])
 
+    def _remove(self, record: dict[str, Any]) -> None:
+        """Drop checkpoints (and their writes); their stored values stay as bases."""
+        for ns, ids in record["ids"].items():
+            by_id = self.checkpoints.get(ns, {})
+            for checkpoint_id in ids:
+                by_id.pop(checkpoint_id, None)
+                self.writes.pop((ns, checkpoint_id), None)
+            self.order[ns] = [i for i in self.order.get(ns, []) if i in by_id]
+
     def value(
         self, ns: str, channel: str, version: Version, serde: SerializerProtocol
     ) -> Any:
@@ -332,7 +343,7 @@ class ThreadState:
             stored.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1])
         )
         return [
-            (task, channel, _write_value(value, serde))
+            (task, channel, write_value(value, serde))
             for (task, _), (_, channel, value, _) in ordered
         ]
 
@@ -341,7 +352,8 @@ class ThreadState:
         return copy.deepcopy(checkpoint.seen)
 
 
-def _write_value(value: Any, serde: SerializerProtocol) -> Any:
+def write_value(value: Any, serde: SerializerProtocol) -> Any:
+    """The value of a stored write: a blob loaded, or its messages."""
     if not isinstance(value, Messages):
         return load_blob(serde, value)
     items = [_loaded(m, serde) for m in value.items]
