@@ -120,7 +120,11 @@ class TurnledgerSession(SessionABC):
         if new:
             self._fold(new)
 
-    def _fold(self, new: Sequence[Folded]) -> None:
+    def _fold(self, events: Sequence[Folded]) -> None:
+        """Fold events not folded yet (a read and a write may both bring them)."""
+        new = [e for e in events if e.version > self._version]
+        if not new:
+            return
         fold_items(self._items, new, self._tool_names)
         for record in new:
             if isinstance(record.event, TurnStarted):

@@ -315,6 +315,28 @@ def test_two_instances_interleave_without_losing_items(sqlite_path):
     _run(scenario())
 
 
+def test_events_brought_by_a_read_and_a_write_fold_once(sqlite_path):
+    """A read that returns what this instance's write already folded adds nothing.
+
+    (A get_items whose read lands after a concurrent add_items of the same
+    instance brings back events that add_items folded itself.)
+    """
+
+    async def scenario() -> None:
+        session = TurnledgerSession("race", sqlite_path)
+        await session.add_items([{"role": "user", "content": "m0"}])
+        await session.add_items([{"role": "assistant", "content": "a0"}])
+        again = session._handle.store.read_stream(session.stream_id)
+        session._fold(again)  # what a late read would fold
+        assert await session.get_items() == [
+            {"role": "user", "content": "m0"},
+            {"role": "assistant", "content": "a0"},
+        ]
+        session.close()
+
+    _run(scenario())
+
+
 @function_tool
 def weather(city: str) -> str:
     """Return the weather of a city."""
