@@ -197,7 +197,7 @@ class PostgresBackend:
 
     kind = "postgresql"
 
-    def __init__(self, url: str, *, lock_timeout: int = 30) -> None:
+    def __init__(self, url: str, *, lock_timeout: int = 5) -> None:
         self.url = PostgresURL(url)
         try:
             self._datastore = PostgresDatastore(
@@ -230,7 +230,8 @@ class PostgresBackend:
             self.url.schema,
             table=f'"{self.url.schema}"."{TABLE}"',
             sequence=f'"{self.url.schema}"."{TABLE}_notification_id_seq"',
-            timeout=lock_timeout,
+            # A writer may itself wait ``lock_timeout`` for a lock: allow more.
+            timeout=max(30, 3 * lock_timeout),
         )
         self._recorder.settled = self.max_position
         self._head_sql = SQL(

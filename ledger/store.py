@@ -51,6 +51,9 @@ DEFAULT_PATH = "./turnledger.db"
 CIPHER_KEY_ENV = "TURNLEDGER_CIPHER_KEY"
 """The environment variable holding the base64 AES key for encryption at rest."""
 
+DEFAULT_LOCK_TIMEOUT = 5
+"""Seconds a write waits for another writer's lock by default."""
+
 MAX_KEY = 512
 """The longest idempotency key accepted."""
 
@@ -444,6 +447,7 @@ def open_store(
     *,
     synchronous: str = "FULL",
     cipher_key: str | None = None,
+    lock_timeout: int = DEFAULT_LOCK_TIMEOUT,
 ) -> EventStore:
     """Open (creating if needed) the ledger at ``url``.
 
@@ -454,6 +458,9 @@ def open_store(
             ``OFF`` or ``EXTRA``.
         cipher_key: The base64 AES key for encryption at rest; defaults to the
             ``TURNLEDGER_CIPHER_KEY`` environment variable; none means clear text.
+        lock_timeout: Seconds a write waits for another writer's lock (SQLite's
+            busy timeout; PostgreSQL's lock timeout), then
+            :class:`~ledger.errors.LedgerLockedError`.
 
     Raises:
         ConfigurationError: The URL or an option is invalid.
@@ -464,7 +471,9 @@ def open_store(
     if url.startswith(("postgresql://", "postgres://")):
         from turnledger.ledger.postgres import PostgresBackend  # noqa: PLC0415 - optional extra
 
-        return EventStore(PostgresBackend(url), cipher_key=key)
+        return EventStore(
+            PostgresBackend(url, lock_timeout=lock_timeout), cipher_key=key
+        )
     from turnledger.ledger.sqlite import SQLiteBackend  # noqa: PLC0415 - keep import cheap
 
     level = synchronous.upper()
@@ -475,7 +484,8 @@ def open_store(
     if "://" in path or path in ("", ":memory:"):
         msg = f"Expected a SQLite file path or a postgresql:// URL, found {url!r}"
         raise ConfigurationError(msg)
-    return EventStore(SQLiteBackend(path, synchronous=level), cipher_key=key)  # type: ignore[arg-type]
+    backend = SQLiteBackend(path, synchronous=level, lock_timeout=lock_timeout)  # type: ignore[arg-type]
+    return EventStore(backend, cipher_key=key)
 
 
 def _cipher(key: str | None) -> AESCipher | None:

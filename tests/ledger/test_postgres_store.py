@@ -15,7 +15,7 @@ from tests.contracts.store_contract import (
     new_stream,
     turn_events,
 )
-from turnledger.ledger.errors import ConfigurationError
+from turnledger.ledger.errors import ConfigurationError, StoreUnavailableError
 from turnledger.ledger.postgres import PostgresBackend
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
@@ -117,3 +117,9 @@ def test_bad_postgres_urls_are_refused():
     """A URL with an unusable schema name is a configuration error."""
     with pytest.raises(ConfigurationError, match="schema"):
         open_store("postgresql://postgres@127.0.0.1:5432/test?schema=a;drop")
+
+
+def test_unreachable_server_is_a_typed_error():
+    """No server listening (a stopped server): StoreUnavailableError at open."""
+    with pytest.raises(StoreUnavailableError, match=r"Cannot open the PostgreSQL"):
+        open_store("postgresql://postgres@127.0.0.1:1/test")
