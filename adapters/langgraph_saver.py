@@ -127,8 +127,12 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
 
     # -- folding -------------------------------------------------------------------
 
-    def thread_state(self, thread_id: str) -> ThreadState:
-        """The thread's fold, caught up with the ledger (call under the lock)."""
+    def thread_state(self, thread_id: str, *, catch_up: bool = True) -> ThreadState:
+        """The thread's fold, caught up with the ledger (call under the lock).
+
+        Without ``catch_up`` a cached fold is returned as it is (an append made
+        on it fails if another writer has moved the stream on).
+        """
         state = self._threads.get(thread_id)
         if state is None:
             if not thread_id:
@@ -140,6 +144,8 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
                 self._threads.popitem(last=False)
         else:
             self._threads.move_to_end(thread_id)
+            if not catch_up:
+                return state
         for recorded in self.store.read_stream(state.stream, after=state.head):
             state.apply(recorded.version, recorded.event, self.serde)
         return state
@@ -151,13 +157,19 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
     ) -> ThreadState:
         """Append what ``build(state)`` returns at the head, retrying on conflict.
 
-        ``build`` returns ``(events, own messages by version)``; it is called again
-        on a fresh fold when another writer got there first.
+        ``build`` returns ``(events, own messages by version)``. The first attempt
+        builds on the cached fold without reading the ledger; ``build`` is called
+        again on a caught-up fold when another writer got there first (or when it
+        found nothing to write on a fold that was not caught up).
         """
         last: ConcurrencyError | None = None
+        fresh = False
         for _ in range(_RETRIES):
-            state = self.thread_state(thread_id)
+            state = self.thread_state(thread_id, catch_up=fresh)
             events, own = build(state)
+            if not events and not fresh:
+                fresh = True
+                continue
             if not events:
                 return state
             if not state.opened:
@@ -168,7 +180,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
             try:
                 self.store.append(state.stream, events, expected_version=state.head)
             except ConcurrencyError as e:
-                last = e
+                last, fresh = e, True
                 continue
             for at, event in enumerate(events, start=state.head + 1):
                 state.apply(at, event, self.serde, own)
