@@ -149,8 +149,14 @@ def _cookie(header: str, name: str) -> str:
 
 
 def create_app(settings: WebSettings) -> ASGIApp:
-    """Build the ASGI app over an open ledger."""
+    """Build the ASGI app over an open ledger.
+
+    The sessions are listed once here (one pass over the ``session.opened``
+    events), so the first page a browser asks for does not wait for that scan;
+    later requests read only the events recorded since.
+    """
     state = WebState(settings)
+    state.cache.sessions()
     routes = [
         *pages.routes(state),
         *api.routes(state),

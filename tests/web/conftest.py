@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
@@ -54,8 +55,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
     )
     try:
-        with open_store(db) as store:
-            sessions = record_everything(store, root, db, turns=LONG_TURNS)
+        with open_store(db) as store, ThreadPoolExecutor(1) as worker:
+            # A thread of its own: the engine runs asyncio, and Playwright's sync
+            # API may already hold an event loop in this one.
+            sessions = worker.submit(
+                record_everything, store, root, db, turns=LONG_TURNS
+            ).result()
     finally:
         structlog.reset_defaults()
     return Recorded(root=root, db=db, config=config, sessions=sessions)

@@ -147,15 +147,18 @@ def test_serves_a_postgresql_ledger(postgres_url, tmp_path, monkeypatch):
     # Memory files of a PostgreSQL ledger go to the working directory.
     monkeypatch.chdir(tmp_path)
     from tests.web.conftest import Recorded
-    from turnledger.ledger.store import open_store
-    from turnledger.pipeline.demo import record_demo_session
+    from turnledger.ledger.ids import session_stream_id
 
-    with open_store(postgres_url) as store:
-        stream = record_demo_session(
-            store, data_dir=str(tmp_path / "data"), ledger_url=postgres_url
-        )
     config = tmp_path / "turnledger.toml"
     config.write_text("")
+    subprocess.run(
+        [*CLI, "--db", postgres_url, "--config", str(config), "demo"],
+        capture_output=True,
+        check=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    stream = session_stream_id("demo", "demo-1")
     served = Recorded(root=tmp_path, db=postgres_url, config=config, sessions={})
     process, address = start_server(served)
     try:
