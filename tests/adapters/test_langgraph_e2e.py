@@ -219,9 +219,17 @@ def test_cli_reads_what_the_saver_wrote(capsys, sqlite_path):
     assert code == 0, err
 
 
-def test_delete_thread_is_an_event_and_the_thread_starts_over(sqlite_path):
-    """After delete_thread the saver has no state; the ledger still has every event."""
+def test_delete_thread_is_an_event_and_the_thread_starts_over(capsys, sqlite_path):
+    """After delete_thread the saver and the history have nothing; the ledger has all."""
     run_agent(sqlite_path, "t-del", turns=1)
+    assert (
+        len(
+            json.loads(
+                cli(capsys, "--db", sqlite_path, "history", "t-del", "--json")[1]
+            )
+        )
+        == 5
+    )
     with open_store(sqlite_path) as store:
         before = store.stream_version(session_stream_id("lg", "t-del"))
     with TurnledgerSaver.from_url(sqlite_path, agent="lg") as saver:
@@ -229,6 +237,10 @@ def test_delete_thread_is_an_event_and_the_thread_starts_over(sqlite_path):
         assert saver.get_tuple({"configurable": {"thread_id": "t-del"}}) is None
     with open_store(sqlite_path) as store:
         assert store.stream_version(session_stream_id("lg", "t-del")) == before + 1
+    assert (
+        json.loads(cli(capsys, "--db", sqlite_path, "history", "t-del", "--json")[1])
+        == []
+    )
     messages = run_agent(sqlite_path, "t-del", turns=1)
     assert [m.content for m in messages if isinstance(m, HumanMessage)] == [
         "question 1"
