@@ -130,7 +130,7 @@ CORPUS_COPIES = tuple(f"corpus{i}{p.suffix}" for i, p in enumerate(CORPUS_FILES)
 """Copies in the working folder: no example can touch the shared corpus."""
 
 
-def _seed_ledger(path: Path) -> list[str]:
+def seed_ledger(path: Path) -> list[str]:
     """A ledger with sessions to name: a hand-made one and imported corpus files."""
     with open_store(str(path), synchronous="OFF") as store:
         stream = session_stream_id("ops", "main")
@@ -175,7 +175,7 @@ def _seed_ledger(path: Path) -> list[str]:
 @pytest.fixture(name="seed", scope="module")
 def _seed(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, list[str]]:
     path = tmp_path_factory.mktemp("seed") / "seed.db"
-    keys = _seed_ledger(path)
+    keys = seed_ledger(path)
     return path.read_bytes(), keys
 
 
@@ -198,7 +198,7 @@ def _workdir(tmp_path, monkeypatch, seed) -> Workdir:
     return Workdir(tmp_path, *seed)
 
 
-def _reset(workdir: Workdir, contents: dict[str, bytes]) -> None:
+def reset_workdir(workdir: Workdir, contents: dict[str, bytes]) -> None:
     """The seeded ledger, the fixed paths and this example's files; nothing else.
 
     Every example starts from the same state, so a failure replays exactly.
@@ -406,13 +406,13 @@ def file_contents(draw):
 # -- the check ------------------------------------------------------------------------
 
 
-def _ledger(db: Path) -> tuple[int, tuple]:
+def ledger_state(db: Path) -> tuple[int, tuple]:
     with open_store(str(db)) as store:
         report = verify(store)
     return report.events, report.problems
 
 
-def _reported_events(out: str) -> int:
+def reported_events(out: str) -> int:
     """The events ``import`` says it wrote (``--json`` may come abbreviated)."""
     if out.startswith("{"):
         return sum(s["events"] for s in json.loads(out)["sessions"])
@@ -451,11 +451,11 @@ def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
 def _check_example(
     workdir: Workdir, capsys, command: str, argv: list[str], contents: dict
 ) -> None:
-    _reset(workdir, contents)
+    reset_workdir(workdir, contents)
     stdin = contents.get(STDIN, b"").decode("utf-8", "surrogatepass")
     sys.stdin = io.StringIO(stdin)  # the fixture's monkeypatch restores the real one
     db = workdir.path / "ledger.db"
-    before, _ = _ledger(db)
+    before, _ = ledger_state(db)
     code, out, err = _run(capsys, argv)
     assert code in (-2, 0, 1, 2), (argv, code)
     if code == 2:
@@ -463,10 +463,10 @@ def _check_example(
         assert len(lines) == 1, (argv, err)
         assert lines[0].startswith("turnledger: "), (argv, err)
     assert "Traceback" not in err, (argv, err)
-    after, problems = _ledger(db)
+    after, problems = ledger_state(db)
     assert not problems, (argv, problems)
     if command == "import":
-        grew = _reported_events(out) if code == 0 else 0
+        grew = reported_events(out) if code == 0 else 0
         assert after - before == grew, (argv, code, out, err)
     elif command in READ_ONLY or code in (-2, 2):  # refused: nothing written
         assert after == before, (argv, code, err)
