@@ -54,6 +54,9 @@ SEAL_KEY_ENV: Final = "TURNLEDGER_SEAL_KEY"
 """The environment variable holding the HMAC key that signs seals."""
 
 _DOMAIN: Final = b"turnledger-chain-v1\x00"
+_CHAINED: Final = bytes((CHAIN_FORMAT,))
+_TAGS: dict[str, bytes] = {}
+_sha256: Final = hashlib.sha256
 _ENVELOPE: Final = struct.Struct(">qqH")
 
 
@@ -117,18 +120,26 @@ def chain_state(
     Returns:
         The state to store and the row's link.
     """
-    header = bytes((CHAIN_FORMAT,)) + frame[1:HEADER_SIZE]
-    body = frame[HEADER_SIZE:]
-    body_sha = hashlib.sha256(body).digest()
-    link = link_of(
-        prev,
-        stream_id,
-        version=version,
-        position=position,
-        topic=topic,
-        header=header,
-        body_sha=body_sha,
-    )
+    # The hot path of every append: the same bytes as ``link_of``, fewer copies.
+    header = _CHAINED + frame[1:HEADER_SIZE]
+    body = memoryview(frame)[HEADER_SIZE:]
+    body_sha = _sha256(body).digest()
+    tag = _TAGS.get(topic)
+    if tag is None:
+        tag = _TAGS.setdefault(topic, topic.encode())
+    link = _sha256(
+        b"".join(
+            (
+                _DOMAIN,
+                prev,
+                stream_id.bytes,
+                _ENVELOPE.pack(version, position, len(tag)),
+                tag,
+                header,
+                body_sha,
+            )
+        )
+    ).digest()
     tail = _TAIL.pack(position, prev, body_sha[:16], link)
     return b"".join((header, tail, body)), link
 
