@@ -150,3 +150,38 @@ def test_on_postgres(postgres_url: str, tmp_path: Path) -> None:
         assert [h.key for h in store.search(NS, query="friday release")][:1] == [
             "release"
         ]
+
+
+def test_langmem_memory_tool_calls(sqlite_path: str, tmp_path: Path) -> None:
+    """The store calls LangMem 0.0.30's manage/search memory tools make, as they make
+    them (``langmem/knowledge/tools.py``: aput with a uuid key and ``{"content": ...}``,
+    asearch with query/filter/limit/offset, ``item.dict()``, adelete)."""
+    import uuid
+
+    async def go(store: TurnledgerStore) -> None:
+        namespace = ("memories", "user-7")
+        first, second = uuid.uuid4(), uuid.uuid4()
+        await store.aput(
+            namespace, key=str(first), value={"content": "Team prefers Python"}
+        )
+        await store.aput(
+            namespace, key=str(second), value={"content": "Deploys on Fridays"}
+        )
+        await store.aput(
+            namespace, key=str(first), value={"content": "Team prefers Go"}
+        )
+        found = await store.asearch(
+            namespace, query="team prefers", filter=None, limit=10, offset=0
+        )
+        dumped = [m.dict() for m in found]
+        assert dumped[0]["key"] == str(first)
+        assert dumped[0]["value"] == {"content": "Team prefers Go"}
+        assert {d["key"] for d in dumped} <= {str(first), str(second)}
+        await store.adelete(namespace, key=str(second))
+        rest = await store.asearch(namespace, query="fridays", limit=10, offset=0)
+        assert [m.key for m in rest] == []
+
+    with TurnledgerStore.from_url(
+        sqlite_path, memory_path=tmp_path / "m.sqlite", agent="lg"
+    ) as store:
+        asyncio.run(go(store))
