@@ -34,6 +34,7 @@ from turnledger.ledger.errors import LedgerLockedError
 
 _IN_FLIGHT: Final = SQL(
     "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'advisory' "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
     "AND classid = 0 AND objid = %s AND objsubid = 1 AND granted"
 )
 
