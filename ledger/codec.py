@@ -12,6 +12,9 @@ library's recorders. We store:
   library's cipher plug when one is configured. The envelope therefore stays
   readable when payloads are encrypted.
 
+The codec encodes frame format 1; the backends store it as format 2, with the hash
+chain tail between header and body (``ledger.chain``). Both decode.
+
 Decoders are built once per event type (house style R5). Older schema versions are
 decoded untyped, passed through the registered upcasters, then converted.
 """

@@ -25,9 +25,11 @@ lists them all, each with ``kind``, ``stream``, ``version`` and ``position``:
 
 Rows written before the chain existed are counted as ``pre_chain``, not problems.
 What ``verify`` cannot see: a row appended after the last seal by someone who
-writes the database directly and computes the chain correctly, and anything when
-the seals themselves were rewritten by someone without need of the key (no key
-set). Seal often, and set ``TURNLEDGER_SEAL_KEY``.
+writes the database directly and computes the chain correctly; anything, when the
+seals themselves were rewritten and no key is set; and changes after an older seal
+when the newer seals were deleted (only the latest seal left is checked: keep the
+id and position ``turnledger seal`` prints somewhere else to notice that). Seal
+often, and set ``TURNLEDGER_SEAL_KEY``.
 """
 
 from __future__ import annotations
