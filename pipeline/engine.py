@@ -43,6 +43,7 @@ from turnledger.ledger.events import (
     TurnOrigin,
     TurnStarted,
 )
+from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.memory_service import MemoryService, TurnRecall
@@ -50,11 +51,13 @@ from turnledger.pipeline.model_calls import ModelCallFailedError, call_model
 from turnledger.pipeline.prompting import assemble_prompt, trim_event
 from turnledger.pipeline.providers.base import ChatResponse, Provider, ProviderError
 from turnledger.pipeline.session_cursor import SessionCursor, SessionCursors
+from turnledger.pipeline.session_lock import SessionLocks
 from turnledger.pipeline.strategy import MemoryStrategy
 from turnledger.pipeline.tool_runner import ToolRunner, agent_workspace
 from turnledger.pipeline.tools.base import Tool, ToolContext
 from turnledger.policies.autosave import autosave_key, decide_autosave
 from turnledger.policies.messages import Message
+from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.repair import repair_interrupted_turn
 from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.trimming import REASON_CONTEXT_OVERFLOW, trim_after_overflow
@@ -131,6 +134,7 @@ class TurnEngine:
         self.sessions = SessionCursors(
             ledger, histories or SessionHistories(ledger.store)
         )
+        self.session_locks = SessionLocks(ledger.store)
         self.budget = BudgetGuard(ledger.store, config.budgets)
 
     # -- session ---------------------------------------------------------------
@@ -172,14 +176,24 @@ class TurnEngine:
         """Run one turn to a final answer, a failure or the iteration limit.
 
         ``attachments`` are ``media.attached`` events (references, never bytes);
-        their turn id is set to this turn's.
+        their turn id is set to this turn's. The turn holds its session's lock
+        (:mod:`turnledger.pipeline.session_lock`): a turn of the same session in
+        another process (or task) waits for it, and one that waited too long
+        raises :class:`~turnledger.pipeline.session_lock.SessionBusyError`
+        before writing anything.
         """
-        session = await self.open_session(agent, session_key, channel=channel)
-        turn_id = uuid.uuid4().hex[:16]
-        with structlog.contextvars.bound_contextvars(
-            agent=agent, session=session.key, turn=turn_id
-        ):
-            return await self._run(session, turn_id, user_input, origin, attachments)
+        # One turn at a time per session, across processes: opening (and so
+        # repairing a crashed turn) and every step run under the session lock.
+        stream = session_stream_id(agent, sanitize_session_key(session_key))
+        async with self.session_locks.hold(stream):
+            session = await self.open_session(agent, session_key, channel=channel)
+            turn_id = uuid.uuid4().hex[:16]
+            with structlog.contextvars.bound_contextvars(
+                agent=agent, session=session.key, turn=turn_id
+            ):
+                return await self._run(
+                    session, turn_id, user_input, origin, attachments
+                )
 
     async def _run(
         self,

@@ -133,8 +133,12 @@ def test_delays_are_jittered_around_a_capped_doubling(first, ceiling, retry, dra
     assert policy.delay(retry + 1, draw) >= delay  # never shrinks
 
 
-def _check(ledger: str, sessions: list[str], memory_url: str | None = None) -> None:
-    run = run_children(ledger, AGENT, sessions, TURNS, memory_url=memory_url)
+def _check(
+    ledger: str, sessions: list[str], memory_url: str | None = None, think: float = 0.0
+) -> None:
+    run = run_children(
+        ledger, AGENT, sessions, TURNS, memory_url=memory_url, think=think
+    )
     check_run(run, ledger, AGENT, memory_url=memory_url)
     total = len(sessions) * TURNS
     assert run.problems == [], run.problems
@@ -152,6 +156,19 @@ def test_four_processes_in_different_sessions_on_sqlite(tmp_path: Path):
 
 def test_four_processes_in_different_sessions_on_postgres(postgres_url: str):
     _check(postgres_url, ["s0", "s1", "s2", "s3"], memory_url=postgres_url)
+
+
+# In one session the session lock serializes the turns; the children pause
+# between turns as users do (the lock is not fair, see session_lock).
+SAME_SESSION_PAUSE = 0.03
+
+
+def test_four_processes_in_the_same_session_on_sqlite(tmp_path: Path):
+    _check(str(tmp_path / "ledger.db"), ["s"] * 4, think=SAME_SESSION_PAUSE)
+
+
+def test_four_processes_in_the_same_session_on_postgres(postgres_url: str):
+    _check(postgres_url, ["s"] * 4, memory_url=postgres_url, think=SAME_SESSION_PAUSE)
 
 
 # -- the session lock -----------------------------------------------------------
