@@ -5,7 +5,10 @@ results, inject the memory block, trim to the budget and repair pairing
 (:func:`turnledger.pipeline.export.prepare_history`). What is recorded is never
 the prompt itself: a ``prompt.assembled`` event with per-section sizes and
 digests and a fingerprint of the whole, and, when the budget trimmed, the
-``history.trimmed`` event that shaped it (the versions it dropped).
+``history.trimmed`` event that shaped it (the versions it dropped). The system
+prompt is the exception: it is data, recorded as ``system_prompt.set`` (text and
+digest) before the first prompt that uses it whenever it differs from the one
+the session recorded last.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from turnledger.ledger.events import (
     HistoryTrimmed,
     PromptAssembled,
     PromptSection,
+    SystemPromptSet,
 )
 from turnledger.pipeline.config import RuntimeConfig
 from turnledger.pipeline.export import ExportOptions, prepare_history
@@ -32,6 +36,7 @@ from turnledger.policies.trimming import (
 )
 from turnledger.projections.history import (
     SessionHistoryState,
+    current_instructions,
     history_digest,
     visible_messages,
 )
@@ -50,7 +55,8 @@ class AssembledPrompt(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         messages: The messages for the provider (system first).
-        events: ``prompt.assembled``, then ``history.trimmed`` when the budget
+        events: ``system_prompt.set`` when the system prompt changed, then
+            ``prompt.assembled``, then ``history.trimmed`` when the budget
             trimmed; appended together in one step.
     """
 
@@ -93,7 +99,10 @@ def assemble_prompt(
     messages = prepared.messages
     # The prompt event digests the history the projection showed; the trim
     # that shaped this prompt follows it in the same atomic step.
-    events: list[Event] = [
+    events: list[Event] = []
+    if current_instructions(state) != system:
+        events.append(SystemPromptSet.of(system, turn_id=turn_id))
+    events.append(
         prompt_event(
             turn_id,
             iteration,
@@ -102,7 +111,7 @@ def assemble_prompt(
             memory_block=memory_block,
             messages=messages,
         )
-    ]
+    )
     trim = prepared.trim
     if trim is not None and trim.trimmed:
         events.append(

@@ -140,6 +140,7 @@ async def test_simple_turn_records_every_step(world):
         "SessionOpened",
         "TurnStarted",
         "MemoryRecalled",
+        "SystemPromptSet",
         "PromptAssembled",
         "ModelCalled",
         "AssistantMessage",
@@ -372,11 +373,16 @@ async def test_autosave_keeps_user_messages_from_user_facing_turns(world):
 
 
 async def test_prompt_is_never_stored(world):
-    """The ledger keeps prompt digests, never the system prompt text."""
+    """The ledger keeps prompt digests, never the prompt; the system prompt is data.
+
+    Issue #11: the system prompt is recorded once, as ``system_prompt.set``;
+    no other event carries its text.
+    """
     engine_for, store, _ = world
     engine, _ = engine_for([answer()])
     engine.system_prompt = "SECRET SYSTEM PROMPT 1234"
     await engine.run_turn("ops", "s1", "hello there")
-    assert all("SECRET SYSTEM PROMPT" not in str(e) for e in events_of(store))
+    carrying = [e for e in events_of(store) if "SECRET SYSTEM PROMPT" in str(e)]
+    assert [type(e).__name__ for e in carrying] == ["SystemPromptSet"]
     prompt = next(e for e in events_of(store) if isinstance(e, PromptAssembled))
     assert [s.name for s in prompt.sections] == ["system", "history"]

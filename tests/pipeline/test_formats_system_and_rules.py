@@ -406,3 +406,60 @@ def test_a_claude_code_file_with_a_few_foreign_lines_still_reads(tmp_path):
     assert parsed.format == "claude-code"
     assert (parsed.items, parsed.unread) == (3, 1)
     assert parsed.skipped == {"mystery": 1}
+
+
+# --- the engine records the system prompt it uses ------------------------------------
+
+
+async def test_the_engine_records_its_system_prompt_when_it_changes(tmp_path, capsys):
+    """One event per change; replay checks the prompts' system digest against it."""
+    from tests.pipeline.test_engine import EchoTool, FakeProvider, answer
+    from turnledger.ledger.aio import AsyncLedger
+    from turnledger.ledger.events import PromptAssembled
+    from turnledger.pipeline.config import parse_config
+    from turnledger.pipeline.engine import TurnEngine
+    from turnledger.pipeline.memory_service import MemoryService
+    from turnledger.pipeline.replay import replay_session
+
+    config = parse_config(f'data_dir = "{tmp_path / "data"}"\n')
+    path = str(tmp_path / "l.db")
+    store = open_store(path)
+    ledger = AsyncLedger(store)
+    memory = MemoryService(store, config, ledger_url=path)
+    try:
+        for prompt, steps in (
+            ("Prompt A", [answer("one")]),
+            ("Prompt A", [answer("two")]),
+            ("Prompt B", [answer("three")]),
+        ):
+            engine = TurnEngine(
+                ledger=ledger,
+                provider=FakeProvider(steps),
+                memory=memory,
+                tools={"echo": EchoTool()},
+                config=config,
+                system_prompt=prompt,
+            )
+            assert (await engine.run_turn("ops", "s1", "hello")).completed
+        stream = session_stream_id("ops", "s1")
+        events = [r.event for r in store.read_stream(stream)]
+        prompts = [e for e in events if isinstance(e, SystemPromptSet)]
+        assert [p.text for p in prompts] == ["Prompt A", "Prompt B"]
+        first = events.index(prompts[0])
+        assert isinstance(events[first + 1], PromptAssembled)
+        system = next(s for s in events[first + 1].sections if s.name == "system")
+        assert system.digest == prompts[0].digest
+        report = replay_session(store, stream)
+        checks = [c for c in report.checks if c.kind == "prompt.system"]
+        assert len(checks) == 3
+        assert all(c.ok for c in checks)
+        assert report.system_digest == text_digest("Prompt B")
+        history = provider_messages(load_history(store, stream))
+        assert [m.text for m in history if m.role == "system"] == [
+            "Prompt A",
+            "Prompt B",
+        ]
+    finally:
+        memory.close()
+        await ledger.aclose()
+        store.close()
