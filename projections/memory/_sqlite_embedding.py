@@ -52,6 +52,9 @@ class EmbeddingStage:
         self._db = db
         self._embedder = embedder
         self.identity: EmbeddingIdentity = embedder.identity
+        self.similarity_range: tuple[float, float] = getattr(
+            embedder, "similarity_range", (0.0, 1.0)
+        )
         self.cache = EmbeddingCache(db.conn, cache_size)
         self.vectors = VectorIndex(self.identity.dims)
         self.failures = 0

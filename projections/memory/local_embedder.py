@@ -109,6 +109,16 @@ class LocalEmbedder:
         """Return the provider (``local``), model and dimensions."""
         return self._identity
 
+    @property
+    def similarity_range(self) -> tuple[float, float]:
+        """Where the packaged model's cosines mean "unrelated" and "the same".
+
+        0.35 and 0.7, measured on ``benchmarks/bench_recall_quality.py``
+        (unrelated pairs stay under 0.35; paraphrases reach 0.5 to 0.8). A
+        model folder of another kind is not rescaled.
+        """
+        return (0.35, 0.7) if self._identity.model == PACKAGED_MODEL else (0.0, 1.0)
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one unit vector per text.
 

@@ -15,7 +15,8 @@ Recall (see :meth:`SQLiteMemory.recall`):
    share of the query's terms a row holds, comparable across queries);
 3. vector stage: the query's embedding against the scope's vectors, keeping
    cosine > 0, up to ``2 * limit``; the keyword candidates' cosines are
-   computed too;
+   computed too; cosines are rescaled to the embedder's declared
+   ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
 4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
    measured each row (a live leg that missed the row counts 0), ties by id;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
@@ -39,7 +40,7 @@ from typing import Final, Literal, Self, TypeAlias
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.policies.recall import bound_recall_limit
-from turnledger.policies.relevance import is_meaningful_query
+from turnledger.policies.relevance import calibrate, is_meaningful_query
 from turnledger.projections.memory import _sqlite_writes as writes
 from turnledger.projections.memory._hybrid import Scored, fuse
 from turnledger.projections.memory._sqlite_embedding import EmbeddingStage
@@ -292,6 +293,11 @@ class SQLiteMemory:
                 near = self._embedding.search(vector, scope, window)
                 missing = [rowid for rowid in keyword if rowid not in near]
                 near |= self._embedding.similarities(vector, missing)
+                low, high = self._embedding.similarity_range
+                near = {
+                    rowid: (entry_id, calibrate(cosine, low, high))
+                    for rowid, (entry_id, cosine) in near.items()
+                }
             fused = fuse(
                 near,
                 keyword,

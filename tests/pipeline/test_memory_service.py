@@ -45,7 +45,7 @@ def test_the_issues_examples_inject_nothing(service):
     memory.store_entry("ops", "editor", "Helix is my editor")
     for unrelated in ("what is the weather like on Mars", "is it", "what is my"):
         assert memory.context_block("ops", unrelated, session="s1") == ""
-    block = memory.context_block("ops", "which editor do I use", session="s1")
+    block = memory.context_block("ops", "what is my editor", session="s1")
     assert "- editor: Helix is my editor" in block
     assert "release_day" not in block
 

@@ -378,7 +378,8 @@ class TestRelevance:
         assert coverage_score({}, ["mars"]) == 0.0
 
     def test_uniform_coverage(self):
-        assert uniform_coverage("which editor do I use", "Helix is my editor") == 0.5
+        found = uniform_coverage("which editor do I use", "Helix is my editor")
+        assert found == pytest.approx(0.5**1.5)  # half the query: under 0.4
         assert uniform_coverage("what is it", "it is what it is") == 0.0
 
     @given(

@@ -41,19 +41,18 @@ def test_loads_offline_with_its_identity(embedder):
     assert query @ fact > query @ other + 0.3
 
 
-def test_hybrid_finds_a_paraphrase_above_the_floor(embedder):
+def test_hybrid_finds_a_paraphrase_and_abstains_on_nonsense(embedder):
     memory = SQLiteMemory(":memory:", embedder=embedder)
     for key, text in (
         ("editor", "Helix is my editor"),
         ("release_day", "The release is on Friday"),
     ):
         memory.store(NewMemory(agent="a", key=key, content=text, entry_id=key, at=T0))
-    (best, *_) = memory.recall("what text editor do I write code in", agents=["a"])
+    (best, *_) = memory.recall("which text editor do I program in", agents=["a"])
     assert best.key == "editor"
-    assert best.score > 0.4
-    assert (
-        memory.recall("what is the weather like on Mars", agents=["a"])[0].score < 0.4
-    )
+    mars = memory.recall("what is the weather like on Mars", agents=["a"])
+    assert all(e.score < 0.4 for e in mars)  # nothing passes the floor
+    assert best.score > max(e.score for e in mars) + 0.2
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:

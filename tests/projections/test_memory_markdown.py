@@ -315,12 +315,15 @@ def test_foreign_agent_write_is_refused(memory):
 
 
 def test_keyword_score_is_share_of_query_tokens(memory):
-    """Scores are matched tokens over query tokens, filters before the limit."""
+    """Scores are (matched tokens / query tokens) ** 1.5, filters before the limit."""
     memory.store(new("a", "alpha beta"))
     memory.store(new("b", "alpha"))
     memory.store(new("c", "alpha beta", category="conversation", session="s2"))
     found = memory.recall("alpha beta gamma delta", agents=["alice"], session="s1")
-    assert [(e.key, e.score) for e in found] == [("a", 0.5), ("b", 0.25)]
+    assert [(e.key, e.score) for e in found] == [
+        ("a", pytest.approx(0.5**1.5)),
+        ("b", pytest.approx(0.25**1.5)),
+    ]
     assert keys(memory.recall("beta", agents=["alice"], session="s1", limit=1)) == ["a"]
 
 
