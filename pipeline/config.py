@@ -40,6 +40,7 @@ import msgspec
 from turnledger.ledger.store import DEFAULT_PATH
 from turnledger.pipeline.config_layout import (
     LayoutError,
+    check_entries,
     check_numbers,
     located,
     seed_layout,
@@ -354,40 +355,16 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
         flat, spelled = seed_layout(raw)
     except LayoutError as e:
         raise ConfigError(f"{source}: {e}") from None
-    _check_entries(flat, spelled, source)
+    named = (*_NAMED, ("storage.*", StorageConfig))
+    try:
+        check_entries(flat, spelled, named)
+    except LayoutError as e:
+        raise ConfigError(f"{source}: {e}") from None
     try:
         config = msgspec.convert({**flat, "source": source}, Config)
     except msgspec.ValidationError as e:
         raise ConfigError(f"{source}: {located(str(e), '', spelled)}") from None
     return validate(config, spelled=spelled)
-
-
-def _check_entries(
-    flat: dict[str, object], spelled: dict[tuple[str, str], str], source: str
-) -> None:
-    """Convert each named entry alone, so an error names its alias and key.
-
-    (msgspec reports a dict key as ``[...]``; one entry at a time it need not.)
-    """
-    entries: list[tuple[str, object, type]] = []
-    for section, kind in _NAMED:
-        table = flat.get(section)
-        if isinstance(table, dict):
-            entries += [(f"{section}.{name}", v, kind) for name, v in table.items()]
-    storage = flat.get("storage")
-    if isinstance(storage, dict):
-        for backend, aliases in storage.items():
-            if isinstance(aliases, dict):
-                entries += [
-                    (f"storage.{backend}.{name}", v, StorageConfig)
-                    for name, v in aliases.items()
-                ]
-    for prefix, value, entry_type in entries:
-        try:
-            msgspec.convert(value, entry_type)
-        except msgspec.ValidationError as e:
-            msg = f"{source}: {located(str(e), prefix, spelled)}"
-            raise ConfigError(msg) from None
 
 
 def load_config(path: str | None = None) -> Config:

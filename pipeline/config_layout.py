@@ -19,7 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from turnledger.pipeline.config import Config
 
 
@@ -114,6 +118,43 @@ def located(message: str, prefix: str, spelled: dict[tuple[str, str], str]) -> s
     if key is None:
         key = ".".join(part for part in (prefix, field) if part)
     return f"{key}{bracket}{rest}: {detail}"
+
+
+def check_entries(
+    flat: dict[str, object],
+    spelled: dict[tuple[str, str], str],
+    named: Sequence[tuple[str, type]],
+) -> None:
+    """Convert each named entry alone, so that an error names its alias and key.
+
+    msgspec reports a dict key as ``[...]``; converted one entry at a time, the
+    entry's key is known.
+
+    Args:
+        flat: The document after :func:`seed_layout`.
+        spelled: How the file spelled each flattened agent key.
+        named: ``(section, type)`` of the tables keyed by name (``agents``,
+            ``providers``, ...); ``"storage.*"`` is keyed by kind, then alias.
+
+    Raises:
+        LayoutError: An entry does not convert; the message names its key.
+    """
+    entries: list[tuple[str, object, type]] = []
+    for section, entry_type in named:
+        table = flat.get(section.removesuffix(".*"))
+        if not isinstance(table, dict):
+            continue
+        for name, value in table.items():
+            if not section.endswith(".*"):
+                entries.append((f"{section}.{name}", value, entry_type))
+            elif isinstance(value, dict):
+                prefix = f"{section.removesuffix('.*')}.{name}"
+                entries += [(f"{prefix}.{k}", v, entry_type) for k, v in value.items()]
+    for prefix, value, entry_type in entries:
+        try:
+            msgspec.convert(value, entry_type)
+        except msgspec.ValidationError as e:
+            raise LayoutError(located(str(e), prefix, spelled)) from None
 
 
 RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (

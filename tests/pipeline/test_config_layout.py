@@ -213,3 +213,12 @@ def test_a_type_error_outside_the_agents_names_its_key():
         str(raised.value)
         == "<config>: providers.local.kind: Invalid enum value 'psychic'"
     )
+
+
+def test_a_bad_storage_entry_names_kind_and_alias():
+    """`[storage.<kind>.<alias>]` errors name both."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config("[storage.postgres.shared]\nurl = 5\n")
+    assert str(raised.value) == (
+        "<config>: storage.postgres.shared.url: Expected `str | null`, got `int`"
+    )
