@@ -167,7 +167,7 @@ def keyword_score(
         if found > 0
         else 0.0
     )
-    shaped = coverage**COVERAGE_EXPONENT
+    shaped = float(coverage**COVERAGE_EXPONENT)
     return shaped * (1.0 - STRENGTH_SHARE + STRENGTH_SHARE * strength)
 
 
@@ -183,7 +183,7 @@ def uniform_coverage(query: str, text: str) -> float:
         return 0.0
     found = set(word_tokens(text))
     share: float = sum(t in found for t in terms) / len(terms)
-    return share**COVERAGE_EXPONENT
+    return float(share**COVERAGE_EXPONENT)
 
 
 def calibrate(cosine: float, floor: float = 0.0, ceiling: float = 1.0) -> float:
