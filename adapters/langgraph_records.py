@@ -66,7 +66,7 @@ class RecordEncoder:
         ns: str,
         parent_id: str | None,
         checkpoint: Checkpoint,
-        md: Blob,
+        md: dict[str, Any],
         new_versions: dict[str, Version],
     ) -> Built:
         """Encode a checkpoint as what changed since its parent."""
@@ -97,7 +97,7 @@ class RecordEncoder:
             "ts": checkpoint["ts"],
             "v": checkpoint["v"],
             "u": checkpoint.get("updated_channels"),
-            "md": md,
+            "md": _metadata(self.serde, parent, md),
             "vals": vals,
         }
         if ns:
@@ -150,7 +150,8 @@ class RecordEncoder:
                 rest = {k: v for k, v in value.items() if k != self.messages_channel}
                 single = isinstance(value[self.messages_channel], BaseMessage)
                 return ["s", dump_blob(self.serde, rest), held, single]
-        return ["b", dump_blob(self.serde, value)]
+        blob = dump_blob(self.serde, value)
+        return ["n"] if blob == NULL else ["b", blob]
 
     def message_refs(
         self,
@@ -226,7 +227,7 @@ class RecordEncoder:
                 continue
             messages = self.typed_messages(ns, channel, value)
             if messages is None:
-                entries.append([at, channel, dump_blob(self.serde, value)])
+                entries.append([at, channel, _short(dump_blob(self.serde, value))])
                 continue
             refs = self.message_refs(
                 state, messages, cursor, events, own, in_order=True
@@ -298,3 +299,23 @@ def _add_versions(
         for entry in record["vals"]:
             if versions.get(entry[0]) == entry[2]:
                 del entry[2]
+
+
+NULL: Final = ["null", ""]
+"""The serializer's blob of ``None``, recorded as ``0`` in writes and ``["n"]``."""
+
+
+def _short(blob: Blob) -> Blob | int:
+    return 0 if blob == NULL else blob
+
+
+def _metadata(
+    serde: SerializerProtocol, parent: StoredCheckpoint | None, md: dict[str, Any]
+) -> Blob | int:
+    """The metadata's blob, or ``1``: the parent's with the next step."""
+    step = None if parent is None else parent.metadata.get("step")
+    if parent is not None and isinstance(step, int):
+        successor = {**parent.metadata, "step": step + 1}
+        if md == successor:
+            return 1
+    return dump_blob(serde, md)

@@ -41,7 +41,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from turnledger.adapters import langgraph_admin
-from turnledger.adapters.langgraph_codec import dump_blob, load_blob
+from turnledger.adapters.langgraph_codec import load_blob
 from turnledger.adapters.langgraph_records import Built, RecordEncoder
 from turnledger.adapters.langgraph_state import (
     FRAMEWORK,
@@ -294,7 +294,7 @@ class TurnledgerSaver(BaseCheckpointSaver[int]):
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         parent_id = conf.get("checkpoint_id")
-        md = dump_blob(self.serde, get_checkpoint_metadata(config, metadata))
+        md = dict(get_checkpoint_metadata(config, metadata))
 
         def build(state: ThreadState) -> Built:
             return self._records.checkpoint(

@@ -30,6 +30,7 @@ from turnledger.adapters.langgraph_codec import (
     Blob,
     TurnCursor,
     decode_json,
+    dump_blob,
     load_blob,
     rebuild_message,
 )
@@ -192,6 +193,12 @@ class ThreadState:
                 seen.pop(name, None)
         else:
             versions, seen = dict(record["cv"]), dict(record["vs"])
+        if isinstance(record["md"], int) and parent is not None:
+            metadata = {**parent.metadata, "step": parent.metadata["step"] + 1}
+            md_blob = dump_blob(serde, metadata)
+        else:
+            md_blob = record["md"]
+            metadata = load_blob(serde, md_blob)
         checkpoint = StoredCheckpoint(
             ns=ns,
             id=record["id"],
@@ -202,8 +209,8 @@ class ThreadState:
             seen=seen,
             updated=record["u"],
             extra=record.get("x"),
-            metadata_blob=record["md"],
-            metadata=load_blob(serde, record["md"]),
+            metadata_blob=md_blob,
+            metadata=metadata,
         )
         for entry in record["vals"]:
             channel, spec = entry[0], entry[1]
@@ -262,6 +269,8 @@ class ThreadState:
             return Node("e")
         if kind == "b":
             return Node("b", blob=spec[1])
+        if kind == "n":
+            return Node("b", blob=["null", ""])
         if kind == "a":
             return Node("a", blob=spec[2], base=spec[1])
         if kind == "s":
@@ -280,7 +289,7 @@ class ThreadState:
             key = (record["t"], idx)
             if idx >= 0 and key in stored:
                 continue
-            value: Any = entry[2]
+            value: Any = ["null", ""] if entry[2] == 0 else entry[2]
             if len(entry) > 3:
                 value = Messages(self._messages(entry[3], own), single=entry[4])
             stored[key] = (record["t"], channel, value, record["p"])
