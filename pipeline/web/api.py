@@ -36,7 +36,7 @@ from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
 from turnledger.projections.costs import grand_total
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
 from turnledger.projections.observer import observe, render_item
 from turnledger.projections.queries import cost_records
@@ -97,7 +97,7 @@ def _at_route(state: WebState, request: Request) -> Response:
             "position": position,
             "version": data.events[index].version,
             "type": tag_of(type(data.events[index].event)),
-            "messages": [_message(m) for m in visible_messages(history)],
+            "messages": [_message(m) for m in provider_messages(history)],
             "replay": {
                 "events": report.events,
                 "messages": report.messages,
@@ -165,7 +165,7 @@ def _export_route(state: WebState, request: Request) -> Response:
             400,
         )
     history = load_history(state.store, ref.stream_id)
-    prepared = prepare_history(visible_messages(history), ExportOptions())
+    prepared = prepare_history(provider_messages(history), ExportOptions())
     name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{ref.agent}-{ref.key}-{fmt}.json")
     return Response(
         _JSON.encode(render(prepared.messages, fmt)),
@@ -198,13 +198,16 @@ async def _forget_route(state: WebState, request: Request) -> Response:
 def routes(state: WebState) -> list[Route]:
     """The JSON and action routes over ``state``."""
     return [
-        Route("/api/sessions/{stream}/at", partial(_at_route, state)),
-        Route("/api/sessions/{stream}/events", partial(_events_route, state)),
-        Route("/sessions/{stream}/export", partial(_export_route, state)),
+        Route("/api/sessions/{stream}/at", state.gated(partial(_at_route, state))),
+        Route(
+            "/api/sessions/{stream}/events",
+            state.gated(partial(_events_route, state)),
+        ),
+        Route("/sessions/{stream}/export", state.gated(partial(_export_route, state))),
         Route("/memory/forget", partial(_forget_route, state), methods=["POST"]),
     ]
 
 
 def _forget(state: WebState, agent: str, key: str) -> bool | Unsupported:
-    with state.memory() as service:
+    with state.readers, state.memory() as service:
         return service.forget(agent, key)

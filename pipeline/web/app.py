@@ -28,10 +28,13 @@ from typing import Any, Final
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
-from starlette.responses import PlainTextResponse
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from turnledger.ledger.errors import LedgerError
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.web import api, is_loopback, pages
 from turnledger.pipeline.web.state import WebSettings, WebState
 
@@ -148,6 +151,13 @@ def _cookie(header: str, name: str) -> str:
     return ""
 
 
+async def _unavailable(request: Request, error: Exception) -> Response:
+    """A ledger or shell error is one clean line (503), never a traceback."""
+    del request
+    detail = " ".join(str(error).split())
+    return PlainTextResponse(f"The ledger cannot answer now: {detail}", 503)
+
+
 def create_app(settings: WebSettings) -> ASGIApp:
     """Build the ASGI app over an open ledger.
 
@@ -163,5 +173,8 @@ def create_app(settings: WebSettings) -> ASGIApp:
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         Route("/healthz", lambda _request: PlainTextResponse("ok")),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(
+        routes=routes,
+        exception_handlers={LedgerError: _unavailable, PipelineError: _unavailable},
+    )
     return Guard(app, settings)

@@ -116,10 +116,10 @@ def routes(state: WebState) -> list[Route]:
         return _html(state.cached_page(key, lambda: _costs(state)))
 
     return [
-        Route("/", sessions_page),
-        Route("/sessions/{stream}", session_page),
-        Route("/memory", memory_page),
-        Route("/costs", costs_page),
+        Route("/", state.gated(sessions_page)),
+        Route("/sessions/{stream}", state.gated(session_page)),
+        Route("/memory", state.gated(memory_page)),
+        Route("/costs", state.gated(costs_page)),
     ]
 
 

@@ -8,8 +8,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import wraps
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 import jinja2
 from markupsafe import Markup, escape
@@ -21,6 +22,17 @@ from turnledger.pipeline.web.queries import SessionCache, anchor
 from turnledger.policies.scrubbing import scrub_text
 
 HERE: Final = Path(__file__).resolve().parent
+
+LEDGER_READERS: Final = 8
+"""Requests that read the ledger at once; the rest wait their turn.
+
+The ledger's connection pools hold 10 (PostgreSQL) to 15 (SQLite) connections
+and give up after a few seconds; the server's thread pool runs 40 requests at
+once, so without this gate a burst of requests could time out on the pool.
+"""
+
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class WebState:
         self.templates = environment()
         self._memory_lock = threading.Lock()
         self._memory: MemoryService | None = None
+        self.readers = threading.BoundedSemaphore(LEDGER_READERS)
         self._pages_lock = threading.Lock()
         self._pages: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 
@@ -127,6 +140,16 @@ class WebState:
             while len(self._pages) > 128:
                 self._pages.popitem(last=False)
         return page
+
+    def gated(self, function: Callable[P, R]) -> Callable[P, R]:
+        """``function``, run only while one of the :data:`LEDGER_READERS` is free."""
+
+        @wraps(function)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self.readers:
+                return function(*args, **kwargs)
+
+        return run
 
     def close(self) -> None:
         """Close the memory service."""

@@ -15,7 +15,7 @@ from tests.web.recorded import AGENT, PAYLOAD, XSS
 from turnledger.ledger.events import HistoryTrimmed, MemoryRecalled, ToolResultRecorded
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.sessions import load_history
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history import provider_messages
 
 pytestmark = pytest.mark.slow
 
@@ -126,13 +126,18 @@ def test_scrubber_changes_the_visible_history(recorded, server, page):
         timeout=LOAD_TIMEOUT,
     )
     with open_store(recorded.db) as store:
-        expected = visible_messages(load_history(store, sid, at=events[index].position))
-        at_end = visible_messages(load_history(store, sid))
+        expected = provider_messages(
+            load_history(store, sid, at=events[index].position)
+        )
+        at_end = provider_messages(load_history(store, sid))
     assert shown_at_end == len(at_end)
     items = page.page.locator("#scrub-history > li")
     assert items.count() == len(expected) != len(at_end)
-    assert items.first.inner_text().startswith("user")
-    assert expected[0].text in items.first.inner_text()
+    for item, message in ((items.first, expected[0]), (items.last, expected[-1])):
+        label = "trim" if message.kind == "breadcrumb" else message.role
+        assert item.inner_text().startswith(label)
+        if message.text:
+            assert message.text.splitlines()[0] in item.inner_text()
     page.shot("scrubber-at-5")
 
     recall_index = next(
