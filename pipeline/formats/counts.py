@@ -76,6 +76,7 @@ FORMAT_RULES: Final[dict[str, PairingRule]] = {
     "pydantic-ai": "no_assistant_between",
     "claude-code": "after",
     "codex": "after",
+    "openai-agents": "after",
 }
 """The documented pairing rule of each format (a cassette: of its API shape)."""
 

@@ -32,6 +32,7 @@ from turnledger.pipeline.formats.claude_code import CLAUDE_KEYS, CLAUDE_RECORDS
 from turnledger.pipeline.formats.codex import CODEX_RECORDS
 from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
+from turnledger.pipeline.formats.openai_agents import is_run_state
 from turnledger.pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
 
 if TYPE_CHECKING:
@@ -219,6 +220,8 @@ def document_candidates(document: object) -> tuple[FormatName, ...]:
         return ("cassette",)
     if "loglines" in obj:
         return ("claude-code",)
+    if is_run_state(obj):
+        return ("openai-agents",)
     found: list[FormatName] = []
     for key in _ITEM_KEYS:
         values = as_list(obj.get(key))

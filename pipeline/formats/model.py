@@ -25,6 +25,7 @@ FormatName: TypeAlias = Literal[
     "codex",
     "cassette",
     "adk",
+    "openai-agents",
 ]
 """The name of a transcript format, as ``--format`` spells it."""
 
@@ -39,6 +40,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
     "codex",
     "cassette",
     "adk",
+    "openai-agents",
 )
 """Every format a reader exists for, in the order ``--help`` lists them."""
 

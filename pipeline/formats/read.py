@@ -14,6 +14,7 @@ from turnledger.pipeline.formats.detect import detect_candidates
 from turnledger.pipeline.formats.gemini import parse_gemini
 from turnledger.pipeline.formats.langchain import parse_langchain
 from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
+from turnledger.pipeline.formats.openai_agents import parse_openai_agents
 from turnledger.pipeline.formats.openai_chat import parse_openai_chat
 from turnledger.pipeline.formats.openai_responses import parse_openai_responses
 from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
@@ -41,6 +42,7 @@ _READERS: dict[FormatName, _Reader] = {
     "codex": parse_codex,
     "cassette": parse_cassette,
     "adk": parse_adk,
+    "openai-agents": parse_openai_agents,
 }
 
 

@@ -900,8 +900,8 @@ def test_unknown_format_name_is_rejected():
         parse_transcript(b"[]", format="xml")
     assert str(raised.value) == (
         "Expected a format name (auto, openai-chat, openai-responses, anthropic, "
-        "gemini, langchain, pydantic-ai, claude-code, codex, cassette, adk), found "
-        "'xml'"
+        "gemini, langchain, pydantic-ai, claude-code, codex, cassette, adk, "
+        "openai-agents), found 'xml'"
     )
 
 
