@@ -7,16 +7,19 @@ changed since its parent, never as a snapshot: the channel versions and
 either its value (the serializer's blob), or, when the value is a list extending
 the parent's value, only the new items. New messages of the root namespace's
 messages channel are the ledger's own typed events (user input, assistant message
-with tool calls, tool result, and ``turn.completed`` after a final answer), so
-``turnledger history``, ``audit``, ``export`` and ``replay`` read the session; the
-checkpoint record (an ``item.recorded`` event) refers to them by stream version.
-Bytes per checkpoint therefore do not grow with the thread's history.
+with tool calls, tool result, and ``turn.completed`` after a final answer), each
+recorded once: by the task write that carries it when it comes next in the
+conversation, else by the checkpoint that holds it; records refer to them by
+stream version. So ``turnledger history``, ``audit``, ``export`` and ``replay``
+read the session, and bytes per checkpoint do not grow with the history of an
+append-reducer channel (a value that is not a list is recorded whole each time it
+changes).
 
 ``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
 writes are gone for the saver and for views that honour the event; the ledger
-keeps the trail. Every call is durable when it returns (one ledger transaction).
-Messages handed back by ``get_tuple`` are shared with the saver's cache of the
-thread: treat them as immutable, as LangGraph's reducers do.
+keeps the trail. Every write is committed (one ledger transaction each) before its
+call returns. Messages handed back by ``get_tuple`` are shared with the saver's
+cache of the thread: treat them as immutable, as LangGraph's reducers do.
 """
 
 from __future__ import annotations
