@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import threading
@@ -90,6 +91,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             host=args.host,
         )
         app = create_app(settings)
+        # The session list just read lives as long as the process (the ledger
+        # only grows): keep the collector from walking it on every full pass.
+        gc.freeze()
         if args.json:
             print_json(
                 {
