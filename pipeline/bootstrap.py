@@ -29,6 +29,7 @@ from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.strategy import strategy_for
+from turnledger.pipeline.telemetry import export_run
 from turnledger.pipeline.tools.base import Tool
 from turnledger.pipeline.tools.registry import default_tools
 from turnledger.projections.history import SESSION_HISTORY
@@ -103,6 +104,7 @@ class Runtime:
         self.engine = engine
         self._owns_store = owns_store
         self._closed = False
+        self._started_at = store.max_position()  # telemetry exports what follows
 
     async def aclose(self) -> None:
         """Catch the history view up, then close memory, writer, views, ledger."""
@@ -112,6 +114,9 @@ class Runtime:
         try:
             await self.ledger.aclose()
             await asyncio.to_thread(self.runner.catch_up)
+            await asyncio.to_thread(
+                export_run, self.store, self.config.telemetry, after=self._started_at
+            )
         finally:
             self.memory.close()
             self.views.close()

@@ -176,6 +176,22 @@ class BudgetConfig(
     warn_at_percent: float = 80.0
 
 
+class TelemetryConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[telemetry]``: OpenTelemetry spans by the GenAI conventions (off by default).
+
+    ``console`` prints spans to stdout; ``otlp_endpoint`` sends them over
+    OTLP/HTTP; ``capture_content`` adds the scrubbed, bounded user input and
+    answer to the spans (off: counts, models, tokens and ids only).
+    """
+
+    console: bool = False
+    otlp_endpoint: str | None = None
+    capture_content: bool = False
+    service_name: str = "turnledger"
+
+
 class MemoryConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
@@ -200,6 +216,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     providers: dict[str, ProviderConfig] = {}
     pricing: dict[str, ModelPrice] = {}
     budgets: BudgetConfig = BudgetConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     source: str | None = None
 
     def ledger_url(self) -> str:

@@ -46,7 +46,11 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.memory_service import MemoryService, TurnRecall
+from turnledger.pipeline.memory_service import (
+    MemoryService,
+    TurnRecall,
+    query_shape,
+)
 from turnledger.pipeline.model_calls import ModelCallFailedError, call_model
 from turnledger.pipeline.prompting import assemble_prompt, trim_event
 from turnledger.pipeline.providers.base import ChatResponse, Provider, ProviderError
@@ -305,7 +309,7 @@ class TurnEngine:
                 block="",
                 refs=(),
                 backend=self.memory.backend_ref(session.agent),
-                query_summary=summarize(scrub_text(query)),
+                query_summary=query_shape(query),
             )
         # Recorded with the first prompt (one commit): a recall has no side effect.
         session.pending.append(

@@ -36,9 +36,9 @@ from turnledger.policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
+from turnledger.policies.relevance import content_terms
 from turnledger.policies.retention import MemoryItem, RecallTuning, make_recall_tuner
 from turnledger.policies.scoping import check_forget, normalize_backend, recall_agents
-from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.types import TurnOrigin
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
 from turnledger.projections.memory.embedders import (
@@ -83,6 +83,15 @@ def rerank(
         msgspec.structs.replace(by_key[item.key], score=item.score)
         for item in tune(items, now)
     ]
+
+
+def query_shape(query: str) -> str:
+    """Describe a recall query without its words (the observer shows this).
+
+    Returns:
+        e.g. ``"42 chars, 3 content terms"``: never the user's text.
+    """
+    return f"{len(query)} chars, {len(content_terms(query))} content terms"
 
 
 class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
@@ -573,7 +582,7 @@ class MemoryService:
         """Recall for a turn per the recall policy: the block and its references."""
         policy = resolve_inject_policy(origin, sessions=[session] if session else [])
         ref = self.backend_ref(agent)
-        summary = summarize(scrub_text(query))
+        summary = query_shape(query)
         if not policy.inject:
             return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
         settings = self.config.recall

@@ -349,7 +349,7 @@ def _memory_recalled(recorded: Recorded, event: MemoryRecalled) -> ObserverItem:
         recorded,
         "memory_recall",
         name=_short(event.backend),
-        summary=_text(event.query_summary),
+        # Never the query: older events recorded (scrubbed) user text there.
         figures=figures,
         keys=keys,
     )

@@ -143,3 +143,12 @@ def test_recall_time_window(service):
     assert memory.recall("ops", "deploy", since=now - timedelta(hours=1))
     assert memory.recall("ops", "deploy", since=now + timedelta(hours=1)) == []
     assert memory.recall("ops", "deploy", until=now - timedelta(hours=1)) == []
+
+
+def test_turn_recall_summaries_carry_no_user_words(service):
+    """What a turn records about its recall query is its shape, never its words."""
+    memory = service()
+    memory.store_entry("ops", "k", "deploy target is prod")
+    recall = memory.recall_for_turn("ops", "where is my secret diary", session="s1")
+    assert recall.query_summary == "24 chars, 2 content terms"
+    assert "diary" not in recall.query_summary

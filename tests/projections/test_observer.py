@@ -529,3 +529,25 @@ def test_runner_live_catch_up_equals_rebuild(tmp_path):
     assert LEAK not in msgspec.json.encode(live).decode()
     views.close()
     store.close()
+
+
+def test_recall_items_never_carry_the_query():
+    """The recorded query summary (user text in older events) is never shown."""
+    event = MemoryRecalled(
+        turn_id="t1",
+        backend="sqlite",
+        query_summary="what is my diary password",
+        injected_chars=10,
+    )
+    recorded = Recorded(
+        stream_id=uuid.uuid4(),
+        version=1,
+        position=1,
+        recorded_at=datetime(2026, 11, 1, tzinfo=UTC),
+        event=event,
+    )
+    (item,) = observe(recorded)
+    rendered = str(render_item(item))
+    assert "diary" not in rendered
+    assert "password" not in rendered
+    assert item.figures["injected_chars"] == 10
