@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
+from turnledger.ledger.key_check import check_cipher_key
 from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
 from turnledger.pipeline.config import Config, ConfigError, load_config
 from turnledger.pipeline.errors import PipelineError
@@ -131,8 +132,19 @@ def target(args: argparse.Namespace) -> str:
 
 
 def open_ledger(args: argparse.Namespace) -> EventStore:
-    """Open the ledger a command uses."""
-    return open_store(target(args))
+    """Open the ledger a command uses, its cipher key checked (issue #17).
+
+    Raises:
+        CipherKeyError: ``TURNLEDGER_CIPHER_KEY`` is wrong for this ledger, or
+            missing while its events are encrypted; nothing was written.
+    """
+    store = open_store(target(args))
+    try:
+        check_cipher_key(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def print_json(value: Any) -> None:

@@ -1,0 +1,87 @@
+"""Checking a cipher key against the ledger before anything is written (issue #17).
+
+Encrypted payloads are AES-GCM (``eventsourcing.cryptography.AESCipher``): a
+wrong key cannot decrypt them, and reading with one is a
+:class:`~turnledger.ledger.errors.CorruptRecordError` that says the body does
+not decrypt, never garbage. Writing with one, though, used to be accepted, and
+left rows no later reader with the right key could decrypt.
+
+:func:`check_cipher_key` closes that: the ledger's first encrypted event is its
+key check value. A store with a key must decrypt it, a store without a key must
+not write to a ledger that has one, and both are refused with a
+:class:`CipherKeyError` before any write. No separate value is stored: the first
+encrypted row (the oldest, so it never changes once written) is the check. A
+ledger with no encrypted row yet accepts any key, and its first encrypted append
+becomes the check.
+
+The command line runs the check whenever it opens a ledger
+(:func:`pipeline.cli_common.open_ledger`); library callers that take a key from
+their users call it after :func:`~turnledger.ledger.store.open_store`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from turnledger.ledger import codec
+from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT, HEADER_SIZE
+from turnledger.ledger.errors import CorruptRecordError, LedgerError
+from turnledger.ledger.store import CIPHER_KEY_ENV, EventStore
+
+# The plain frame, and the hash-chained frame where the codec has one.
+_FRAMES: Final = frozenset({FRAME_FORMAT, getattr(codec, "CHAIN_FORMAT", FRAME_FORMAT)})
+
+SCAN_ROWS: Final = 10_000
+"""How many rows from the start are searched for the first encrypted one."""
+
+
+class CipherKeyError(LedgerError):
+    """The cipher key does not fit the ledger (wrong, or missing)."""
+
+
+def _encrypted(state: bytes) -> bool:
+    # Only a well-framed row counts; a corrupt one is verify's to report.
+    return (
+        len(state) >= HEADER_SIZE
+        and state[0] in _FRAMES
+        and bool(state[1] & FLAG_ENCRYPTED)
+    )
+
+
+def check_cipher_key(store: EventStore, *, scan_rows: int = SCAN_ROWS) -> None:
+    """Refuse a store whose cipher key does not fit its ledger.
+
+    Args:
+        store: An open store, with or without a cipher key.
+        scan_rows: How many rows from the start to look at for the first
+            encrypted one (a ledger encrypted from its start has it first).
+
+    Raises:
+        CipherKeyError: The store has a key and the ledger's first encrypted
+            event does not decrypt with it (a wrong key), or the store has no key
+            and the ledger holds encrypted events (a missing key).
+    """
+    if scan_rows <= 0:
+        return
+    for seen, row in enumerate(store.iter_rows(page_size=min(500, scan_rows))):
+        if seen >= scan_rows:
+            return
+        if not _encrypted(row.state):
+            continue
+        if store.mapper.cipher is None:
+            msg = (
+                f"Expected a cipher key ({CIPHER_KEY_ENV}) for this ledger, found none:"
+                f" its events are encrypted (first at position {row.position});"
+                " nothing was written"
+            )
+            raise CipherKeyError(msg)
+        try:
+            store.decode(row)
+        except CorruptRecordError:
+            msg = (
+                "Expected the cipher key this ledger was encrypted with, found"
+                f" another: the event at position {row.position} does not decrypt"
+                " with it; nothing was written"
+            )
+            raise CipherKeyError(msg) from None
+        return
