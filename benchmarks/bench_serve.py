@@ -300,12 +300,12 @@ def main() -> int:
             pages = max(1, -(-total // 200))
             timeline = f"/sessions/{long}"
             later = [f"{timeline}?page={k}" for k in range(2, pages + 1)] or [timeline]
-            cold = {
+            cold = {  # the timeline first: its render includes the session's fold
+                "timeline first page (fold included)": first_render(url + timeline[1:]),
                 "sessions page": first_render(url),
                 "sessions page 2, agent filter": first_render(
                     f"{url}?agent=agent7&page=2"
                 ),
-                "timeline first page": first_render(url + timeline[1:]),
             }
             for page in later:
                 first_render(url + page[1:])
