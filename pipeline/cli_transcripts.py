@@ -35,10 +35,13 @@ from turnledger.projections.history import provider_messages
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a transcript file into the ledger: one session per conversation.
 
-    Formats: auto (detected), openai-chat, openai-responses, anthropic, langchain,
-    pydantic-ai, claude-code, codex (and cassette, gemini). Unknown item types are
-    skipped and counted; malformed lines are reported with their line numbers; a
-    failed import writes nothing.
+    Formats: auto (detected), openai-chat, openai-responses, anthropic, gemini,
+    langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents. System
+    and developer messages are kept (system_prompt.set). Unknown item types are
+    skipped and counted; malformed lines are reported with their line numbers; with
+    auto, a file whose detected reader recognised too little is refused (exit 2,
+    naming the formats considered; --format reads it anyway); a failed import
+    writes nothing.
 
     Example: turnledger import session.jsonl --agent ops --json
     """
@@ -128,11 +131,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Print a session as a provider-ready request payload (JSON).
+    """Print a session as a payload of --format (JSON).
 
-    Trimmed to --budget-tokens, pairing-repaired, tool results bounded to
-    --max-tool-result-chars, with the memory context injected when
-    --memory-query is given; always pairing-valid.
+    Formats: openai-chat, openai-responses, anthropic, gemini, langchain,
+    pydantic-ai, adk; the system prompt goes where the format wants it (ADK
+    events have no place for one). Trimmed to --budget-tokens (system first,
+    then one breadcrumb), pairing-repaired, tool results bounded to
+    --max-tool-result-chars (a result bounded when recorded is not bounded
+    again), with the memory context injected when --memory-query is given;
+    always pairing-valid.
 
     Example: turnledger export demo-1 --format anthropic --budget-tokens 8000
     """
