@@ -233,8 +233,16 @@ class MemoryService:
             return SQLiteMemory(self.sqlite_path(ref), embedder=self._embedder())
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
+            from turnledger.projections.memory.markdown_peers import MarkdownPeers  # noqa: PLC0415
 
-            return MarkdownMemory(self._workspace(agent), agent=agent)
+            own = MarkdownMemory(self._workspace(agent), agent=agent)
+            peers = self._markdown_peers(agent)
+            if not peers:
+                return own
+            return MarkdownPeers(
+                own,
+                {p: MarkdownMemory(self._workspace(p), agent=p) for p in peers},
+            )
         if kind == "postgres":
             from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
@@ -278,10 +286,22 @@ class MemoryService:
         return ref, backend
 
     def backend(self, agent: str) -> MemoryBackend:
-        """The agent's backend, brought up to date with the ledger."""
+        """The agent's backend, brought up to date with the ledger.
+
+        A Markdown agent's ``read_memory_from`` peers are caught up too (their
+        own files, not their peers'), so its recall merges theirs by score.
+        """
         ref, backend = self._served(agent)
         self._catch_up(ref, backend, agent)
+        for peer in self._markdown_peers(agent):
+            peer_ref, peer_backend = self._served(peer)
+            self._catch_up(peer_ref, peer_backend, peer)
         return backend
+
+    def _markdown_peers(self, agent: str) -> tuple[str, ...]:
+        if not self.backend_ref(agent).startswith("markdown."):
+            return ()
+        return self.config.agent(agent).read_memory_from
 
     def _owners(self, ref: str, agent: str) -> set[str] | None:
         if self.only_agents is not None:

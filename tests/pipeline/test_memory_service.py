@@ -152,3 +152,25 @@ def test_turn_recall_summaries_carry_no_user_words(service):
     recall = memory.recall_for_turn("ops", "where is my secret diary", session="s1")
     assert recall.query_summary == "24 chars, 2 content terms"
     assert "diary" not in recall.query_summary
+
+
+def test_markdown_peers_are_read_and_merged_by_score(tmp_path, service):
+    """read_memory_from on a Markdown agent reads its Markdown peers' files."""
+    cfg = parse_config(
+        f'data_dir = "{tmp_path / "d"}"\n'
+        '[agents.ops]\nmemory = "markdown"\nread_memory_from = ["research"]\n'
+        '[agents.research]\nmemory = "markdown"\n'
+    )
+    memory = service(cfg)
+    memory.store_entry("research", "paper", "the coral reef survey is due Friday")
+    memory.store_entry("ops", "standup", "standup notes about the reef survey")
+    memory.store_entry("research", "unrelated", "lunch is at noon")
+    found = memory.recall("ops", "coral reef survey due")
+    assert [e.key for e in found] == ["[research] paper", "standup"]
+    assert [e.agent for e in found] == ["research", "ops"]
+    assert found[0].score > found[1].score
+    # the peer sees nothing of ops: read_memory_from is one-way
+    assert [e.key for e in memory.recall("research", "standup notes")] == []
+    # the peer's files are caught up for the reader, even before the peer reads
+    memory.store_entry("research", "later", "the reef survey moved to Monday")
+    assert "[research] later" in [e.key for e in memory.recall("ops", "reef survey")]
