@@ -70,7 +70,7 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 DEFAULT_RETRY: Final = RetryPolicy()
-"""Up to 200 attempts, about 9 s of waiting in all at most."""
+"""Up to 200 attempts: about 10 s of waiting in all (15 s at most, jittered)."""
 
 
 class AppendContentionError(LedgerError):

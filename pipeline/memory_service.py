@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.events import (
     Event,
     MemoryForgotten,
@@ -36,9 +36,9 @@ from turnledger.policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
-from turnledger.policies.relevance import content_terms
 from turnledger.policies.retention import MemoryItem, RecallTuning, make_recall_tuner
 from turnledger.policies.scoping import check_forget, normalize_backend, recall_agents
+from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.types import TurnOrigin
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
 from turnledger.projections.memory.embedders import (
@@ -83,15 +83,6 @@ def rerank(
         msgspec.structs.replace(by_key[item.key], score=item.score)
         for item in tune(items, now)
     ]
-
-
-def query_shape(query: str) -> str:
-    """Describe a recall query without its words (the observer shows this).
-
-    Returns:
-        e.g. ``"42 chars, 3 content terms"``: never the user's text.
-    """
-    return f"{len(query)} chars, {len(content_terms(query))} content terms"
 
 
 class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
@@ -233,16 +224,8 @@ class MemoryService:
             return SQLiteMemory(self.sqlite_path(ref), embedder=self._embedder())
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
-            from turnledger.projections.memory.markdown_peers import MarkdownPeers  # noqa: PLC0415
 
-            own = MarkdownMemory(self._workspace(agent), agent=agent)
-            peers = self._markdown_peers(agent)
-            if not peers:
-                return own
-            return MarkdownPeers(
-                own,
-                {p: MarkdownMemory(self._workspace(p), agent=p) for p in peers},
-            )
+            return MarkdownMemory(self._workspace(agent), agent=agent)
         if kind == "postgres":
             from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
@@ -286,22 +269,10 @@ class MemoryService:
         return ref, backend
 
     def backend(self, agent: str) -> MemoryBackend:
-        """The agent's backend, brought up to date with the ledger.
-
-        A Markdown agent's ``read_memory_from`` peers are caught up too (their
-        own files, not their peers'), so its recall merges theirs by score.
-        """
+        """The agent's backend, brought up to date with the ledger."""
         ref, backend = self._served(agent)
         self._catch_up(ref, backend, agent)
-        for peer in self._markdown_peers(agent):
-            peer_ref, peer_backend = self._served(peer)
-            self._catch_up(peer_ref, peer_backend, peer)
         return backend
-
-    def _markdown_peers(self, agent: str) -> tuple[str, ...]:
-        if not self.backend_ref(agent).startswith("markdown."):
-            return ()
-        return self.config.agent(agent).read_memory_from
 
     def _owners(self, ref: str, agent: str) -> set[str] | None:
         if self.only_agents is not None:
@@ -410,12 +381,26 @@ class MemoryService:
                     raise StaleEntryError(key)
             return [event]
 
-        append_decided(self.store, memory_stream_id(agent), decide)
+        written = append_decided(self.store, memory_stream_id(agent), decide)
+        return self._read_back(agent, key, written)
+
+    def _read_back(
+        self, agent: str, key: str, written: AppendResult | None
+    ) -> MemoryEntry:
+        """The entry just stored; as stored if another writer already removed it."""
         found = self.backend(agent).get(key, agents=[agent])
-        if found is None:  # pragma: no cover - a backend that lost a write
-            msg = f"Expected the stored entry {key!r} to be readable, found nothing"
-            raise MemoryAccessError(msg)
-        return found
+        if found is not None:
+            return found
+        # Another process may forget (or supersede) the key right after this
+        # store: the write was made, so it is answered as stored.
+        if written is not None:
+            ours = self.store.read_stream(
+                written.stream_id, after=written.last_version - 1
+            )
+            if any(getattr(r.event, "key", None) == key for r in ours[1:]):
+                return _as_stored(self._opened(ours[0]))
+        msg = f"Expected the stored entry {key!r} to be readable, found nothing"
+        raise MemoryAccessError(msg)  # pragma: no cover - a backend lost a write
 
     def forget(
         self, agent: str, key: str, *, source: MemorySource = "cli"
@@ -602,7 +587,7 @@ class MemoryService:
         """Recall for a turn per the recall policy: the block and its references."""
         policy = resolve_inject_policy(origin, sessions=[session] if session else [])
         ref = self.backend_ref(agent)
-        summary = query_shape(query)
+        summary = summarize(scrub_text(query))
         if not policy.inject:
             return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
         settings = self.config.recall
@@ -660,6 +645,26 @@ class MemoryService:
         if self._keys is not None:
             self._keys.close()
             self._keys = None
+
+
+def _as_stored(recorded: Recorded) -> MemoryEntry:
+    """The entry a ``memory.stored`` event wrote, as a backend would return it."""
+    event = recorded.event
+    if not isinstance(event, MemoryStored):  # pragma: no cover - read by version
+        msg = f"Expected a memory.stored event, found {type(event).__name__}"
+        raise MemoryAccessError(msg)
+    return MemoryEntry(
+        id=event.entry_id,
+        key=event.key,
+        content=event.content,
+        category=event.category,
+        agent=event.agent,
+        session=event.session,
+        namespace=event.namespace,
+        importance=event.importance,
+        created_at=recorded.recorded_at,
+        updated_at=recorded.recorded_at,
+    )
 
 
 class _Page(msgspec.Struct, frozen=True):
