@@ -46,6 +46,7 @@ from turnledger.pipeline.config_layout import (
     seed_layout,
 )
 from turnledger.pipeline.errors import PipelineError
+from turnledger.pipeline.inputs import InputFileError, read_input_text
 from turnledger.policies.pricing import ModelPrice
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
 from turnledger.policies.retention import (
@@ -398,9 +399,8 @@ def load_config(path: str | None = None) -> Config:
         if chosen:
             raise ConfigError(f"Expected a configuration file at {file}, found none")
         return Config()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        msg = f"Expected a UTF-8 configuration file at {file}, found byte {e.start}"
-        raise ConfigError(msg) from None
+    try:  # a regular file, bounded, never a FIFO read that blocks (issue #17)
+        text = read_input_text(file, what="configuration file")
+    except InputFileError as e:
+        raise ConfigError(str(e)) from None
     return parse_config(text, source=str(file))

@@ -167,3 +167,15 @@ def test_a_long_file_name_is_quoted_by_a_bounded_prefix(tmp_path):
 def test_an_input_file_error_is_an_os_error():
     """Callers that handled unreadable files (OSError) still do."""
     assert issubclass(InputFileError, OSError)
+
+
+@pytest.mark.parametrize(
+    ("config", "found"),
+    [("fifo", "a FIFO"), ("/dev/zero", "a device"), (".", "a directory")],
+)
+def test_a_configuration_that_is_no_regular_file(capsys, ledger, config, found):
+    """--config FIFO used to block forever, --config /dev/zero to read forever."""
+    line = refused(capsys, ledger, "--config", config, "memory", "list", "--agent", "x")
+    assert line == (
+        f"turnledger: Expected a regular configuration file at {config!r}, found {found}"
+    )
