@@ -38,6 +38,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -64,6 +65,9 @@ SLOW = {"demo": 0.05, "run": 0.4, "chat": 0.4}
 """Share of the per-command cases for the commands that run the engine or serve."""
 
 TYPED = (LedgerError, PipelineError, PolicyError)
+
+LAST_CASE = Path(tempfile.gettempdir()) / "turnledger-fuzz-cli-last-case.txt"
+"""The case running now (what hung, when the process has to be stopped)."""
 
 
 class Hang(BaseException):
@@ -112,15 +116,34 @@ class Tally:
         self.examples.setdefault(kind, repr(what)[:400])
 
 
+def _unblock(root: Path, fired: list[bool]) -> None:
+    """After the hang bound: open every FIFO read-write, which frees a blocked open.
+
+    A thread stuck in ``open()`` of a FIFO inside C code that retries on EINTR
+    (SQLite does) never sees the alarm; a partner on the FIFO releases it, and the
+    case is counted as a hang.
+    """
+    fired.append(True)
+    for fifo in [p for p in root.rglob("*") if p.is_fifo()]:
+        with contextlib.suppress(OSError):
+            fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+            time.sleep(0.2)
+            os.close(fd)
+
+
 def _cli_case(
     workdir: fz.Workdir, tally: Tally, command: str, argv: list[str], contents: dict
 ) -> None:
     tally.cases["cli"] += 1
+    LAST_CASE.write_text(repr(argv))
     fz.reset_workdir(workdir, contents)
     stdin = contents.get(fz.STDIN, b"").decode("utf-8", "surrogatepass")
     sys.stdin = io.StringIO(stdin)
     db = workdir.path / "ledger.db"
     before, _ = fz.ledger_state(db)
+    fired: list[bool] = []
+    watchdog = threading.Timer(HANG_SECONDS + 5, _unblock, (workdir.path, fired))
+    watchdog.start()
     signal.alarm(HANG_SECONDS)
     try:
         with Capture() as capture:
@@ -137,6 +160,10 @@ def _cli_case(
         return
     finally:
         signal.alarm(0)
+        watchdog.cancel()
+    if fired:
+        tally.fail("hang", argv)
+        return
     _judge(tally, db, before, command, argv, code, out, err)
 
 
