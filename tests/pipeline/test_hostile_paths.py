@@ -24,8 +24,9 @@ from turnledger.pipeline.safe_fs import (
     open_root,
     walk_files,
 )
+from turnledger.pipeline.tools._glob import glob_regex
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
-from turnledger.pipeline.tools.file_tools import file_tools, glob_regex
+from turnledger.pipeline.tools.file_tools import file_tools
 
 
 @contextlib.contextmanager
