@@ -8,9 +8,10 @@ entries), ``Forgot memory: {key}``, ``No memory found with key: {key}`` and
 
 Where this differs from the reference, on purpose:
 
-- An append-only backend (Markdown) answers forget and purge with a failed
-  outcome that says so and that nothing was removed; the reference reported
-  ``No memory found with key`` (its [gap]).
+- Markdown forget redacts the key's lines (its content is gone from the files);
+  purge on an append-only backend answers with a failed outcome that says so
+  and that nothing was removed; the reference reported ``No memory found with
+  key`` (its [gap]).
 - Reads and writes are session-aware: ``core``/``daily`` facts are stored
   session-less (visible from every session), every other category in the
   calling session; recall sees the calling session plus the durable facts.
@@ -18,8 +19,11 @@ Where this differs from the reference, on purpose:
   rows (the allowlist grants recall, never delete); namespace purges are refused.
 - Every memory-service call runs in a worker thread (the store and an HTTP
   embedder block), so a slow embedder never stalls other sessions' turns.
-- ``since``/``until``/``search_mode`` are not offered: the memory service has no
-  time filter for recall yet, and the reference ignored ``search_mode``.
+- ``memory_recall`` takes ``since``/``until`` (ISO 8601, creation time, applied
+  inside the backend's query); ``search_mode`` is not offered (the reference
+  ignored it). ``memory_store`` takes ``namespace`` and ``importance`` (0..1).
+- ``memory_export`` (``memory_export_tool``) lists the agent's visible entries
+  as JSON lines.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from turnledger.pipeline.tools._arguments import (
     required_str,
 )
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.pipeline.tools.memory_export_tool import optional_moment
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
@@ -90,6 +95,16 @@ MEMORY_STORE_SPEC: Final = ToolSpec(
                     "the current session only."
                 ),
             },
+            "namespace": {
+                "type": "string",
+                "description": "An isolation tag (default 'default').",
+            },
+            "importance": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "How important the memory is, 0 to 1.",
+            },
         },
         "required": ["key", "content"],
     },
@@ -119,6 +134,14 @@ MEMORY_RECALL_SPEC: Final = ToolSpec(
                 "description": (
                     f"Max results to return (default {DEFAULT_RECALL_LIMIT})."
                 ),
+            },
+            "since": {
+                "type": "string",
+                "description": "Only memories created at or after (ISO 8601).",
+            },
+            "until": {
+                "type": "string",
+                "description": "Only memories created at or before (ISO 8601).",
             },
         },
     },
@@ -195,6 +218,8 @@ class MemoryStoreTool:
             key = required_str(args, "key")
             content = required_str(args, "content", allow_empty=True)
             category = optional_str(args, "category") or "core"
+            namespace = optional_str(args, "namespace") or "default"
+            importance = _importance(args)
         except ArgumentError as e:
             return failure(str(e))
         session = None if category in DURABLE_GLOBAL_CATEGORIES else context.session_key
@@ -207,6 +232,8 @@ class MemoryStoreTool:
                 category=category,
                 session=session,
                 source="tool",
+                namespace=namespace,
+                importance=importance,
             )
         except _SERVICE_ERRORS as e:
             return failure(f"Failed to store memory: {e}")
@@ -235,6 +262,8 @@ class MemoryRecallTool:
                 minimum=1,
                 maximum=MAX_RECALL_LIMIT,
             )
+            since = optional_moment(args, "since")
+            until = optional_moment(args, "until")
         except ArgumentError as e:
             return failure(str(e))
         try:
@@ -244,10 +273,25 @@ class MemoryRecallTool:
                 query,
                 session=context.session_key,
                 limit=limit,
+                since=since,
+                until=until,
             )
         except _SERVICE_ERRORS as e:
             return failure(f"Memory recall failed: {e}")
         return ok(format_recall(entries))
+
+
+def _importance(args: Mapping[str, Any]) -> float | None:
+    value = args.get("importance")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"Expected 'importance' to be a number, found {type(value).__name__}"
+        raise ArgumentError(msg)
+    if not 0 <= value <= 1:
+        msg = f"Expected 'importance' to be between 0 and 1, found {value}"
+        raise ArgumentError(msg)
+    return float(value)
 
 
 def _query(args: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
 from turnledger.pipeline.tools.file_tools import file_tools
 from turnledger.pipeline.tools.knowledge_tools import knowledge_tools
+from turnledger.pipeline.tools.memory_export_tool import MemoryExportTool
 from turnledger.pipeline.tools.memory_tools import memory_tools
 
 
@@ -23,11 +24,16 @@ def default_tools() -> dict[str, Tool]:
     """Return the built-in tools keyed by name, in a fixed order.
 
     Memory (``memory_store``, ``memory_recall``, ``memory_forget``,
-    ``memory_purge``), knowledge (``knowledge_capture``, ``knowledge_query``) and
-    workspace files (``file_read``, ``file_write``, ``glob_search``,
-    ``content_search``).
+    ``memory_purge``, ``memory_export``), knowledge (``knowledge_capture``,
+    ``knowledge_query``) and workspace files (``file_read``, ``file_write``,
+    ``glob_search``, ``content_search``).
     """
-    tools: list[Tool] = [*memory_tools(), *knowledge_tools(), *file_tools()]
+    tools: list[Tool] = [
+        *memory_tools(),
+        MemoryExportTool(),
+        *knowledge_tools(),
+        *file_tools(),
+    ]
     return {tool.spec.name: tool for tool in tools}
 
 
