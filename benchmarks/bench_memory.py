@@ -62,6 +62,7 @@ import msgspec
 import numpy as np
 
 from turnledger.ledger import MemoryStored
+from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.store import open_store
 from turnledger.projections.memory.embedders import EmbeddingIdentity
@@ -248,7 +249,9 @@ def rebuild_raw(ledger: Path, target: Path) -> int:
         ).fetchall():
             values = []
             for rowid, state in rows:
-                event = decoder.decode(state[HEADER.size :])
+                # frame format 2 puts the hash chain between header and body
+                start = BODY_OFFSET if state[0] == CHAIN_FORMAT else HEADER.size
+                event = decoder.decode(state[start:])
                 at = HEADER.unpack_from(state)[3]
                 values.append(
                     (
