@@ -77,6 +77,7 @@ FORMAT_RULES: Final[dict[str, PairingRule]] = {
     "claude-code": "after",
     "codex": "after",
     "openai-agents": "after",
+    "inspect-ai": "no_assistant_between",
 }
 """The documented pairing rule of each format (a cassette: of its API shape)."""
 

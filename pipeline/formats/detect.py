@@ -30,6 +30,7 @@ from turnledger.pipeline.formats._common import (
 from turnledger.pipeline.formats.adk import is_adk_event
 from turnledger.pipeline.formats.claude_code import CLAUDE_KEYS, CLAUDE_RECORDS
 from turnledger.pipeline.formats.codex import CODEX_RECORDS
+from turnledger.pipeline.formats.inspect_ai import ZIP_MAGIC, is_eval_log
 from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_agents import is_run_state
@@ -90,6 +91,8 @@ def detect_candidates(
     if not body:
         msg = f"Expected {_ANY_TRANSCRIPT}, found an empty file"
         raise TranscriptError(msg)
+    if body.startswith(ZIP_MAGIC):
+        return ("inspect-ai",)  # the only zipped format: a `.eval` log
     if body[:1] in {b"{", b"["}:
         found = _detect_json(body)
         if found:
@@ -216,12 +219,9 @@ def document_candidates(document: object) -> tuple[FormatName, ...]:
         if items is None:
             return ()
         return item_candidates([item for value in items if (item := as_object(value))])
-    if "interactions" in obj:
-        return ("cassette",)
-    if "loglines" in obj:
-        return ("claude-code",)
-    if is_run_state(obj):
-        return ("openai-agents",)
+    decided = _decided_by_key(obj)
+    if decided is not None:
+        return (decided,)
     found: list[FormatName] = []
     for key in _ITEM_KEYS:
         values = as_list(obj.get(key))
@@ -237,6 +237,19 @@ def document_candidates(document: object) -> tuple[FormatName, ...]:
         line = _classify_line(obj)
         found += [line] if line is not None else []
     return tuple(dict.fromkeys(found))
+
+
+def _decided_by_key(obj: JSONObject) -> FormatName | None:
+    """The format a document's own keys decide (no other reading is plausible)."""
+    if "interactions" in obj:
+        return "cassette"
+    if "loglines" in obj:
+        return "claude-code"
+    if is_run_state(obj):
+        return "openai-agents"
+    if is_eval_log(obj):
+        return "inspect-ai"
+    return None
 
 
 def _envelope(obj: JSONObject, key: str) -> bool:

@@ -26,6 +26,7 @@ FormatName: TypeAlias = Literal[
     "cassette",
     "adk",
     "openai-agents",
+    "inspect-ai",
 ]
 """The name of a transcript format, as ``--format`` spells it."""
 
@@ -41,6 +42,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
     "cassette",
     "adk",
     "openai-agents",
+    "inspect-ai",
 )
 """Every format a reader exists for, in the order ``--help`` lists them."""
 

@@ -12,6 +12,7 @@ from turnledger.pipeline.formats.claude_code import parse_claude_code
 from turnledger.pipeline.formats.codex import parse_codex
 from turnledger.pipeline.formats.detect import detect_candidates
 from turnledger.pipeline.formats.gemini import parse_gemini
+from turnledger.pipeline.formats.inspect_ai import parse_inspect_ai
 from turnledger.pipeline.formats.langchain import parse_langchain
 from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_agents import parse_openai_agents
@@ -43,6 +44,7 @@ _READERS: dict[FormatName, _Reader] = {
     "cassette": parse_cassette,
     "adk": parse_adk,
     "openai-agents": parse_openai_agents,
+    "inspect-ai": parse_inspect_ai,
 }
 
 

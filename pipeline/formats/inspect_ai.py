@@ -1,0 +1,147 @@
+"""Inspect AI eval logs: the ``.json`` log and the zipped ``.eval`` log.
+
+A log holds ``samples``, each with its ``messages`` (Inspect's chat messages:
+``system`` / ``user`` / ``assistant`` / ``tool``). An assistant message's
+``tool_calls`` are ``{id, function, arguments}`` (``function`` is the tool's
+name, ``arguments`` an object); a ``tool`` message answers one by
+``tool_call_id``, and a non-null ``error`` makes it a failed result. Messages
+are OpenAI-chat shaped, so they pair by the chat rule (a result before the next
+assistant message). One conversation per sample (and epoch).
+
+The ``.eval`` form is a zip archive whose ``samples/*.json`` entries are the
+samples; an archive that cannot be read whole is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import TYPE_CHECKING
+
+from turnledger.pipeline.formats._common import (
+    UNTYPED,
+    Items,
+    JSONObject,
+    Sink,
+    as_object,
+    conversation,
+    decode_json,
+    get_list,
+    get_str,
+    json_text,
+    text_of,
+)
+from turnledger.pipeline.formats._documents import describe_document, load_json
+from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
+
+EXPECTED = "an Inspect AI eval log (`.json` with `samples`, or a zipped `.eval`)"
+ZIP_MAGIC = b"PK\x03\x04"
+"""How a zipped ``.eval`` log begins."""
+
+
+def is_eval_log(obj: JSONObject) -> bool:
+    """Whether a JSON object is an Inspect eval log."""
+    return "samples" in obj and "eval" in obj
+
+
+def parse_inspect_ai(data: bytes, *, name: str) -> ParsedTranscript:
+    """Read an Inspect AI eval log.
+
+    Args:
+        data: The file's bytes (JSON, or a zip archive).
+        name: The file name, for conversation ids.
+
+    Returns:
+        One conversation per sample.
+
+    Raises:
+        TranscriptError: Not a log, or an archive that cannot be read whole.
+    """
+    samples = _zip_samples(data) if data.startswith(ZIP_MAGIC) else _json_samples(data)
+    sink = Sink()
+    found = [_sample(sample, index, name, sink) for index, sample in enumerate(samples)]
+    return sink.transcript("inspect-ai", found)
+
+
+def _json_samples(data: bytes) -> list[object]:
+    document = load_json(data, expected=EXPECTED)
+    log = as_object(document)
+    if log is None or not is_eval_log(log):
+        msg = f"Expected {EXPECTED}, found {describe_document(document)}"
+        raise TranscriptError(msg)
+    return get_list(log, "samples")
+
+
+def _zip_samples(data: bytes) -> list[object]:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = sorted(
+                n
+                for n in archive.namelist()
+                if n.startswith("samples/") and n.endswith(".json")
+            )
+            return [decode_json(archive.read(n)) for n in names]
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+        if isinstance(error, TranscriptError):
+            msg = f"Expected {EXPECTED}, found a sample that is not JSON: {error}"
+        else:
+            msg = f"Expected {EXPECTED}, found an archive that cannot be read: {error}"
+        raise TranscriptError(msg) from error
+
+
+def _sample(raw: object, index: int, name: str, sink: Sink) -> Conversation:
+    sample = as_object(raw) or {}
+    sample_id = json_text(sample.get("id", index))
+    epoch = sample.get("epoch")
+    conversation_id = (
+        f"{sample_id}" if epoch in (None, 1) else f"{sample_id}-epoch{epoch}"
+    )
+    items = Items.of(get_list(sample, "messages"), f"samples[{index}].messages")
+    indexed: list[tuple[int, Message]] = []
+    for position, item in items.objects(sink):
+        message = _message(item, sink)
+        if message is not None:
+            indexed.append((position, message))
+    return conversation(
+        conversation_id=conversation_id,
+        indexed=indexed,
+        origins=items.origins,
+        source=f"{name} sample {sample_id}",
+    )
+
+
+def _message(item: JSONObject, sink: Sink) -> Message | None:
+    role = get_str(item, "role")
+    text = text_of(item.get("content"), sink)
+    if role == "system":
+        return make_message("system", text)
+    if role == "user":
+        return make_message("user", text)
+    if role == "assistant":
+        calls = tuple(
+            ToolCall(
+                id=get_str(call, "id") or "",
+                name=get_str(call, "function") or "",
+                arguments=json_text(call.get("arguments", {})),
+            )
+            for value in get_list(item, "tool_calls")
+            if (call := as_object(value)) is not None
+        )
+        return make_message("assistant", text, tool_calls=calls)
+    if role == "tool":
+        error = as_object(item.get("error"))
+        if error is not None and not text:
+            text = get_str(error, "message") or ""
+        result = ToolResult(
+            call_id=get_str(item, "tool_call_id") or "",
+            content=text,
+            is_error=error is not None,
+            name=get_str(item, "function"),
+        )
+        return make_message("tool", tool_results=(result,))
+    sink.unknown(f"role:{role or UNTYPED}")
+    return None
