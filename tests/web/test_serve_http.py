@@ -208,3 +208,21 @@ def test_unusable_serve_flags_exit_2_with_one_line(recorded, flags, expected):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert expected in done.stderr
+
+
+def test_an_unusable_ledger_is_refused_before_serving(tmp_path):
+    broken = tmp_path / "not-a-ledger.db"
+    broken.write_bytes(b"this is not a SQLite database file at all" * 100)
+    done = subprocess.run(
+        [*CLI, "--db", str(broken), "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("turnledger: ")
+    assert done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""  # nothing claimed to be serving
