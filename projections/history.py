@@ -82,8 +82,6 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
         last_version: The last stream version folded.
         instructions: Every system prompt recorded (``system_prompt.set``), as
             system messages, oldest first; trims never hide them.
-        instructions: Every system prompt recorded (``system_prompt.set``), as
-            system messages, oldest first; trims never hide them.
     """
 
     agent: str = ""
@@ -97,7 +95,6 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
     turns_failed: tuple[str, ...] = ()
     open_turn: str | None = None
     last_version: int = 0
-    instructions: tuple[HistoryEntry, ...] = ()
     instructions: tuple[HistoryEntry, ...] = ()
     compacted: bool = False
 
@@ -263,19 +260,6 @@ def _instruct(state: SessionHistoryState, recorded: Recorded) -> SessionHistoryS
     return msgspec.structs.replace(state, instructions=(*state.instructions, entry))
 
 
-def _instruct(state: SessionHistoryState, recorded: Recorded) -> SessionHistoryState:
-    """Keep a recorded system prompt (any other event changes nothing)."""
-    event = recorded.event
-    if not isinstance(event, SystemPromptSet):
-        return state
-    entry = HistoryEntry(
-        version=recorded.version,
-        turn_id=event.turn_id or "",
-        message=make_message("system", event.text),
-    )
-    return msgspec.structs.replace(state, instructions=(*state.instructions, entry))
-
-
 def _append(
     state: SessionHistoryState, version: int, turn_id: str, message: Message
 ) -> SessionHistoryState:
@@ -303,37 +287,6 @@ def visible_messages(state: SessionHistoryState) -> list[Message]:
     if state.trimmed_entries:
         return [make_message("user", BREADCRUMB_TEXT, kind="breadcrumb"), *kept]
     return kept
-
-
-def current_instructions(state: SessionHistoryState) -> str | None:
-    """Return the system prompt in effect (the last one recorded), if any."""
-    return state.instructions[-1].message.text if state.instructions else None
-
-
-def provider_messages(state: SessionHistoryState) -> list[Message]:
-    """Return the history as a provider is sent it: system prompts included.
-
-    The recorded system prompts older than the first visible message come first
-    (oldest first; a trim never drops them), then the breadcrumb when trims hid
-    messages, then the visible messages with any later system prompt in place.
-    """
-    visible = visible_messages(state)
-    if not state.instructions:
-        return visible
-    kept = [e for e in state.entries if e.version > state.trimmed_through]
-    first = kept[0].version if kept else state.last_version + 1
-    lead = [i.message for i in state.instructions if i.version < first]
-    later = [i for i in state.instructions if i.version >= first]
-    crumb = visible[: len(visible) - len(kept)]
-    body: list[Message] = []
-    waiting = 0
-    for entry in kept:
-        while waiting < len(later) and later[waiting].version < entry.version:
-            body.append(later[waiting].message)
-            waiting += 1
-        body.append(entry.message)
-    body.extend(i.message for i in later[waiting:])
-    return [*lead, *crumb, *body]
 
 
 def current_instructions(state: SessionHistoryState) -> str | None:
