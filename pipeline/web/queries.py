@@ -41,7 +41,12 @@ from turnledger.ledger.store import EventStore
 from turnledger.pipeline.audit import audit_conversations
 from turnledger.pipeline.sessions import SessionRef
 from turnledger.projections.base import fold
-from turnledger.projections.costs import COST_RECORDS, CostTotals, grand_total
+from turnledger.projections.costs import (
+    COST_RECORDS,
+    CostBucket,
+    CostTotals,
+    grand_total,
+)
 from turnledger.projections.history import SESSION_TRANSCRIPT, SessionHistoryState
 
 PAGE_EVENTS = 200
@@ -57,6 +62,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
         state: Its transcript state (``load_history``'s fold).
         violations: Pairing violations by the stream version of the message.
         costs: The totals of its model calls.
+        cost_states: Its cost-records states (new events fold onto them).
     """
 
     ref: SessionRef
@@ -64,6 +70,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
     state: SessionHistoryState
     violations: dict[int, tuple[str, ...]]
     costs: CostTotals
+    cost_states: dict[str, CostBucket]
 
     @property
     def version(self) -> int:
@@ -93,15 +100,18 @@ def _violations(
 
 
 def _build(
-    ref: SessionRef, events: tuple[Recorded, ...], state: SessionHistoryState
+    ref: SessionRef,
+    events: tuple[Recorded, ...],
+    state: SessionHistoryState,
+    cost_states: dict[str, CostBucket],
 ) -> SessionData:
-    costs = grand_total(fold(COST_RECORDS, events))
     return SessionData(
         ref=ref,
         events=events,
         state=state,
         violations=_violations(ref, state),
-        costs=costs,
+        costs=grand_total(cost_states),
+        cost_states=cost_states,
     )
 
 
@@ -164,11 +174,13 @@ class SessionCache:
         if cached is None:
             start = SESSION_TRANSCRIPT.initial(key)
             events = fresh
+            costs: dict[str, CostBucket] = {}
         else:
             start = cached.state
             events = (*cached.events, *fresh)
+            costs = cached.cost_states
         state = fold(SESSION_TRANSCRIPT, fresh, {key: start})[key]
-        data = _build(ref, events, state)
+        data = _build(ref, events, state, fold(COST_RECORDS, fresh, costs))
         with self._lock:
             self._data[ref.stream_id] = data
             self._data.move_to_end(ref.stream_id)

@@ -15,7 +15,9 @@ from tests.web.recorded import AGENT, PAYLOAD, XSS
 from turnledger.ledger.events import HistoryTrimmed, MemoryRecalled, ToolResultRecorded
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.sessions import load_history
+from turnledger.projections.costs import grand_total
 from turnledger.projections.history import provider_messages
+from turnledger.projections.queries import cost_records
 
 pytestmark = pytest.mark.slow
 
@@ -162,9 +164,14 @@ def test_live_view_shows_a_new_event(recorded, server, page):
     visit(page, f"{server}sessions/{sid}")
     assert page.page.locator("#live-events > li").count() == 0
     script = recorded.root / "live.toml"
-    script.write_text('model = "scripted-1"\n[[steps]]\ntext = "live and well"\n')
+    script.write_text(
+        'model = "scripted-1"\n[[steps]]\ntext = "live and well"\n'
+        "[steps.usage]\ninput_tokens = 1000\noutput_tokens = 100\n"
+    )
     plain = recorded.root / "no-budgets.toml"  # the served config's budget is spent
-    plain.write_text("")
+    plain.write_text(
+        '[pricing."scripted-1"]\ninput_per_million = 3.0\noutput_per_million = 15.0\n'
+    )
     # `turnledger run` next to `serve`, as a user would run `chat` beside it.
     subprocess.run(
         [
@@ -199,6 +206,15 @@ def test_live_view_shows_a_new_event(recorded, server, page):
     assert "turn.started" in text
     assert "assistant.message" in text
     page.shot("live")
+    # The page folded onto its cached state equals the whole ledger's answer.
+    with open_store(recorded.db) as store:
+        costs = grand_total(cost_records(store, stream_id=sid))
+        count = len(store.read_stream(sid))
+    assert costs.cost_usd > 0
+    visit(page, f"{server}sessions/{sid}")
+    summary = page.page.locator(".summary").inner_text()
+    assert f"${costs.cost_usd:.6f} over {costs.calls} call(s)" in summary
+    assert page.page.locator("#event-count").inner_text() == str(count)
     assert page.errors == []
 
 
