@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import (
     AssistantMessage,
     HistoryTrimmed,
@@ -23,6 +22,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
 from turnledger.pipeline.engine import TurnEngine
 from turnledger.pipeline.memory_service import MemoryService
@@ -103,25 +103,26 @@ async def _world(tmp_path):
     )
     path = str(tmp_path / "l.db")
     store = open_store(path)
-    ledger = AsyncLedger(store)
     memory = MemoryService(store, config, ledger_url=path)
+    runtimes = []
 
     def engine(steps, *, tools=None, cfg=None) -> tuple[TurnEngine, FakeProvider]:
         provider = FakeProvider(steps)
-        return (
-            TurnEngine(
-                ledger=ledger,
-                provider=provider,
-                memory=memory,
-                tools=tools if tools is not None else {"echo": EchoTool()},
-                config=cfg or config,
-            ),
-            provider,
+        runtime = bootstrap(
+            cfg or config,
+            provider=provider,
+            store=store,
+            ledger_url=path,
+            tools=tools if tools is not None else {"echo": EchoTool()},
         )
+        runtimes.append(runtime)
+        return runtime.engine, provider
 
     yield engine, store, memory
+    for runtime in runtimes:
+        await runtime.aclose()
     memory.close()
-    await ledger.aclose()
+    store.close()
 
 
 def events_of(store, agent="ops", key="s1"):

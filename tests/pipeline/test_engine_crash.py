@@ -35,7 +35,6 @@ from typing import IO
 import pytest
 
 from tests.pipeline.crash_turn_child import NapTool, child_config
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import (
     ToolResultRecorded,
     TurnCompleted,
@@ -45,8 +44,8 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
-from turnledger.pipeline.engine import TurnEngine, TurnOutcome
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.bootstrap import bootstrap
+from turnledger.pipeline.engine import TurnOutcome
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.sessions import load_history
@@ -161,21 +160,11 @@ def _drain(lines: queue.SimpleQueue[str | None]) -> str | None:
 async def next_turn(db_path: str) -> tuple[TurnOutcome, list[ChatRequest]]:
     """A fresh engine (as after a restart) runs one turn in the session."""
     config = child_config(db_path)
-    store = open_store(db_path)
-    memory = MemoryService(store, config, ledger_url=db_path)
     provider = ScriptedProvider([ChatResponse(text="back after the crash")])
-    try:
-        async with AsyncLedger(store) as ledger:
-            engine = TurnEngine(
-                ledger=ledger,
-                provider=provider,
-                memory=memory,
-                tools={"nap": NapTool(0.0)},
-                config=config,
-            )
-            outcome = await engine.run_turn(AGENT, SESSION, "are you back?")
-    finally:
-        memory.close()
+    async with bootstrap(
+        config, provider=provider, ledger_url=db_path, tools={"nap": NapTool(0.0)}
+    ) as runtime:
+        outcome = await runtime.engine.run_turn(AGENT, SESSION, "are you back?")
     return outcome, provider.requests
 
 

@@ -34,14 +34,12 @@ from typing import Any
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import MemoryRecalled, TurnCompleted, TurnFailed
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -156,26 +154,22 @@ async def run_session(
     config = parse_config(f'data_dir = "{tmp / "data"}"\n[runtime]\n{lines}\n')
     path = str(tmp / "ledger.db")
     store = open_store(path, synchronous="OFF")
-    memory = MemoryService(store, config, ledger_url=path)
-    for number, words in enumerate(facts):
-        memory.store_entry(AGENT, f"fact_{number}", " ".join(words), category="core")
     provider = PlanProvider()
-    ledger = AsyncLedger(store, close_store=False)
-    engine = TurnEngine(
-        ledger=ledger,
+    async with bootstrap(
+        config,
         provider=provider,
-        memory=memory,
+        store=store,
+        ledger_url=path,
         tools={"probe": ProbeTool()},
-        config=config,
-    )
-    try:
+    ) as built:
+        for number, words in enumerate(facts):
+            built.memory.store_entry(
+                AGENT, f"fact_{number}", " ".join(words), category="core"
+            )
         for words, plan in turns:
             provider.start_turn(plan)
-            outcome = await engine.run_turn(AGENT, SESSION, " ".join(words))
+            outcome = await built.engine.run_turn(AGENT, SESSION, " ".join(words))
             assert outcome.iterations <= runtime["max_tool_iterations"]
-    finally:
-        await ledger.aclose()
-        memory.close()
     events = [r.event for r in store.read_stream(session_stream_id(AGENT, SESSION))]
     injected = [e.injected_chars for e in events if isinstance(e, MemoryRecalled)]
     ends = [e for e in events if isinstance(e, TurnCompleted | TurnFailed)]
