@@ -347,6 +347,56 @@ class ItemsRemoved(Event, tag="items.removed", frozen=True, kw_only=True, gc=Fal
     reason: str = ""
 
 
+class SessionForked(Event, tag="session.forked", frozen=True, kw_only=True, gc=False):
+    """A session begins as a fork of another session's prefix (its first event).
+
+    Nothing of the source is copied: readers compose the source's events up to
+    ``source_version`` with this stream's own
+    (:class:`turnledger.projections.queries.SessionHistories`). Versions of the
+    fork's history are counted through the prefix: this stream's version ``v``
+    stands at ``base_version + v``.
+
+    Attributes:
+        agent: The fork's agent.
+        session_key: The fork's session key.
+        source_stream: The source session's stream id.
+        source_version: The last version of the source stream in the fork.
+        source_position: The global position of that event.
+        base_version: The history version of the prefix's last event.
+        channel: The fork's channel.
+    """
+
+    agent: NonEmpty
+    session_key: NonEmpty
+    source_stream: NonEmpty
+    source_version: NonNegative
+    source_position: NonNegative = 0
+    base_version: NonNegative = 0
+    channel: str = ""
+
+
+class SessionRewound(Event, tag="session.rewound", frozen=True, kw_only=True, gc=False):
+    """The session's history goes back to what it was at ``to_version``.
+
+    Messages after that history version are no longer provider-visible from here
+    on; the ledger keeps them, and a later rewind to a version before this event
+    brings them back (redo). Trims applied since stay applied.
+
+    Attributes:
+        to_version: The history version rewound to.
+        to_position: The global position it was asked as.
+        turns: The ids of the turns rewound.
+        memory_rule: What happened to their long-term memory writes.
+        superseded: The memory keys superseded by that rule.
+    """
+
+    to_version: NonNegative
+    to_position: NonNegative = 0
+    turns: tuple[str, ...] = ()
+    memory_rule: Literal["keep", "supersede"] = "keep"
+    superseded: tuple[str, ...] = ()
+
+
 LedgerEvent: TypeAlias = (
     SessionOpened
     | TurnStarted
@@ -366,6 +416,8 @@ LedgerEvent: TypeAlias = (
     | SystemPromptSet
     | ItemRecorded
     | ItemsRemoved
+    | SessionForked
+    | SessionRewound
 )
 """Every event type the ledger records."""
 
@@ -388,6 +440,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SystemPromptSet,
     ItemRecorded,
     ItemsRemoved,
+    SessionForked,
+    SessionRewound,
 )
 """The catalogue in declaration order."""
 

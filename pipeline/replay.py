@@ -23,6 +23,7 @@ from turnledger.projections.history import (
     history_digest,
     visible_messages,
 )
+from turnledger.projections.lineage import lineage
 
 
 class DigestCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,8 +60,11 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
 def replay_session(
     store: EventStore, stream_id: UUID, *, at: int | None = None
 ) -> ReplayReport:
-    """Replay a session up to global position ``at`` (default: its end)."""
-    events = [r for r in store.read_stream(stream_id) if at is None or r.position <= at]
+    """Replay a session up to global position ``at`` (default: its end).
+
+    A fork replays its lineage: the source prefix, then its own events.
+    """
+    events = lineage(store, stream_id, at=at)
     state = _state(events, len(events))
     checks = tuple(_checks(events))
     reached = events[-1].position if events else 0

@@ -6,7 +6,7 @@ from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.events import SessionForked, SessionOpened
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
 from turnledger.projections.history import SessionHistoryState
@@ -34,7 +34,7 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def list_sessions(store: EventStore) -> list[SessionRef]:
-    """Return every session in the ledger, in the order they were opened."""
+    """Return every session in the ledger (forks included), in the order opened."""
     return [
         SessionRef(
             stream_id=r.stream_id,
@@ -42,8 +42,8 @@ def list_sessions(store: EventStore) -> list[SessionRef]:
             key=r.event.session_key,
             channel=r.event.channel,
         )
-        for r in store.iter_all(types=[SessionOpened])
-        if isinstance(r.event, SessionOpened)
+        for r in store.iter_all(types=[SessionOpened, SessionForked])
+        if isinstance(r.event, SessionOpened | SessionForked)
     ]
 
 
@@ -84,7 +84,8 @@ def load_history(
     """Return a session's whole record (up to global position ``at``).
 
     Every recorded message is kept, trimmed ones included (audits and exports of
-    the record read this); the provider-visible part is
+    the record read this), a fork's source prefix included; the provider-visible
+    part is
     :func:`turnledger.projections.history.visible_messages` of it.
     """
     return SessionHistories(store).transcript(stream_id, at=at)

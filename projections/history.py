@@ -30,7 +30,9 @@ from turnledger.ledger.events import (
     HistoryTrimmed,
     ItemsRemoved,
     MediaAttached,
+    SessionForked,
     SessionOpened,
+    SessionRewound,
     SystemPromptSet,
     ToolResultRecorded,
     TurnCompleted,
@@ -82,6 +84,12 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
         last_version: The last stream version folded.
         instructions: Every system prompt recorded (``system_prompt.set``), as
             system messages, oldest first; trims never hide them.
+        fork_of: The source stream when the session is a fork (``""``: none).
+        version_offset: Added to this stream's versions to count them through
+            a fork's prefix (0 unless a fork).
+        rewinds: How many rewinds were applied.
+        rewound: The messages rewinds hid, each with the version of the rewind
+            that hid it (a later rewind to before it brings them back).
     """
 
     agent: str = ""
@@ -97,6 +105,10 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
     last_version: int = 0
     instructions: tuple[HistoryEntry, ...] = ()
     compacted: bool = False
+    fork_of: str = ""
+    version_offset: int = 0
+    rewinds: int = 0
+    rewound: tuple[tuple[int, HistoryEntry], ...] = ()
 
 
 HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
@@ -110,6 +122,8 @@ HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     TurnCompleted,
     TurnFailed,
     SystemPromptSet,
+    SessionForked,
+    SessionRewound,
 )
 
 
@@ -168,6 +182,7 @@ class SessionHistory:
     ) -> SessionHistoryState:
         """Fold one event into a session's history."""
         state = msgspec.structs.replace(state, last_version=recorded.version)
+        version = recorded.version + state.version_offset
         match recorded.event:
             case SessionOpened(agent=agent, session_key=key, channel=channel):
                 return msgspec.structs.replace(
@@ -176,7 +191,7 @@ class SessionHistory:
             case TurnStarted(turn_id=turn_id, user_input=text):
                 return _append(
                     msgspec.structs.replace(state, open_turn=turn_id),
-                    recorded.version,
+                    version,
                     turn_id,
                     make_message("user", text, kind="normal"),
                 )
@@ -191,15 +206,14 @@ class SessionHistory:
                         for c in calls
                     ),
                 )
-                return _append(state, recorded.version, turn_id, message)
+                return _append(state, version, turn_id, message)
             case ToolResultRecorded() as result:
-                return _append(
-                    state, recorded.version, result.turn_id, _result_message(result)
-                )
+                return _append(state, version, result.turn_id, _result_message(result))
             case HistoryTrimmed(dropped_through_version=through):
                 return _trim(state, max(state.trimmed_through, through), self.compact)
             case ItemsRemoved(first_version=first, last_version=last):
-                kept = tuple(e for e in state.entries if not first <= e.version <= last)
+                low, high = first + state.version_offset, last + state.version_offset
+                kept = tuple(e for e in state.entries if not low <= e.version <= high)
                 return msgspec.structs.replace(state, entries=kept)
             case TurnCompleted():
                 return msgspec.structs.replace(
@@ -210,7 +224,7 @@ class SessionHistory:
                     state, open_turn=None, turns_failed=(*state.turns_failed, turn_id)
                 )
             case _:
-                return _instruct(state, recorded)
+                return _other(state, recorded, version)
 
 
 def _result_message(result: ToolResultRecorded) -> Message:
@@ -235,29 +249,69 @@ def _trim(
     hidden = sum(
         1 for e in state.entries if state.trimmed_through < e.version <= through
     )
-    entries = state.entries
+    entries, rewound = state.entries, state.rewound
     if compact:
         entries = tuple(e for e in entries if e.version > through)
+        rewound = tuple(r for r in rewound if r[1].version > through)
     return msgspec.structs.replace(
         state,
         entries=entries,
+        rewound=rewound,
         trimmed_through=through,
         trimmed_entries=state.trimmed_entries + hidden,
         trims=state.trims + 1,
     )
 
 
-def _instruct(state: SessionHistoryState, recorded: Recorded) -> SessionHistoryState:
-    """Keep a recorded system prompt (any other event changes nothing)."""
+def _other(
+    state: SessionHistoryState, recorded: Recorded, version: int
+) -> SessionHistoryState:
+    """Fold a fork, a rewind or a system prompt (any other event changes nothing)."""
     event = recorded.event
+    if isinstance(event, SessionForked):
+        return _fork(state, event)
+    if isinstance(event, SessionRewound):
+        return _rewind(state, event.to_version, version)
     if not isinstance(event, SystemPromptSet):
         return state
     entry = HistoryEntry(
-        version=recorded.version,
+        version=version,
         turn_id=event.turn_id or "",
         message=make_message("system", event.text),
     )
     return msgspec.structs.replace(state, instructions=(*state.instructions, entry))
+
+
+def _fork(state: SessionHistoryState, forked: SessionForked) -> SessionHistoryState:
+    """Start a fork's own part on top of the source prefix folded before it."""
+    return msgspec.structs.replace(
+        state,
+        agent=forked.agent,
+        session_key=forked.session_key,
+        channel=forked.channel,
+        fork_of=forked.source_stream,
+        version_offset=forked.base_version,
+        open_turn=None,
+    )
+
+
+def _rewind(state: SessionHistoryState, to: int, version: int) -> SessionHistoryState:
+    """Go back to the history as of version ``to``; hidden messages are kept.
+
+    Messages after ``to`` are hidden by this rewind (``version``); messages that
+    existed at ``to`` but were hidden by a rewind recorded after it come back.
+    """
+    back = tuple(r for r in state.rewound if r[0] > to and r[1].version <= to)
+    stay = tuple(r for r in state.rewound if not (r[0] > to and r[1].version <= to))
+    hidden = tuple((version, e) for e in state.entries if e.version > to)
+    kept = [e for e in state.entries if e.version <= to] + [r[1] for r in back]
+    return msgspec.structs.replace(
+        state,
+        entries=tuple(sorted(kept, key=lambda e: e.version)),
+        rewound=(*stay, *hidden),
+        rewinds=state.rewinds + 1,
+        open_turn=None,
+    )
 
 
 def _append(
@@ -305,7 +359,7 @@ def provider_messages(state: SessionHistoryState) -> list[Message]:
     if not state.instructions:
         return visible
     kept = [e for e in state.entries if e.version > state.trimmed_through]
-    first = kept[0].version if kept else state.last_version + 1
+    first = kept[0].version if kept else state.last_version + state.version_offset + 1
     lead = [i.message for i in state.instructions if i.version < first]
     later = [i for i in state.instructions if i.version >= first]
     crumb = visible[: len(visible) - len(kept)]

@@ -5,7 +5,10 @@ snapshot (the session-history view the runner keeps) plus the session-stream
 events after the snapshot's version, folded with the same pure fold: the answer
 is exact even when the view lags, and opening a session costs the snapshot plus
 what is newer than it, not the session's length. A point-in-time read (``at``)
-folds the prefix up to a global position. The keyed views (costs, observer,
+folds the prefix up to a global position. A fork's history is its source's
+prefix plus its own events (:mod:`turnledger.projections.lineage`); the view
+cannot fold across streams, so a fork is opened from its lineage, never from a
+snapshot. The keyed views (costs, observer,
 knowledge) are read through :class:`ReadModels`, which catches them up first.
 """
 
@@ -26,6 +29,7 @@ from turnledger.projections.history import (
     SessionHistoryState,
 )
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
+from turnledger.projections.lineage import fork_event, lineage
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import ViewStore
 
@@ -54,7 +58,7 @@ class SessionHistories:
         found = self.views.load(
             SESSION_HISTORY.name, [str(stream_id)], SessionHistoryState
         ).get(str(stream_id))
-        if found is None or not found.compacted:
+        if found is None or not found.compacted or found.fork_of:
             return None
         return found
 
@@ -66,8 +70,16 @@ class SessionHistories:
 
     def open(self, stream_id: UUID) -> tuple[SessionHistoryState, int]:
         """Return a session's history and its stream's head version."""
-        base = self.snapshot(stream_id) or SESSION_HISTORY.initial("")
-        return self.advance(stream_id, base, base.last_version)
+        base = self.snapshot(stream_id)
+        if base is not None:
+            return self.advance(stream_id, base, base.last_version)
+        own = self.store.read_stream(stream_id)
+        if fork_event(own) is None:
+            return self.advance(stream_id, SESSION_HISTORY.initial(""), 0)
+        events = lineage(self.store, stream_id, own=own)
+        self.events_read += len(events)
+        key = str(stream_id)
+        return fold(SESSION_HISTORY, events)[key], own[-1].version
 
     def advance(
         self, stream_id: UUID, state: SessionHistoryState, after: int
@@ -94,11 +106,7 @@ class SessionHistories:
     def _fold(
         self, projection: SessionHistory, stream_id: UUID, at: int | None
     ) -> SessionHistoryState:
-        events = [
-            r
-            for r in self.store.read_stream(stream_id)
-            if at is None or r.position <= at
-        ]
+        events = lineage(self.store, stream_id, at=at)
         self.events_read += len(events)
         return fold(projection, events).get(str(stream_id), projection.initial(""))
 
@@ -106,12 +114,13 @@ class SessionHistories:
 def cost_records(
     store: EventStore, *, stream_id: UUID | None = None, at: int | None = None
 ) -> dict[str, CostBucket]:
-    """Return the cost buckets of one session (or the whole ledger) up to ``at``."""
+    """Return the cost buckets of one session (or the whole ledger) up to ``at``.
+
+    A fork's costs include its source prefix's model calls (what its history
+    cost); the whole ledger counts each call once.
+    """
     if stream_id is not None:
-        events = [
-            r for r in store.read_stream(stream_id) if at is None or r.position <= at
-        ]
-        return fold(COST_RECORDS, events)
+        return fold(COST_RECORDS, lineage(store, stream_id, at=at))
     return fold(
         COST_RECORDS,
         (

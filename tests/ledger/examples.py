@@ -18,7 +18,9 @@ from turnledger.ledger.events import (
     PromptAssembled,
     PromptSection,
     RecallRef,
+    SessionForked,
     SessionOpened,
+    SessionRewound,
     SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
@@ -142,5 +144,21 @@ EXAMPLES: list[Event] = [
     ),
     ItemsRemoved(
         first_version=4, last_version=5, framework="openai-agents", reason="pop_item"
+    ),
+    SessionForked(
+        agent="ops",
+        session_key="telegram_42-fork-1",
+        source_stream="00000000-0000-4000-8000-000000000001",
+        source_version=7,
+        source_position=7,
+        base_version=7,
+        channel="telegram",
+    ),
+    SessionRewound(
+        to_version=3,
+        to_position=3,
+        turns=("t2",),
+        memory_rule="supersede",
+        superseded=("editor",),
     ),
 ]

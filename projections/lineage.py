@@ -1,0 +1,141 @@
+"""A session's lineage: its own events, preceded by its source's prefix when a fork.
+
+A fork (``session.forked``, the first event of its stream) copies nothing: its
+history is the source stream's events up to ``source_version`` followed by the
+fork's own events, and the source may itself be a fork. :func:`segments` walks
+that chain back to a session that was opened; :func:`lineage` gives the events
+relabeled with the fork's stream id, so the session-history fold folds them as
+one session (the fork event sets the version offset its own events are counted
+with).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from uuid import UUID
+
+import msgspec
+
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.errors import CorruptRecordError
+from turnledger.ledger.events import SessionForked
+from turnledger.ledger.store import EventStore
+
+MAX_FORK_DEPTH: Final = 1000
+"""How many forks deep a lineage may go before it is refused as corrupt."""
+
+
+class Segment(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a lineage one stream contributes.
+
+    Attributes:
+        stream_id: The stream.
+        offset: Added to the stream's versions to count them in the lineage.
+        events: Its events in the lineage, oldest first.
+    """
+
+    stream_id: UUID
+    offset: int
+    events: list[Recorded]
+
+
+def fork_event(events: list[Recorded]) -> SessionForked | None:
+    """Return the fork event a stream begins with, if it is a fork."""
+    if events and isinstance(events[0].event, SessionForked):
+        return events[0].event
+    return None
+
+
+def segments(
+    store: EventStore,
+    stream_id: UUID,
+    *,
+    until: int | None = None,
+    own: list[Recorded] | None = None,
+) -> list[Segment]:
+    """Return the segments of a session's lineage, the oldest source first.
+
+    Args:
+        store: The ledger.
+        stream_id: The session stream.
+        until: Only this stream's versions up to it.
+        own: The stream's events, when the caller has read them already.
+
+    Raises:
+        CorruptRecordError: A fork names a source that is missing, shorter than
+            the fork says, or the chain loops.
+    """
+    chain: list[Segment] = []
+    seen: set[UUID] = set()
+    events = own if own is not None else store.read_stream(stream_id, until=until)
+    while True:
+        seen.add(stream_id)
+        forked = fork_event(events)
+        offset = forked.base_version if forked is not None else 0
+        chain.append(Segment(stream_id=stream_id, offset=offset, events=events))
+        if forked is None:
+            break
+        source = _source(forked, seen, len(chain))
+        events = store.read_stream(source, until=forked.source_version)
+        if len(events) != forked.source_version:
+            msg = (
+                f"Expected {forked.source_version} events of fork source {source}, "
+                f"found {len(events)}"
+            )
+            raise CorruptRecordError(msg)
+        stream_id = source
+    chain.reverse()
+    return chain
+
+
+def _source(forked: SessionForked, seen: set[UUID], depth: int) -> UUID:
+    try:
+        source = UUID(forked.source_stream)
+    except ValueError:
+        msg = f"Expected a stream id as fork source, found {forked.source_stream!r}"
+        raise CorruptRecordError(msg) from None
+    if source in seen or depth > MAX_FORK_DEPTH:
+        msg = (
+            f"Expected a fork chain back to an opened session, found a loop at {source}"
+        )
+        raise CorruptRecordError(msg)
+    return source
+
+
+def lineage(
+    store: EventStore,
+    stream_id: UUID,
+    *,
+    at: int | None = None,
+    own: list[Recorded] | None = None,
+) -> list[Recorded]:
+    """Return a session's events with its sources' prefixes, as one stream.
+
+    Prefix events keep their version and position and take ``stream_id``, so
+    any fold keyed by stream folds the lineage as this session.
+
+    Args:
+        store: The ledger.
+        stream_id: The session stream.
+        at: Only events at or before this global position.
+        own: The stream's events, when the caller has read them already.
+    """
+    composed: list[Recorded] = []
+    for segment in segments(store, stream_id, own=own):
+        for r in segment.events:
+            if at is not None and r.position > at:
+                continue
+            if segment.stream_id != stream_id:
+                r = msgspec.structs.replace(r, stream_id=stream_id)  # noqa: PLW2901 - relabeled
+            composed.append(r)
+    return composed
+
+
+def history_version(segments_: list[Segment], position: int) -> int:
+    """Return the lineage version of the last event at or before ``position``."""
+    found = 0
+    for segment in segments_:
+        for r in segment.events:
+            if r.position <= position:
+                found = max(found, segment.offset + r.version)
+    return found
