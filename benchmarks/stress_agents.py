@@ -11,7 +11,8 @@ the checks are ``tests/pipeline/concurrent_agent_child.py``'s, which
 
 Printed per case: crashed turns, failed turns, turns recorded complete, memory
 writes lost (fact stores missing from the ledger or from the memory backend),
-``verify`` problems, and throughput: P processes' turns/s against ONE process
+``verify`` problems, memory-stream appends that lost a race and were retried,
+and throughput: P processes' turns/s against ONE process
 running T turns alone in the same run (the baseline), as a ratio. In the same
 session, turns are serialized by the session lock, so its ratio is about 1 at
 best. Exit 1 when any check fails (the problems are printed).
@@ -125,7 +126,8 @@ def _case(kind: str, layout: str, processes: int, turns: int, folder: Path) -> b
         f"{kind:10} {layout:9} {processes} x {turns}: crashed {crashed}, "
         f"failed {failed}, complete {counts['turns_recorded_complete']}/{total}, "
         f"lost writes {lost}, "
-        f"verify problems {counts['verify_problems']}; "
+        f"verify problems {counts['verify_problems']}, "
+        f"conflicts retried {counts['conflicts_retried']}; "
         f"{ours:,.1f} turn/s vs 1 process alone {alone:,.1f} turn/s "
         f"-> ratio {ratio:.2f}"
     )

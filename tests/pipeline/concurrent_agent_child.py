@@ -26,7 +26,8 @@ pause). A turn that raises is counted as crashed and the child goes on. The
 child prints one JSON line at the end: ``child``, ``completed``, ``failed``
 (turn outcomes that did not complete, with their failure) and ``crashed``
 (exception type and message, per crashed turn), ``started`` and ``ended``
-(wall-clock seconds around the turn loop). Logs go to stderr.
+(wall-clock seconds around the turn loop) and ``conflicts`` (memory-stream
+appends that lost a race and were retried). Logs go to stderr.
 
 :func:`run_children` starts such children and :func:`check_run` checks what
 they left in the ledger and in memory; ``tests/pipeline/test_concurrent_agents.py``
@@ -208,7 +209,17 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "crashed": crashed,
         "started": started,
         "ended": ended,
+        "conflicts": CONFLICTS["append.conflict"],
     }
+
+
+CONFLICTS: Counter[str] = Counter()
+"""Log events counted by the child (memory-stream conflicts that were retried)."""
+
+
+def _count_conflicts(_logger: object, _name: str, event: dict) -> dict:
+    CONFLICTS[str(event.get("event"))] += 1
+    return event
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,7 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory-url", default=None)
     parser.add_argument("--think", type=float, default=0.0)
     args = parser.parse_args(argv)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    structlog.configure(
+        processors=[_count_conflicts, *structlog.get_config()["processors"]],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     report = asyncio.run(run(args))
     sys.stdout.write(json.dumps(report) + "\n")
     return 0
@@ -301,6 +315,7 @@ def run_children(
         for failure in report["failed"]:
             run.problems.append(f"child {child} had a turn fail: {failure}")
         run.counts["completed"] += int(report["completed"])
+        run.counts["conflicts_retried"] += int(report["conflicts"])
     if run.reports:
         run.seconds = max(float(str(r["ended"])) for r in run.reports) - min(
             float(str(r["started"])) for r in run.reports
