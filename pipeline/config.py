@@ -200,6 +200,7 @@ class MemoryConfig(
 
     shredding: bool = False
     autosave: bool = True
+    hygiene_hours: float = 0.0
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -314,6 +315,12 @@ def validate(
             raise ConfigError(f"storage.{kind}: {e}") from None
     _check_recall(config.recall)
     _check_embedding(config)
+    if not 0 <= config.memory.hygiene_hours <= 24 * 366:
+        msg = (
+            "memory.hygiene_hours: expected 0 (off) to 8784 hours, found "
+            f"{config.memory.hygiene_hours}"
+        )
+        raise ConfigError(msg)
     return config
 
 

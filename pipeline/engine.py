@@ -46,6 +46,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
+from turnledger.pipeline.hygiene import HygieneSchedule
 from turnledger.pipeline.memory_service import (
     MemoryService,
     TurnRecall,
@@ -140,6 +141,7 @@ class TurnEngine:
         )
         self.session_locks = SessionLocks(ledger.store)
         self.budget = BudgetGuard(ledger.store, config.budgets)
+        self.hygiene = HygieneSchedule(memory, config.memory.hygiene_hours)
 
     # -- session ---------------------------------------------------------------
 
@@ -266,6 +268,7 @@ class TurnEngine:
                     started=started,
                 )
                 await self._consolidate(session, user_input, response.text)
+                await self._hygiene(session.agent)
                 return TurnOutcome(
                     turn_id=turn_id,
                     completed=True,
@@ -442,6 +445,16 @@ class TurnEngine:
             _log.warning(
                 "memory.consolidation_failed", error=summarize(scrub_text(str(e)))
             )
+
+    async def _hygiene(self, agent: str) -> None:
+        """Govern the agent's memory when ``[memory] hygiene_hours`` says it is due."""
+        try:
+            report = await asyncio.to_thread(self.hygiene.run_if_due, agent)
+        except Exception as e:  # noqa: BLE001 - hygiene never fails a turn
+            _log.warning("memory.hygiene_failed", error=summarize(scrub_text(str(e))))
+            return
+        if report is not None:
+            _log.info("memory.hygiene", recorded=report.recorded)
 
     async def _finish(
         self,
