@@ -78,6 +78,7 @@ FORMAT_RULES: Final[dict[str, PairingRule]] = {
     "codex": "after",
     "openai-agents": "after",
     "inspect-ai": "no_assistant_between",
+    "openhands": "after",
 }
 """The documented pairing rule of each format (a cassette: of its API shape)."""
 

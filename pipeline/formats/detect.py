@@ -35,6 +35,7 @@ from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_agents import is_run_state
 from turnledger.pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
+from turnledger.pipeline.formats.openhands import is_openhands_event
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -198,6 +199,7 @@ _ENVELOPE_KEYS: tuple[tuple[str, FormatName], ...] = (
 """Top-level keys and the format each suggests, weakest evidence (after items)."""
 
 _ITEM_KEYS = ("messages", "contents", "input", "events")
+# (an OpenHands ``events`` array is read by its items too)
 
 
 def document_candidates(document: object) -> tuple[FormatName, ...]:
@@ -335,6 +337,7 @@ def _is_chat_message(item: JSONObject) -> bool:
 
 _CHECKS: tuple[tuple[FormatName, Callable[[JSONObject], bool]], ...] = (
     ("pydantic-ai", _is_pydantic_ai),
+    ("openhands", is_openhands_event),
     ("adk", is_adk_event),
     ("claude-code", _is_claude_line),
     ("langchain", _is_langchain),

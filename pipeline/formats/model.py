@@ -27,6 +27,7 @@ FormatName: TypeAlias = Literal[
     "adk",
     "openai-agents",
     "inspect-ai",
+    "openhands",
 ]
 """The name of a transcript format, as ``--format`` spells it."""
 
@@ -43,6 +44,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
     "adk",
     "openai-agents",
     "inspect-ai",
+    "openhands",
 )
 """Every format a reader exists for, in the order ``--help`` lists them."""
 

@@ -18,6 +18,7 @@ from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, Transcri
 from turnledger.pipeline.formats.openai_agents import parse_openai_agents
 from turnledger.pipeline.formats.openai_chat import parse_openai_chat
 from turnledger.pipeline.formats.openai_responses import parse_openai_responses
+from turnledger.pipeline.formats.openhands import parse_openhands
 from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
 from turnledger.pipeline.inputs import read_input_file
 
@@ -45,6 +46,7 @@ _READERS: dict[FormatName, _Reader] = {
     "adk": parse_adk,
     "openai-agents": parse_openai_agents,
     "inspect-ai": parse_inspect_ai,
+    "openhands": parse_openhands,
 }
 
 
