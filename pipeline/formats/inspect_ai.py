@@ -42,6 +42,9 @@ EXPECTED = "an Inspect AI eval log (`.json` with `samples`, or a zipped `.eval`)
 ZIP_MAGIC = b"PK\x03\x04"
 """How a zipped ``.eval`` log begins."""
 
+_LOG_ENTRIES = frozenset({"header.json", "_journal/start.json"})
+"""Entries one of which every ``.eval`` archive has."""
+
 
 def is_eval_log(obj: JSONObject) -> bool:
     """Whether a JSON object is an Inspect eval log."""
@@ -78,18 +81,30 @@ def _json_samples(data: bytes) -> list[object]:
 
 def _zip_samples(data: bytes) -> list[object]:
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            names = sorted(
-                n
-                for n in archive.namelist()
-                if n.startswith("samples/") and n.endswith(".json")
-            )
-            return [decode_json(archive.read(n)) for n in names]
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-        if isinstance(error, TranscriptError):
-            msg = f"Expected {EXPECTED}, found a sample that is not JSON: {error}"
-        else:
+        msg = f"Expected {EXPECTED}, found an archive that cannot be read: {error}"
+        raise TranscriptError(msg) from error
+    with archive:
+        every = set(archive.namelist())
+        if not every & _LOG_ENTRIES:
+            msg = (
+                f"Expected {EXPECTED}, found a zip archive without "
+                "`header.json` or `_journal/start.json`"
+            )
+            raise TranscriptError(msg)
+        names = sorted(
+            n for n in every if n.startswith("samples/") and n.endswith(".json")
+        )
+        try:
+            raw = [archive.read(n) for n in names]
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
             msg = f"Expected {EXPECTED}, found an archive that cannot be read: {error}"
+            raise TranscriptError(msg) from error
+    try:
+        return [decode_json(entry) for entry in raw]
+    except TranscriptError as error:
+        msg = f"Expected {EXPECTED}, found a sample that is not JSON: {error}"
         raise TranscriptError(msg) from error
 
 

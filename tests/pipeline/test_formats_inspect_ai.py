@@ -84,3 +84,12 @@ def test_a_sample_entry_that_is_not_json_is_refused():
         archive.writestr("samples/1_epoch_1.json", "{not json")
     with pytest.raises(ValueError, match="a sample that is not JSON"):
         parse_transcript(buffer.getvalue(), path="bad.eval")
+
+
+def test_a_zip_that_is_no_eval_log_is_refused():
+    """Any other zip archive (a .docx, say) is refused, not read as zero samples."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("word/document.xml", "<w/>")
+    with pytest.raises(ValueError, match=r"a zip archive without `header\.json`"):
+        parse_transcript(buffer.getvalue(), path="report.docx")
