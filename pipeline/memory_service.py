@@ -36,9 +36,9 @@ from turnledger.policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
+from turnledger.policies.relevance import content_terms
 from turnledger.policies.retention import MemoryItem, RecallTuning, make_recall_tuner
 from turnledger.policies.scoping import check_forget, normalize_backend, recall_agents
-from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.types import TurnOrigin
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
 from turnledger.projections.memory.embedders import (
@@ -83,6 +83,15 @@ def rerank(
         msgspec.structs.replace(by_key[item.key], score=item.score)
         for item in tune(items, now)
     ]
+
+
+def query_shape(query: str) -> str:
+    """Describe a recall query without its words (the observer shows this).
+
+    Returns:
+        e.g. ``"42 chars, 3 content terms"``: never the user's text.
+    """
+    return f"{len(query)} chars, {len(content_terms(query))} content terms"
 
 
 class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
@@ -224,8 +233,16 @@ class MemoryService:
             return SQLiteMemory(self.sqlite_path(ref), embedder=self._embedder())
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
+            from turnledger.projections.memory.markdown_peers import MarkdownPeers  # noqa: PLC0415
 
-            return MarkdownMemory(self._workspace(agent), agent=agent)
+            own = MarkdownMemory(self._workspace(agent), agent=agent)
+            peers = self._markdown_peers(agent)
+            if not peers:
+                return own
+            return MarkdownPeers(
+                own,
+                {p: MarkdownMemory(self._workspace(p), agent=p) for p in peers},
+            )
         if kind == "postgres":
             from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
@@ -269,10 +286,22 @@ class MemoryService:
         return ref, backend
 
     def backend(self, agent: str) -> MemoryBackend:
-        """The agent's backend, brought up to date with the ledger."""
+        """The agent's backend, brought up to date with the ledger.
+
+        A Markdown agent's ``read_memory_from`` peers are caught up too (their
+        own files, not their peers'), so its recall merges theirs by score.
+        """
         ref, backend = self._served(agent)
         self._catch_up(ref, backend, agent)
+        for peer in self._markdown_peers(agent):
+            peer_ref, peer_backend = self._served(peer)
+            self._catch_up(peer_ref, peer_backend, peer)
         return backend
+
+    def _markdown_peers(self, agent: str) -> tuple[str, ...]:
+        if not self.backend_ref(agent).startswith("markdown."):
+            return ()
+        return self.config.agent(agent).read_memory_from
 
     def _owners(self, ref: str, agent: str) -> set[str] | None:
         if self.only_agents is not None:
@@ -587,7 +616,7 @@ class MemoryService:
         """Recall for a turn per the recall policy: the block and its references."""
         policy = resolve_inject_policy(origin, sessions=[session] if session else [])
         ref = self.backend_ref(agent)
-        summary = summarize(scrub_text(query))
+        summary = query_shape(query)
         if not policy.inject:
             return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
         settings = self.config.recall
