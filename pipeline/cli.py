@@ -22,6 +22,7 @@ from turnledger.pipeline import (
     cli_ledger,
     cli_memory,
     cli_projections,
+    cli_timetravel,
     cli_transcripts,
     cli_web,
 )
@@ -39,6 +40,7 @@ MODULES: Final = (
     cli_ledger,
     cli_engine,
     cli_transcripts,
+    cli_timetravel,
     cli_projections,
     cli_memory,
     cli_web,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Final
+from uuid import UUID
 
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.audit import AuditReport, audit_conversations, audit_file
@@ -26,10 +27,18 @@ from turnledger.pipeline.export import (
 from turnledger.pipeline.formats import FORMAT_NAMES, read_transcript
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.pointintime import PointInTime, point_in_time, resolve_at
 from turnledger.pipeline.replay import replay_session
-from turnledger.pipeline.sessions import list_sessions, load_history, resolve_session
+from turnledger.pipeline.sessions import (
+    SessionRef,
+    list_sessions,
+    load_history,
+    resolve_session,
+)
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.history import provider_messages
+from turnledger.projections.lineage import lineage
+from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -172,17 +181,26 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Replay a session as of a position; re-derive and check recorded digests.
+    """Replay a session as of a point; re-derive and check recorded digests.
 
-    Exit 1 when a recorded digest differs from the one re-derived.
+    --at takes a global position, a turn id or an ISO time; with it the
+    replay also shows the provider-visible history then, the session's costs
+    up to then, the agent's memory keys then, and the recall the next turn was
+    given (its keys as recorded, its [Memory context] block rebuilt from the
+    memory as it was then). Exit 1 when a recorded digest differs from the one
+    re-derived. --json adds history, costs, memory and next_recall.
 
     Example: turnledger replay demo-1 --at 12 --json
     """
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
-        report = replay_session(store, ref.stream_id, at=args.at)
+        at = _at(store, ref.stream_id, args.at)
+        report = replay_session(store, ref.stream_id, at=at)
+        then = _then(store, args, ref, at)
     if args.json:
-        print_json({**_as_dict(report), "ok": report.ok})
+        extra = {} if then is None else _as_dict(then)
+        extra.pop("position", None)
+        print_json({**_as_dict(report), **extra, "ok": report.ok})
     else:
         print(
             f"session {ref.agent}/{ref.key} at position {report.at}: {report.events} "
@@ -193,22 +211,77 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for check in report.checks:
             state = "ok" if check.ok else f"DIFFERS (recorded {check.recorded})"
             print(f"  {check.kind} {check.turn_id} at {check.position}: {state}")
+        if then is not None:
+            _print_then(then)
     return 0 if report.ok else 1
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    """Print a session's provider-visible history.
+def _at(store: EventStore, stream: UUID, text: str | None) -> int | None:
+    """Resolve ``--at`` (a position, a turn id or an ISO time) for a session."""
+    return None if text is None else resolve_at(lineage(store, stream), text)
 
-    Example: turnledger history demo-1
+
+def _then(
+    store: EventStore, args: argparse.Namespace, ref: SessionRef, at: int | None
+) -> PointInTime | None:
+    """Return the session as of ``at``; sealed memory opened by the key store."""
+    if at is None:
+        return None
+    memory = MemoryService(store, config(args), ledger_url=target(args))
+    try:
+        if memory.keys_path.exists():
+            return point_in_time(store, ref, at, opener=memory.keys().open)
+        return point_in_time(
+            store, ref, at, opener=lambda c: FORGOTTEN if is_sealed(c) else c
+        )
+    finally:
+        memory.close()
+
+
+def _print_then(then: PointInTime) -> None:
+    costs = then.costs
+    print(
+        f"  history: {len(then.history)} messages; costs so far: {costs.calls} "
+        f"calls, {costs.input_tokens + costs.output_tokens} tokens, "
+        f"${costs.cost_usd:.6f}"
+    )
+    for m in then.history:
+        text = m.text or "".join(r.content for r in m.tool_results)
+        print(f"    [{m.role}] {text[:120]}")
+    print(f"  memory then: {', '.join(then.memory) or 'none'}")
+    upcoming = then.next_recall
+    if upcoming is None:
+        print("  next turn: none recorded")
+        return
+    keys = ", ".join(upcoming.keys) or "none"
+    print(f"  next turn {upcoming.turn_id} was given: {keys}")
+    if upcoming.block:
+        print(upcoming.block.rstrip())
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print a session's provider-visible history (now, or as of --at).
+
+    --at takes a global position, a turn id (the history as that turn ended)
+    or an ISO time. A fork shows its source's prefix, then its own turns;
+    rewinds and trims are counted in the header, never silent.
+
+    Example: turnledger history demo-1 --at 12
     """
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
-        state = load_history(store, ref.stream_id)
+        at = _at(store, ref.stream_id, args.at)
+        state = load_history(store, ref.stream_id, at=at)
     messages = provider_messages(state)
     if args.json:
         print_json(messages)
         return 0
-    print(f"session {ref.agent}/{ref.key} ({len(messages)} messages)")
+    when = "" if at is None else f" at position {at}"
+    notes = [f"fork of {state.fork_of}"] if state.fork_of else []
+    notes += [f"{state.trims} trims"] if state.trims else []
+    notes += [f"{state.rewinds} rewinds"] if state.rewinds else []
+    extra = "".join(f", {n}" for n in notes)
+    print(f"session {ref.agent}/{ref.key}{when} ({len(messages)} messages{extra})")
     for m in messages:
         for call in m.tool_calls:
             print(f"  [{m.role}] -> {call.name} {call.arguments}")
@@ -265,7 +338,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--budget-tokens", type=count, default=0)
         p.add_argument("--max-tool-result-chars", type=count, default=50_000)
         p.add_argument("--memory-query", default=None)
-    if name == "replay":
-        p.add_argument("--at", type=count, default=None, help="a global position")
+    if name in ("replay", "history"):
+        p.add_argument(
+            "--at", default=None, help="a global position, a turn id or an ISO time"
+        )
     if name in ("import", "audit", "replay", "history"):
         p.add_argument("--json", action="store_true", help="print JSON")

@@ -9,8 +9,6 @@ wrote). Readers compose and fold (:mod:`turnledger.projections.lineage`).
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
 from typing import Final, Literal
 from uuid import UUID
 
@@ -30,7 +28,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import memory_stream_id, session_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.appending import append_decided
-from turnledger.pipeline.errors import PipelineError
+from turnledger.pipeline.pointintime import TimeTravelError, resolve_at
 from turnledger.pipeline.sessions import SessionRef, list_sessions
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.history import provider_messages
@@ -41,68 +39,6 @@ MemoryRule = Literal["keep", "supersede"]
 """What a rewind does with the long-term memory its rewound turns wrote."""
 
 MEMORY_RULES: Final[tuple[MemoryRule, ...]] = ("keep", "supersede")
-
-_POSITION: Final = re.compile(r"[0-9]+")
-
-
-class TimeTravelError(PipelineError, ValueError):
-    """A point in time, a fork or a rewind that cannot be done as asked."""
-
-
-def resolve_at(events: list[Recorded], text: str) -> int:
-    """Return the global position ``--at``/``--to`` names among a session's events.
-
-    Args:
-        events: The session's lineage (its events, a fork's prefix included).
-        text: A global position, a turn id of the session (the position of
-            the turn's last event), or an ISO 8601 time (the position of the
-            last event recorded at or before it; a time without a zone is UTC).
-
-    Raises:
-        TimeTravelError: The text is none of these.
-    """
-    if _POSITION.fullmatch(text):
-        return int(text)
-    turn = [r.position for r in events if getattr(r.event, "turn_id", None) == text]
-    if turn:
-        return max(turn)
-    when = parse_time(text)
-    if when is None:
-        msg = (
-            "Expected a position, a turn id of the session or an ISO time, "
-            f"found {text!r}"
-        )
-        raise TimeTravelError(msg)
-    return max((r.position for r in events if r.recorded_at <= when), default=0)
-
-
-def parse_time(text: str) -> datetime | None:
-    """Return an ISO 8601 time (UTC when it names no zone), or ``None``."""
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def resolve_global_at(store: EventStore, text: str) -> int:
-    """Return the global position a position or an ISO time names (any stream).
-
-    Raises:
-        TimeTravelError: The text is neither.
-    """
-    if _POSITION.fullmatch(text):
-        return int(text)
-    when = parse_time(text)
-    if when is None:
-        msg = f"Expected a position or an ISO time, found {text!r}"
-        raise TimeTravelError(msg)
-    found = 0
-    for r in store.iter_all():
-        if r.recorded_at > when:
-            break
-        found = r.position
-    return found
 
 
 class ForkReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -397,6 +333,5 @@ __all__ = [
     "fork_tree",
     "lineage",
     "resolve_at",
-    "resolve_global_at",
     "rewind_session",
 ]

@@ -1,0 +1,114 @@
+"""The time-travel commands: history/replay --at, fork, rewind, sessions (CLI shapes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from turnledger.ledger.events import TurnStarted
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.sessions import resolve_session
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(name="db", params=["sqlite", "postgres"])
+def _db(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    monkeypatch.chdir(tmp_path)  # the demo's memory files sit beside a URL's cwd
+    if request.param == "sqlite":
+        url = str(tmp_path / "turnledger.db")
+    else:
+        url = str(request.getfixturevalue("postgres_url"))
+    code, _, err = run(capsys, "--db", url, "demo")
+    assert code == 0, err
+    return url
+
+
+def turns(url: str, key: str) -> list[str]:
+    with open_store(url) as store:
+        ref = resolve_session(store, key)
+        return [
+            r.event.turn_id
+            for r in store.read_stream(ref.stream_id)
+            if isinstance(r.event, TurnStarted)
+        ]
+
+
+def test_history_and_replay_at_a_turn(db: str, capsys: pytest.CaptureFixture[str]):
+    first = turns(db, "demo-1")[0]
+    code, out, _ = run(capsys, "--db", db, "history", "demo-1", "--at", first)
+    assert code == 0
+    assert " at position " in out.splitlines()[0]
+    code, out, _ = run(capsys, "--db", db, "history", "demo-1", "--at", first, "--json")
+    messages = json.loads(out)
+    assert messages[0]["text"].startswith("Remember")
+    code, out, _ = run(capsys, "--db", db, "replay", "demo-1", "--at", first, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["ok"] is True
+    assert [m["text"] for m in report["history"]] == [m["text"] for m in messages]
+    assert report["costs"]["calls"] == 2
+    assert "editor" in report["memory"]
+    assert report["next_recall"]["turn_id"] == turns(db, "demo-1")[1]
+
+
+def test_at_refuses_what_it_cannot_resolve(db: str, capsys: pytest.CaptureFixture[str]):
+    code, out, err = run(capsys, "--db", db, "history", "demo-1", "--at", "yesterday")
+    assert code == 2
+    assert out == ""
+    assert err.startswith("turnledger: Expected a position, a turn id")
+    assert len(err.splitlines()) == 1
+
+
+def test_fork_rewind_and_sessions(db: str, capsys: pytest.CaptureFixture[str]):
+    ids = turns(db, "demo-1")
+    code, out, _ = run(
+        capsys, "--db", db, "fork", "demo-1", "--at", ids[1], "--as", "b", "--json"
+    )
+    assert code == 0
+    fork = json.loads(out)
+    assert fork["session"] == "b"
+    assert fork["source"] == "demo-1"
+    code, out, _ = run(capsys, "--db", db, "fork", "demo-1", "--at", "1", "--as", "b")
+    assert code == 2
+    code, out, _ = run(capsys, "--db", db, "sessions", "--json")
+    rows = {r["session"]: r for r in json.loads(out)}
+    assert rows["b"]["forked_from"] == "demo-1"
+    code, out, _ = run(capsys, "--db", db, "sessions", "b", "--json")
+    assert json.loads(out)["forks"][0]["session"] == "b"
+    code, out, _ = run(
+        capsys, "--db", db, "rewind", "b", "--to", ids[0], "--memory", "supersede"
+    )
+    assert code == 0, out
+    assert out.startswith("rewound demo/b to position ")
+    assert "(supersede)" in out
+    code, out, _ = run(capsys, "--db", db, "history", "b")
+    assert "1 rewinds" in out.splitlines()[0]
+    code, out, _ = run(capsys, "--db", db, "audit", "b", "--json")
+    assert code == 0
+    for fmt in ("openai-chat", "anthropic", "gemini"):
+        code, out, _ = run(capsys, "--db", db, "export", "b", "--format", fmt)
+        assert code == 0
+        json.loads(out)
+    code, out, _ = run(capsys, "--db", db, "replay", "b")
+    assert code == 0
+
+
+def test_time_travel_commands_have_help(capsys: pytest.CaptureFixture[str]):
+    for name in ("fork", "rewind", "sessions"):
+        with pytest.raises(SystemExit) as done:
+            main([name, "--help"])
+        assert done.value.code == 0
+        assert "Example: turnledger" in capsys.readouterr().out
