@@ -208,6 +208,14 @@ def test_canaries_leave_no_trace_and_every_rebuild_succeeds(
         )
         assert report["entries"] == 1
         assert report["forgotten"] == 2
+    # the rebuilt stores opened what is still live with the live key store
+    assert (
+        b"the office is in Lyon" in (tmp_path / "r-sqlite" / "memory.db").read_bytes()
+    )
+    assert (
+        "the office is in Lyon" in (tmp_path / "r-markdown" / "MEMORY.md").read_text()
+    )
+    assert _grep_postgres(postgres_url, "the office is in Lyon") >= 1
     code, out, _ = cli(capsys, "memory", "recall", "--agent", "ops", "office", "--json")
     assert [e["content"] for e in json.loads(out)] == ["the office is in Lyon"]
     for canary in CANARIES:
