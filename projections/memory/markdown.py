@@ -65,9 +65,7 @@ POSITION_FILE: Final = ".applied_position"
 APPEND_ONLY_REASON: Final = "markdown memory is append-only (an audit trail)"
 """Why supersede and purge_session are unsupported."""
 
-CAPABILITIES: Final = Capabilities(
-    append_only=True, purge_session=False, redacts=True
-)
+CAPABILITIES: Final = Capabilities(append_only=True, purge_session=False, redacts=True)
 """Keyword recall, sessions, categories and time filters; forget redacts."""
 
 _DATED = re.compile(r"\d{4}-\d{2}-\d{2}\.md")
