@@ -45,7 +45,11 @@ from turnledger.pipeline.formats._yaml import load_yaml
 from turnledger.pipeline.formats.model import TranscriptError
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import (
+        Conversation,
+        FormatName,
+        ParsedTranscript,
+    )
 
 EXPECTED = "a VCR cassette (a mapping with an `interactions` list)"
 
@@ -67,11 +71,37 @@ def parse_cassette(data: bytes, *, name: str) -> ParsedTranscript:
         TranscriptError: The file is not YAML, or has no ``interactions`` list.
     """
     interactions = _interactions(load_yaml(data, expected=EXPECTED))
-    sink = Sink()
-    recording = _Recording(sink)
+    return read_interactions(interactions, name=name, fmt="cassette", sink=Sink())
+
+
+def read_interactions(
+    interactions: list[object],
+    *,
+    name: str,
+    fmt: FormatName,
+    sink: Sink,
+    prefix: str = "interactions",
+) -> ParsedTranscript:
+    """Read recorded exchanges in the cassette's interaction shape.
+
+    Other recording formats (HAR) convert their entries to this shape and
+    share the rules above.
+
+    Args:
+        interactions: ``{request: {method, uri, headers, body}, response:
+            {status: {code}, headers, body}}`` values, in file order.
+        name: The file name, for conversation sources.
+        fmt: The format name the result reports.
+        sink: Collects what was skipped and the problems met.
+        prefix: How locations name the list (``interactions``, ``log.entries``).
+
+    Returns:
+        One conversation per request that no later request extends.
+    """
+    recording = _Recording(sink, prefix)
     for index, interaction in enumerate(interactions):
         recording.read(index, interaction)
-    return sink.transcript("cassette", recording.conversations(name))
+    return sink.transcript(fmt, recording.conversations(name))
 
 
 def _interactions(document: object) -> list[object]:
@@ -101,8 +131,9 @@ class _Request:
 class _Recording:
     """The model requests of a cassette, with Responses server-side state."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, prefix: str = "interactions") -> None:
         self._sink = sink
+        self._prefix = prefix
         self._requests: list[_Request] = []
         self._by_response: dict[str, _Request] = {}
         self._outputs: dict[str, list[Labelled]] = {}
@@ -113,7 +144,7 @@ class _Recording:
         if interaction is None:
             found = describe(raw)
             self._problem(
-                f"interactions[{index}]", f"expected an object, found {found}"
+                f"{self._prefix}[{index}]", f"expected an object, found {found}"
             )
             return
         request = get_object(interaction, "request") or {}
@@ -148,7 +179,7 @@ class _Recording:
         self._requests.append(request)
 
     def _history(self, index: int, shape: Shape, body: JSONObject) -> list[Labelled]:
-        prefix = f"interactions[{index}].request.{shape.history_key}"
+        prefix = f"{self._prefix}[{index}].request.{shape.history_key}"
         own = _labelled(prefix, shape.request_history(body))
         if shape is not RESPONSES:
             return own
@@ -168,7 +199,7 @@ class _Recording:
         return self._outputs.get(request.response_id, request.output)
 
     def _request_body(self, index: int, request: JSONObject) -> JSONObject | None:
-        label = f"interactions[{index}].request.body"
+        label = f"{self._prefix}[{index}].request.body"
         try:
             body = decode_body(request)
         except BodyError as error:
@@ -191,10 +222,10 @@ class _Recording:
         else:
             items = shape.response_output(body)
             response_id = get_str(as_object(body) or {}, "id")
-        return _labelled(f"interactions[{index}].response", items), response_id
+        return _labelled(f"{self._prefix}[{index}].response", items), response_id
 
     def _response_body(self, index: int, response: JSONObject) -> object:
-        label = f"interactions[{index}].response.body"
+        label = f"{self._prefix}[{index}].response.body"
         try:
             body = decode_body(response)
         except BodyError as error:
@@ -210,7 +241,7 @@ class _Recording:
         obj = as_object(body)
         output = as_list(obj.get("output")) if obj is not None else None
         if output:
-            labelled = _labelled(f"interactions[{index}].response", output)
+            labelled = _labelled(f"{self._prefix}[{index}].response", output)
             self._outputs[response_id] = labelled
 
     def _problem(self, label: str, message: str) -> None:
@@ -231,10 +262,10 @@ class _Recording:
         indexed = shape.preamble(request.body, self._sink)
         indexed += shape.convert(items, self._sink)
         return conversation(
-            conversation_id=f"interactions[{request.index}]",
+            conversation_id=f"{self._prefix}[{request.index}]",
             indexed=indexed,
             origins=items.origins,
-            source=f"{name} interactions[{request.index}] POST {request.uri}",
+            source=f"{name} {self._prefix}[{request.index}] POST {request.uri}",
             api=shape.name,
         )
 

@@ -30,6 +30,7 @@ from turnledger.pipeline.formats._common import (
 from turnledger.pipeline.formats.adk import is_adk_event
 from turnledger.pipeline.formats.claude_code import CLAUDE_KEYS, CLAUDE_RECORDS
 from turnledger.pipeline.formats.codex import CODEX_RECORDS
+from turnledger.pipeline.formats.har import is_har
 from turnledger.pipeline.formats.inspect_ai import ZIP_MAGIC, is_eval_log
 from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
@@ -247,6 +248,8 @@ def _decided_by_key(obj: JSONObject) -> FormatName | None:
         return "cassette"
     if "loglines" in obj:
         return "claude-code"
+    if is_har(obj):
+        return "har"
     if is_run_state(obj):
         return "openai-agents"
     if is_eval_log(obj):

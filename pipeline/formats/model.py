@@ -28,6 +28,7 @@ FormatName: TypeAlias = Literal[
     "openai-agents",
     "inspect-ai",
     "openhands",
+    "har",
 ]
 """The name of a transcript format, as ``--format`` spells it."""
 
@@ -45,6 +46,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
     "openai-agents",
     "inspect-ai",
     "openhands",
+    "har",
 )
 """Every format a reader exists for, in the order ``--help`` lists them."""
 

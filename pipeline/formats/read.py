@@ -12,6 +12,7 @@ from turnledger.pipeline.formats.claude_code import parse_claude_code
 from turnledger.pipeline.formats.codex import parse_codex
 from turnledger.pipeline.formats.detect import detect_candidates
 from turnledger.pipeline.formats.gemini import parse_gemini
+from turnledger.pipeline.formats.har import parse_har
 from turnledger.pipeline.formats.inspect_ai import parse_inspect_ai
 from turnledger.pipeline.formats.langchain import parse_langchain
 from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
@@ -47,6 +48,7 @@ _READERS: dict[FormatName, _Reader] = {
     "openai-agents": parse_openai_agents,
     "inspect-ai": parse_inspect_ai,
     "openhands": parse_openhands,
+    "har": parse_har,
 }
 
 

@@ -901,7 +901,7 @@ def test_unknown_format_name_is_rejected():
     assert str(raised.value) == (
         "Expected a format name (auto, openai-chat, openai-responses, anthropic, "
         "gemini, langchain, pydantic-ai, claude-code, codex, cassette, adk, "
-        "openai-agents, inspect-ai, openhands), found 'xml'"
+        "openai-agents, inspect-ai, openhands, har), found 'xml'"
     )
 
 
