@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 from typing import Final
+from uuid import UUID
+
+import msgspec
 
 from turnledger.ledger.events import SessionForked
 from turnledger.pipeline.cli_common import Command, open_ledger, print_json
@@ -15,6 +18,8 @@ from turnledger.pipeline.timetravel import (
     fork_tree,
     rewind_session,
 )
+from turnledger.projections.history import provider_messages
+from turnledger.projections.queries import SessionHistories
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -31,12 +36,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         report = fork_session(store, ref, args.at, new_key=args.as_key)
+        state = SessionHistories(store).get(UUID(report.stream))
+    messages = len(provider_messages(state))
     if args.json:
-        print_json(report)
+        print_json({**msgspec.to_builtins(report), "messages": messages})
     else:
         print(
             f"forked {ref.agent}/{ref.key} at position {report.at} as "
-            f"{report.agent}/{report.session} ({report.messages} messages)"
+            f"{report.agent}/{report.session} ({messages} messages)"
         )
     return 0
 

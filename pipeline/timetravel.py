@@ -31,8 +31,12 @@ from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.pointintime import TimeTravelError, resolve_at
 from turnledger.pipeline.sessions import SessionRef, list_sessions
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.history import provider_messages
-from turnledger.projections.lineage import history_version, lineage, segments
+from turnledger.projections.lineage import (
+    history_version,
+    lineage,
+    locate,
+    segments,
+)
 from turnledger.projections.queries import SessionHistories
 
 MemoryRule = Literal["keep", "supersede"]
@@ -53,7 +57,6 @@ class ForkReport(msgspec.Struct, frozen=True, kw_only=True):
         source_version: The last source-stream version in the fork.
         at: The global position forked at.
         position: The global position of the fork event.
-        messages: Provider-visible messages the fork starts with.
     """
 
     session: str
@@ -64,7 +67,6 @@ class ForkReport(msgspec.Struct, frozen=True, kw_only=True):
     source_version: int
     at: int
     position: int
-    messages: int
 
 
 def fork_session(
@@ -88,14 +90,14 @@ def fork_session(
         TimeTravelError: ``at`` names nothing in the session, or the new
             session exists already.
     """
-    chain = segments(store, source.stream_id)
-    events = [r for s in chain for r in s.events]
-    position = resolve_at(events, at)
-    point = [(s, r) for s in chain for r in s.events if r.position <= position]
-    if not point:
+    if at.isdigit():
+        position = int(at)
+    else:
+        position = resolve_at(lineage(store, source.stream_id), at)
+    point = locate(store, source.stream_id, position)
+    if point is None:
         msg = f"Expected a point at or after the session's first event, found {at!r}"
         raise TimeTravelError(msg)
-    segment, last = point[-1]
     alias = agent or source.agent
     key = _new_key(store, alias, source.key) if new_key is None else new_key
     if sanitize_session_key(key) != key or not key:
@@ -107,10 +109,10 @@ def fork_session(
     event = SessionForked(
         agent=alias,
         session_key=key,
-        source_stream=str(segment.stream_id),
-        source_version=last.version,
-        source_position=last.position,
-        base_version=segment.offset + last.version,
+        source_stream=str(point.stream_id),
+        source_version=point.version,
+        source_position=point.position,
+        base_version=point.history_version,
         channel=source.channel,
     )
     try:
@@ -118,17 +120,15 @@ def fork_session(
     except ConcurrencyError:
         msg = f"Expected a new session key, found session {key!r} of {alias!r} exists"
         raise TimeTravelError(msg) from None
-    state = SessionHistories(store).get(stream)
     return ForkReport(
         session=key,
         agent=alias,
         stream=str(stream),
         source=source.key,
-        source_stream=str(segment.stream_id),
-        source_version=last.version,
+        source_stream=str(point.stream_id),
+        source_version=point.version,
         at=position,
         position=result.positions[0],
-        messages=len(provider_messages(state)),
     )
 
 

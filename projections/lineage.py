@@ -120,6 +120,8 @@ def lineage(
         at: Only events at or before this global position.
         own: The stream's events, when the caller has read them already.
     """
+    if own is None and at is not None:
+        own = _until_position(store, stream_id, at)
     composed: list[Recorded] = []
     for segment in segments(store, stream_id, own=own):
         for r in segment.events:
@@ -129,6 +131,86 @@ def lineage(
                 r = msgspec.structs.replace(r, stream_id=stream_id)  # noqa: PLW2901 - relabeled
             composed.append(r)
     return composed
+
+
+def _until_position(
+    store: EventStore, stream_id: UUID, at: int, page: int = 2000
+) -> list[Recorded]:
+    """Read a stream's events up to global position ``at`` (pages; stops early).
+
+    A fork's first event is always kept: it names the prefix, whose events
+    lie before it.
+    """
+    found: list[Recorded] = []
+    while True:
+        batch = store.read_stream(stream_id, after=len(found), limit=page)
+        for r in batch:
+            if r.position > at and not (r.version == 1 and fork_event([r])):
+                return found
+            found.append(r)
+        if len(batch) < page:
+            return found
+
+
+class Point(msgspec.Struct, frozen=True, kw_only=True):
+    """The last event of a lineage at or before a position.
+
+    Attributes:
+        stream_id: The stream holding it.
+        version: Its version there.
+        position: Its global position.
+        history_version: Its version counted through the lineage.
+    """
+
+    stream_id: UUID
+    version: int
+    position: int
+    history_version: int
+
+
+def locate(
+    store: EventStore, stream_id: UUID, position: int, *, cap: int | None = None
+) -> Point | None:
+    """Find the last lineage event at or before ``position`` (O(log n) reads).
+
+    Args:
+        store: The ledger.
+        stream_id: The session stream.
+        position: The global position.
+        cap: Only versions up to this one (a fork's source prefix).
+    """
+    for _ in range(MAX_FORK_DEPTH):
+        first = store.read_stream(stream_id, limit=1)
+        if not first:
+            return None
+        forked = fork_event(first)
+        low, high = 0, cap if cap is not None else store.stream_version(stream_id)
+        while low < high:  # the last version whose position is <= position
+            mid = (low + high + 1) // 2
+            if (
+                store.read_stream(stream_id, after=mid - 1, limit=1)[0].position
+                <= position
+            ):
+                low = mid
+            else:
+                high = mid - 1
+        if low:
+            at = store.read_stream(stream_id, after=low - 1, limit=1)[0]
+            offset = forked.base_version if forked is not None else 0
+            return Point(
+                stream_id=stream_id,
+                version=low,
+                position=at.position,
+                history_version=offset + low,
+            )
+        if forked is None:
+            return None
+        stream_id, cap = UUID(forked.source_stream), forked.source_version
+    msg = (
+        "Expected a fork chain back to an opened session, "
+        f"found one deeper than {MAX_FORK_DEPTH}"
+    )
+    raise CorruptRecordError(msg)
 
 
 def history_version(segments_: list[Segment], position: int) -> int:

@@ -118,7 +118,9 @@ def test_a_fork_is_one_event_and_its_history_is_the_source_prefix(ledger: str):
         prefix = SessionHistories(store).get(ref.stream_id, at=report.at)
         forked = SessionHistories(store).get(fork_ref.stream_id)
         assert provider_messages(forked) == provider_messages(prefix)
-        assert report.messages == len(provider_messages(prefix))
+        assert report.source_version == len(
+            [r for r in store.read_stream(ref.stream_id) if r.position <= report.at]
+        )
         assert "s-b" in [s.key for s in list_sessions(store)]
     assert texts_of(ledger, "s-b") == ["one", "answer to one", "two", "answer to two"]
 
@@ -254,3 +256,20 @@ def test_a_point_in_time_read_is_the_fold_of_the_prefix(ledger: str):
                 str(ref.stream_id), SESSION_HISTORY.initial("")
             )
             assert SessionHistories(store).get(ref.stream_id, at=at) == folded
+
+
+def test_forking_a_fork_inside_its_prefix_forks_the_source(ledger: str):
+    """A position before a fork's own events names the source's event there."""
+    run_turns(ledger, "s", ["one", "two"])
+    with open_store(ledger) as store:
+        s = resolve_session(store, "s")
+        second = turn_ids(ledger, "s")[1]
+        fork_session(store, s, second, new_key="f1")
+        first_end = resolve_at(lineage(store, s.stream_id), turn_ids(ledger, "s")[0])
+        report = fork_session(
+            store, resolve_session(store, "f1"), str(first_end), new_key="f3"
+        )
+        assert report.source_stream == str(s.stream_id)
+        with pytest.raises(TimeTravelError, match="at or after the session's first"):
+            fork_session(store, s, "0", new_key="f4")
+    assert texts_of(ledger, "f3") == ["one", "answer to one"]
