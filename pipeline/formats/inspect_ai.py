@@ -9,7 +9,9 @@ are OpenAI-chat shaped, so they pair by the chat rule (a result before the next
 assistant message). One conversation per sample (and epoch).
 
 The ``.eval`` form is a zip archive whose ``samples/*.json`` entries are the
-samples; an archive that cannot be read whole is refused.
+samples; an archive that cannot be read whole is refused, and so is one with
+more than :data:`MAX_SAMPLES` samples or whose samples declare more than
+:data:`MAX_UNPACKED_BYTES` unpacked (checked before anything is inflated).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from turnledger.pipeline.formats._common import (
 )
 from turnledger.pipeline.formats._documents import describe_document, load_json
 from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
 
 if TYPE_CHECKING:
@@ -41,6 +44,10 @@ if TYPE_CHECKING:
 EXPECTED = "an Inspect AI eval log (`.json` with `samples`, or a zipped `.eval`)"
 ZIP_MAGIC = b"PK\x03\x04"
 """How a zipped ``.eval`` log begins."""
+MAX_SAMPLES = 100_000
+"""The most ``samples/*.json`` members a ``.eval`` archive may have."""
+MAX_UNPACKED_BYTES = DEFAULT_MAX_INPUT_BYTES
+"""The most bytes its samples may unpack to (the bound on an input file)."""
 
 _LOG_ENTRIES = frozenset({"header.json", "_journal/start.json"})
 """Entries one of which every ``.eval`` archive has."""
@@ -96,6 +103,7 @@ def _zip_samples(data: bytes) -> list[object]:
         names = sorted(
             n for n in every if n.startswith("samples/") and n.endswith(".json")
         )
+        _check_unpacked([archive.getinfo(n) for n in names])
         try:
             raw = [archive.read(n) for n in names]
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
@@ -106,6 +114,28 @@ def _zip_samples(data: bytes) -> list[object]:
     except TranscriptError as error:
         msg = f"Expected {EXPECTED}, found a sample that is not JSON: {error}"
         raise TranscriptError(msg) from error
+
+
+def _check_unpacked(members: list[zipfile.ZipInfo]) -> None:
+    """Refuse an archive whose samples would unpack past the bounds.
+
+    Each member's declared size is what :meth:`zipfile.ZipFile.read` returns
+    at most (a member that inflates further fails its size and CRC check), so
+    checking the declared sizes first bounds the memory a zip bomb can take.
+    """
+    if len(members) > MAX_SAMPLES:
+        msg = (
+            f"Expected {EXPECTED} with at most {MAX_SAMPLES} samples, "
+            f"found {len(members)}"
+        )
+        raise TranscriptError(msg)
+    unpacked = sum(member.file_size for member in members)
+    if unpacked > MAX_UNPACKED_BYTES:
+        msg = (
+            f"Expected {EXPECTED} whose samples unpack to at most "
+            f"{MAX_UNPACKED_BYTES} bytes, found {unpacked} bytes"
+        )
+        raise TranscriptError(msg)
 
 
 def _sample(raw: object, index: int, name: str, sink: Sink) -> Conversation:

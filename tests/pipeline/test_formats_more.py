@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import base64
 import csv
+import io
 import json
+import struct
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import (
+    TranscriptError,
     count_pairing,
     parse_transcript,
     read_transcript,
 )
+from turnledger.pipeline.formats.inspect_ai import MAX_SAMPLES, MAX_UNPACKED_BYTES
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 COUNTS = (
@@ -139,3 +144,61 @@ def test_base64_bodies_read_the_same_as_text_bodies():
         "log.entries[1].response.content.text"
     ]
     assert count_pairing(damaged).tool_results == 1  # the request still counts
+
+
+# --- Inspect AI: bounded reads of the zipped `.eval` -------------------------
+
+
+def _eval_archive(write_samples) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", "{}")
+        write_samples(archive)
+    return buffer.getvalue()
+
+
+def test_a_zip_bomb_eval_is_refused_before_it_is_inflated():
+    """Samples declaring more than the input bound unpacked: one typed error."""
+
+    def bomb(archive: zipfile.ZipFile) -> None:
+        with archive.open("samples/1.json", "w", force_zip64=True) as member:
+            member.write(b'{"messages": []}')  # valid JSON, padded with spaces
+            chunk = b" " * (1 << 20)
+            for _ in range(MAX_UNPACKED_BYTES // len(chunk) + 1):
+                member.write(chunk)
+
+    data = _eval_archive(bomb)
+    assert len(data) < 2 * 1024 * 1024  # a quarter of a megabyte per 256 MiB
+    with pytest.raises(TranscriptError, match="whose samples unpack to at most"):
+        parse_transcript(data, path="bomb.eval")
+
+
+def test_an_eval_with_too_many_samples_is_refused():
+    """More than MAX_SAMPLES members under samples/: refused, nothing read."""
+
+    def many(archive: zipfile.ZipFile) -> None:
+        for index in range(MAX_SAMPLES + 1):
+            archive.writestr(f"samples/{index}.json", "", zipfile.ZIP_STORED)
+
+    with pytest.raises(TranscriptError, match=f"at most {MAX_SAMPLES} samples"):
+        parse_transcript(_eval_archive(many), format="inspect-ai")
+
+
+def test_a_member_that_inflates_past_its_declared_size_is_refused():
+    """A lying size header fails the CRC check: refused as unreadable."""
+
+    def small(archive: zipfile.ZipFile) -> None:
+        archive.writestr("samples/1.json", '{"messages": []}' + " " * 5000)
+
+    data = bytearray(_eval_archive(small))
+    name = b"samples/1.json"
+    headers = ((b"PK\x01\x02", 24, 28, 46), (b"PK\x03\x04", 22, 26, 30))
+    for header, size_at, length_at, name_at in headers:  # central, then local
+        start = 0
+        while (found := data.find(header, start)) >= 0:
+            (length,) = struct.unpack_from("<H", data, found + length_at)
+            if data[found + name_at : found + name_at + length] == name:
+                struct.pack_into("<I", data, found + size_at, 20)  # declared: 20
+            start = found + 4
+    with pytest.raises(TranscriptError, match="cannot be read"):
+        parse_transcript(bytes(data), format="inspect-ai")
