@@ -133,23 +133,32 @@ def lineage(
     return composed
 
 
-def _until_position(
-    store: EventStore, stream_id: UUID, at: int, page: int = 2000
-) -> list[Recorded]:
-    """Read a stream's events up to global position ``at`` (pages; stops early).
+def _until_position(store: EventStore, stream_id: UUID, at: int) -> list[Recorded]:
+    """Read a stream's events up to global position ``at`` (found in O(log n)).
 
     A fork's first event is always kept: it names the prefix, whose events
     lie before it.
     """
-    found: list[Recorded] = []
-    while True:
-        batch = store.read_stream(stream_id, after=len(found), limit=page)
-        for r in batch:
-            if r.position > at and not (r.version == 1 and fork_event([r])):
-                return found
-            found.append(r)
-        if len(batch) < page:
-            return found
+    last = last_version_at(store, stream_id, at, store.stream_version(stream_id))
+    events = store.read_stream(stream_id, until=max(last, 1))
+    if last == 0 and not fork_event(events):
+        return []
+    return events
+
+
+def last_version_at(
+    store: EventStore, stream_id: UUID, position: int, high: int
+) -> int:
+    """Return the last version up to ``high`` whose position is <= ``position``."""
+    low = 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        probe = store.read_stream(stream_id, after=mid - 1, limit=1)[0]
+        if probe.position <= position:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 class Point(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,16 +193,8 @@ def locate(
         if not first:
             return None
         forked = fork_event(first)
-        low, high = 0, cap if cap is not None else store.stream_version(stream_id)
-        while low < high:  # the last version whose position is <= position
-            mid = (low + high + 1) // 2
-            if (
-                store.read_stream(stream_id, after=mid - 1, limit=1)[0].position
-                <= position
-            ):
-                low = mid
-            else:
-                high = mid - 1
+        high = cap if cap is not None else store.stream_version(stream_id)
+        low = last_version_at(store, stream_id, position, high)
         if low:
             at = store.read_stream(stream_id, after=low - 1, limit=1)[0]
             offset = forked.base_version if forked is not None else 0
