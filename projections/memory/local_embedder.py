@@ -7,8 +7,8 @@ is never contacted: ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set
 before the library loads, and the model is loaded from the package's folder.
 ``model`` may also be the path of any sentence-transformers model folder.
 
-Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, one run):
-hybrid with it finds 91% of the answerable questions' evidence in the top 10
+Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, two runs):
+hybrid with it finds 91-93% of the answerable questions' evidence in the top 10
 against 51% for keywords alone, with 100% abstention precision and latest-wins;
 the price is the query embedding (tens of milliseconds per query on a loaded
 2-core machine), which puts hybrid recall over the 10 ms p95 goal. A static
