@@ -15,14 +15,34 @@ import base64
 import csv
 import io
 import json
+import sqlite3
 import struct
 import zipfile
 from pathlib import Path
 
 import pytest
+from agents import (
+    Agent,
+    ModelResponse,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    Usage,
+    function_tool,
+)
+from agents.models.interface import Model
+from google.adk.events import Event
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.genai import types
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import (
+    ParsedTranscript,
     TranscriptError,
     count_pairing,
     parse_transcript,
@@ -202,3 +222,164 @@ def test_a_member_that_inflates_past_its_declared_size_is_refused():
             start = found + 4
     with pytest.raises(TranscriptError, match="cannot be read"):
         parse_transcript(bytes(data), format="inspect-ai")
+
+
+# --- Google ADK: sessions as its session services store them -----------------
+
+
+def _adk_events() -> list[Event]:
+    def content(role: str, part: types.Part) -> types.Content:
+        return types.Content(role=role, parts=[part])
+
+    call = types.FunctionCall(id="adk-1", name="get_weather", args={"city": "Paris"})
+    answer = types.FunctionResponse(
+        id="adk-1", name="get_weather", response={"result": "sunny"}
+    )
+    return [
+        Event(
+            author="user",
+            invocation_id="i1",
+            content=content("user", types.Part(text="Weather in Paris?")),
+        ),
+        Event(
+            author="agent",
+            invocation_id="i1",
+            content=content("model", types.Part(function_call=call)),
+        ),
+        Event(
+            author="agent",
+            invocation_id="i1",
+            content=content("user", types.Part(function_response=answer)),
+        ),
+        Event(
+            author="agent",
+            invocation_id="i1",
+            content=content("model", types.Part(text="Sunny.")),
+        ),
+    ]
+
+
+async def test_adk_sqlite_session_service_rows_and_session_json_read_alike(tmp_path):
+    """google-adk's own stores: event_data rows (snake) and Session JSON (camel)."""
+    service = SqliteSessionService(str(tmp_path / "adk.db"))
+    session = await service.create_session(app_name="app", user_id="u1")
+    for event in _adk_events():
+        await service.append_event(session, event)
+    with sqlite3.connect(tmp_path / "adk.db") as connection:
+        rows = [
+            json.loads(data)
+            for (data,) in connection.execute(
+                "SELECT event_data FROM events ORDER BY timestamp"
+            )
+        ]
+    assert "function_call" in rows[1]["content"]["parts"][0]
+    stored = await service.get_session(
+        app_name="app", user_id="u1", session_id=session.id
+    )
+    assert stored is not None
+    camel = stored.model_dump_json(by_alias=True, exclude_none=True).encode()
+    assert b'"functionCall"' in camel
+    from_rows = parse_transcript(json.dumps(rows).encode(), path="rows.json")
+    from_session = parse_transcript(camel, path="session.json")
+    for parsed in (from_rows, from_session):
+        assert parsed.format == "adk"
+        assert _counts(parsed) == (1, 1, 1, 0, 0)
+    messages = from_rows.conversations[0].messages
+    assert messages == from_session.conversations[0].messages
+    assert [m.text for m in messages if m.text] == ["Weather in Paris?", "Sunny."]
+    assert messages[1].tool_calls[0].arguments == '{"city":"Paris"}'
+    assert from_session.conversations[0].id == session.id
+
+
+def test_an_events_object_of_something_else_is_refused(capsys, tmp_path):
+    """`events` that are no ADK events: exit 2, naming the formats considered."""
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps({"events": [{"kind": "click", "x": 1}] * 3}))
+    code, out, err = run(capsys, "audit", str(path), "--json")
+    assert (code, out) == (2, "")
+    assert "formats considered: adk (3 of 3 items unrecognised" in err
+
+
+# --- OpenAI Agents SDK: session items as SQLiteSession stores them ------------
+
+
+@function_tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+class _AddThenAnswer(Model):
+    """The SDK's Model interface: a call to `add`, then the answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def get_response(self, *_args: object, **_kwargs: object) -> ModelResponse:
+        self.calls += 1
+        if self.calls == 1:
+            output: list[object] = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    id="fc_1",
+                    call_id="call_1",
+                    name="add",
+                    arguments='{"a":1,"b":2}',
+                    status="completed",
+                )
+            ]
+        else:
+            text = ResponseOutputText(type="output_text", text="3", annotations=[])
+            output = [
+                ResponseOutputMessage(
+                    type="message",
+                    id="msg_1",
+                    role="assistant",
+                    status="completed",
+                    content=[text],
+                )
+            ]
+        return ModelResponse(
+            output=output,
+            usage=Usage(),
+            response_id=f"r{self.calls}",
+        )
+
+    def stream_response(self, *_args: object, **_kwargs: object):
+        raise NotImplementedError
+
+
+async def test_sqlite_session_items_read_as_responses_items(tmp_path):
+    """Rows of SQLiteSession's message table, and get_items(): one paired exchange."""
+    database = tmp_path / "agents.db"
+    session = SQLiteSession("s1", database)
+    agent = Agent(name="calc", instructions="Add.", model=_AddThenAnswer(), tools=[add])
+    result = await Runner.run(
+        agent,
+        "What is 1+2?",
+        session=session,
+        run_config=RunConfig(tracing_disabled=True),
+    )
+    assert result.final_output == "3"
+    with sqlite3.connect(database) as connection:
+        rows = [
+            json.loads(data)
+            for (data,) in connection.execute(
+                "SELECT message_data FROM agent_messages ORDER BY id"
+            )
+        ]
+    items = await session.get_items()
+    assert rows == items
+    parsed = parse_transcript(json.dumps(rows).encode(), path="items.json")
+    assert parsed.format == "openai-responses"
+    assert _counts(parsed) == (1, 1, 1, 0, 0)
+    assert [m.text for m in parsed.conversations[0].messages if m.text] == [
+        "What is 1+2?",
+        "3",
+    ]
+    assert parsed.skipped == {}
+
+
+def _counts(parsed: ParsedTranscript) -> tuple[int, ...]:
+    counts = count_pairing(parsed)
+    return tuple(getattr(counts, key) for key in COUNTS)
