@@ -19,6 +19,7 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
+from turnledger.pipeline.cli_memory_at import memory_at
 from turnledger.pipeline.cli_memory_rebuild import rebuild
 from turnledger.pipeline.memory_service import MemoryAccessError, MemoryService
 from turnledger.pipeline.strategy import strategy_for
@@ -95,6 +96,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     reindex --agent A embeds the rows written before embeddings were on (progress
     on stderr); export --agent A [--session S] [--category C] [--since D]
     [--until D] prints the agent's own entries as JSON lines, oldest first.
+    list|recall|get --at POSITION|ISO_TIME answer from the ledger as of then:
+    stored, superseded and forgotten entries (a shredded one as [forgotten]).
 
     Example: turnledger memory recall --agent ops "editor" --json
     """
@@ -284,6 +287,8 @@ def _export(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _dispatch(service: MemoryService, args: argparse.Namespace) -> int:
+    if getattr(args, "at", None) is not None:
+        return memory_at(service, args)
     handlers = {
         "store": _store,
         "recall": _recall,
@@ -312,6 +317,11 @@ _ORIGINS: Final = (
     "sub_turn",
 )
 
+_AT: Final[tuple[tuple[str, ...], dict[str, object]]] = (
+    ("--at",),
+    {"default": None, "help": "as of a position or ISO time"},
+)
+
 _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...]]] = {
     "store": (
         (("key",), {}),
@@ -325,14 +335,19 @@ _ARGUMENTS: Final[dict[str, tuple[tuple[tuple[str, ...], dict[str, object]], ...
         (("--limit",), {"type": int, "default": 5}),
         (("--since",), {"default": None, "help": "created at or after (ISO)"}),
         (("--until",), {"default": None, "help": "created at or before (ISO)"}),
+        _AT,
     ),
     "context": (
         (("query",), {}),
         (("--session",), {"default": None}),
         (("--origin",), {"default": "interactive", "choices": _ORIGINS}),
     ),
-    "list": ((("--session",), {"default": None}), (("--category",), {"default": None})),
-    "get": ((("key",), {}),),
+    "list": (
+        (("--session",), {"default": None}),
+        (("--category",), {"default": None}),
+        _AT,
+    ),
+    "get": ((("key",), {}), _AT),
     "forget": (
         (("key",), {"nargs": "?", "default": None}),
         (

@@ -112,3 +112,56 @@ def test_time_travel_commands_have_help(capsys: pytest.CaptureFixture[str]):
             main([name, "--help"])
         assert done.value.code == 0
         assert "Example: turnledger" in capsys.readouterr().out
+
+
+def test_memory_as_of_a_position(db: str, capsys: pytest.CaptureFixture[str]):
+    """list/get/recall --at: stored, then forgotten; shredded reads [forgotten]."""
+    base = ("--db", db, "memory")
+    assert (
+        run(capsys, *base, "store", "--agent", "ops", "ed", "Helix is my editor")[0]
+        == 0
+    )
+    with open_store(db) as store:
+        stored_at = store.max_position()
+    assert run(capsys, *base, "forget", "--agent", "ops", "ed")[0] == 0
+    code, out, _ = run(
+        capsys, *base, "list", "--agent", "ops", "--at", str(stored_at), "--json"
+    )
+    assert code == 0
+    (entry,) = json.loads(out)["entries"]
+    assert (entry["key"], entry["status"]) == ("ed", "stored")
+    assert entry["content"] == "Helix is my editor"
+    code, out, _ = run(
+        capsys, *base, "list", "--agent", "ops", "--at", "999999", "--json"
+    )
+    assert [e["status"] for e in json.loads(out)["entries"]] == ["forgotten"]
+    code, out, _ = run(
+        capsys,
+        *base,
+        "recall",
+        "--agent",
+        "ops",
+        "editor",
+        "--at",
+        str(stored_at),
+        "--json",
+    )
+    assert [e["key"] for e in json.loads(out)["entries"]] == ["ed"]
+    code, out, _ = run(capsys, *base, "get", "--agent", "ops", "ed", "--at", "0")
+    assert code == 1
+    args = ("--agent", "ops", "--shred")
+    assert run(capsys, *base, "store", *args, "pin", "1234 is the code")[0] == 0
+    with open_store(db) as store:
+        sealed_at = store.max_position()
+    code, out, _ = run(
+        capsys, *base, "get", *args, "pin", "--at", str(sealed_at), "--json"
+    )
+    assert json.loads(out)["entries"][0]["content"] == "1234 is the code"
+    assert run(capsys, *base, "forget", *args, "pin")[0] == 0
+    code, out, _ = run(
+        capsys, *base, "get", *args, "pin", "--at", str(sealed_at), "--json"
+    )
+    assert json.loads(out)["entries"][0]["content"] == "[forgotten]"
+    code, _, err = run(capsys, *base, "list", "--agent", "ops", "--at", "soon")
+    assert code == 2
+    assert err.startswith("turnledger: Expected a position or an ISO time")
