@@ -122,7 +122,15 @@ class PromptAssembled(
 
 
 class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True, gc=False):
-    """One provider call, with usage and cost (errors scrubbed by the caller)."""
+    """One provider call, with usage and cost (errors scrubbed by the caller).
+
+    Token counts have the neutral meaning: ``input_tokens`` is the whole prompt,
+    of which ``cached_input_tokens`` were read from the provider's prompt cache
+    and ``cache_write_tokens`` written to it; ``output_tokens`` is the whole
+    completion, of which ``reasoning_tokens`` were reasoning (thinking). The two
+    cache fields and ``reasoning_tokens`` are 0 when the provider did not report
+    them (and on every event recorded before they existed).
+    """
 
     turn_id: NonEmpty
     provider: str
@@ -130,6 +138,8 @@ class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True, gc=False
     input_tokens: NonNegative = 0
     output_tokens: NonNegative = 0
     cached_input_tokens: NonNegative = 0
+    cache_write_tokens: NonNegative = 0
+    reasoning_tokens: NonNegative = 0
     cost_usd: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
     duration_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
     success: bool = True

@@ -1,4 +1,7 @@
-"""Append goldens for event types/versions that have none yet. Never rewrites a line.
+"""Append goldens for event types/versions/field sets that have none yet.
+
+A field added to a type (additive, same version) gets a golden of the new shape
+beside the old one. Never rewrites a line.
 
 Run: python -m tests.ledger.make_golden
 """
@@ -21,11 +24,14 @@ STREAM = UUID("00000000-0000-4000-8000-000000000001")
 AT_US = 1_780_000_000_123_456
 
 
-def existing() -> set[tuple[str, int]]:
+def existing() -> set[tuple[str, int, frozenset[str]]]:
     if not GOLDEN.exists():
         return set()
     lines = [json.loads(line) for line in GOLDEN.read_text().splitlines() if line]
-    return {(line["tag"], line["schema_version"]) for line in lines}
+    return {
+        (line["tag"], line["schema_version"], frozenset(line["event"]))
+        for line in lines
+    }
 
 
 def main() -> None:
@@ -33,8 +39,9 @@ def main() -> None:
     mapper = MsgspecMapper()
     with GOLDEN.open("a") as out:
         for version, event in enumerate(EXAMPLES, start=1):
+            fields = frozenset(json.loads(msgspec.json.encode(event)))
             key = (tag_of(type(event)), type(event).SCHEMA_VERSION)
-            if key in have:
+            if (*key, fields) in have:
                 continue
             stored = mapper.to_stored_event(PendingEvent(STREAM, version, event, AT_US))
             line = {
