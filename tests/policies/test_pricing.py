@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta, timezone
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from turnledger.policies.pricing import (
     ModelPrice,
     PricingError,
     TokenUsage,
+    check_price,
     compute_cost,
     make_budget_checker,
     price_usage,
@@ -88,7 +90,9 @@ class TestCost:
             model="m",
             input_tokens=10,
             cached_input_tokens=10,
+            cache_write_tokens=0,
             output_tokens=5,
+            reasoning_tokens=0,
             total_tokens=15,
             cost_usd=pytest.approx(10 / 1e6 * 0.3 + 5 / 1e6 * 15.0),
             pricing_available=True,
@@ -118,6 +122,205 @@ class TestCost:
             return
         assert math.isfinite(cost)
         assert cost >= 0
+
+
+FULL = ModelPrice(
+    input_per_million=3.0,
+    output_per_million=15.0,
+    cached_input_per_million=0.3,
+    cache_write_per_million=3.75,
+    reasoning_per_million=20.0,
+)
+
+counts = st.integers(min_value=0, max_value=10**9)
+rate = st.floats(min_value=0.0, max_value=1e4)
+optional_rate = st.none() | rate
+
+
+@st.composite
+def full_usage(draw):
+    """A usage whose parts are consistent: cached + written <= input etc."""
+    uncached, cached, written, plain, reasoning = (draw(counts) for _ in range(5))
+    return TokenUsage(
+        model="m",
+        input_tokens=uncached + cached + written,
+        cached_input_tokens=cached,
+        cache_write_tokens=written,
+        output_tokens=plain + reasoning,
+        reasoning_tokens=reasoning,
+    )
+
+
+@st.composite
+def full_price(draw):
+    return ModelPrice(
+        input_per_million=draw(rate),
+        output_per_million=draw(rate),
+        cached_input_per_million=draw(rate),
+        cache_write_per_million=draw(optional_rate),
+        reasoning_per_million=draw(optional_rate),
+    )
+
+
+def more(base: TokenUsage, kind: str, extra: int) -> TokenUsage:
+    """``base`` with ``extra`` more tokens of one kind (its totals grown too)."""
+    grow = {
+        "uncached": {"input_tokens": extra},
+        "cached": {"input_tokens": extra, "cached_input_tokens": extra},
+        "written": {"input_tokens": extra, "cache_write_tokens": extra},
+        "plain": {"output_tokens": extra},
+        "reasoning": {"output_tokens": extra, "reasoning_tokens": extra},
+    }[kind]
+    changes = {name: getattr(base, name) + n for name, n in grow.items()}
+    return msgspec.structs.replace(base, **changes)
+
+
+class TestCacheAndReasoning:
+    def test_formula(self):
+        """Every part at its own rate: 1M of each kind."""
+        cost = compute_cost(
+            TokenUsage(
+                model="m",
+                input_tokens=3_000_000,
+                cached_input_tokens=1_000_000,
+                cache_write_tokens=1_000_000,
+                output_tokens=2_000_000,
+                reasoning_tokens=1_000_000,
+            ),
+            FULL,
+        )
+        assert cost == pytest.approx(3.0 + 0.3 + 3.75 + 15.0 + 20.0)
+
+    def test_unset_rates_default_to_input_and_output(self):
+        """No cache-write rate: the input rate; no reasoning rate: the output rate."""
+        price = ModelPrice(input_per_million=2.0, output_per_million=8.0)
+        written = TokenUsage(
+            model="m", input_tokens=10**6, output_tokens=0, cache_write_tokens=10**6
+        )
+        thinking = TokenUsage(
+            model="m", input_tokens=0, output_tokens=10**6, reasoning_tokens=10**6
+        )
+        assert compute_cost(written, price) == pytest.approx(2.0)
+        assert compute_cost(thinking, price) == pytest.approx(8.0)
+
+    def test_explicit_zero_rates_are_free(self):
+        """Unlike the cached rate, an explicit 0 makes those tokens free."""
+        price = msgspec.structs.replace(
+            FULL, cache_write_per_million=0.0, reasoning_per_million=0.0
+        )
+        call = TokenUsage(
+            model="m",
+            input_tokens=10**6,
+            cache_write_tokens=10**6,
+            output_tokens=10**6,
+            reasoning_tokens=10**6,
+        )
+        assert compute_cost(call, price) == 0.0
+
+    def test_clamped_parts_and_breakdown(self):
+        """Cache writes fit in the input left after reads; reasoning in the output."""
+        call = TokenUsage(
+            model="m",
+            input_tokens=100,
+            cached_input_tokens=70,
+            cache_write_tokens=50,
+            output_tokens=10,
+            reasoning_tokens=40,
+        )
+        breakdown = price_usage(call, {"m": FULL})
+        assert (breakdown.cached_input_tokens, breakdown.cache_write_tokens) == (70, 30)
+        assert breakdown.reasoning_tokens == 10
+        assert breakdown.cost_usd == pytest.approx(
+            (70 * 0.3 + 30 * 3.75 + 10 * 20.0) / 1e6
+        )
+
+    @pytest.mark.parametrize("field", ["cache_write_tokens", "reasoning_tokens"])
+    def test_bad_counts(self, field):
+        """The new counts must be ints >= 0 too."""
+        call = msgspec.structs.replace(usage(), **{field: -3})
+        with pytest.raises(PricingError, match=f"Expected {field} to be an int >= 0"):
+            compute_cost(call, FULL)
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("input_per_million", -1.0),
+            ("output_per_million", math.inf),
+            ("cached_input_per_million", math.nan),
+            ("cache_write_per_million", -0.5),
+            ("reasoning_per_million", -math.inf),
+        ],
+    )
+    def test_check_price_refuses(self, field, value):
+        """Negative and non-finite rates are refused, naming rate and value."""
+        price = msgspec.structs.replace(FULL, **{field: value})
+        with pytest.raises(PricingError, match=f"^{field}: expected a finite number"):
+            check_price(price)
+
+    def test_check_price_accepts_zero_and_unset(self):
+        """0 and unset are valid rates."""
+        check_price(ModelPrice(input_per_million=0.0, output_per_million=0.0))
+
+    @settings(max_examples=200)
+    @given(
+        full_usage(),
+        full_price(),
+        st.sampled_from(["uncached", "cached", "written", "plain", "reasoning"]),
+        st.integers(min_value=1, max_value=10**9),
+    )
+    def test_cost_monotone_in_every_count(self, call, price, kind, extra):
+        """More tokens of any one kind never cost less."""
+        assert compute_cost(more(call, kind, extra), price) >= compute_cost(
+            call, price
+        ) * (1 - 1e-12)
+
+    @settings(max_examples=100)
+    @given(full_price())
+    def test_zero_counts_cost_zero(self, price):
+        """No tokens cost nothing, whatever the rates."""
+        assert (
+            compute_cost(TokenUsage(model="m", input_tokens=0, output_tokens=0), price)
+            == 0.0
+        )
+
+    @settings(max_examples=200)
+    @given(full_usage(), rate, rate)
+    def test_no_token_priced_twice(self, call, input_rate, output_rate):
+        """With every input rate equal and every output rate equal, the split
+        does not matter: cached and written tokens are not priced again as input,
+        reasoning not again as output."""
+        price = ModelPrice(
+            input_per_million=input_rate,
+            output_per_million=output_rate,
+            cached_input_per_million=input_rate,
+            cache_write_per_million=input_rate,
+            reasoning_per_million=output_rate,
+        )
+        plain = TokenUsage(
+            model="m",
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+        )
+        assert compute_cost(call, price) == pytest.approx(compute_cost(plain, price))
+
+    @settings(max_examples=200)
+    @given(full_usage(), full_price())
+    def test_cost_is_the_sum_of_its_parts(self, call, price):
+        """The input parts and the output parts are priced independently."""
+        only_input = msgspec.structs.replace(
+            price,
+            output_per_million=0.0,
+            reasoning_per_million=0.0,
+        )
+        only_output = msgspec.structs.replace(
+            price,
+            input_per_million=0.0,
+            cached_input_per_million=0.0,
+            cache_write_per_million=0.0,
+        )
+        assert compute_cost(call, price) == pytest.approx(
+            compute_cost(call, only_input) + compute_cost(call, only_output)
+        )
 
 
 CHECK = make_budget_checker()
