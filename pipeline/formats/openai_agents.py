@@ -8,7 +8,9 @@ which are OpenAI Responses items: calls and outputs pair by ``call_id``, as in
 of Responses items, what ``Session.get_items`` and ``to_input_list`` give) are
 read by that reader. ``session_items`` and ``model_responses`` repeat the
 generated items and are not read twice; a ``pending_session_write`` (items held
-for a session, not yet part of the run's record) is counted as skipped.
+for a session, not yet part of the run's record) is counted as skipped, and so
+is a ``tool_approval_item`` (an interruption asking to approve a tool call that
+its own ``tool_call_item`` already holds; the SDK never sends it as input).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from turnledger.pipeline.formats.model import ParsedTranscript
 
 EXPECTED = "an OpenAI Agents SDK run state (`$schemaVersion`, `generated_items`)"
+_APPROVAL = "tool_approval_item"
 
 
 def is_run_state(obj: JSONObject) -> bool:
@@ -66,6 +69,9 @@ def parse_openai_agents(data: bytes, *, name: str) -> ParsedTranscript:
     origins = [f"original_input[{index}]" for index in range(len(values))]
     for index, raw in enumerate(get_list(state, "generated_items")):
         item = as_object(raw)
+        if item is not None and get_str(item, "type") == _APPROVAL:
+            sink.skip(_APPROVAL)  # repeats a tool call item; never model input
+            continue
         inner = get_object(item, "raw_item") if item is not None else None
         if inner is None:
             sink.unknown("generated item without raw_item")
