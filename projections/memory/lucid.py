@@ -48,6 +48,7 @@ from typing import Final, TypeAlias
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall import bound_recall_limit
+from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     MemoryBackend,
     MemoryEntry,
@@ -168,6 +169,7 @@ def merge_local_first(local: _Entries, external: _Entries, limit: int) -> _Entri
     return merged[:limit]
 
 
+@typed_memory_errors("lucid")
 class LucidMemory:
     """A local backend plus the external Lucid command.
 

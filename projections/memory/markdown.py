@@ -44,6 +44,7 @@ from turnledger.projections.memory._markdown_lines import (
     utc,
 )
 from turnledger.projections.memory.apply import new_memory
+from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
@@ -131,6 +132,7 @@ class AppendOnlyRefusals:
         )
 
 
+@typed_memory_errors("markdown")
 class MarkdownMemory(AppendOnlyRefusals):
     """One agent's Markdown memory files (append-only; reads see upserts).
 

@@ -53,6 +53,7 @@ from turnledger.projections.memory._postgres_sql import (
 )
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedders import Embedder, EmbedderError
+from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
@@ -64,9 +65,19 @@ from turnledger.projections.memory.protocol import (
 _Entries: TypeAlias = list[MemoryEntry]
 _Connection: TypeAlias = "psycopg.Connection[tuple[Any, ...]]"
 
-__all__ = ["PostgresMemory", "VectorKind", "query_words", "split_url"]
+LOCK_TIMEOUT_MS = 5000
+"""How long a statement waits for a row or table lock (the busy timeout)."""
+
+__all__ = [
+    "LOCK_TIMEOUT_MS",
+    "PostgresMemory",
+    "VectorKind",
+    "query_words",
+    "split_url",
+]
 
 
+@typed_memory_errors("postgres")
 class PostgresMemory:
     """Long-term memory in a PostgreSQL schema.
 
@@ -101,6 +112,8 @@ class PostgresMemory:
     def _connect(self) -> _Connection:
         conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10)
         conn.execute("SET TIME ZONE 'UTC'")
+        # The busy timeout: a lock held longer fails typed (MemoryLockedError).
+        conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
         # A view is rebuilt from the ledger, and its effects commit together with
         # its position, so a lost tail after a server crash is replayed, never torn.
         conn.execute("SET synchronous_commit = off")

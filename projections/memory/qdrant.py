@@ -41,6 +41,7 @@ from turnledger.projections.memory._qdrant_payload import (
 )
 from turnledger.projections.memory.apply import apply_in_order
 from turnledger.projections.memory.embedders import Embedder
+from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
@@ -73,6 +74,7 @@ _Entries: TypeAlias = list[MemoryEntry]
 __all__ = ["NO_VECTORS_REASON", "QdrantMemory", "point_id", "scope_filter"]
 
 
+@typed_memory_errors("qdrant")
 class QdrantMemory:
     """Long-term memory in a Qdrant collection.
 

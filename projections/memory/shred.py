@@ -18,6 +18,8 @@ from typing import Final
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from turnledger.projections.memory.errors import typed_memory_errors
+
 SEALED_PREFIX: Final = "tl-sealed:v1:"
 """How a sealed content starts: ``tl-sealed:v1:<key id>:<base64 nonce+ciphertext>``."""
 
@@ -34,6 +36,7 @@ def is_sealed(content: str) -> bool:
     return content.startswith(SEALED_PREFIX)
 
 
+@typed_memory_errors("key")
 class KeyStore:
     """Per-entry keys in a SQLite file that overwrites what it deletes.
 

@@ -64,6 +64,7 @@ from turnledger.projections.memory.embedders import (
     EmbeddingIdentity,
     NoEmbedder,
 )
+from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     Capabilities,
     MemoryEntry,
@@ -85,6 +86,7 @@ LIST_CEILING: Final = 10_000
 """The most rows one ``list`` returns (a limit of 0 means this)."""
 
 
+@typed_memory_errors("sqlite")
 class SQLiteMemory:
     """Long-term memory in one SQLite file.
 

@@ -27,6 +27,7 @@ from turnledger.projections.memory._sqlite_fts import (
     query_terms,
 )
 from turnledger.projections.memory.embedders import EmbedderError, EmbeddingIdentity
+from turnledger.projections.memory.errors import MemoryStoreError
 from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
@@ -762,7 +763,7 @@ class TestApplyAndLimits:
             recorded(1, MemoryStored(agent="alice", key="k", content="pear tart")),
             recorded(2, MemoryForgotten(agent="alice", key="seed")),
         ]
-        with pytest.raises(sqlite3.OperationalError):
+        with pytest.raises(MemoryStoreError, match="disk I/O error"):
             memory.apply(events, 2)
         assert memory.applied_position() == 0
         assert keys(memory.recall("pear", agents=["alice"])) == ["seed"]
