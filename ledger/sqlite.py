@@ -24,11 +24,11 @@ listen/notify subscription machinery. What we add:
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Final, Literal, TypeVar
 from uuid import UUID
 
@@ -55,7 +55,13 @@ from turnledger.ledger.errors import (
     LedgerReadOnlyError,
     StoreUnavailableError,
 )
-from turnledger.ledger.sqlite_write import KEYS_TABLE, TABLE, blob, write_group
+from turnledger.ledger.sqlite_write import (
+    KEYS_TABLE,
+    TABLE,
+    WriteCache,
+    blob,
+    write_group,
+)
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite's ``synchronous`` levels."""
@@ -218,6 +224,7 @@ class SQLiteBackend:
         self.path = path
         self.poll_interval = poll_interval
         self.lock_timeout = lock_timeout
+        self._cache = WriteCache()
         started = time.monotonic()
         try:
             self._datastore = _Datastore(
@@ -264,7 +271,9 @@ class SQLiteBackend:
             )
             raise StoreUnavailableError(msg)
         with self._writer() as raw:
-            return self._guard(lambda: write_group(raw, requests, atomic=atomic))
+            return self._guard(
+                lambda: write_group(raw, requests, atomic=atomic, cache=self._cache)
+            )
 
     @contextlib.contextmanager
     def _writer(self) -> Iterator[sqlite3.Connection]:
@@ -369,7 +378,7 @@ def _lenient_text(data: bytes) -> str:
 
 def _identity(path: str) -> tuple[int, int] | None:
     try:
-        found = Path(path).stat()
+        found = os.stat(path)  # noqa: PTH116 - on every append: no Path object
     except OSError:
         return None
     return found.st_dev, found.st_ino

@@ -1,13 +1,23 @@
 """The SQLite write path: group commit, hash chain, idempotency keys.
 
 One ``BEGIN IMMEDIATE`` transaction per group (one fsync for all). Each stream's
-head (version and link) is read once under the write lock; each accepted row is
-chained (``ledger.chain``) at the position it will get (rowids are max + 1 in
-order: no deletes, one writer); the rows go in with one ``executemany``. Should a
-row still be refused (only rows written behind our back could cause that), the
-group is redone with a savepoint per append, so a conflict fails only its own
-append. An append with an idempotency key first looks the key up: a used key
-returns the first outcome and writes nothing; a new key is recorded with the rows.
+head (version and link) is known under the write lock; each accepted row is
+chained (``ledger.chain``) at the position it will get, and inserted AT that
+position (the rowid is given explicitly, so the position a link covers is the
+row's position by construction; a taken rowid is refused, never replaced); the
+rows go in with one ``executemany``, and every trigger still fires on every
+row. Should a row still be refused (only rows written behind our back could
+cause that), the group is redone with a savepoint per append, so a conflict
+fails only its own append. An append with an idempotency key first looks the
+key up: a used key returns the first outcome and writes nothing; a new key is
+recorded with the rows.
+
+Heads are remembered between groups (:class:`WriteCache`): after ``BEGIN
+IMMEDIATE`` one ``PRAGMA data_version`` tells whether any other connection (in
+this process or another) committed since this connection's last commit. Only
+when none did are the remembered last position and stream heads used; otherwise
+(and after any failed or rolled-back group) they are forgotten and read again
+from the database under the lock.
 """
 
 from __future__ import annotations
@@ -31,7 +41,11 @@ from turnledger.ledger.chain import (
 TABLE: Final = "stored_events"
 KEYS_TABLE: Final = "turnledger_appends"
 
-_INSERT: Final = f"INSERT INTO {TABLE} VALUES (?,?,?,?)"
+_INSERT: Final = (
+    f"INSERT INTO {TABLE} (rowid, originator_id, originator_version, topic, state) "
+    "VALUES (?,?,?,?,?)"
+)
+_DATA_VERSION: Final = "PRAGMA data_version"
 _HEAD: Final = (
     "SELECT originator_version, substr(state, 1, 1), "
     f"substr(state, {LINK_OFFSET + 1}, 32) FROM {TABLE} "
@@ -49,9 +63,11 @@ _KEY_LOOKUP: Final = (
 _KEY_INSERT: Final = f"INSERT INTO {KEYS_TABLE} VALUES (?,?,?,?,?)"
 _CHAINED: Final = bytes((CHAIN_FORMAT,))
 LINK_SIZE: Final = 32
+CACHED_HEADS: Final = 65_536
+"""The most stream heads a :class:`WriteCache` remembers (then it starts over)."""
 
 Outcome = tuple[int, ...] | Conflict | Replayed
-Row = tuple[str, int, str, bytes]
+Row = tuple[int, str, int, str, bytes]
 KeyRow = tuple[str, str, int, int, str]
 
 
@@ -59,14 +75,75 @@ class _RowRefusedError(Exception):
     """The batched insert hit a key or trigger error; redo the group with savepoints."""
 
 
+class WriteCache:
+    """What one writer connection knows between its groups (see the module doc).
+
+    Valid only for ``connection`` and only while ``PRAGMA data_version`` read
+    under the write lock still equals ``data_version``.
+    """
+
+    __slots__ = ("connection", "data_version", "heads", "next_position")
+
+    def __init__(self) -> None:
+        self.connection: sqlite3.Connection | None = None
+        self.data_version = -1
+        self.next_position = 0
+        self.heads: dict[UUID, tuple[int, bytes]] = {}
+
+    def start(
+        self, raw: sqlite3.Connection
+    ) -> tuple[int, int, dict[UUID, tuple[int, bytes]]]:
+        """Under the write lock: the data version, the next position, known heads.
+
+        What is remembered is used only when no other connection committed
+        since this connection's last commit; otherwise the next position is
+        read from the database and no head is known.
+        """
+        data_version = int(raw.execute(_DATA_VERSION).fetchone()[0])
+        if self.connection is raw and self.data_version == data_version:
+            return data_version, self.next_position, self.heads
+        self.forget()
+        return data_version, int(raw.execute(_MAX_ROWID).fetchone()[0] or 0) + 1, {}
+
+    def remember(
+        self,
+        raw: sqlite3.Connection,
+        data_version: int,
+        next_position: int,
+        heads: dict[UUID, tuple[int, bytes]],
+    ) -> None:
+        """After a commit on ``raw``: keep the heads it wrote and read."""
+        # Our own commit does not move data_version: what we know stays valid.
+        known = self.heads if self.connection is raw else {}
+        if len(known) + len(heads) > CACHED_HEADS:
+            known = {}
+        known.update(heads)
+        self.connection = raw
+        self.data_version = data_version
+        self.next_position = next_position
+        self.heads = known
+
+    def forget(self) -> None:
+        """Drop everything remembered; the next group reads from the database."""
+        self.connection = None
+        self.data_version = -1
+        self.next_position = 0
+        self.heads = {}
+
+
 def write_group(
-    raw: sqlite3.Connection, requests: Sequence[AppendRequest], *, atomic: bool
+    raw: sqlite3.Connection,
+    requests: Sequence[AppendRequest],
+    *,
+    atomic: bool,
+    cache: WriteCache | None = None,
 ) -> list[Outcome]:
     """Write a group in one transaction; see the module docstring."""
+    known = cache if cache is not None else WriteCache()
     try:
-        return _write(raw, requests, atomic=atomic, savepoints=False)
+        return _write(raw, requests, atomic=atomic, savepoints=False, cache=known)
     except _RowRefusedError:
-        return _write(raw, requests, atomic=atomic, savepoints=True)
+        return _write(raw, requests, atomic=atomic, savepoints=True, cache=known)
 
 
 def read_head(raw: sqlite3.Connection, stream_id: UUID) -> tuple[int, bytes]:
@@ -101,17 +178,19 @@ def _lookup(raw: sqlite3.Connection, key: str) -> Replayed | None:
     return Replayed(UUID(found[0]), int(found[1]), int(found[2]), positions)
 
 
-def _write(  # noqa: C901 - the group's plan, kept in one place
+def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one place
     raw: sqlite3.Connection,
     requests: Sequence[AppendRequest],
     *,
     atomic: bool,
     savepoints: bool,
+    cache: WriteCache,
 ) -> list[Outcome]:
     results: list[Outcome] = []
     raw.execute("BEGIN IMMEDIATE")
+    committed = False
     try:
-        next_position = int(raw.execute(_MAX_ROWID).fetchone()[0] or 0) + 1
+        data_version, next_position, known = cache.start(raw)
         heads: dict[UUID, tuple[int, bytes]] = {}
         keys: dict[str, Replayed] = {}
         rows: list[Row] = []
@@ -123,8 +202,9 @@ def _write(  # noqa: C901 - the group's plan, kept in one place
                 if replay is not None:
                     results.append(replay)
                     continue
-            head = heads.get(request.stream_id) or read_head(raw, request.stream_id)
-            heads[request.stream_id] = head
+            stream = request.stream_id
+            head = heads.get(stream) or known.get(stream) or read_head(raw, stream)
+            heads[stream] = head
             if head[0] != request.expected_version:
                 results.append(Conflict(head[0]))
                 continue
@@ -132,8 +212,8 @@ def _write(  # noqa: C901 - the group's plan, kept in one place
             positions = tuple(range(next_position, next_position + len(mine)))
             key_row = _key_row(request, positions)
             if savepoints and not _insert_savepoint(raw, mine, key_row):
-                found = read_head(raw, request.stream_id)
-                heads[request.stream_id] = found
+                found = read_head(raw, stream)
+                heads[stream] = found
                 results.append(Conflict(found[0]))
                 continue
             rows.extend(mine)
@@ -142,7 +222,7 @@ def _write(  # noqa: C901 - the group's plan, kept in one place
                 keys[key_row[0]] = _replayed(request, positions)
             results.append(positions)
             next_position += len(mine)
-            heads[request.stream_id] = (head[0] + len(mine), prev)
+            heads[stream] = (head[0] + len(mine), prev)
         if not savepoints:
             try:
                 raw.executemany(_INSERT, rows)
@@ -150,30 +230,40 @@ def _write(  # noqa: C901 - the group's plan, kept in one place
                     raw.executemany(_KEY_INSERT, key_rows)
             except sqlite3.IntegrityError as e:
                 raise _RowRefusedError from e
-        return _commit(raw, results, next_position - 1, atomic=atomic)
+        out = _commit(raw, results, atomic=atomic)
+        committed = not (atomic and any(isinstance(r, Conflict) for r in results))
     except BaseException:
+        cache.forget()
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
+    if committed:
+        cache.remember(raw, data_version, next_position, heads)
+    else:
+        cache.forget()
+    return out
 
 
 def _chain(
     request: AppendRequest, first_position: int, prev: bytes
 ) -> tuple[list[Row], bytes]:
-    stream_hex = request.stream_id.hex
+    stream_id = request.stream_id
+    stream_hex = stream_id.hex
     out: list[Row] = []
     position = first_position
     for row in request.rows:
+        version = row.originator_version
+        topic = row.topic
         state, link = chain_state(
             row.state,
-            request.stream_id,
-            version=row.originator_version,
+            stream_id,
+            version=version,
             position=position,
-            topic=row.topic,
+            topic=topic,
             prev=prev,
         )
         prev = link[:16]
-        out.append((stream_hex, row.originator_version, row.topic, state))
+        out.append((position, stream_hex, version, topic, state))
         position += 1
     return out, prev
 
@@ -217,16 +307,13 @@ def _insert_savepoint(
 
 
 def _commit(
-    raw: sqlite3.Connection, results: list[Outcome], last_position: int, *, atomic: bool
+    raw: sqlite3.Connection, results: list[Outcome], *, atomic: bool
 ) -> list[Outcome]:
     if atomic and any(isinstance(r, Conflict) for r in results):
         # All or nothing: one conflict abandons the whole group.
         raw.execute("ROLLBACK")
         return [r if isinstance(r, Conflict) else () for r in results]
-    # No deletes and a single writer: rowids are max+1 in order. Check it.
-    last = int(raw.execute(_MAX_ROWID).fetchone()[0] or 0)
-    if last != last_position:
-        msg = f"turnledger: expected the last position {last_position}, found {last}"
-        raise sqlite3.IntegrityError(msg)
+    # Every row went in at the position its link covers (explicit rowids): no
+    # read-back is needed to know the positions are right.
     raw.execute("COMMIT")
     return results
