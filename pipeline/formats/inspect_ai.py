@@ -17,7 +17,9 @@ more than :data:`MAX_SAMPLES` samples or whose samples declare more than
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
+import zlib
 from typing import TYPE_CHECKING
 
 from turnledger.pipeline.formats._common import (
@@ -48,6 +50,19 @@ MAX_SAMPLES = 100_000
 """The most ``samples/*.json`` members a ``.eval`` archive may have."""
 MAX_UNPACKED_BYTES = DEFAULT_MAX_INPUT_BYTES
 """The most bytes its samples may unpack to (the bound on an input file)."""
+
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    zlib.error,
+    lzma.LZMAError,
+    NotImplementedError,  # a compression method zipfile does not implement
+    RuntimeError,  # an encrypted member
+)
+"""What reading a damaged or unusual archive raises (all become refusals)."""
 
 _LOG_ENTRIES = frozenset({"header.json", "_journal/start.json"})
 """Entries one of which every ``.eval`` archive has."""
@@ -89,7 +104,7 @@ def _json_samples(data: bytes) -> list[object]:
 def _zip_samples(data: bytes) -> list[object]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+    except _UNREADABLE as error:
         msg = f"Expected {EXPECTED}, found an archive that cannot be read: {error}"
         raise TranscriptError(msg) from error
     with archive:
@@ -106,7 +121,7 @@ def _zip_samples(data: bytes) -> list[object]:
         _check_unpacked([archive.getinfo(n) for n in names])
         try:
             raw = [archive.read(n) for n in names]
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+        except _UNREADABLE as error:
             msg = f"Expected {EXPECTED}, found an archive that cannot be read: {error}"
             raise TranscriptError(msg) from error
     try:

@@ -34,12 +34,15 @@ from agents.models.interface import Model
 from google.adk.events import Event
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 
+from tests.pipeline.test_formats_fuzz import FUZZ, _mutate, json_values, paths
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import (
     ParsedTranscript,
@@ -383,3 +386,118 @@ async def test_sqlite_session_items_read_as_responses_items(tmp_path):
 def _counts(parsed: ParsedTranscript) -> tuple[int, ...]:
     counts = count_pairing(parsed)
     return tuple(getattr(counts, key) for key in COUNTS)
+
+
+# --- Fuzz: each new reader, fed mutations of the real files -------------------
+
+FIXTURES = TRANSCRIPTS.parent
+NEW_READERS = ("har", "openhands", "adk", "inspect-ai", "openai-agents")
+_FOLDERS = {
+    "har": ["transcripts/har"],
+    "openhands": ["transcripts/openhands", "openhands"],
+    "adk": ["transcripts/adk"],
+    "inspect-ai": ["transcripts/inspect-ai", "inspect_ai"],
+    "openai-agents": ["transcripts/openai-agents", "openai_agents"],
+}
+
+
+def _documents(fmt: str) -> list[object]:
+    return [
+        json.loads(path.read_bytes())
+        for folder in _FOLDERS[fmt]
+        for path in sorted((FIXTURES / folder).glob("*"))
+        if path.suffix in {".json", ".har"}
+    ]
+
+
+DOCUMENTS = {fmt: _documents(fmt) for fmt in NEW_READERS}
+
+
+def _only_typed_errors(data: bytes, fmt: str) -> None:
+    for chosen in (fmt, "auto"):
+        try:
+            parsed = parse_transcript(data, format=chosen, path="fuzzed")
+        except TranscriptError:
+            continue
+        assert isinstance(parsed, ParsedTranscript)
+        count_pairing(parsed)
+
+
+def test_every_new_reader_has_real_documents_to_mutate():
+    """The fuzz below draws on the real files of every new reader."""
+    assert all(DOCUMENTS[fmt] for fmt in NEW_READERS), DOCUMENTS.keys()
+
+
+@pytest.mark.parametrize("fmt", NEW_READERS)
+@FUZZ
+@given(data=st.data(), where=paths, replacement=json_values, again=paths)
+def test_mutated_real_documents_give_only_typed_errors(
+    fmt: str,
+    data: st.DataObject,
+    where: list[int],
+    replacement: object,
+    again: list[int],
+):
+    """One or two nodes of a real file replaced: a transcript or a TranscriptError."""
+    document = data.draw(st.sampled_from(DOCUMENTS[fmt]))
+    mutated = _mutate(_mutate(document, where, replacement), again, replacement)
+    _only_typed_errors(json.dumps(mutated).encode(), fmt)
+
+
+OPENHANDS_EVENTS = json.loads(
+    (TRANSCRIPTS / "openhands/wrong_initial_state.json").read_bytes()
+)
+
+
+@FUZZ
+@given(
+    where=paths,
+    replacement=json_values,
+    cut=st.integers(0, 50_000),
+    noise=st.binary(max_size=6),
+)
+def test_mutated_openhands_json_lines_give_only_typed_errors(
+    where: list[int], replacement: object, cut: int, noise: bytes
+):
+    """A real trajectory as JSON Lines, one node replaced and bytes spliced in."""
+    events = _mutate(OPENHANDS_EVENTS, where, replacement)
+    values = events if isinstance(events, list) else [events]
+    lines = [json.dumps(event).encode() for event in values]
+    text = b"\n".join(lines)
+    at = cut % (len(text) + 1)
+    _only_typed_errors(text[:at] + noise + text[at + len(noise) :], "openhands")
+
+
+EVAL_LOG = (TRANSCRIPTS / "inspect-ai/log_message_deduplication.eval").read_bytes()
+
+
+def _rezipped(replace: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(EVAL_LOG)) as source,
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
+        for name in source.namelist():
+            target.writestr(name, replace.get(name, source.read(name)))
+    return buffer.getvalue()
+
+
+@FUZZ
+@given(where=paths, replacement=json_values)
+def test_mutated_eval_samples_give_only_typed_errors(
+    where: list[int], replacement: object
+):
+    """A real `.eval` whose sample has a node replaced, zipped again."""
+    with zipfile.ZipFile(io.BytesIO(EVAL_LOG)) as archive:
+        name = next(n for n in archive.namelist() if n.startswith("samples/"))
+        sample = json.loads(archive.read(name))
+    mutated = json.dumps(_mutate(sample, where, replacement)).encode()
+    _only_typed_errors(_rezipped({name: mutated}), "inspect-ai")
+
+
+@FUZZ
+@given(cut=st.integers(0, len(EVAL_LOG)), noise=st.binary(min_size=1, max_size=8))
+def test_byte_mutated_eval_archives_give_only_typed_errors(cut: int, noise: bytes):
+    """A real `.eval` with bytes overwritten anywhere (headers, data, directory)."""
+    data = EVAL_LOG[:cut] + noise + EVAL_LOG[cut + len(noise) :]
+    _only_typed_errors(data, "inspect-ai")
