@@ -45,7 +45,9 @@ def _totals_json(totals: CostTotals) -> dict[str, object]:
         "failures": totals.failures,
         "input_tokens": totals.input_tokens,
         "cached_input_tokens": totals.cached_input_tokens,
+        "cache_write_tokens": totals.cache_write_tokens,
         "output_tokens": totals.output_tokens,
+        "reasoning_tokens": totals.reasoning_tokens,
         "total_tokens": totals.total_tokens,
         "cost_usd": totals.cost_usd,
         "duration_ms": totals.duration_ms,
@@ -58,8 +60,10 @@ def cmd_costs(args: argparse.Namespace) -> int:
     Filters: --agent A, --session S (a session key), --since DATE (ISO, UTC when
     no zone is given); --by model|agent|session|day (default model). --json
     prints one object: ``by``, ``total`` and ``rows`` (``group`` plus calls,
-    failures, input_tokens, cached_input_tokens, output_tokens, total_tokens,
-    cost_usd, duration_ms), most costly first.
+    failures, input_tokens, cached_input_tokens, cache_write_tokens,
+    output_tokens, reasoning_tokens, total_tokens, cost_usd, duration_ms), most
+    costly first. Cached and cache-write tokens are parts of input_tokens,
+    reasoning tokens part of output_tokens.
 
     Example: turnledger costs --by day --since 2026-11-01 --json
     """

@@ -47,7 +47,7 @@ from turnledger.pipeline.config_layout import (
 )
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.inputs import InputFileError, read_input_text
-from turnledger.policies.pricing import ModelPrice
+from turnledger.policies.pricing import ModelPrice, PricingError, check_price
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
 from turnledger.policies.retention import (
     RecallTuning,
@@ -315,6 +315,7 @@ def validate(
             raise ConfigError(f"storage.{kind}: {e}") from None
     _check_recall(config.recall)
     _check_embedding(config)
+    _check_pricing(config)
     if not 0 <= config.memory.hygiene_hours <= 24 * 366:
         msg = (
             "memory.hygiene_hours: expected 0 (off) to 8784 hours, found "
@@ -322,6 +323,15 @@ def validate(
         )
         raise ConfigError(msg)
     return config
+
+
+def _check_pricing(config: Config) -> None:
+    """Every ``[pricing.<model>]`` rate finite and >= 0 (none silently zeroed)."""
+    for model, price in config.pricing.items():
+        try:
+            check_price(price)
+        except PricingError as e:
+            raise ConfigError(f"pricing.{model}.{e}") from None
 
 
 def _check_embedding(config: Config) -> None:

@@ -87,6 +87,8 @@ async def call_model(
         input_tokens=usage.input_tokens if usage else 0,
         output_tokens=usage.output_tokens if usage else 0,
         cached_input_tokens=usage.cached_input_tokens if usage else 0,
+        cache_write_tokens=usage.cache_write_tokens if usage else 0,
+        reasoning_tokens=usage.reasoning_tokens if usage else 0,
     )
     cost = price_usage(tokens, pricing).cost_usd if usage is not None else 0.0
     return ModelCall(
@@ -98,6 +100,8 @@ async def call_model(
             input_tokens=tokens.input_tokens,
             output_tokens=tokens.output_tokens,
             cached_input_tokens=tokens.cached_input_tokens,
+            cache_write_tokens=tokens.cache_write_tokens,
+            reasoning_tokens=tokens.reasoning_tokens,
             cost_usd=cost,
             duration_ms=(time.perf_counter() - started) * 1000,
             iteration=iteration,

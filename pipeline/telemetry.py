@@ -8,8 +8,12 @@ position it came from (``turnledger.ledger.position``, ``turnledger.ledger.strea
   ``gen_ai.agent.name``, ``gen_ai.conversation.id`` = the session key);
 - a ``model.called`` event is a ``chat {model}`` client span, a child of its turn
   (``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
-  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``, ``error.type``
-  for a failed call), lasting the call's recorded duration;
+  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
+  ``gen_ai.usage.cache_read.input_tokens``,
+  ``gen_ai.usage.cache_creation.input_tokens``,
+  ``gen_ai.usage.reasoning.output_tokens`` (each 0 when the provider reported
+  none), ``error.type`` for a failed call), lasting the call's recorded
+  duration;
 - a ``tool_result.recorded`` event is an ``execute_tool {tool}`` span
   (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``).
 
@@ -142,7 +146,9 @@ class _Spans:
             "gen_ai.response.model": event.model,
             "gen_ai.usage.input_tokens": event.input_tokens,
             "gen_ai.usage.output_tokens": event.output_tokens,
-            "turnledger.usage.cached_input_tokens": event.cached_input_tokens,
+            "gen_ai.usage.cache_read.input_tokens": event.cached_input_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": event.cache_write_tokens,
+            "gen_ai.usage.reasoning.output_tokens": event.reasoning_tokens,
             "turnledger.cost_usd": event.cost_usd,
             **_linked(recorded),
         }

@@ -46,7 +46,10 @@ class CostTotals(msgspec.Struct, frozen=True, kw_only=True):
         failures: Calls that did not succeed.
         input_tokens: Prompt tokens, cached ones included.
         cached_input_tokens: Cached prompt tokens (each call's clamped to its input).
+        cache_write_tokens: Prompt tokens written to the cache (each call's
+            clamped to its input left after the cached ones).
         output_tokens: Completion tokens.
+        reasoning_tokens: Reasoning tokens (each call's clamped to its output).
         cost_usd: The summed cost the calls were recorded with.
         duration_ms: The summed call durations.
     """
@@ -58,6 +61,8 @@ class CostTotals(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int = 0
     cost_usd: float = 0.0
     duration_ms: float = 0.0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -92,18 +97,23 @@ def add_totals(left: CostTotals, right: CostTotals) -> CostTotals:
         output_tokens=left.output_tokens + right.output_tokens,
         cost_usd=left.cost_usd + right.cost_usd,
         duration_ms=left.duration_ms + right.duration_ms,
+        cache_write_tokens=left.cache_write_tokens + right.cache_write_tokens,
+        reasoning_tokens=left.reasoning_tokens + right.reasoning_tokens,
     )
 
 
 def _call_totals(call: ModelCalled) -> CostTotals:
+    cached = min(call.cached_input_tokens, call.input_tokens)
     return CostTotals(
         calls=1,
         failures=0 if call.success else 1,
         input_tokens=call.input_tokens,
-        cached_input_tokens=min(call.cached_input_tokens, call.input_tokens),
+        cached_input_tokens=cached,
         output_tokens=call.output_tokens,
         cost_usd=call.cost_usd,
         duration_ms=call.duration_ms,
+        cache_write_tokens=min(call.cache_write_tokens, call.input_tokens - cached),
+        reasoning_tokens=min(call.reasoning_tokens, call.output_tokens),
     )
 
 

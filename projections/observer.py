@@ -266,6 +266,8 @@ def _model_called(recorded: Recorded, event: ModelCalled) -> ObserverItem:
         "input_tokens": event.input_tokens,
         "output_tokens": event.output_tokens,
         "cached_input_tokens": event.cached_input_tokens,
+        "cache_write_tokens": event.cache_write_tokens,
+        "reasoning_tokens": event.reasoning_tokens,
         "cost_usd": event.cost_usd,
         "duration_ms": event.duration_ms,
     }

@@ -9,7 +9,10 @@ blocks (``thinking``, server tools) are skipped.
 
 Usage is normalised to the neutral meaning, where input tokens include cached
 ones: ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``
-is the input, ``cache_read_input_tokens`` the cached part.
+is the input, ``cache_read_input_tokens`` the cached part and
+``cache_creation_input_tokens`` the cache-write part. The Messages API does not
+report reasoning (thinking) tokens apart from ``output_tokens``, so the
+reasoning count stays 0 and thinking is priced at the output rate.
 
 The API key is sent as ``x-api-key`` and never appears in an error message or a
 repr.
@@ -151,6 +154,7 @@ def _usage(usage: _WireUsage | None) -> Usage | None:
         input_tokens=(usage.input_tokens or 0) + cached + written,
         output_tokens=usage.output_tokens or 0,
         cached_input_tokens=cached,
+        cache_write_tokens=written,
     )
 
 

@@ -52,11 +52,21 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token usage a provider reported."""
+    """Token usage a provider reported, in the neutral meaning.
+
+    Attributes:
+        input_tokens: The whole prompt, cache reads and writes included.
+        output_tokens: The whole completion, reasoning included.
+        cached_input_tokens: The part of the input read from the prompt cache.
+        cache_write_tokens: The part of the input written to the prompt cache.
+        reasoning_tokens: The part of the output spent on reasoning.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class ChatResponse(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,8 +3,12 @@
 The request body is ``{"model", "messages", "tools"?, "max_tokens"?,
 "temperature"?}`` with the messages rendered by
 :func:`pipeline.export.to_openai_chat`. The answer is read from
-``choices[0].message``; usage from ``usage.prompt_tokens`` (cached ones
-included), ``completion_tokens`` and ``prompt_tokens_details.cached_tokens``.
+``choices[0].message``; usage from ``usage.prompt_tokens`` (cache reads and
+writes included), ``completion_tokens`` (reasoning included),
+``prompt_tokens_details.cached_tokens`` (cache reads),
+``prompt_tokens_details.cache_write_tokens`` (cache writes, as OpenRouter
+reports them; OpenAI reports none) and
+``completion_tokens_details.reasoning_tokens``.
 
 The API key is sent as ``Authorization: Bearer`` and never appears in an error
 message or a repr: every error text goes through the provider's redactor (the
@@ -106,12 +110,18 @@ class _Choice(msgspec.Struct, frozen=True):
 
 class _PromptDetails(msgspec.Struct, frozen=True):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, frozen=True):
+    reasoning_tokens: int | None = None
 
 
 class _WireUsage(msgspec.Struct, frozen=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Completion(msgspec.Struct, frozen=True):
@@ -178,11 +188,14 @@ def _tool_call(call: _WireToolCall) -> ToolCall:
 def _usage(usage: _WireUsage | None) -> Usage | None:
     if usage is None:
         return None
-    details = usage.prompt_tokens_details
+    prompt = usage.prompt_tokens_details or _PromptDetails()
+    completion = usage.completion_tokens_details or _CompletionDetails()
     return Usage(
         input_tokens=usage.prompt_tokens or 0,
         output_tokens=usage.completion_tokens or 0,
-        cached_input_tokens=(details.cached_tokens or 0) if details else 0,
+        cached_input_tokens=prompt.cached_tokens or 0,
+        cache_write_tokens=prompt.cache_write_tokens or 0,
+        reasoning_tokens=completion.reasoning_tokens or 0,
     )
 
 

@@ -25,7 +25,9 @@ Script files (:meth:`ScriptedProvider.from_file`) are TOML (``.toml``) or JSON
     [steps.usage]                   # optional
     input_tokens = 120
     output_tokens = 14
-    cached_input_tokens = 0
+    cached_input_tokens = 0         # optional, like the two below
+    cache_write_tokens = 0
+    reasoning_tokens = 0
 
     [[steps]]                       # a failure
     error = "context_overflow"      # an ErrorKind
@@ -240,6 +242,8 @@ class _UsageSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class _StepSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

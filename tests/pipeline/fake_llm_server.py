@@ -63,8 +63,16 @@ ANTHROPIC_PATH = "/v1/messages"
 SLOW_SECONDS = 5.0
 """How long a :func:`slow` reply waits by default (cut short when the server stops)."""
 
-UsageTuple: TypeAlias = tuple[int, int] | tuple[int, int, int]
-"""``(input, output[, cached])`` in the wire format's own fields."""
+UsageTuple: TypeAlias = (
+    tuple[int, int] | tuple[int, int, int] | tuple[int, int, int, int]
+)
+"""``(input, output[, cached[, fourth]])`` in the wire format's own fields.
+
+The fourth count is ``completion_tokens_details.reasoning_tokens`` on the OpenAI
+wire and ``cache_creation_input_tokens`` on the Anthropic one. For cache writes
+on the OpenAI wire (OpenRouter's ``prompt_tokens_details.cache_write_tokens``)
+use :func:`openai_usage_details`.
+"""
 
 
 @dataclass(frozen=True)
@@ -122,15 +130,35 @@ _ids = itertools.count(1)
 
 
 def _openai_usage(usage: UsageTuple) -> dict[str, Any]:
-    prompt, completion, *cached = usage
+    prompt, completion, *details = usage
     wire: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
-    if cached:
-        wire["prompt_tokens_details"] = {"cached_tokens": cached[0]}
+    if details:
+        wire["prompt_tokens_details"] = {"cached_tokens": details[0]}
+    if len(details) > 1:
+        wire["completion_tokens_details"] = {"reasoning_tokens": details[1]}
     return wire
+
+
+def openai_usage_details(
+    text: str,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    prompt_tokens_details: Mapping[str, int] | None = None,
+    completion_tokens_details: Mapping[str, int] | None = None,
+) -> Reply:
+    """A Chat Completions text answer whose usage details are given field by field."""
+    reply = openai_text(text, usage=(prompt_tokens, completion_tokens))
+    usage = reply.body["usage"]
+    if prompt_tokens_details is not None:
+        usage["prompt_tokens_details"] = dict(prompt_tokens_details)
+    if completion_tokens_details is not None:
+        usage["completion_tokens_details"] = dict(completion_tokens_details)
+    return reply
 
 
 def _openai_completion(
@@ -223,12 +251,12 @@ def openai_context_overflow() -> Reply:
 
 
 def _anthropic_usage(usage: UsageTuple) -> dict[str, Any]:
-    input_tokens, output_tokens, *cached = usage
+    input_tokens, output_tokens, *cache = usage
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached[0] if cached else 0,
+        "cache_creation_input_tokens": cache[1] if len(cache) > 1 else 0,
+        "cache_read_input_tokens": cache[0] if cache else 0,
     }
 
 

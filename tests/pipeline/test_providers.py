@@ -23,6 +23,7 @@ from tests.pipeline.fake_llm_server import (
     openai_error,
     openai_text,
     openai_tool_calls,
+    openai_usage_details,
     slow,
 )
 from turnledger.pipeline.providers.anthropic import AnthropicProvider, messages_url
@@ -565,6 +566,48 @@ def test_messages_url_rule(base, endpoint):
     assert messages_url(base) == endpoint
 
 
+async def test_openai_reasoning_tokens_are_read(openai, llm_server):
+    """completion_tokens_details.reasoning_tokens is the reasoning part of the output."""
+    llm_server.queue_openai(openai_text("Friday.", usage=(1200, 500, 1024, 448)))
+    assert (await openai.complete(HELLO)).usage == Usage(
+        input_tokens=1200,
+        output_tokens=500,
+        cached_input_tokens=1024,
+        reasoning_tokens=448,
+    )
+
+
+async def test_openai_cache_writes_are_read_openrouter_style(openai, llm_server):
+    """prompt_tokens_details.cache_write_tokens (OpenRouter) is the cache-write part."""
+    llm_server.queue_openai(
+        openai_usage_details(
+            "ok",
+            prompt_tokens=194,
+            completion_tokens=2,
+            prompt_tokens_details={
+                "cached_tokens": 0,
+                "cache_write_tokens": 100,
+                "audio_tokens": 0,
+            },
+            completion_tokens_details={"reasoning_tokens": 0},
+        )
+    )
+    assert (await openai.complete(HELLO)).usage == Usage(
+        input_tokens=194, output_tokens=2, cache_write_tokens=100
+    )
+
+
+async def test_openai_null_usage_details_read_as_zero(openai, llm_server):
+    """Servers that send null details (vLLM, llama.cpp) report no cache or reasoning."""
+    reply = openai_text("ok", usage=(10, 2))
+    reply.body["usage"]["prompt_tokens_details"] = None
+    reply.body["usage"]["completion_tokens_details"] = None
+    llm_server.queue_openai(reply)
+    assert (await openai.complete(HELLO)).usage == Usage(
+        input_tokens=10, output_tokens=2
+    )
+
+
 # Anthropic: the answer.
 
 
@@ -604,8 +647,23 @@ async def test_anthropic_cache_writes_count_as_input(anthropic, llm_server):
     }
     llm_server.queue_anthropic(Reply(body=body))
     assert (await anthropic.complete(HELLO)).usage == Usage(
-        input_tokens=510, output_tokens=2, cached_input_tokens=0
+        input_tokens=510, output_tokens=2, cached_input_tokens=0, cache_write_tokens=500
     )
+
+
+async def test_anthropic_cache_reads_and_writes_are_both_reported(
+    anthropic, llm_server
+):
+    """A call that reads 900 cached tokens and writes 400 reports both parts."""
+    llm_server.queue_anthropic(anthropic_text("ok", usage=(100, 30, 900, 400)))
+    assert (await anthropic.complete(HELLO)).usage == Usage(
+        input_tokens=1400,
+        output_tokens=30,
+        cached_input_tokens=900,
+        cache_write_tokens=400,
+        reasoning_tokens=0,
+    )
+    assert llm_server.requests[-1].route == "anthropic"  # over a real socket
 
 
 async def test_anthropic_skips_blocks_it_does_not_model(anthropic, llm_server):
@@ -914,6 +972,8 @@ arguments = '{"tz": "UTC"}'
 input_tokens = 120
 output_tokens = 14
 cached_input_tokens = 100
+cache_write_tokens = 20
+reasoning_tokens = 9
 
 [[steps]]
 error = "context_overflow"
@@ -941,7 +1001,13 @@ def script_steps():
                 ),
                 ToolCall(id="call_clock", name="clock", arguments='{"tz": "UTC"}'),
             ),
-            usage=Usage(input_tokens=120, output_tokens=14, cached_input_tokens=100),
+            usage=Usage(
+                input_tokens=120,
+                output_tokens=14,
+                cached_input_tokens=100,
+                cache_write_tokens=20,
+                reasoning_tokens=9,
+            ),
             model="scripted-demo",
             finish_reason="tool_calls",
         ),

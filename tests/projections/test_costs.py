@@ -243,6 +243,8 @@ cost_events = st.one_of(
         input_tokens=tokens,
         output_tokens=tokens,
         cached_input_tokens=tokens,
+        cache_write_tokens=tokens,
+        reasoning_tokens=tokens,
         cost_usd=money,
         duration_ms=money,
         success=st.booleans(),
@@ -316,6 +318,60 @@ def test_every_dimension_accounts_for_every_call(records):
     calls = sum(isinstance(r.event, ModelCalled) for r in records)
     for by in ("model", "agent", "session", "day", "month"):
         assert sum(t.calls for t in totals(states, by).values()) == calls
+
+
+def test_cache_write_and_reasoning_tokens_are_summed_and_clamped():
+    """Cache writes fit in the input left after cache reads, reasoning in the output."""
+    states = fold(
+        COST_RECORDS,
+        recorded(
+            (S1, SessionOpened(agent="alice", session_key="k1"), JAN_31_LATE),
+            (
+                S1,
+                call(
+                    input_tokens=1000,
+                    cached_input_tokens=600,
+                    cache_write_tokens=300,
+                    output_tokens=50,
+                    reasoning_tokens=40,
+                ),
+                JAN_31_LATE,
+            ),
+            (
+                S1,
+                call(
+                    input_tokens=100,
+                    cached_input_tokens=80,
+                    cache_write_tokens=50,  # only 20 left after the reads
+                    output_tokens=5,
+                    reasoning_tokens=9,  # clamped to the output
+                ),
+                JAN_31_LATE,
+            ),
+        ),
+    )
+    m1 = totals(states, "model")["m1"]
+    assert (m1.cached_input_tokens, m1.cache_write_tokens) == (680, 320)
+    assert (m1.output_tokens, m1.reasoning_tokens) == (55, 45)
+    assert totals(states, "agent")["alice"] == m1
+
+
+def test_states_stored_before_the_new_counts_decode_as_zero():
+    """A cost state written before cache writes and reasoning existed reads as 0."""
+    old = b'{"totals":{"calls":1,"input_tokens":5,"cost_usd":0.5},"agent":"a"}'
+    bucket = msgspec.json.decode(old, type=CostBucket)
+    assert (bucket.totals.cache_write_tokens, bucket.totals.reasoning_tokens) == (0, 0)
+    assert bucket.totals.input_tokens == 5
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=cost_ledgers())
+def test_token_parts_never_exceed_their_whole(records):
+    """In every total, cached + cache-write <= input and reasoning <= output."""
+    for state in fold(COST_RECORDS, records).values():
+        t = state.totals
+        assert t.cached_input_tokens + t.cache_write_tokens <= t.input_tokens
+        assert t.reasoning_tokens <= t.output_tokens
 
 
 def test_runner_live_catch_up_equals_rebuild(tmp_path):

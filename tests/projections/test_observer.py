@@ -123,6 +123,8 @@ def a_turn(leak=LEAK):
             model="gpt-x",
             input_tokens=25,
             output_tokens=5,
+            cache_write_tokens=20,
+            reasoning_tokens=3,
             cost_usd=0.01,
             duration_ms=120.0,
         ),
@@ -322,6 +324,8 @@ def test_items_render_as_structlog_events():
         "input_tokens": 25,
         "output_tokens": 5,
         "cached_input_tokens": 0,
+        "cache_write_tokens": 20,
+        "reasoning_tokens": 3,
         "cost_usd": 0.01,
         "duration_ms": 120.0,
     }
