@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from agents import (
     Agent,
     ModelResponse,
@@ -42,6 +43,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from tests.conftest import CORPUS, IN_CI
 from tests.pipeline.test_formats_fuzz import FUZZ, _mutate, json_values, paths
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import (
@@ -501,3 +503,90 @@ def test_byte_mutated_eval_archives_give_only_typed_errors(cut: int, noise: byte
     """A real `.eval` with bytes overwritten anywhere (headers, data, directory)."""
     data = EVAL_LOG[:cut] + noise + EVAL_LOG[cut + len(noise) :]
     _only_typed_errors(data, "inspect-ai")
+
+
+# --- HAR reads bodies as cassettes do; import and export ----------------------
+
+CORPUS_CASSETTES = sorted((CORPUS / "pydantic-ai").glob("*.yaml"))
+
+
+def _har_text(body: object) -> dict[str, str]:
+    """A cassette body as HAR `text` (bytes as base64, objects as JSON)."""
+    if isinstance(body, dict) and "string" in body:
+        body = body["string"]
+    if isinstance(body, bytes):
+        return {"text": base64.b64encode(body).decode(), "encoding": "base64"}
+    if isinstance(body, str):
+        return {"text": body}
+    return {"text": json.dumps(body)}
+
+
+def _har_headers(headers: object) -> list[dict[str, str]]:
+    return [
+        {"name": str(name), "value": str(one)}
+        for name, value in (headers or {}).items()  # type: ignore[attr-defined]
+        for one in (value if isinstance(value, list) else [value])
+    ]
+
+
+def _cassette_as_har(cassette: dict[str, object]) -> bytes:
+    entries = []
+    for interaction in cassette["interactions"]:  # type: ignore[attr-defined]
+        request, response = interaction["request"], interaction["response"]
+        body = request.get("parsed_body", request.get("body"))
+        content = response.get("parsed_body", response.get("body"))
+        entries.append(
+            {
+                "request": {
+                    "method": request.get("method", ""),
+                    "url": request.get("uri", ""),
+                    "headers": _har_headers(request.get("headers")),
+                    "postData": _har_text(body) if body is not None else {},
+                },
+                "response": {
+                    "status": (response.get("status") or {}).get("code", 200),
+                    "headers": _har_headers(response.get("headers")),
+                    "content": _har_text(content) if content is not None else {},
+                },
+            }
+        )
+    return json.dumps({"log": {"version": "1.2", "entries": entries}}).encode()
+
+
+@pytest.mark.skipif(not CORPUS_CASSETTES and not IN_CI, reason="no corpus")
+def test_har_reads_every_corpus_cassette_as_the_cassette_reader_does():
+    """The 45 real cassettes as HAR (gzip as base64, SSE as text): same messages."""
+    assert len(CORPUS_CASSETTES) == 45
+    for path in CORPUS_CASSETTES:
+        cassette = yaml.safe_load(path.read_bytes())
+        har = parse_transcript(_cassette_as_har(cassette), path="recording.har")
+        assert har.format == "har", path.name
+        direct = read_transcript(path, format="cassette")
+        assert [c.messages for c in har.conversations] == [
+            c.messages for c in direct.conversations
+        ], path.name
+        assert count_pairing(har) == count_pairing(direct), path.name
+        assert [c.api for c in har.conversations] == [
+            c.api for c in direct.conversations
+        ]
+
+
+def test_import_a_har_then_export_keeps_the_call_and_its_result(capsys, tmp_path):
+    """import writes one session; its openai-chat export has the call and result."""
+    db = str(tmp_path / "ledger.db")
+    code, out, err = run(capsys, "--db", db, "import", str(LIST_FILES), "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["format"] == "har"
+    (session,) = report["sessions"]
+    code, out, _ = run(
+        capsys, "--db", db, "export", session["session"], "--format", "openai-chat"
+    )
+    assert code == 0
+    messages = json.loads(out)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["tool_calls"][0]["id"] == "call_QGrPTwIBYpTYdRJWISkx7Njt"
+    assert messages[2]["tool_call_id"] == "call_QGrPTwIBYpTYdRJWISkx7Njt"
+    code, out, _ = run(capsys, "--db", db, "audit", session["session"], "--json")
+    assert code == 0
+    assert json.loads(out)["unpaired_calls"] == 0
