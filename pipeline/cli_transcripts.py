@@ -45,7 +45,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Import a transcript file into the ledger: one session per conversation.
 
     Formats: auto (detected), openai-chat, openai-responses, anthropic, gemini,
-    langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents. System
+    langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents,
+    inspect-ai (.json or zipped .eval), openhands, har. System
     and developer messages are kept (system_prompt.set). Unknown item types are
     skipped and counted; malformed lines are reported with their line numbers; with
     auto, a file whose detected reader recognised too little is refused (exit 2,

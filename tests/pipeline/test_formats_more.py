@@ -46,7 +46,9 @@ from openai.types.responses import (
 from tests.conftest import CORPUS, IN_CI
 from tests.pipeline.test_formats_fuzz import FUZZ, _mutate, json_values, paths
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.cli_transcripts import cmd_import
 from turnledger.pipeline.formats import (
+    FORMAT_NAMES,
     ParsedTranscript,
     TranscriptError,
     count_pairing,
@@ -590,3 +592,10 @@ def test_import_a_har_then_export_keeps_the_call_and_its_result(capsys, tmp_path
     code, out, _ = run(capsys, "--db", db, "audit", session["session"], "--json")
     assert code == 0
     assert json.loads(out)["unpaired_calls"] == 0
+
+
+def test_import_help_names_every_format():
+    """`turnledger import --help`'s text (not only the choices) names each reader."""
+    text = " ".join((cmd_import.__doc__ or "").split())
+    for name in FORMAT_NAMES:
+        assert f" {name}" in text, name
