@@ -24,6 +24,7 @@ from turnledger.projections.memory.embedders import (
     EmbeddingIdentity,
     NoEmbedder,
 )
+from turnledger.projections.memory.errors import MemoryStoreError
 from turnledger.projections.memory.postgres import (
     PostgresMemory,
     query_words,
@@ -313,7 +314,7 @@ def test_apply_is_one_transaction(keyword_memory):
             event=MemoryStored(agent="alice", key=f"k{position}", content=content),
         )
 
-    with pytest.raises(psycopg.DataError):
+    with pytest.raises(MemoryStoreError, match="NUL"):
         keyword_memory.apply([rec(1, "fine"), rec(2, "nul \x00 byte")], 2)
     assert keyword_memory.applied_position() == 0
     assert keyword_memory.count(agents=["alice"]) == 0
