@@ -69,7 +69,7 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
     reasoning_tokens: int = 0
 
 
-class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
+class ModelPrice(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The rates of one model, in USD per million tokens.
 
     Attributes:
