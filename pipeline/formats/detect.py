@@ -158,6 +158,8 @@ def _detect_lines(body: bytes) -> tuple[FormatName, ...]:
 
 def _line_vote(record: JSONObject) -> tuple[FormatName, int] | None:
     """The format one line points to and how strongly (3: a conversation line)."""
+    if is_openhands_event(record):
+        return "openhands", 3
     kind = get_str(record, "type")
     if kind in CODEX_RECORDS and "payload" in record:
         return "codex", 3 if kind == "response_item" else 1
@@ -250,11 +252,20 @@ def _decided_by_key(obj: JSONObject) -> FormatName | None:
         return "claude-code"
     if is_har(obj):
         return "har"
+    if _is_event_history(obj):
+        return "openhands"
     if is_run_state(obj):
         return "openai-agents"
     if is_eval_log(obj):
         return "inspect-ai"
     return None
+
+
+def _is_event_history(obj: JSONObject) -> bool:
+    """Whether most of an object's ``history`` are OpenHands events (an eval record)."""
+    history = as_list(obj.get("history")) or []
+    events = [item for value in history if (item := as_object(value)) is not None]
+    return sum(1 for item in events if is_openhands_event(item)) * 2 > len(history) > 0
 
 
 def _envelope(obj: JSONObject, key: str) -> bool:

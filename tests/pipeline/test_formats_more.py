@@ -599,3 +599,17 @@ def test_import_help_names_every_format():
     text = " ".join((cmd_import.__doc__ or "").split())
     for name in FORMAT_NAMES:
         assert f" {name}" in text, name
+
+
+@pytest.mark.parametrize("shape", ["json lines", "history record"])
+def test_openhands_json_lines_and_history_records_are_detected(shape):
+    """The real trajectory as JSON Lines, or as an evaluation record's `history`."""
+    if shape == "json lines":
+        data = b"\n".join(json.dumps(event).encode() for event in OPENHANDS_EVENTS)
+    else:
+        data = json.dumps({"instance_id": "x", "history": OPENHANDS_EVENTS}).encode()
+    parsed = parse_transcript(data, path="trajectory")
+    direct = read_transcript(TRANSCRIPTS / "openhands/wrong_initial_state.json")
+    assert parsed.format == "openhands"
+    assert parsed.conversations[0].messages == direct.conversations[0].messages
+    assert _counts(parsed) == (1, 4, 3, 1, 0)
