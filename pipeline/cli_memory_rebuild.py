@@ -32,6 +32,10 @@ from turnledger.ledger.ids import memory_stream_id
 from turnledger.pipeline.cli_common import UsageError, print_json
 from turnledger.pipeline.config import Config, StorageConfig
 from turnledger.pipeline.memory_service import MemoryService
+from turnledger.projections.memory.errors import (
+    MemoryStoreError,
+    translate_memory_error,
+)
 from turnledger.projections.memory.protocol import MemoryBackend
 from turnledger.projections.memory.shred import FORGOTTEN
 
@@ -72,8 +76,9 @@ def _open(fresh: MemoryService, agent: str, kind: str) -> MemoryBackend:
     """Build the store; one that cannot open or write is a usage error."""
     try:
         return fresh.backend(agent)
-    except (sqlite3.Error, OSError) as e:
-        msg = f"Expected a folder to rebuild into, found one that fails: {e}"
+    except (MemoryStoreError, OSError) as e:
+        detail = " ".join(str(e).split())
+        msg = f"Expected a folder to rebuild into, found one that fails: {detail}"
         raise UsageError(msg) from None
     except Exception as e:  # noqa: BLE001 - a driver's error becomes one usage line
         detail = " ".join(str(e).split())  # driver messages span lines
@@ -178,13 +183,22 @@ def _in_place(service: MemoryService, args: argparse.Namespace) -> tuple[int, st
 
 
 def _backup_sqlite(live: Path, backup: Path) -> None:
-    source = sqlite3.connect(live)
-    target = sqlite3.connect(backup)
+    """Copy the live store (a consistent snapshot); a driver error leaves typed."""
+    started = time.monotonic()
     try:
-        source.backup(target)
-    finally:
-        target.close()
-        source.close()
+        source = sqlite3.connect(live)
+        target = sqlite3.connect(backup)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+            source.close()
+    except sqlite3.Error as e:
+        store = f"sqlite memory store at {str(live)!r} (backup to {str(backup)!r})"
+        typed = translate_memory_error(
+            e, store=store, waited=time.monotonic() - started
+        )
+        raise typed or MemoryStoreError(str(e), store=store) from e
 
 
 def rebuild(service: MemoryService, args: argparse.Namespace) -> int:
