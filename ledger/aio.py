@@ -2,11 +2,15 @@
 
 Concurrent sessions call :meth:`AsyncLedger.append` from the event loop. Events are
 validated and encoded right there (an invalid event fails at once, with no thread
-hop); the encoded append is queued for the single writer thread. The writer drains
-everything queued, writes it in ONE transaction (a savepoint per append, so a
-version conflict fails only its own append) and acknowledges every caller only after
-that transaction's single commit. Each append therefore costs one thread hop: the
-acknowledgement back to the loop. Reads run in a worker thread (one hop each).
+hop); the encoded append joins the loop's current batch, which is handed to the
+single writer thread once per event-loop iteration (``call_soon``: the appends
+every task made in this iteration travel together, and an idle ledger waits for
+nothing but the end of the current iteration). The writer takes everything
+queued (up to ``max_group`` appends; what arrived while the previous commit's
+fsync ran included), writes it in ONE transaction (a savepoint per append, so a
+version conflict fails only its own append) and acknowledges every caller only
+after that transaction's single commit, with one wake-up per event loop. Reads
+run in a worker thread (one hop each).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections import deque
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Final, NamedTuple, Self
@@ -52,8 +57,10 @@ class AsyncLedger:
         self.max_group = max_group
         self.groups_committed = 0
         self.appends_committed = 0
-        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Job] | object] = queue.SimpleQueue()
+        self._batches: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         self._closed = False
+        self._stopping = False
         self._writer = threading.Thread(
             target=self._run, name="turnledger-writer", daemon=True
         )
@@ -87,8 +94,24 @@ class AsyncLedger:
         )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        self._queue.put(_Job(request, loop, future))
+        batch = self._batches.get(loop)
+        if batch is None:
+            batch = self._batches[loop] = []
+            loop.call_soon(self._flush, loop)
+        batch.append(_Job(request, loop, future))
         return await future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the loop's batch to the writer (runs on the loop, once per batch)."""
+        batch = self._batches.pop(loop, None)
+        if not batch:
+            return
+        if self._writer.is_alive() and not self._stopping:
+            self._queue.put(batch)
+            return
+        closed = LedgerError("Expected an open ledger, found it closed")
+        for job in batch:
+            _fail(job.future, closed)
 
     async def read_stream(
         self, stream_id: UUID, *, after: int = 0, until: int | None = None
@@ -111,6 +134,8 @@ class AsyncLedger:
         if self._closed:
             return
         self._closed = True
+        self._flush(asyncio.get_running_loop())  # appends already made go first
+        self._stopping = True
         self._queue.put(_STOP)
         await asyncio.to_thread(self._writer.join)
         if self.close_store:
@@ -128,23 +153,29 @@ class AsyncLedger:
         await self.aclose()
 
     def _run(self) -> None:
+        backlog: deque[_Job] = deque()
         stopping = False
-        while not stopping:
-            jobs: list[_Job] = []
-            item = self._queue.get()
-            while True:
-                if item is _STOP:
-                    stopping = True
-                elif isinstance(item, _Job):
-                    jobs.append(item)
-                if len(jobs) >= self.max_group:
-                    break
+        while not (stopping and not backlog):
+            if not backlog and not stopping:
+                stopping = self._take(self._queue.get(), backlog)
+            while len(backlog) < self.max_group and not stopping:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            if jobs:
-                self._commit(jobs)
+                stopping = self._take(item, backlog)
+            size = min(len(backlog), self.max_group)
+            if size:
+                self._commit([backlog.popleft() for _ in range(size)])
+
+    @staticmethod
+    def _take(item: object, backlog: deque[_Job]) -> bool:
+        """Add a queued batch to the backlog; whether the item was the stop mark."""
+        if item is _STOP:
+            return True
+        if isinstance(item, list):
+            backlog.extend(item)
+        return False
 
     def _commit(self, jobs: list[_Job]) -> None:
         try:

@@ -210,22 +210,38 @@ class MsgspecMapper(Mapper[UUID]):
             InvalidEventError: An event fails its type's schema.
         """
         rows: list[EncodedRow] = []
-        flags = FLAG_ENCRYPTED if self.cipher is not None else 0
-        headers: dict[type[Event], tuple[str, bytes]] = {}
-        for offset, event in enumerate(events):
+        cipher = self.cipher
+        flags = FLAG_ENCRYPTED if cipher is not None else 0
+        encode = _ENCODER.encode
+        # Per event type: its tag, header and validating decoder (the same
+        # checks, in the same order, as encode_body).
+        known: dict[type[Event], tuple[str, bytes, Callable[[bytes], Any]]] = {}
+        version = first_version
+        for event in events:
             event_type = type(event)
-            known = headers.get(event_type)
-            if known is None:
+            plan = known.get(event_type)
+            if plan is None:
                 tag = tag_of(event_type)
+                if _TYPES.get(tag) is not event_type:
+                    msg = (
+                        "Expected a registered ledger event, found "
+                        f"{event_type.__qualname__}"
+                    )
+                    raise InvalidEventError(msg)
                 header = _HEADER.pack(
                     FRAME_FORMAT, flags, event_type.SCHEMA_VERSION, at_us
                 )
-                known = (tag, header)
-                headers[event_type] = known
-            body = self.encode_body(event)
-            if self.cipher is not None:
-                body = self.cipher.encrypt(body)
-            rows.append(EncodedRow(first_version + offset, known[0], known[1] + body))
+                plan = known[event_type] = (tag, header, _DECODERS[tag].decode)
+            try:
+                body = encode(event)
+                plan[2](body)
+            except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
+                msg = f"Invalid {event_type.__name__} ({plan[0]}): {e}"
+                raise InvalidEventError(msg) from e
+            if cipher is not None:
+                body = cipher.encrypt(body)
+            rows.append(EncodedRow(version, plan[0], plan[1] + body))
+            version += 1
         return rows
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:

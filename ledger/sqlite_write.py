@@ -34,7 +34,7 @@ from turnledger.ledger.chain import (
     CHAIN_FORMAT,
     GENESIS,
     LINK_OFFSET,
-    chain_state,
+    chain_rows,
     head_link,
 )
 
@@ -247,25 +247,9 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
 def _chain(
     request: AppendRequest, first_position: int, prev: bytes
 ) -> tuple[list[Row], bytes]:
-    stream_id = request.stream_id
-    stream_hex = stream_id.hex
-    out: list[Row] = []
-    position = first_position
-    for row in request.rows:
-        version = row.originator_version
-        topic = row.topic
-        state, link = chain_state(
-            row.state,
-            stream_id,
-            version=version,
-            position=position,
-            topic=topic,
-            prev=prev,
-        )
-        prev = link[:16]
-        out.append((position, stream_hex, version, topic, state))
-        position += 1
-    return out, prev
+    return chain_rows(
+        request.rows, request.stream_id, request.stream_id.hex, first_position, prev
+    )
 
 
 def _key_row(request: AppendRequest, positions: tuple[int, ...]) -> KeyRow | None:
