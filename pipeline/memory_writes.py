@@ -24,6 +24,7 @@ from turnledger.pipeline.memory_catchup import MemoryCatchUp
 from turnledger.pipeline.memory_wiring import MemoryAccessError, StaleEntryError
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.scoping import check_forget
+from turnledger.projections.memory.errors import MemoryStoreError
 from turnledger.projections.memory.protocol import MemoryEntry, Unsupported
 
 
@@ -96,7 +97,10 @@ class MemoryWrites(MemoryCatchUp):
             return [event]
 
         written = append_decided(self.store, memory_stream_id(agent), decide)
-        return self._read_back(agent, key, written)
+        try:
+            return self._read_back(agent, key, written)
+        except MemoryStoreError as e:
+            raise _recorded_but(e, f"the store of {key!r}") from e
 
     def _read_back(
         self, agent: str, key: str, written: AppendResult | None
@@ -161,11 +165,18 @@ class MemoryWrites(MemoryCatchUp):
             return refusal[0]
         shredded = self._keys_exist()
         if shredded:
-            self.keys().destroy(agent=agent, memory_key=key)
-        self.backend(agent)
-        scrub = getattr(backend, "scrub", None)
-        if shredded and callable(scrub):
-            scrub()  # with shredding on, no copy may stay in the view's files
+            try:
+                self.keys().destroy(agent=agent, memory_key=key)
+            except MemoryStoreError as e:
+                what = f"the forget of {key!r} (its sealing key NOT yet destroyed)"
+                raise _recorded_but(e, what) from e
+        try:
+            self.backend(agent)
+            scrub = getattr(backend, "scrub", None)
+            if shredded and callable(scrub):
+                scrub()  # with shredding on, no copy may stay in the view's files
+        except MemoryStoreError as e:
+            raise _recorded_but(e, f"the forget of {key!r}") from e
         return True
 
     def forget_matching(
@@ -202,6 +213,15 @@ class MemoryWrites(MemoryCatchUp):
             if outcome:
                 done.append(key)
         return done
+
+
+def _recorded_but(error: MemoryStoreError, what: str) -> MemoryStoreError:
+    """The same typed error, saying the ledger already holds the write."""
+    return type(error)(
+        f"{what} is recorded in the ledger, but {error} (the memory store "
+        "catches up on its next use)",
+        store=error.store,
+    )
 
 
 def _as_stored(recorded: Recorded) -> MemoryEntry:

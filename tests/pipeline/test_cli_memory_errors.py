@@ -148,7 +148,9 @@ def test_killed_postgres_memory_connection_is_one_line(capsys, tmp_path, postgre
             f' FOR EACH ROW EXECUTE FUNCTION "{schema}".die()'
         )
         code, out, err = cli(capsys, "memory", "store", "--agent", "ops", "k", "v")
-        one_line_refusal(code, out, err, "postgres memory store")
+        one_line_refusal(
+            code, out, err, "'k' is recorded in the ledger", "postgres memory store"
+        )
         admin.execute(f'DROP TRIGGER die ON "{schema}"."{TABLE}"')
     # The ledger kept the write; the store catches up once it can.
     assert keys(capsys) == ["first", "k"]
