@@ -20,8 +20,8 @@ answering it carries the same ``tool_call_id``. That is what is counted:
   it, anywhere later in the stream (OpenHands pairs by that id: its
   conversation memory holds the call until the observation arrives).
 
-``message`` actions are user or assistant text; a ``system`` action is the
-system prompt. Actions and observations without ``tool_call_metadata``
+``message`` actions are user or assistant text (their ``image_urls`` are
+counted as skipped ``image_url``); a ``system`` action is the system prompt. Actions and observations without ``tool_call_metadata``
 (agent state changes, ``null`` observations, commands a user ran) are skipped
 and counted by type.
 
@@ -127,12 +127,17 @@ def _items(data: bytes, sink: Sink) -> Items:
 
 
 class _Builder:
-    """Turns events into messages, grouping the calls of one model response."""
+    """Turns events into messages, grouping the calls of one model response.
+
+    The actions of one ``model_response`` become one assistant message (as the
+    model sent them), even when OpenHands ran and observed the first before
+    recording the next.
+    """
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
         self.indexed: list[Indexed] = []
-        self._response: str | None = None
+        self._responses: dict[str, int] = {}
 
     def add(self, index: int, event: JSONObject) -> None:
         action = get_str(event, "action")
@@ -141,7 +146,6 @@ class _Builder:
         if action is not None and metadata is not None:
             self._call(index, event, metadata)
             return
-        self._response = None
         if observation is not None and metadata is not None:
             self._result(index, event, observation, metadata)
         elif action in {"message", "system"}:
@@ -158,6 +162,8 @@ class _Builder:
         content = args.get("content")
         text = text_of(content) if content is not None else ""
         text = text or get_str(event, "message") or ""
+        for _ in as_list(args.get("image_urls")) or []:
+            self._sink.skip("image_url")  # counted, as the other readers do
         if action == "system":
             self.indexed.append((index, make_message("system", text)))
             return
@@ -177,14 +183,16 @@ class _Builder:
             arguments=_arguments(message, call_id, event),
         )
         response_id = get_str(response, "id")
-        last = self.indexed[-1][1] if self.indexed else None
-        if response_id is not None and response_id == self._response and last:
+        position = self._responses.get(response_id or "")
+        if response_id is not None and position is not None:
+            first, earlier = self.indexed[position]
             grown = make_message(
-                "assistant", last.text, tool_calls=(*last.tool_calls, call)
+                "assistant", earlier.text, tool_calls=(*earlier.tool_calls, call)
             )
-            self.indexed[-1] = (self.indexed[-1][0], grown)
+            self.indexed[position] = (first, grown)
             return
-        self._response = response_id
+        if response_id is not None:
+            self._responses[response_id] = len(self.indexed)
         text = text_of(message.get("content")) if message.get("content") else ""
         self.indexed.append(
             (index, make_message("assistant", text, tool_calls=(call,)))

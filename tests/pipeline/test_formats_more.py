@@ -613,3 +613,22 @@ def test_openhands_json_lines_and_history_records_are_detected(shape):
     assert parsed.format == "openhands"
     assert parsed.conversations[0].messages == direct.conversations[0].messages
     assert _counts(parsed) == (1, 4, 3, 1, 0)
+
+
+def test_openhands_calls_of_one_model_response_are_one_assistant_message():
+    """Two actions of one response, each run and observed: one message, text once."""
+    events = json.loads(json.dumps(OPENHANDS_EVENTS))
+    first, second = [e for e in events if e.get("action") in {"read", "run"}][:2]
+    second["tool_call_metadata"]["model_response"]["id"] = first["tool_call_metadata"][
+        "model_response"
+    ]["id"]
+    events[0]["args"]["image_urls"] = ["data:image/png;base64,AAAA"]
+    parsed = parse_transcript(json.dumps(events).encode(), format="openhands")
+    messages = parsed.conversations[0].messages
+    assert [m.role for m in messages][:4] == ["user", "assistant", "tool", "tool"]
+    calls = messages[1].tool_calls
+    assert [c.name for c in calls] == ["str_replace_editor", "execute_bash"]
+    texts = [m.text for m in messages if m.role == "assistant" and m.text]
+    assert len(texts) == len(set(texts))
+    assert parsed.skipped == {"image_url": 1}
+    assert _counts(parsed) == (1, 4, 3, 1, 0)
