@@ -9,8 +9,13 @@ prompt) -> call the provider (usage and cost recorded) -> record the assistant
 message BEFORE any tool runs -> run the tools (bounded concurrency), bound and
 promote their results, record them -> repeat until a final answer or the
 iteration limit -> autosave through the gate -> turn completed. Each step is one
-atomic append; a context-overflow error triggers the reactive 2/3 trim and one
-retry, recorded as a trim.
+atomic append, keyed ``f"{turn_id}:{step}"`` (``started``, ``prompt-N``,
+``assistant-N``, ``results-N``, ``trim-N``, ``model-N.A``, ``failed``,
+``completed``; a repair is ``{interrupted turn}:repaired``): an append retried
+after a lost acknowledgement writes nothing twice (see
+:meth:`~turnledger.pipeline.session_cursor.SessionCursors.append`). A
+context-overflow error triggers the reactive 2/3 trim and one retry, recorded
+as a trim.
 
 The pieces live beside this loop: prompt assembly in
 :mod:`turnledger.pipeline.prompting`, the model call in
@@ -163,7 +168,7 @@ class TurnEngine:
             r.call_id for e in session.state.entries for r in e.message.tool_results
         }
         repair = repair_interrupted_turn(turn, calls, answered)
-        await self.sessions.append(session, repair)
+        await self.sessions.append(session, repair, step_key=f"{turn}:repaired")
         _log.warning("turn.repaired", turn_id=turn, synthesized=len(repair) - 1)
         return session
 
@@ -222,6 +227,7 @@ class TurnEngine:
                 ),
                 *media,
             ],
+            step_key=f"{turn_id}:started",
         )
         _log.info("turn.started", origin=origin, input_chars=len(user_input))
         recall = await self._recall(session, turn_id, user_input, origin)
@@ -238,6 +244,7 @@ class TurnEngine:
                             error=refusal_text(budget),
                         )
                     ],
+                    step_key=f"{turn_id}:failed",
                 )
                 _log.warning("turn.budget_exceeded", period=budget.period)
                 return _failed(session, turn_id, iteration, "budget_exceeded")
@@ -277,11 +284,15 @@ class TurnEngine:
                     stream_id=str(session.stream_id),
                 )
             # Committed BEFORE any tool runs: a crash never loses a side effect's call.
-            await self.sessions.append(session, [message])
+            await self.sessions.append(
+                session, [message], step_key=f"{turn_id}:assistant-{iteration}"
+            )
             results = await self.tools.run(
                 turn_id, calls, self._context(session, turn_id)
             )
-            await self.sessions.append(session, results)
+            await self.sessions.append(
+                session, results, step_key=f"{turn_id}:results-{iteration}"
+            )
         await self.sessions.append(
             session,
             [
@@ -291,6 +302,7 @@ class TurnEngine:
                     error=f"stopped after {limit} model calls",
                 )
             ],
+            step_key=f"{turn_id}:failed",
         )
         _log.warning("turn.iteration_limit", iterations=limit)
         return _failed(session, turn_id, limit, "iteration_limit")
@@ -340,7 +352,9 @@ class TurnEngine:
             memory_block=block,
             runtime=self.config.runtime,
         )
-        await self.sessions.append(session, prompt.events)
+        await self.sessions.append(
+            session, prompt.events, step_key=f"{turn_id}:prompt-{iteration}"
+        )
         messages = list(prompt.messages)
         try:
             return await self._complete(session, turn_id, iteration, messages)
@@ -362,10 +376,11 @@ class TurnEngine:
                         recovery.decision,
                     )
                 ],
+                step_key=f"{turn_id}:trim-{iteration}",
             )
         try:
             retried = list(recovery.decision.messages)
-            return await self._complete(session, turn_id, iteration, retried)
+            return await self._complete(session, turn_id, iteration, retried, attempt=1)
         except ProviderError as e:
             await self._provider_failed(session, turn_id, e)
             return None
@@ -376,6 +391,8 @@ class TurnEngine:
         turn_id: str,
         iteration: int,
         messages: list[Message],
+        *,
+        attempt: int = 0,
     ) -> ChatResponse:
         try:
             call = await call_model(
@@ -387,7 +404,11 @@ class TurnEngine:
                 iteration=iteration,
             )
         except ModelCallFailedError as failed:
-            await self.sessions.append(session, [failed.event])
+            await self.sessions.append(
+                session,
+                [failed.event],
+                step_key=f"{turn_id}:model-{iteration}.{attempt}",
+            )
             raise failed.error from None
         # Recorded together with the assistant message it produced (one commit).
         session.pending.append(call.event)
@@ -409,6 +430,7 @@ class TurnEngine:
                     error=summarize(scrub_text(f"{error.kind}: {error}")),
                 )
             ],
+            step_key=f"{turn_id}:failed",
         )
         _log.warning("turn.provider_error", kind=error.kind)
 
@@ -497,6 +519,7 @@ class TurnEngine:
                     duration_ms=(time.perf_counter() - started) * 1000,
                 ),
             ],
+            step_key=f"{turn_id}:completed",
         )
         _log.info("turn.completed", iterations=iteration + 1, autosaved=decision.save)
 

@@ -19,8 +19,14 @@ from uuid import UUID
 
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.codec import datetime_from_us, now_us
-from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.envelope import AppendResult, Recorded
+from turnledger.ledger.errors import (
+    ConcurrencyError,
+    LedgerFullError,
+    LedgerLockedError,
+    LedgerReadOnlyError,
+    StoreUnavailableError,
+)
 from turnledger.ledger.events import Event, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.policies.paths import sanitize_session_key
@@ -30,6 +36,15 @@ from turnledger.projections.queries import SessionHistories
 
 CACHED_SESSIONS: Final = 1024
 """How many session cursors an engine keeps between turns."""
+
+LOST_ACK_RETRIES: Final = 2
+"""How often a keyed append is retried after the database failed to answer."""
+
+LOST_ACK_PAUSE: Final = 0.05
+"""Seconds before the first such retry (then twice that, and so on)."""
+
+_NOT_WRITTEN: Final = (LedgerLockedError, LedgerFullError, LedgerReadOnlyError)
+"""Database failures that say nothing was written: never retried."""
 
 
 class SessionCursor:
@@ -92,25 +107,44 @@ class SessionCursors:
         self._remember(cursor)
         if cursor.version == 0:
             opened = SessionOpened(agent=agent, session_key=key, channel=channel)
-            await self.append(cursor, [opened])
+            await self.append(cursor, [opened], step_key=f"{stream}:opened")
         return cursor
 
-    async def append(self, cursor: SessionCursor, events: Sequence[Event]) -> None:
+    async def append(
+        self,
+        cursor: SessionCursor,
+        events: Sequence[Event],
+        *,
+        step_key: str | None = None,
+    ) -> None:
         """Append (pending events first) at the cursor's version and fold them in.
+
+        ``step_key`` is the append's idempotency key (the engine passes
+        ``f"{turn_id}:{step}"``). With one, an append the database failed to
+        acknowledge (a :class:`~turnledger.ledger.errors.StoreUnavailableError`:
+        it may or may not have committed) is retried with the same key, up to
+        :data:`LOST_ACK_RETRIES` times; a commit that did happen is returned by
+        the ledger, which writes nothing twice. A lock timeout, a full disk and
+        a read-only ledger say nothing was written and are not retried. A
+        retried or replayed append is read back from the stream, never folded
+        from what was sent.
 
         Raises:
             ConcurrencyError: Another writer moved the session; the cursor is
                 refreshed to the stream's head before the error propagates.
+            StoreUnavailableError: The database still failed after the retries.
         """
         batch = [*cursor.pending, *events]
         cursor.pending.clear()
         try:
-            result = await self.ledger.append(
-                cursor.stream_id, batch, expected_version=cursor.version
-            )
+            result, retried = await self._write(cursor, batch, step_key)
         except ConcurrencyError:
             await self._refresh(cursor)
             raise
+        if retried or result.first_version != cursor.version + 1:
+            # Replayed under its key: the ledger's record is the truth.
+            await self._refresh(cursor)
+            return
         now = datetime_from_us(now_us())
         recorded = [
             Recorded(
@@ -127,6 +161,29 @@ class SessionCursors:
         key = str(cursor.stream_id)
         cursor.state = fold(SESSION_HISTORY, recorded, {key: cursor.state})[key]
         cursor.version = result.last_version
+
+    async def _write(
+        self, cursor: SessionCursor, batch: list[Event], step_key: str | None
+    ) -> tuple[AppendResult, bool]:
+        """Append once, or again under the same key after a lost acknowledgement."""
+        attempt = 0
+        while True:
+            try:
+                result = await self.ledger.append(
+                    cursor.stream_id,
+                    batch,
+                    expected_version=cursor.version,
+                    idempotency_key=step_key,
+                )
+            except _NOT_WRITTEN:
+                raise  # the ledger knows nothing was written: nothing to retry
+            except StoreUnavailableError:
+                if step_key is None or attempt >= LOST_ACK_RETRIES:
+                    raise
+                attempt += 1
+                await asyncio.sleep(LOST_ACK_PAUSE * attempt)
+            else:
+                return result, attempt > 0
 
     async def _refresh(self, cursor: SessionCursor) -> None:
         """Fold what other writers appended after the cursor's version."""

@@ -64,11 +64,19 @@ class ReportingLedger(AsyncLedger):
     """The engine's ledger, saying ``append <version>`` once each append is durable."""
 
     async def append(
-        self, stream_id: uuid.UUID, events: Sequence[Event], *, expected_version: int
+        self,
+        stream_id: uuid.UUID,
+        events: Sequence[Event],
+        *,
+        expected_version: int,
+        idempotency_key: str | None = None,
     ) -> AppendResult:
         """Append, then report the new head version."""
         result = await super().append(
-            stream_id, events, expected_version=expected_version
+            stream_id,
+            events,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
         )
         say(f"append {result.last_version}")
         return result
