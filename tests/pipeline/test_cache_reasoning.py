@@ -9,12 +9,15 @@ pricing keys are validated when the configuration loads.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -26,11 +29,13 @@ from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import ConfigError, TelemetryConfig, parse_config
 from turnledger.pipeline.providers.anthropic import AnthropicProvider
-from turnledger.pipeline.providers.base import Provider
+from turnledger.pipeline.providers.base import ChatRequest, Provider, Usage
 from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
 from turnledger.pipeline.telemetry import export_run
+from turnledger.policies.messages import make_message
 
 API_KEY = "sk-test-cache-reasoning"
+HELLO = ChatRequest(messages=(make_message("user", "hello"),))
 
 PRICING = """
 [pricing.gpt-r]
@@ -193,6 +198,50 @@ async def test_counts_are_recorded_priced_and_reported(
     assert f'"reasoning_tokens": {case.counts["reasoning_tokens"]}' in out or (
         f'"reasoning_tokens":{case.counts["reasoning_tokens"]}' in out
     )
+
+
+counts = st.integers(min_value=0, max_value=10**9)
+
+
+def test_wire_counts_are_read_exactly_over_http() -> None:
+    """Any counts either wire reports arrive in the neutral meaning, none lost."""
+    with FakeLLMServer() as server:
+
+        async def ask(provider: Provider) -> Usage | None:
+            try:
+                return (await provider.complete(HELLO)).usage
+            finally:
+                await provider.aclose()
+
+        @settings(max_examples=25, deadline=None)
+        @given(fresh=counts, read=counts, written=counts, out=counts, thinking=counts)
+        def check(fresh: int, read: int, written: int, out: int, thinking: int) -> None:
+            server.queue_openai(
+                openai_text("ok", usage=(fresh + read, out + thinking, read, thinking))
+            )
+            openai = OpenAICompatibleProvider(
+                server.openai_base_url, "m", api_key=API_KEY, timeout=30.0
+            )
+            assert asyncio.run(ask(openai)) == Usage(
+                input_tokens=fresh + read,
+                output_tokens=out + thinking,
+                cached_input_tokens=read,
+                reasoning_tokens=thinking,
+            )
+            server.queue_anthropic(
+                anthropic_text("ok", usage=(fresh, out, read, written))
+            )
+            anthropic = AnthropicProvider(
+                server.url, model="m", api_key=API_KEY, timeout=30.0
+            )
+            assert asyncio.run(ask(anthropic)) == Usage(
+                input_tokens=fresh + read + written,
+                output_tokens=out,
+                cached_input_tokens=read,
+                cache_write_tokens=written,
+            )
+
+        check()
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,9 @@ async def test_spans_follow_the_genai_conventions(tmp_path, exported):
         assert chat.attributes["gen_ai.response.model"] == "fake-1"
         assert chat.attributes["gen_ai.usage.input_tokens"] == 100
         assert chat.attributes["gen_ai.usage.output_tokens"] == 10
+        assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 40
+        assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 0
+        assert chat.attributes["gen_ai.usage.reasoning.output_tokens"] == 0
         assert chat.attributes["turnledger.ledger.position"] > 0
     tool = spans["execute_tool echo"]
     assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
