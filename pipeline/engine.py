@@ -470,6 +470,8 @@ class TurnEngine:
 
     async def _hygiene(self, agent: str) -> None:
         """Govern the agent's memory when ``[memory] hygiene_hours`` says it is due."""
+        if not self.hygiene.due(agent):  # pure check: no thread hop when not due
+            return
         try:
             report = await asyncio.to_thread(self.hygiene.run_if_due, agent)
         except Exception as e:  # noqa: BLE001 - hygiene never fails a turn
