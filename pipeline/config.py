@@ -406,12 +406,16 @@ def load_config(path: str | None = None) -> Config:
     """Load ``path``, else ``$TURNLEDGER_CONFIG``, else ``./turnledger.toml``.
 
     A missing default file gives the defaults; a missing named file is an error.
+    ``os.devnull`` names no configuration (the defaults), as it does for other
+    tools; any other device, FIFO or folder is refused.
 
     Raises:
         ConfigError: The file is invalid, or a named file does not exist.
     """
     chosen = path or os.environ.get(CONFIG_ENV)
     file = Path(chosen) if chosen else Path(CONFIG_NAME)
+    if chosen == os.devnull:
+        return Config()
     if not file.exists():
         if chosen:
             raise ConfigError(f"Expected a configuration file at {file}, found none")

@@ -179,3 +179,12 @@ def test_a_configuration_that_is_no_regular_file(capsys, ledger, config, found):
     assert line == (
         f"turnledger: Expected a regular configuration file at {config!r}, found {found}"
     )
+
+
+def test_devnull_as_the_configuration_means_none(monkeypatch):
+    """``TURNLEDGER_CONFIG=/dev/null`` (the usual "no file") gives the defaults."""
+    from turnledger.pipeline.config import Config, load_config
+
+    monkeypatch.setenv("TURNLEDGER_CONFIG", os.devnull)
+    assert load_config() == Config()
+    assert load_config(os.devnull) == Config()
