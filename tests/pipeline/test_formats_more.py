@@ -632,3 +632,23 @@ def test_openhands_calls_of_one_model_response_are_one_assistant_message():
     assert len(texts) == len(set(texts))
     assert parsed.skipped == {"image_url": 1}
     assert _counts(parsed) == (1, 4, 3, 1, 0)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row["path"] for row in ROWS])
+def test_import_keeps_every_call_and_result(capsys, tmp_path, row):
+    """import writes a session per conversation; the ledger audit counts the same items."""
+    db = str(tmp_path / "ledger.db")
+    code, out, err = run(
+        capsys, "--db", db, "import", str(TRANSCRIPTS / row["path"]), "--json"
+    )
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["format"] == row["format"]
+    assert len(report["sessions"]) == int(row["conversations"])
+    code, out, _ = run(capsys, "--db", db, "audit", "--json")
+    ledger = json.loads(out)
+    assert ledger["conversations"] == int(row["conversations"])
+    assert (ledger["tool_calls"], ledger["tool_results"]) == (
+        int(row["tool_calls"]),
+        int(row["tool_results"]),
+    )
