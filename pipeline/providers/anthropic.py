@@ -12,7 +12,8 @@ ones: ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``
 is the input, ``cache_read_input_tokens`` the cached part and
 ``cache_creation_input_tokens`` the cache-write part. The Messages API does not
 report reasoning (thinking) tokens apart from ``output_tokens``, so the
-reasoning count stays 0 and thinking is priced at the output rate.
+reasoning count stays 0 and thinking is priced at the output rate. A negative
+count makes the body malformed (a ``server`` error naming the field).
 
 The API key is sent as ``x-api-key`` and never appears in an error message or a
 repr.
@@ -20,7 +21,7 @@ repr.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import httpx
 import msgspec
@@ -94,11 +95,15 @@ class _Block(msgspec.Struct, frozen=True):
     input: Any = None
 
 
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A token count: a negative one makes the body malformed (a typed error)."""
+
+
 class _WireUsage(msgspec.Struct, frozen=True):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
+    input_tokens: _Count | None = None
+    output_tokens: _Count | None = None
+    cache_read_input_tokens: _Count | None = None
+    cache_creation_input_tokens: _Count | None = None
 
 
 class _Message(msgspec.Struct, frozen=True):

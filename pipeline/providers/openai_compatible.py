@@ -8,7 +8,8 @@ writes included), ``completion_tokens`` (reasoning included),
 ``prompt_tokens_details.cached_tokens`` (cache reads),
 ``prompt_tokens_details.cache_write_tokens`` (cache writes, as OpenRouter
 reports them; OpenAI reports none) and
-``completion_tokens_details.reasoning_tokens``.
+``completion_tokens_details.reasoning_tokens``. A negative count makes the
+body malformed (a ``server`` error naming the field), so it is never priced.
 
 The API key is sent as ``Authorization: Bearer`` and never appears in an error
 message or a repr: every error text goes through the provider's redactor (the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import httpx
 import msgspec
@@ -108,18 +109,22 @@ class _Choice(msgspec.Struct, frozen=True):
     finish_reason: str | None = None
 
 
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+"""A token count: a negative one makes the body malformed (a typed error)."""
+
+
 class _PromptDetails(msgspec.Struct, frozen=True):
-    cached_tokens: int | None = None
-    cache_write_tokens: int | None = None
+    cached_tokens: _Count | None = None
+    cache_write_tokens: _Count | None = None
 
 
 class _CompletionDetails(msgspec.Struct, frozen=True):
-    reasoning_tokens: int | None = None
+    reasoning_tokens: _Count | None = None
 
 
 class _WireUsage(msgspec.Struct, frozen=True):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    prompt_tokens: _Count | None = None
+    completion_tokens: _Count | None = None
     prompt_tokens_details: _PromptDetails | None = None
     completion_tokens_details: _CompletionDetails | None = None
 

@@ -442,6 +442,22 @@ async def test_malformed_body_names_where_it_broke(openai, llm_server):
     )
 
 
+async def test_negative_token_counts_are_a_malformed_body(
+    openai, anthropic, llm_server
+):
+    """A negative count makes the body malformed: a typed, located error, never priced."""
+    llm_server.queue_openai(openai_text("ok", usage=(10, 5, 0, -1)))
+    error = await failure(openai)
+    assert (error.kind, error.retryable) == ("server", False)
+    assert "found a body that does not decode" in str(error)
+    assert "Expected `int` >= 0 - at" in str(error)
+    assert "$.usage.completion_tokens_details.reasoning_tokens" in str(error)
+    llm_server.queue_anthropic(anthropic_text("ok", usage=(10, 5, 0, -7)))
+    error = await failure(anthropic)
+    assert (error.kind, error.retryable) == ("server", False)
+    assert "$.usage.cache_creation_input_tokens" in str(error)
+
+
 async def test_openai_timeout_is_honoured(openai, llm_server):
     """A server slower than the timeout gives a retryable timeout error."""
     llm_server.queue_openai(slow(openai_text("late")))
