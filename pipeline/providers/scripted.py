@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Annotated, Any, Final, TypeAlias
 
 import msgspec
 
@@ -238,12 +238,15 @@ class _CallSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     id: str | None = None
 
 
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
 class _UsageSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: _Count = 0
+    output_tokens: _Count = 0
+    cached_input_tokens: _Count = 0
+    cache_write_tokens: _Count = 0
+    reasoning_tokens: _Count = 0
 
 
 class _StepSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

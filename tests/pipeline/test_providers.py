@@ -1097,6 +1097,13 @@ async def test_script_file_json_object_and_list(tmp_path):
                 " malformed: object keys must be strings (byte 1)"
             ),
         ),
+        (
+            '[{"text": "hi", "usage": {"reasoning_tokens": -2}}]',
+            (
+                "Expected a script file at {path} (see the scripted provider), Expected"
+                " `int` >= 0 - at `$[0].usage.reasoning_tokens`"
+            ),
+        ),
     ],
 )
 def test_script_file_errors_name_the_file_and_place(tmp_path, text, message):
