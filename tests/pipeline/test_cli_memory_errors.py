@@ -221,3 +221,20 @@ def test_sqlite_ledger_files_stay_beside_it(tmp_path):
     finally:
         service.close()
         store.close()
+
+
+def test_forget_with_a_locked_key_store_says_the_key_survives(capsys, tmp_path):
+    code, _, err = cli(capsys, "memory", "store", "--shred", "--agent", "ops", "k", "v")
+    assert code == 0, err
+    with write_locked(tmp_path / "l.keys.db"):
+        code, out, err = cli(
+            capsys, "memory", "forget", "--shred", "--agent", "ops", "k"
+        )
+    one_line_refusal(
+        code,
+        out,
+        err,
+        "the forget of 'k' (its sealing key NOT yet destroyed) is recorded",
+        "memory key store at",
+        "locked by another writer",
+    )
