@@ -21,9 +21,9 @@ answering it carries the same ``tool_call_id``. That is what is counted:
   conversation memory holds the call until the observation arrives).
 
 ``message`` actions are user or assistant text (their ``image_urls`` are
-counted as skipped ``image_url``); a ``system`` action is the system prompt. Actions and observations without ``tool_call_metadata``
-(agent state changes, ``null`` observations, commands a user ran) are skipped
-and counted by type.
+counted as skipped ``image_url``); a ``system`` action is the system prompt.
+Actions and observations without ``tool_call_metadata`` (agent state changes,
+``null`` observations, commands a user ran) are skipped and counted by type.
 
 Accepted files: a JSON array of events, JSON Lines (one event per line), or
 an object whose ``history`` is the array (an evaluation output record).
