@@ -27,6 +27,7 @@ from turnledger.projections.history import (
     SESSION_TRANSCRIPT,
     SessionHistory,
     SessionHistoryState,
+    fold_stream,
 )
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
 from turnledger.projections.lineage import fork_event, lineage
@@ -73,9 +74,9 @@ class SessionHistories:
         base = self.snapshot(stream_id)
         if base is not None:
             return self.advance(stream_id, base, base.last_version)
-        own = self.store.read_stream(stream_id)
-        if fork_event(own) is None:
+        if fork_event(self.store.read_stream(stream_id, limit=1)) is None:
             return self.advance(stream_id, SESSION_HISTORY.initial(""), 0)
+        own = self.store.read_stream(stream_id)
         events = lineage(self.store, stream_id, own=own)
         self.events_read += len(events)
         key = str(stream_id)
@@ -94,8 +95,7 @@ class SessionHistories:
         self.events_read += len(tail)
         if not tail:
             return state, after
-        key = str(stream_id)
-        return fold(SESSION_HISTORY, tail, {key: state})[key], tail[-1].version
+        return fold_stream(SESSION_HISTORY, state, tail), tail[-1].version
 
     def transcript(
         self, stream_id: UUID, *, at: int | None = None
@@ -108,6 +108,8 @@ class SessionHistories:
     ) -> SessionHistoryState:
         events = lineage(self.store, stream_id, at=at)
         self.events_read += len(events)
+        if all(r.stream_id == stream_id for r in events):  # linear: one stream
+            return fold_stream(projection, projection.initial(""), events)
         return fold(projection, events).get(str(stream_id), projection.initial(""))
 
 

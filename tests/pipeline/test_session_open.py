@@ -144,3 +144,21 @@ def test_history_and_transcript_show_the_same_visible_messages(tmp_path: Path):
     assert msgspec.structs.replace(whole, entries=compact.entries, compacted=True) == (
         compact
     )
+
+
+def test_the_linear_stream_fold_equals_the_event_by_event_fold(tmp_path: Path):
+    """fold_stream gives exactly the fold's state, for both history folds."""
+    from turnledger.projections.history import fold_stream
+
+    ledger = str(tmp_path / "l.db")
+    record_long_session(ledger, 3_000)
+    stream = session_stream_id(AGENT, KEY)
+    with open_store(ledger) as store:
+        events = store.read_stream(stream)
+    for projection in (SESSION_HISTORY, SESSION_TRANSCRIPT):
+        expected = fold(projection, events)[str(stream)]
+        assert fold_stream(projection, projection.initial(""), events) == expected
+        # From any midpoint state too (what advance does with a snapshot).
+        middle = len(events) // 2
+        start = fold(projection, events[:middle])[str(stream)]
+        assert fold_stream(projection, start, events[middle:]) == expected

@@ -75,6 +75,8 @@ from turnledger.projections.base import digest, fold
 from turnledger.projections.catalog import PROJECTIONS
 from turnledger.projections.history import (
     SESSION_HISTORY,
+    SESSION_TRANSCRIPT,
+    fold_stream,
     history_digest,
     visible_messages,
 )
@@ -471,6 +473,11 @@ class LedgerSessions(RuleBasedStateMachine):
                 state = fold(SESSION_HISTORY, prefix).get(
                     str(session.stream), SESSION_HISTORY.initial("")
                 )
+                # The linear stream fold the query API uses is the same fold.
+                for folded in (SESSION_HISTORY, SESSION_TRANSCRIPT):
+                    assert fold_stream(folded, folded.initial(""), prefix) == fold(
+                        folded, prefix
+                    ).get(str(session.stream), folded.initial(""))
                 report = replay_session(self.store, session.stream, at=at)
                 assert report.projections[HISTORY] == digest(
                     {str(session.stream): state}
