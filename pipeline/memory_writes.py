@@ -25,7 +25,11 @@ from turnledger.pipeline.memory_wiring import MemoryAccessError, StaleEntryError
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.scoping import check_forget
 from turnledger.projections.memory.errors import MemoryStoreError
-from turnledger.projections.memory.protocol import MemoryEntry, Unsupported
+from turnledger.projections.memory.protocol import (
+    MemoryBackend,
+    MemoryEntry,
+    Unsupported,
+)
 
 
 class MemoryWrites(MemoryCatchUp):
@@ -162,13 +166,25 @@ class MemoryWrites(MemoryCatchUp):
             ]
 
         if append_decided(self.store, memory_stream_id(agent), decide) is None:
+            if refusal[0] is False and self._keys_exist():
+                # An earlier forget may be recorded with its key left (the key
+                # store failed then): forgetting again destroys what is left.
+                self.keys().destroy(agent=agent, memory_key=key)
             return refusal[0]
+        self._after_forget(agent, key, backend)
+        return True
+
+    def _after_forget(self, agent: str, key: str, backend: MemoryBackend) -> None:
+        """Destroy the entry's keys (with shredding), apply, scrub the view."""
         shredded = self._keys_exist()
         if shredded:
             try:
                 self.keys().destroy(agent=agent, memory_key=key)
             except MemoryStoreError as e:
-                what = f"the forget of {key!r} (its sealing key NOT yet destroyed)"
+                what = (
+                    f"the forget of {key!r} (its sealing key NOT yet destroyed: "
+                    "forget it again)"
+                )
                 raise _recorded_but(e, what) from e
         try:
             self.backend(agent)
@@ -177,7 +193,6 @@ class MemoryWrites(MemoryCatchUp):
                 scrub()  # with shredding on, no copy may stay in the view's files
         except MemoryStoreError as e:
             raise _recorded_but(e, f"the forget of {key!r}") from e
-        return True
 
     def forget_matching(
         self,

@@ -234,7 +234,13 @@ def test_forget_with_a_locked_key_store_says_the_key_survives(capsys, tmp_path):
         code,
         out,
         err,
-        "the forget of 'k' (its sealing key NOT yet destroyed) is recorded",
+        "the forget of 'k' (its sealing key NOT yet destroyed: forget it again)",
         "memory key store at",
         "locked by another writer",
     )
+    with sqlite3.connect(tmp_path / "l.keys.db") as conn:
+        assert conn.execute("SELECT count(*) FROM entry_keys").fetchone() == (1,)
+    # Forgetting again (the entry is gone) destroys the key that was left.
+    assert cli(capsys, "memory", "forget", "--shred", "--agent", "ops", "k")[0] == 1
+    with sqlite3.connect(tmp_path / "l.keys.db") as conn:
+        assert conn.execute("SELECT count(*) FROM entry_keys").fetchone() == (0,)
