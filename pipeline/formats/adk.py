@@ -26,9 +26,15 @@ from turnledger.pipeline.formats._common import (
 )
 from turnledger.pipeline.formats._documents import item_list, load_json
 from turnledger.pipeline.formats.gemini import gemini_messages
+from turnledger.pipeline.formats.openai_agents_items import (
+    ADK_TABLE,
+    SQLITE_MAGIC,
+    grouped,
+    read_rows,
+)
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
 
 EXPECTED = "an ADK session (an object with `events`) or a JSON array of ADK events"
 
@@ -46,6 +52,8 @@ def parse_adk(data: bytes, *, name: str) -> ParsedTranscript:
     Raises:
         TranscriptError: The document is not JSON or has neither accepted shape.
     """
+    if data.startswith(SQLITE_MAGIC):
+        return _parse_database(data, name=name)
     items, envelope = item_list(
         load_json(data, expected=EXPECTED), key="events", expected=EXPECTED
     )
@@ -65,6 +73,44 @@ def parse_adk(data: bytes, *, name: str) -> ParsedTranscript:
         source=name,
     )
     return sink.transcript("adk", [found])
+
+
+_DATABASE = "a google-adk SqliteSessionService database (`events.event_data`)"
+
+
+def _parse_database(data: bytes, *, name: str) -> ParsedTranscript:
+    """One conversation per session of a ``SqliteSessionService`` database."""
+    rows = read_rows(
+        data,
+        "SELECT app_name || '/' || user_id || '/' || session_id, event_data "
+        f"FROM {ADK_TABLE} ORDER BY timestamp",
+        table=ADK_TABLE,
+        expected=_DATABASE,
+    )
+    sink = Sink()
+    found = []
+    for session, values in grouped(rows, sink).items():
+        items = Items.of(values, f"{ADK_TABLE}[{session}]")
+        found.append(_conversation(items, session, f"{name} session {session}", sink))
+    return sink.transcript("adk", found)
+
+
+def _conversation(
+    items: Items, conversation_id: str, source: str, sink: Sink
+) -> Conversation:
+    contents: list[object] = []
+    origins: list[str] = []
+    for index, event in items.objects(sink):
+        content = _content(event, sink)
+        if content is not None:
+            contents.append(content)
+            origins.append(items.origins[index])
+    return conversation(
+        conversation_id=conversation_id,
+        indexed=gemini_messages(Items(contents, origins), sink),
+        origins=origins,
+        source=source,
+    )
 
 
 def _content(event: JSONObject, sink: Sink) -> JSONObject | None:

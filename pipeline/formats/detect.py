@@ -35,6 +35,12 @@ from turnledger.pipeline.formats.inspect_ai import ZIP_MAGIC, is_eval_log
 from turnledger.pipeline.formats.langchain import ROLES as LANGCHAIN_TYPES
 from turnledger.pipeline.formats.model import FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_agents import is_run_state
+from turnledger.pipeline.formats.openai_agents_items import (
+    ADK_TABLE,
+    AGENTS_TABLE,
+    SQLITE_MAGIC,
+    session_tables,
+)
 from turnledger.pipeline.formats.openai_responses import CALL_NAMES, OUTPUT_TYPES
 from turnledger.pipeline.formats.openhands import is_openhands_event
 
@@ -95,6 +101,8 @@ def detect_candidates(
         raise TranscriptError(msg)
     if body.startswith(ZIP_MAGIC):
         return ("inspect-ai",)  # the only zipped format: a `.eval` log
+    if body.startswith(SQLITE_MAGIC):
+        return _detect_database(body)
     if body[:1] in {b"{", b"["}:
         found = _detect_json(body)
         if found:
@@ -104,6 +112,22 @@ def detect_candidates(
     snippet = body[:40].decode("utf-8", errors="replace")
     msg = f"Expected {_ANY_TRANSCRIPT}, found content starting {snippet!r}"
     raise TranscriptError(msg)
+
+
+def _detect_database(body: bytes) -> tuple[FormatName, ...]:
+    tables = session_tables(body)
+    found: list[FormatName] = []
+    if AGENTS_TABLE in tables:
+        found.append("openai-agents")
+    if ADK_TABLE in tables:
+        found.append("adk")
+    if not found:
+        msg = (
+            "Expected a session database (an OpenAI Agents SDK `agent_messages` or "
+            "a google-adk `events` table), found an SQLite file without them"
+        )
+        raise TranscriptError(msg)
+    return tuple(found)
 
 
 def _suffix(path: str | PurePath | None) -> str:

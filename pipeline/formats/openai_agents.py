@@ -28,6 +28,10 @@ from turnledger.pipeline.formats._common import (
 )
 from turnledger.pipeline.formats._documents import describe_document, load_json
 from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.openai_agents_items import (
+    SQLITE_MAGIC,
+    parse_agents_database,
+)
 from turnledger.pipeline.formats.openai_responses import (
     request_history,
     responses_messages,
@@ -53,12 +57,17 @@ def parse_openai_agents(data: bytes, *, name: str) -> ParsedTranscript:
         data: The file's bytes.
         name: The file name (the conversation id when the run has none).
 
+    A ``SQLiteSession`` database file is read by
+    :func:`pipeline.formats.openai_agents_items.parse_agents_database`.
+
     Returns:
-        One conversation.
+        One conversation (one per session for a database).
 
     Raises:
         TranscriptError: The document is not a run state.
     """
+    if data.startswith(SQLITE_MAGIC):
+        return parse_agents_database(data, name=name)
     document = load_json(data, expected=EXPECTED)
     state = as_object(document)
     if state is None or not is_run_state(state):

@@ -17,6 +17,7 @@ from turnledger.pipeline.formats.inspect_ai import parse_inspect_ai
 from turnledger.pipeline.formats.langchain import parse_langchain
 from turnledger.pipeline.formats.model import FORMAT_NAMES, FormatName, TranscriptError
 from turnledger.pipeline.formats.openai_agents import parse_openai_agents
+from turnledger.pipeline.formats.openai_agents_items import SQLITE_MAGIC, WAL_MODE
 from turnledger.pipeline.formats.openai_chat import parse_openai_chat
 from turnledger.pipeline.formats.openai_responses import parse_openai_responses
 from turnledger.pipeline.formats.openhands import parse_openhands
@@ -74,7 +75,26 @@ def read_transcript(
     """
     path = Path(path)
     data = read_input_file(path, what="transcript")  # regular, bounded (#17)
+    _refuse_pending_wal(path, data)
     return parse_transcript(data, format=format, path=path)
+
+
+def _refuse_pending_wal(path: Path, data: bytes) -> None:
+    """Refuse a WAL-mode database whose ``-wal`` holds writes the file lacks."""
+    if not data.startswith(SQLITE_MAGIC) or data[18:20] != WAL_MODE:
+        return
+    wal = path.with_name(f"{path.name}-wal")
+    try:
+        pending = wal.stat().st_size
+    except OSError:
+        return  # no -wal: every write is in the file
+    if pending:
+        msg = (
+            f"Expected a session database with every write in the file, found "
+            f"{pending} bytes not yet checkpointed in {wal.name} (close the "
+            "program writing it, or run `PRAGMA wal_checkpoint`, then retry)"
+        )
+        raise TranscriptError(msg)
 
 
 def parse_transcript(

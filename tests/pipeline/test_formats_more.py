@@ -18,6 +18,7 @@ import json
 import sqlite3
 import struct
 import zipfile
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -652,3 +653,83 @@ def test_import_keeps_every_call_and_result(capsys, tmp_path, row):
         int(row["tool_calls"]),
         int(row["tool_results"]),
     )
+
+
+# --- Session databases: the SQLite files the frameworks keep -----------------
+
+
+async def _adk_database(path: Path, sessions: int) -> None:
+    service = SqliteSessionService(str(path))
+    for number in range(sessions):
+        session = await service.create_session(app_name="app", user_id=f"u{number}")
+        for event in _adk_events():
+            await service.append_event(session, event)
+
+
+async def _agents_database(path: Path) -> list[SQLiteSession]:
+    sessions = [SQLiteSession(key, path) for key in ("s1", "s2")]
+    for session in sessions:
+        agent = Agent(name="calc", model=_AddThenAnswer(), tools=[add])
+        await Runner.run(
+            agent,
+            "What is 1+2?",
+            session=session,
+            run_config=RunConfig(tracing_disabled=True),
+        )
+    return sessions  # still open: SQLiteSession's WAL holds the writes
+
+
+async def test_session_databases_are_read_whole(capsys, tmp_path):
+    """ADK's SqliteSessionService file and SQLiteSession's file: a session each."""
+    adk_db, agents_db = tmp_path / "adk.db", tmp_path / "agents.db"
+    await _adk_database(adk_db, 2)
+    open_sessions = await _agents_database(agents_db)
+    code, out, err = run(capsys, "audit", str(agents_db), "--json")
+    assert (code, out) == (2, "")
+    assert "not yet checkpointed in agents.db-wal" in err
+    for session in open_sessions:
+        session.close()  # the last close checkpoints the WAL into the file
+    for path, fmt in ((adk_db, "adk"), (agents_db, "openai-agents")):
+        code, out, err = run(capsys, "audit", str(path), "--json")
+        assert (code, err) == (0, "")
+        report = json.loads(out)
+        assert report["format"] == fmt
+        assert [report[key] for key in COUNTS] == [2, 2, 2, 0, 0]
+    parsed = read_transcript(agents_db)
+    assert [c.id for c in parsed.conversations] == ["s1", "s2"]
+    assert [m.text for m in parsed.conversations[0].messages if m.text] == [
+        "What is 1+2?",
+        "3",
+    ]
+
+
+def test_a_database_of_something_else_or_a_view_is_refused(capsys, tmp_path):
+    """No session table: exit 2; a view posing as the table (a CPU bomb): refused."""
+    other = tmp_path / "other.db"
+    with closing(sqlite3.connect(other)) as connection:
+        connection.execute("CREATE TABLE notes (body TEXT)")
+    code, out, err = run(capsys, "audit", str(other), "--json")
+    assert (code, out) == (2, "")
+    assert "found an SQLite file without them" in err
+    bomb = tmp_path / "bomb.db"
+    with closing(sqlite3.connect(bomb)) as connection:
+        connection.execute(
+            "CREATE VIEW agent_messages AS WITH RECURSIVE n(i) AS "
+            "(SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+            "SELECT i AS id, 's' AS session_id, '{}' AS message_data FROM n"
+        )
+    with pytest.raises(TranscriptError, match="without a `agent_messages` table"):
+        read_transcript(bomb, format="openai-agents")
+
+
+async def test_byte_mutated_session_databases_give_only_typed_errors(tmp_path):
+    """Bytes overwritten all over a real ADK database: a transcript or a TranscriptError."""
+    await _adk_database(tmp_path / "adk.db", 1)
+    data = (tmp_path / "adk.db").read_bytes()
+
+    @FUZZ
+    @given(cut=st.integers(0, len(data)), noise=st.binary(min_size=1, max_size=16))
+    def mutated(cut: int, noise: bytes) -> None:
+        _only_typed_errors(data[:cut] + noise + data[cut + len(noise) :], "adk")
+
+    mutated()
