@@ -1,10 +1,15 @@
 """The memory backends' typed errors: no driver error leaves a memory store.
 
 Every backend class (SQLite, PostgreSQL, Qdrant, Markdown, Lucid) and the key
-store is decorated with :func:`typed_memory_errors`: a ``sqlite3``, ``psycopg``,
-qdrant-client or ``OSError`` raised by its constructor or any public method
-leaves as a :class:`MemoryStoreError` (or its locked / full / read-only
-subclasses), naming the store and the wait it took. The tree is rooted in the
+store is decorated with :func:`typed_memory_errors`: a ``sqlite3.Error``,
+``psycopg.Error``, ``OSError``, qdrant-client ``ApiException`` (a server's
+answer or an unreachable server) or qdrant-client local mode's "folder already
+accessed" / "instance is closed" ``RuntimeError`` raised by its constructor or
+any public method leaves as a :class:`MemoryStoreError` (or its locked / full /
+read-only subclasses), naming the store (a URL without its credentials) and the
+wait it took. The busy timeout is the stores' own: 5 s for SQLite
+(``busy_timeout``) and the key store, ``lock_timeout`` 5 s for PostgreSQL;
+qdrant-client's folder lock does not wait. The tree is rooted in the
 ledger's :class:`~turnledger.ledger.errors.StoreUnavailableError`, so
 ``except LedgerLockedError`` (and the CLI's ``except LedgerError``: one line on
 stderr, exit 2) catch a memory store's failures as they catch the ledger's.
