@@ -8,7 +8,9 @@ answers a call of the content right before it, by id, else by name. Events
 without content (state changes, transfers) and ``partial`` streaming chunks
 carry no message and are skipped and counted.
 
-Accepted documents: a session object with ``events``, or a JSON array of events.
+Accepted documents: a session object with ``events``, a JSON array of events,
+or a ``SqliteSessionService`` database file (one conversation per session; see
+:mod:`pipeline.formats.openai_agents_items`).
 """
 
 from __future__ import annotations
