@@ -149,15 +149,37 @@ def _until_position(store: EventStore, stream_id: UUID, at: int) -> list[Recorde
 def last_version_at(
     store: EventStore, stream_id: UUID, position: int, high: int
 ) -> int:
-    """Return the last version up to ``high`` whose position is <= ``position``."""
-    low = 0
-    while low < high:
-        mid = (low + high + 1) // 2
-        probe = store.read_stream(stream_id, after=mid - 1, limit=1)[0]
-        if probe.position <= position:
-            low = mid
+    """Return the last version up to ``high`` whose position is <= ``position``.
+
+    Positions grow with versions, so the search interpolates between the
+    versions it has read (a session's events usually sit close together) and
+    bisects every other step: a few reads, O(log n) at worst.
+    """
+
+    def at(version: int) -> int:
+        return store.read_stream(stream_id, after=version - 1, limit=1)[0].position
+
+    if high < 1:
+        return 0
+    low, low_at = 1, at(1)
+    if low_at > position:
+        return 0
+    top, top_at = high, at(high)
+    if top_at <= position:
+        return high
+    bisect = False
+    while top - low > 1:  # at(low) <= position < at(top)
+        if bisect:
+            mid = (low + top) // 2
         else:
-            high = mid - 1
+            guess = low + (position - low_at) * (top - low) // max(top_at - low_at, 1)
+            mid = min(max(guess, low + 1), top - 1)
+        bisect = not bisect
+        found = at(mid)
+        if found <= position:
+            low, low_at = mid, found
+        else:
+            top, top_at = mid, found
     return low
 
 

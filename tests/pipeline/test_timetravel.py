@@ -6,20 +6,24 @@ Every test runs on SQLite and on the real PostgreSQL server (``ledger`` fixture)
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from turnledger.ledger.events import (
     AssistantMessage,
     MemoryStored,
     MemorySuperseded,
     SessionForked,
+    SessionOpened,
     SessionRewound,
     TurnCompleted,
     TurnStarted,
 )
-from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.ids import memory_stream_id, session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
@@ -40,7 +44,7 @@ from turnledger.projections.history import (
     provider_messages,
     visible_messages,
 )
-from turnledger.projections.lineage import lineage
+from turnledger.projections.lineage import last_version_at, lineage
 from turnledger.projections.queries import SessionHistories, cost_records
 
 AGENT = "ops"
@@ -273,3 +277,23 @@ def test_forking_a_fork_inside_its_prefix_forks_the_source(ledger: str):
         with pytest.raises(TimeTravelError, match="at or after the session's first"):
             fork_session(store, s, "0", new_key="f4")
     assert texts_of(ledger, "f3") == ["one", "answer to one"]
+
+
+@given(
+    pattern=st.lists(st.booleans(), min_size=1, max_size=40),
+    probe=st.integers(0, 90),
+)
+@settings(max_examples=30, deadline=None)
+def test_the_version_search_matches_a_scan(pattern: list[bool], probe: int):
+    """last_version_at finds what a linear scan finds, however streams interleave."""
+    with tempfile.TemporaryDirectory() as folder, open_store(f"{folder}/l.db") as store:
+        mine, other = session_stream_id("ops", "a"), session_stream_id("ops", "b")
+        for i, is_mine in enumerate(pattern):
+            stream = mine if is_mine else other
+            events = [TurnStarted(turn_id=f"t{i}", origin="channel", user_input="x")]
+            if store.stream_version(stream) == 0:
+                events.insert(0, SessionOpened(agent="ops", session_key=stream.hex[:6]))
+            store.append(stream, events, expected_version=store.stream_version(stream))
+        own = store.read_stream(mine)
+        expected = max((r.version for r in own if r.position <= probe), default=0)
+        assert last_version_at(store, mine, probe, len(own)) == expected
