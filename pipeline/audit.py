@@ -165,11 +165,18 @@ def audit_parsed(parsed: ParsedTranscript) -> AuditReport:
     )
 
 
-def audit_file(path: Path, *, fmt: FormatChoice = "auto") -> AuditReport:
+def audit_file(
+    path: Path, *, fmt: FormatChoice = "auto", max_bytes: int | None = None
+) -> AuditReport:
     """Read a transcript file and audit it.
+
+    ``max_bytes`` bounds the file read (``[runtime] max_input_bytes``; ``None``
+    is the default bound).
 
     Raises:
         TranscriptError: The file cannot be read as that format.
         OSError: The file cannot be read.
     """
-    return audit_parsed(read_transcript(path, format=fmt))
+    if max_bytes is None:
+        return audit_parsed(read_transcript(path, format=fmt))
+    return audit_parsed(read_transcript(path, format=fmt, max_bytes=max_bytes))

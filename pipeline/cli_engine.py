@@ -73,9 +73,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     Example: turnledger run script.toml --agent ops --turn "When is the release?"
     """
-    provider = ScriptedProvider.from_file(args.script)
-    inputs = args.turn or [line.rstrip("\n") for line in sys.stdin]
     cfg = config(args)
+    limit = cfg.runtime.max_input_bytes
+    provider = ScriptedProvider.from_file(args.script, max_bytes=limit)
+    inputs = args.turn or [line.rstrip("\n") for line in sys.stdin]
     with open_ledger(args) as store:
         return asyncio.run(_turns(store, cfg, provider, args, inputs))
 
@@ -106,6 +107,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         api_key_env=spec.api_key_env,
         script=spec.script,
         timeout=spec.timeout,
+        max_bytes=cfg.runtime.max_input_bytes,
     )
     print(
         f"chatting as {args.agent} in session {args.session}; end with Ctrl-D",

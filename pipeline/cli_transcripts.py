@@ -58,7 +58,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.session is not None and not sanitize_session_key(args.session):
         msg = f"Expected a non-empty --session key, found {args.session!r}"
         raise UsageError(msg)
-    parsed = read_transcript(Path(args.file), format=args.format)
+    limit = config(args).runtime.max_input_bytes
+    parsed = read_transcript(Path(args.file), format=args.format, max_bytes=limit)
     with open_ledger(args) as store:
         report = import_transcript(
             store, parsed, agent=args.agent, session=args.session
@@ -117,7 +118,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     """
     target = args.target
     if target is not None and Path(target).is_file():
-        report = audit_file(Path(target), fmt=args.format)
+        limit = config(args).runtime.max_input_bytes
+        report = audit_file(Path(target), fmt=args.format, max_bytes=limit)
     else:
         with open_ledger(args) as store:
             report = _ledger_audit(store, target, args.agent)

@@ -46,7 +46,11 @@ from turnledger.pipeline.config_layout import (
     seed_layout,
 )
 from turnledger.pipeline.errors import PipelineError
-from turnledger.pipeline.inputs import InputFileError, read_input_text
+from turnledger.pipeline.inputs import (
+    DEFAULT_MAX_INPUT_BYTES,
+    InputFileError,
+    read_input_text,
+)
 from turnledger.policies.pricing import ModelPrice, PricingError, check_price
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
 from turnledger.policies.retention import (
@@ -114,6 +118,7 @@ class RuntimeConfig(
     max_tool_iterations: int = 10
     tool_concurrency: int = 4
     max_media_bytes: int = 20 * 1024 * 1024
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
 
 
 class RecallConfig(
@@ -420,7 +425,10 @@ def load_config(path: str | None = None) -> Config:
         if chosen:
             raise ConfigError(f"Expected a configuration file at {file}, found none")
         return Config()
-    try:  # a regular file, bounded, never a FIFO read that blocks (issue #17)
+    # A regular file, bounded, never a FIFO read that blocks (issue #17). The
+    # bound is DEFAULT_MAX_INPUT_BYTES, not [runtime] max_input_bytes: the
+    # configuration is read before that key exists.
+    try:
         text = read_input_text(file, what="configuration file")
     except InputFileError as e:
         raise ConfigError(str(e)) from None

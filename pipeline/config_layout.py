@@ -163,6 +163,7 @@ RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
     ("runtime", "max_tool_iterations", 1, 10_000),
     ("runtime", "tool_concurrency", 1, 1_024),
     ("runtime", "max_media_bytes", 0, 1 << 40),
+    ("runtime", "max_input_bytes", 1, 1 << 40),
     ("recall", "limit", 0, 10_000),
     ("recall", "min_relevance", 0.0, 1.0),
     ("recall", "max_entries", 0, 10_000),

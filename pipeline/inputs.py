@@ -8,6 +8,10 @@ the limit, and then reads at most the limit plus one byte (a file that grew
 meanwhile is refused too, never read to its end). Every refusal is an
 :class:`InputFileError` whose one-line message names the file (a bounded prefix
 of its name), what was expected and what was found.
+
+The CLI passes ``[runtime] max_input_bytes`` as the limit; the configuration
+file itself is read with :data:`DEFAULT_MAX_INPUT_BYTES`, since it is read
+before that key exists.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from turnledger.pipeline.formats.openai_chat import parse_openai_chat
 from turnledger.pipeline.formats.openai_responses import parse_openai_responses
 from turnledger.pipeline.formats.openhands import parse_openhands
 from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
-from turnledger.pipeline.inputs import read_input_file
+from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES, read_input_file
 
 if TYPE_CHECKING:
     from turnledger.pipeline.formats.model import ParsedTranscript
@@ -57,12 +57,14 @@ def read_transcript(
     path: str | Path,
     *,
     format: FormatChoice | str = "auto",  # noqa: A002 - the documented keyword
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> ParsedTranscript:
     """Read a transcript file.
 
     Args:
         path: The file to read.
         format: A format name, or ``"auto"`` to detect it from the content.
+        max_bytes: The largest file read (``[runtime] max_input_bytes``).
 
     Returns:
         The conversations found, with what was skipped and what was malformed.
@@ -74,7 +76,7 @@ def read_transcript(
             device, a directory) or larger than the input bound.
     """
     path = Path(path)
-    data = read_input_file(path, what="transcript")  # regular, bounded (#17)
+    data = read_input_file(path, max_bytes=max_bytes, what="transcript")  # #17
     _refuse_pending_wal(path, data)
     return parse_transcript(data, format=format, path=path)
 

@@ -12,6 +12,7 @@ from typing import Final, Literal, TypeAlias, get_args
 
 import httpx
 
+from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES
 from turnledger.pipeline.providers._http import ProviderConfigError
 from turnledger.pipeline.providers.anthropic import (
     DEFAULT_BASE_URL as ANTHROPIC_BASE_URL,
@@ -68,6 +69,7 @@ def make_provider(
     script: str | None = None,
     timeout: float = 60.0,
     environ: Mapping[str, str] | None = None,
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> Provider:
     """Build a provider.
 
@@ -82,6 +84,7 @@ def make_provider(
         script: The script file of the ``scripted`` kind.
         timeout: Seconds per request (HTTP kinds).
         environ: Where keys are read (default: ``os.environ``).
+        max_bytes: The largest script file read (``[runtime] max_input_bytes``).
 
     Returns:
         The provider.
@@ -98,7 +101,9 @@ def make_provider(
         if not script:
             msg = "Expected a script file for the scripted provider, found none"
             raise ProviderConfigError(msg)
-        return ScriptedProvider.from_file(script, model=model or None)
+        return ScriptedProvider.from_file(
+            script, model=model or None, max_bytes=max_bytes
+        )
     if kind not in _DEFAULT_KEY_ENV:
         msg = f"Expected a provider kind in {list(PROVIDER_KINDS)}, found {kind!r}"
         raise ProviderConfigError(msg)

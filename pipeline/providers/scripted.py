@@ -52,7 +52,7 @@ from typing import Annotated, Any, Final, TypeAlias
 import msgspec
 
 from turnledger.pipeline.errors import PipelineError
-from turnledger.pipeline.inputs import read_input_file
+from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES, read_input_file
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -175,7 +175,11 @@ class ScriptedProvider:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, model: str | None = None
+        cls,
+        path: str | Path,
+        *,
+        model: str | None = None,
+        max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     ) -> ScriptedProvider:
         """Load a script file (format in the module docstring).
 
@@ -183,6 +187,8 @@ class ScriptedProvider:
             path: A ``.toml`` file, or a JSON file.
             model: The model it answers as; by default the file's, else
                 :data:`DEFAULT_MODEL`.
+            max_bytes: The largest script file read (``[runtime]
+                max_input_bytes``); a larger one is an ``InputFileError``.
 
         Returns:
             A provider playing the file's steps, named after the file.
@@ -193,7 +199,7 @@ class ScriptedProvider:
             OSError: The file cannot be read.
         """
         path = Path(path)
-        spec = _read_script(path)
+        spec = _read_script(path, max_bytes)  # regular, bounded (#17)
         steps = [_step(step, n, path) for n, step in enumerate(spec.steps, 1)]
         model = model or spec.model or DEFAULT_MODEL
         return cls(steps, model=model, source=f"script {path}")
@@ -279,8 +285,8 @@ _STATUS: Final[dict[str, int]] = {
 }
 
 
-def _read_script(path: Path) -> _ScriptSpec:
-    data = read_input_file(path, what="provider script")  # regular, bounded (#17)
+def _read_script(path: Path, max_bytes: int) -> _ScriptSpec:
+    data = read_input_file(path, max_bytes=max_bytes, what="provider script")
     try:
         if path.suffix.lower() == ".toml":
             return msgspec.toml.decode(data, type=_ScriptSpec)
