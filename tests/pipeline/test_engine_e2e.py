@@ -76,8 +76,9 @@ from turnledger.pipeline.providers.anthropic import AnthropicProvider
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
 from turnledger.pipeline.replay import replay_session
-from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.sessions import load_history, resolve_session
 from turnledger.pipeline.strategy import DefaultMemoryStrategy, StrategySettings
+from turnledger.pipeline.timetravel import fork_session, rewind_session
 from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.policies.pairing import audit_pairing
@@ -427,6 +428,16 @@ async def test_session_through_the_fake_server(
     assert report.superseded == ("pref",)
     assert memory.get(AGENT, "pref") is None
     assert memory.get(AGENT, "scratch") is None
+
+    # Time travel records the last two types: a fork of the session at its third
+    # turn, then the fork rewound to the first (the source is left as it is).
+    fork = fork_session(
+        store,
+        resolve_session(store, str(stream)),
+        outcomes[2].turn_id,
+        new_key="what-if",
+    )
+    rewind_session(store, resolve_session(store, fork.stream), outcomes[0].turn_id)
 
     # Every event type of the catalogue was recorded (but the framework adapters').
     everything = list(store.iter_all())
