@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 import msgspec
 
+from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.messages import Message
 
 FormatName: TypeAlias = Literal[
@@ -51,7 +52,7 @@ FORMAT_NAMES: tuple[FormatName, ...] = (
 """Every format a reader exists for, in the order ``--help`` lists them."""
 
 
-class TranscriptError(ValueError):
+class TranscriptError(PipelineError, ValueError):
     """The input cannot be read as a transcript of the expected format.
 
     The message names what was expected and what was found, e.g.
