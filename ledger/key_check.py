@@ -14,9 +14,12 @@ encrypted row (the oldest, so it never changes once written) is the check. A
 ledger with no encrypted row yet accepts any key, and its first encrypted append
 becomes the check.
 
-The command line runs the check whenever it opens a ledger
-(:func:`pipeline.cli_common.open_ledger`); library callers that take a key from
-their users call it after :func:`~turnledger.ledger.store.open_store`.
+:func:`~turnledger.ledger.store.open_store` runs the check before it returns a
+store (SQLite and PostgreSQL alike), so the command line, the bootstrap, the
+adapters and library callers are all refused before their first append;
+``open_store(..., check_key=False)`` skips it, and a store opened so with a
+wrong key reads its encrypted events as a "does not decrypt"
+:class:`~turnledger.ledger.errors.CorruptRecordError`.
 """
 
 from __future__ import annotations

@@ -448,8 +448,9 @@ def open_store(
     synchronous: str = "FULL",
     cipher_key: str | None = None,
     lock_timeout: int = DEFAULT_LOCK_TIMEOUT,
+    check_key: bool = True,
 ) -> EventStore:
-    """Open (creating if needed) the ledger at ``url``.
+    """Open (creating if needed) the ledger at ``url``, its cipher key checked.
 
     Args:
         url: A file path or ``sqlite:///path`` for SQLite (default
@@ -461,18 +462,25 @@ def open_store(
         lock_timeout: Seconds a write waits for another writer's lock (SQLite's
             busy timeout; PostgreSQL's lock timeout), then
             :class:`~ledger.errors.LedgerLockedError`.
+        check_key: Run :func:`~ledger.key_check.check_cipher_key` before
+            returning (default); ``False`` opens a ledger with a wrong key
+            anyway, whose encrypted events then read as a
+            :class:`~ledger.errors.CorruptRecordError` ("does not decrypt").
 
     Raises:
         ConfigurationError: The URL or an option is invalid.
         StoreUnavailableError: The database cannot be opened.
+        CipherKeyError: The key is wrong for this ledger, or missing while its
+            events are encrypted (``ledger.key_check``); nothing was written.
     """
     url = url or DEFAULT_PATH
     key = cipher_key if cipher_key is not None else os.environ.get(CIPHER_KEY_ENV)
     if url.startswith(("postgresql://", "postgres://")):
         from turnledger.ledger.postgres import PostgresBackend  # noqa: PLC0415 - optional extra
 
-        return EventStore(
-            PostgresBackend(url, lock_timeout=lock_timeout), cipher_key=key
+        return _checked(
+            EventStore(PostgresBackend(url, lock_timeout=lock_timeout), cipher_key=key),
+            check_key=check_key,
         )
     from turnledger.ledger.sqlite import SQLiteBackend  # noqa: PLC0415 - keep import cheap
 
@@ -485,7 +493,21 @@ def open_store(
         msg = f"Expected a SQLite file path or a postgresql:// URL, found {url!r}"
         raise ConfigurationError(msg)
     backend = SQLiteBackend(path, synchronous=level, lock_timeout=lock_timeout)  # type: ignore[arg-type]
-    return EventStore(backend, cipher_key=key)
+    return _checked(EventStore(backend, cipher_key=key), check_key=check_key)
+
+
+def _checked(store: EventStore, *, check_key: bool) -> EventStore:
+    """Refuse a wrong or missing cipher key before the store is handed out."""
+    if not check_key:
+        return store
+    from turnledger.ledger.key_check import check_cipher_key  # noqa: PLC0415 - it imports this module
+
+    try:
+        check_cipher_key(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _cipher(key: str | None) -> AESCipher | None:

@@ -17,7 +17,6 @@ from typing import Any, Final
 
 import msgspec
 
-from turnledger.ledger.key_check import check_cipher_key
 from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
 from turnledger.pipeline.config import Config, ConfigError, load_config
 from turnledger.pipeline.errors import PipelineError
@@ -138,13 +137,7 @@ def open_ledger(args: argparse.Namespace) -> EventStore:
         CipherKeyError: ``TURNLEDGER_CIPHER_KEY`` is wrong for this ledger, or
             missing while its events are encrypted; nothing was written.
     """
-    store = open_store(target(args))
-    try:
-        check_cipher_key(store)
-    except BaseException:
-        store.close()
-        raise
-    return store
+    return open_store(target(args))  # open_store runs check_cipher_key
 
 
 def print_json(value: Any) -> None:

@@ -264,7 +264,11 @@ class StoreContract:
             assert (row.stream_id, row.version) == (stream, 1)
         finally:
             encrypted.close()
-        plain = reopen(cipher_key="")
+        from turnledger.ledger.key_check import CipherKeyError
+
+        with pytest.raises(CipherKeyError, match="found none"):
+            reopen(cipher_key="")  # open_store checks the key (#17)
+        plain = reopen(cipher_key="", check_key=False)
         try:
             from turnledger.ledger.errors import CorruptRecordError
 
