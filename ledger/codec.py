@@ -183,6 +183,8 @@ class MsgspecMapper(Mapper[UUID]):
         except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
             msg = f"Invalid {event_type.__name__} ({tag}): {e}"
             raise InvalidEventError(msg) from e
+        except (UnicodeEncodeError, RecursionError) as e:
+            raise _unencodable(event, tag, e) from None
         return body
 
     def fast_decoders(self) -> dict[str, tuple[bytes, msgspec.json.Decoder[Any]]]:
@@ -238,6 +240,8 @@ class MsgspecMapper(Mapper[UUID]):
             except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
                 msg = f"Invalid {event_type.__name__} ({plan[0]}): {e}"
                 raise InvalidEventError(msg) from e
+            except (UnicodeEncodeError, RecursionError) as e:
+                raise _unencodable(event, plan[0], e) from None
             if cipher is not None:
                 body = cipher.encrypt(body)
             rows.append(EncodedRow(version, plan[0], plan[1] + body))
@@ -383,6 +387,19 @@ class MsgspecMapper(Mapper[UUID]):
                 raise UpcastError(msg) from e
             version += 1
         return msgspec.convert(payload, _TYPES[tag])
+
+
+def _unencodable(
+    event: Event, tag: str, error: UnicodeEncodeError | RecursionError
+) -> InvalidEventError:
+    """The typed error for text UTF-8 cannot hold or nesting too deep (#17)."""
+    from turnledger.ledger import unencodable  # noqa: PLC0415 - only on this error path
+
+    if isinstance(error, UnicodeEncodeError):
+        problem = unencodable.unencodable_text(event, error)
+    else:
+        problem = unencodable.too_deep(event)
+    return InvalidEventError(f"Invalid {type(event).__name__} ({tag}): {problem}")
 
 
 def _as_uuid(value: UUID | str) -> UUID:
