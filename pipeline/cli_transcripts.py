@@ -18,6 +18,7 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
+from turnledger.pipeline.cli_rerun import add_rerun_arguments, cmd_rerun
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
     ExportOptions,
@@ -193,8 +194,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     memory as it was then). Exit 1 when a recorded digest differs from the one
     re-derived. --json adds history, costs, memory and next_recall.
 
+    --rerun re-runs the session offline through the engine (recorded model
+    outputs and tool results, a scratch ledger) under the configured policies,
+    or --budget-tokens / --max-tool-result-chars, and prints a per-turn diff;
+    with --check it exits 1 when any turn differs.
+
     Example: turnledger replay demo-1 --at 12 --json
     """
+    if args.rerun:
+        return cmd_rerun(args)
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         at = _at(store, ref.stream_id, args.at)
@@ -345,5 +353,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--at", default=None, help="a global position, a turn id or an ISO time"
         )
+    if name == "replay":
+        add_rerun_arguments(p)
     if name in ("import", "audit", "replay", "history"):
         p.add_argument("--json", action="store_true", help="print JSON")

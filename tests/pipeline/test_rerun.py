@@ -1,0 +1,184 @@
+"""``replay SESSION --rerun [--check]``: the real engine re-run offline over a recorded session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from turnledger.ledger.store import open_store
+from turnledger.ledger.verify import verify
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.demo import demo_config
+from turnledger.pipeline.rerun import rerun_session
+from turnledger.pipeline.sessions import resolve_session
+
+# The demo records its session under these limits (pipeline/demo.py).
+RECORDED = ("--budget-tokens", "450", "--max-tool-result-chars", "600")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(name="db", params=["sqlite", "postgres"])
+def _db(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    monkeypatch.chdir(tmp_path)
+    if request.param == "sqlite":
+        url = str(tmp_path / "turnledger.db")
+    else:
+        url = str(request.getfixturevalue("postgres_url"))
+    code, _, err = run(capsys, "--db", url, "demo")
+    assert code == 0, err
+    return url
+
+
+def test_rerun_under_the_recorded_policies_is_identical(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "--db", db, "replay", "demo-1", "--rerun", *RECORDED, "--check"
+    )
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "identical to the recorded session"
+    code, out, _ = run(
+        capsys, "--db", db, "replay", "demo-1", "--rerun", *RECORDED, "--json"
+    )
+    report = json.loads(out)
+    assert (code, report["identical"], report["turns"]) == (0, True, 4)
+    assert all(t["pairing_valid"] and not t["differences"] for t in report["diff"])
+    # The demo's third turn recalls what the first stored: memory as it was then.
+    third = report["diff"][2]
+    assert third["recorded"]["recall"]["keys"]
+    assert third["rerun"]["recall"] == third["recorded"]["recall"]
+    # The demo's build.log result was bounded when recorded; the re-run agrees.
+    second = report["diff"][1]
+    assert second["rerun"]["bounding"] == second["recorded"]["bounding"]
+    assert any(
+        b["original_chars"] > b["kept_chars"] for b in second["recorded"]["bounding"]
+    )
+
+
+def test_a_smaller_budget_fails_the_check_and_names_the_trim(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "replay",
+        "demo-1",
+        "--rerun",
+        "--budget-tokens",
+        "200",
+        "--max-tool-result-chars",
+        "600",
+        "--check",
+    )
+    assert code == 1
+    assert "turn 2 " in out
+    assert "DIFFERS" in out
+    trims = [
+        line.strip() for line in out.splitlines() if line.strip().startswith("trim:")
+    ]
+    assert trims
+    assert "re-run context token budget exceeded: dropped 1 turns" in trims[0]
+    assert out.splitlines()[-1].endswith("turns differ")
+    # Without --check the same diff is a report: exit 0.
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "replay",
+        "demo-1",
+        "--rerun",
+        "--budget-tokens",
+        "200",
+        "--max-tool-result-chars",
+        "600",
+        "--json",
+    )
+    report = json.loads(out)
+    assert (code, report["identical"], report["budget_tokens"]) == (0, False, 200)
+    changed = [
+        t for t in report["diff"] if t["recorded"]["trims"] != t["rerun"]["trims"]
+    ]
+    assert changed
+
+
+def test_a_smaller_result_bound_shows_in_the_bounding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "turnledger.db")
+    assert run(capsys, "--db", db, "demo")[0] == 0
+    code, out, _ = run(
+        capsys,
+        "--db",
+        db,
+        "replay",
+        "demo-1",
+        "--rerun",
+        "--budget-tokens",
+        "450",
+        "--max-tool-result-chars",
+        "100",
+        "--json",
+    )
+    report = json.loads(out)
+    second = report["diff"][1]
+    kept = {b["call_id"]: b["kept_chars"] for b in second["rerun"]["bounding"]}
+    assert code == 0
+    assert max(kept.values()) <= 100
+    assert any(line.startswith("bounding:") for line in second["differences"])
+
+
+def test_the_recorded_ledger_is_never_written(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with open_store(db) as store:
+        before = store.max_position()
+        ref = resolve_session(store, "demo-1")
+        events = [r.event for r in store.read_stream(ref.stream_id)]
+    for budget in ("450", "200"):
+        run(
+            capsys, "--db", db, "replay", "demo-1", "--rerun", "--budget-tokens", budget
+        )
+    with open_store(db) as store:
+        assert store.max_position() == before
+        assert [r.event for r in store.read_stream(ref.stream_id)] == events
+        assert verify(store).ok
+
+
+def test_rerun_from_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "turnledger.db")
+    assert run(capsys, "--db", db, "demo")[0] == 0
+    with open_store(db) as store:
+        ref = resolve_session(store, "demo-1")
+        report = rerun_session(store, ref, demo_config(tmp_path / "unused"))
+    assert report.identical
+    assert [t.turn for t in report.diff] == [1, 2, 3, 4]
+    assert not (tmp_path / "unused").exists()  # the re-run's files are scratch
+
+
+def test_rerun_with_at_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "turnledger.db")
+    assert run(capsys, "--db", db, "demo")[0] == 0
+    code, out, err = run(capsys, "--db", db, "replay", "demo-1", "--rerun", "--at", "3")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "expected --rerun or --at" in err
