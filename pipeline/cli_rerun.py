@@ -49,6 +49,27 @@ def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def refuse_rerun_options(args: argparse.Namespace) -> None:
+    """Refuse the re-run's options on a replay without ``--rerun``.
+
+    Raises:
+        UsageError: ``--budget-tokens``, ``--max-tool-result-chars`` or
+            ``--check`` was given without ``--rerun``.
+    """
+    given = [
+        flag
+        for flag, value in (
+            ("--budget-tokens", args.budget_tokens),
+            ("--max-tool-result-chars", args.max_tool_result_chars),
+            ("--check", args.check or None),
+        )
+        if value is not None
+    ]
+    if given:
+        msg = f"expected --rerun with {', '.join(given)}, found a replay without it"
+        raise UsageError(msg)
+
+
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Re-run a session offline and print the per-turn diff.
 

@@ -18,7 +18,11 @@ from turnledger.pipeline.cli_common import (
     print_json,
     target,
 )
-from turnledger.pipeline.cli_rerun import add_rerun_arguments, cmd_rerun
+from turnledger.pipeline.cli_rerun import (
+    add_rerun_arguments,
+    cmd_rerun,
+    refuse_rerun_options,
+)
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
     ExportOptions,
@@ -203,6 +207,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """
     if args.rerun:
         return cmd_rerun(args)
+    refuse_rerun_options(args)
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         at = _at(store, ref.stream_id, args.at)

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from turnledger.ledger.events import ToolResultRecorded
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.config import Config
 from turnledger.pipeline.demo import demo_config
+from turnledger.pipeline.providers.base import (
+    ChatResponse,
+    ProviderError,
+    ToolSpec,
+    Usage,
+)
+from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.rerun import rerun_session
 from turnledger.pipeline.sessions import resolve_session
+from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
+from turnledger.policies.messages import ToolCall
 
 # The demo records its session under these limits (pipeline/demo.py).
 RECORDED = ("--budget-tokens", "450", "--max-tool-result-chars", "600")
@@ -182,3 +196,67 @@ def test_rerun_with_at_is_refused_in_one_line(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert "expected --rerun or --at" in err
+
+
+def test_rerun_options_without_rerun_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "turnledger.db")
+    assert run(capsys, "--db", db, "demo")[0] == 0
+    code, out, err = run(capsys, "--db", db, "replay", "demo-1", "--budget-tokens", "9")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "expected --rerun with --budget-tokens" in err
+
+
+async def _record_overflow_and_custom_tool(db: str) -> None:
+    class Echo:
+        spec = ToolSpec(name="echo", description="say it back")
+
+        async def run(
+            self, arguments: dict[str, Any], context: ToolContext
+        ) -> ToolOutcome:
+            del context
+            return ToolOutcome(output=f"echo {arguments['text']}")
+
+    steps: list[Any] = [
+        ProviderError("context_overflow", "prompt too long"),
+        ChatResponse(
+            tool_calls=(ToolCall(id="e1", name="echo", arguments='{"text": "hi"}'),),
+            usage=Usage(input_tokens=50, output_tokens=5),
+        ),
+        ChatResponse(text="it said hi", usage=Usage(input_tokens=60, output_tokens=4)),
+    ]
+    config = Config(data_dir=str(Path(db).parent / "data"))
+    async with bootstrap(
+        config, provider=ScriptedProvider(steps), ledger_url=db, tools={"echo": Echo()}
+    ) as runtime:
+        await runtime.engine.run_turn("ops", "s1", "warm up " * 30)
+        await runtime.engine.run_turn("ops", "s1", "echo hi please")
+
+
+def test_a_recorded_overflow_and_a_custom_tool_replay_identically(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "ledger.db")
+    asyncio.run(_record_overflow_and_custom_tool(db))
+    capsys.readouterr()  # the recording's own log lines
+    with open_store(db) as store:
+        first = [
+            r.event for r in store.read_stream(resolve_session(store, "s1").stream_id)
+        ]
+    assert any(
+        isinstance(e, ToolResultRecorded) and e.output == "echo hi" for e in first
+    )
+    code, out, _ = run(capsys, "--db", db, "replay", "s1", "--rerun", "--json")
+    report = json.loads(out)
+    assert (code, report["identical"]) == (0, True), report
+    # The first call overflowed and the engine retried: replayed as an overflow,
+    # the re-run retries too and completes with the custom tool's recorded result.
+    first_turn, second_turn = report["diff"]
+    assert first_turn["rerun"]["outcome"] == "completed"
+    bounding = first_turn["rerun"]["bounding"]
+    assert [(b["call_id"], b["tool"]) for b in bounding] == [("e1", "echo")]
+    # The script ran out on the second turn; that recorded failure is replayed too.
+    assert second_turn["rerun"]["outcome"] == "failed: provider_error"
