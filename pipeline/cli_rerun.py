@@ -28,7 +28,8 @@ def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         default=argparse.SUPPRESS,
-        help="the policies to re-run under (default: the global --config)",
+        help="the configuration (as the global --config): with --rerun, the "
+        "policies to re-run under",
     )
     p.add_argument(
         "--budget-tokens",

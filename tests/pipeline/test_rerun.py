@@ -260,3 +260,24 @@ def test_a_recorded_overflow_and_a_custom_tool_replay_identically(
     assert [(b["call_id"], b["tool"]) for b in bounding] == [("e1", "echo")]
     # The script ran out on the second turn; that recorded failure is replayed too.
     assert second_turn["rerun"]["outcome"] == "failed: provider_error"
+
+
+def test_the_policies_of_a_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = str(tmp_path / "turnledger.db")
+    assert run(capsys, "--db", db, "demo")[0] == 0
+    same = tmp_path / "same.toml"
+    same.write_text(
+        "[runtime]\ncontext_budget_tokens = 450\nmax_tool_result_chars = 600\n"
+    )
+    smaller = tmp_path / "smaller.toml"
+    smaller.write_text(
+        "[runtime]\ncontext_budget_tokens = 200\nmax_tool_result_chars = 600\n"
+    )
+    args = ("--db", db, "replay", "demo-1", "--rerun", "--check", "--config")
+    assert run(capsys, *args, str(same))[0] == 0
+    code, out, _ = run(capsys, *args, str(smaller))
+    assert code == 1
+    assert "budget 200 tokens" in out.splitlines()[0]
