@@ -193,9 +193,9 @@ class ReplayProvider:
 class ReplayTool:
     """A Tool returning recorded results: the spec it stands for, no side effect."""
 
-    def __init__(self, spec: ToolSpec, provider: _TurnCursor) -> None:
+    def __init__(self, spec: ToolSpec, cursor: _TurnCursor) -> None:
         self._spec = spec
-        self._cursor = provider
+        self._cursor = cursor
 
     @property
     def spec(self) -> ToolSpec:
@@ -253,7 +253,12 @@ def replay_tools(turns: list[RecordedTurn], cursor: _TurnCursor) -> dict[str, To
 
 
 def rerun_config(config: Config, data_dir: Path) -> Config:
-    """The policies of ``config`` in a scratch data directory (no backends, no I/O)."""
+    """``config``'s policies over a scratch data directory (no configured backends).
+
+    Kept: ``[runtime]``, ``[recall]``, ``[pricing]``, ``[budgets]``. Left at
+    their defaults: memory backends and agents (the scratch SQLite store),
+    embeddings, telemetry; autosave and hygiene are off.
+    """
     return Config(
         data_dir=str(data_dir),
         runtime=config.runtime,
