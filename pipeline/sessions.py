@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Final
 from uuid import UUID
 
 import msgspec
 
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import SessionForked, SessionOpened
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
@@ -33,18 +35,27 @@ class SessionRef(msgspec.Struct, frozen=True, kw_only=True):
     channel: str = ""
 
 
+SESSION_STARTS: Final = (SessionOpened, SessionForked)
+"""The events a session's stream begins with (a fork begins with its fork)."""
+
+
+def session_ref_of(recorded: Recorded) -> SessionRef | None:
+    """Return the session an event starts, if it starts one."""
+    event = recorded.event
+    if not isinstance(event, SessionOpened | SessionForked):
+        return None
+    return SessionRef(
+        stream_id=recorded.stream_id,
+        agent=event.agent,
+        key=event.session_key,
+        channel=event.channel,
+    )
+
+
 def list_sessions(store: EventStore) -> list[SessionRef]:
     """Return every session in the ledger (forks included), in the order opened."""
-    return [
-        SessionRef(
-            stream_id=r.stream_id,
-            agent=r.event.agent,
-            key=r.event.session_key,
-            channel=r.event.channel,
-        )
-        for r in store.iter_all(types=[SessionOpened, SessionForked])
-        if isinstance(r.event, SessionOpened | SessionForked)
-    ]
+    found = (session_ref_of(r) for r in store.iter_all(types=SESSION_STARTS))
+    return [ref for ref in found if ref is not None]
 
 
 def resolve_session(

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import tag_of
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
@@ -29,7 +30,12 @@ from turnledger.pipeline.export import (
 )
 from turnledger.pipeline.memory_service import MemoryAccessError
 from turnledger.pipeline.replay import replay_session
-from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.sessions import SessionRef, load_history
+from turnledger.pipeline.timetravel import (
+    TimeTravelError,
+    fork_session,
+    rewind_session,
+)
 from turnledger.pipeline.web.pages import session_ref
 from turnledger.pipeline.web.queries import last_recall, memory_as_of, next_recall
 from turnledger.pipeline.web.state import WebState
@@ -195,6 +201,60 @@ async def _forget_route(state: WebState, request: Request) -> Response:
     return RedirectResponse(f"/memory?agent={quote(agent)}", status_code=303)
 
 
+async def _action_form(
+    state: WebState, request: Request
+) -> tuple[SessionRef, dict[str, str]] | Response:
+    """Check an action may run; return the session and its form fields."""
+    if not state.settings.allow_writes:
+        return PlainTextResponse("Actions need turnledger serve --allow-writes", 403)
+    if not _same_origin(request):
+        return PlainTextResponse("Expected a request from this app's own pages", 403)
+    ref = session_ref(state, request.path_params["stream"])
+    if ref is None:
+        return PlainTextResponse("Expected a session of this ledger", 404)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    return ref, {k: v[0] for k, v in form.items() if v}
+
+
+async def _fork_route(state: WebState, request: Request) -> Response:
+    checked = await _action_form(state, request)
+    if isinstance(checked, Response):
+        return checked
+    ref, form = checked
+    try:
+        report = await run_in_threadpool(
+            fork_session, state.store, ref, form.get("at", ""), new_key=form.get("as")
+        )
+    except (TimeTravelError, LedgerError) as e:
+        return PlainTextResponse(str(e), 400)
+    return RedirectResponse(f"/sessions/{report.stream}", status_code=303)
+
+
+async def _rewind_route(state: WebState, request: Request) -> Response:
+    checked = await _action_form(state, request)
+    if isinstance(checked, Response):
+        return checked
+    ref, form = checked
+    rule = form.get("memory", "keep")
+    if rule not in ("keep", "supersede"):
+        return PlainTextResponse(
+            f"Expected memory keep or supersede, found {rule!r}", 400
+        )
+    try:
+        await run_in_threadpool(
+            partial(
+                rewind_session,
+                memory_rule="supersede" if rule == "supersede" else "keep",
+            ),
+            state.store,
+            ref,
+            form.get("to", ""),
+        )
+    except (TimeTravelError, LedgerError) as e:
+        return PlainTextResponse(str(e), 400)
+    return RedirectResponse(f"/sessions/{ref.stream_id}", status_code=303)
+
+
 def routes(state: WebState) -> list[Route]:
     """The JSON and action routes over ``state``."""
     return [
@@ -205,6 +265,16 @@ def routes(state: WebState) -> list[Route]:
         ),
         Route("/sessions/{stream}/export", state.gated(partial(_export_route, state))),
         Route("/memory/forget", partial(_forget_route, state), methods=["POST"]),
+        Route(
+            "/sessions/{stream}/fork",
+            partial(_fork_route, state),
+            methods=["POST"],
+        ),
+        Route(
+            "/sessions/{stream}/rewind",
+            partial(_rewind_route, state),
+            methods=["POST"],
+        ),
     ]
 
 

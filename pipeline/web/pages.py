@@ -31,6 +31,7 @@ from turnledger.pipeline.web.queries import (
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.projections.costs import grand_total, totals
+from turnledger.projections.lineage import fork_event
 from turnledger.projections.queries import cost_records
 
 SESSIONS_PER_PAGE: Final = 50
@@ -49,10 +50,13 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     last_activity: str
     cost_usd: float
     violations: int
+    fork_of: str = ""
+    fork_at: int = 0
 
 
 def _row(data: SessionData) -> SessionRow:
     state = data.state
+    forked = fork_event(list(data.events[:1]))
     last = data.events[-1].recorded_at.astimezone(UTC) if data.events else None
     return SessionRow(
         stream_id=str(data.ref.stream_id),
@@ -64,6 +68,8 @@ def _row(data: SessionData) -> SessionRow:
         last_activity=f"{last:%Y-%m-%d %H:%M:%S}" if last else "",
         cost_usd=data.costs.cost_usd,
         violations=sum(len(v) for v in data.violations.values()),
+        fork_of=forked.source_stream if forked else "",
+        fork_at=forked.source_position if forked else 0,
     )
 
 

@@ -32,14 +32,13 @@ from turnledger.ledger.events import (
     MemoryRecalled,
     MemoryStored,
     MemorySuperseded,
-    SessionOpened,
     TurnStarted,
     tag_of,
 )
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.audit import audit_conversations
-from turnledger.pipeline.sessions import SessionRef
+from turnledger.pipeline.sessions import SESSION_STARTS, SessionRef, session_ref_of
 from turnledger.projections.base import fold
 from turnledger.projections.costs import (
     COST_RECORDS,
@@ -138,15 +137,10 @@ class SessionCache:
             top = self.store.max_position()
             if top > self._scanned:
                 for r in self.store.iter_all(
-                    after=self._scanned, types=[SessionOpened], until=top
+                    after=self._scanned, types=SESSION_STARTS, until=top
                 ):
-                    if isinstance(r.event, SessionOpened):
-                        ref = SessionRef(
-                            stream_id=r.stream_id,
-                            agent=r.event.agent,
-                            key=r.event.session_key,
-                            channel=r.event.channel,
-                        )
+                    ref = session_ref_of(r)
+                    if ref is not None:
                         self._refs.append(ref)
                         self._by_id[ref.stream_id] = ref
                 self._scanned = top
