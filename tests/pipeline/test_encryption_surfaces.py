@@ -1,5 +1,9 @@
 """Encryption at rest, said exactly, and the cipher key checked by ``open_store`` (#17).
 
+With a key set, a turn's planted text is grepped for in every file written: it
+is in exactly the files ``pipeline.lifecycle.AT_REST`` declares clear (memory
+store, view databases) and in no ledger file.
+
 ``open_store`` itself refuses a wrong or missing key (library callers, the
 bootstrap and the adapters as well as the CLI) before anything is written, on
 SQLite and on the real PostgreSQL server; a store opened with ``check_key=False``
@@ -20,7 +24,9 @@ from turnledger.ledger.key_check import CipherKeyError
 from turnledger.ledger.store import CIPHER_KEY_ENV, open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
+from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import Config
+from turnledger.pipeline.lifecycle import AT_REST
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 
 KEY_A = base64.b64encode(b"a" * 32).decode()
@@ -129,3 +135,40 @@ def test_a_clear_ledger_takes_a_key(url):
         open_store(url, cipher_key=KEY_B)
     with pytest.raises(CipherKeyError):
         open_store(url)
+
+
+PLANTED = "PLANTED-zebra-4471"
+SCRIPT = f"""
+[[steps]]
+text = "noting"
+[[steps.tool_calls]]
+name = "memory_store"
+arguments = {{ key = "vault", content = "{PLANTED} memory" }}
+[[steps]]
+text = "Noted {PLANTED} answer"
+"""
+
+CLEAR_FILES = {"turnledger.memory.db", "turnledger.views.db"}
+"""The files of the surfaces pipeline.lifecycle.AT_REST declares clear."""
+
+
+def test_with_a_key_plaintext_is_only_where_declared(tmp_path, monkeypatch):
+    """Grep every file a keyed turn writes: hits exactly in the declared-clear files."""
+    declared_clear = {name for name, _, encrypted, _ in AT_REST if not encrypted}
+    assert declared_clear == {"Memory store", "View databases"}
+    script = tmp_path / "s.toml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv(CIPHER_KEY_ENV, KEY_A)
+    turn = ["run", str(script), "--agent", "ops", "--turn", f"remember {PLANTED}"]
+    assert main(turn) == 0
+    assert main(["project", "catch-up"]) == 0
+    assert main(["memory", "list", "--agent", "ops"]) == 0
+    files = {p.name: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    hits = {name for name, data in files.items() if PLANTED.encode() in data}
+    assert hits == CLEAR_FILES, (hits, sorted(files))
+    ledger = [n for n in files if n.startswith("turnledger.db")]
+    assert "turnledger.db" in ledger
+    assert not hits & set(ledger)
