@@ -103,6 +103,24 @@ AT_REST: Final[tuple[tuple[str, str, bool, str], ...]] = (
             "from the ledger."
         ),
     ),
+    (
+        "Key store",
+        "turnledger.keys.db",
+        False,
+        (
+            "Holds no payload: only the per-entry keys memory --shred seals contents "
+            "with; forget destroys them."
+        ),
+    ),
+    (
+        "Media files",
+        "<data_dir>/media/ (content-addressed attachments)",
+        False,
+        (
+            "Attachment bytes are kept as received; the ledger records only their "
+            "references (hash, size, kind)."
+        ),
+    ),
 )
 """Per durable surface: name, files, encrypted at rest with a cipher key, and why.
 

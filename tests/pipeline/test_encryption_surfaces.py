@@ -149,13 +149,19 @@ text = "Noted {PLANTED} answer"
 """
 
 CLEAR_FILES = {"turnledger.memory.db", "turnledger.views.db"}
-"""The files of the surfaces pipeline.lifecycle.AT_REST declares clear."""
+"""The files of the declared-clear surfaces a plain turn writes the text to (the key
+store holds keys only; a turn without attachments writes no media)."""
 
 
 def test_with_a_key_plaintext_is_only_where_declared(tmp_path, monkeypatch):
     """Grep every file a keyed turn writes: hits exactly in the declared-clear files."""
     declared_clear = {name for name, _, encrypted, _ in AT_REST if not encrypted}
-    assert declared_clear == {"Memory store", "View databases"}
+    assert declared_clear == {
+        "Memory store",
+        "View databases",
+        "Key store",
+        "Media files",
+    }
     script = tmp_path / "s.toml"
     script.write_text(SCRIPT, encoding="utf-8")
     work = tmp_path / "work"
