@@ -1,0 +1,46 @@
+"""Relevance scores: bounded, monotone, and independent of other rows."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turnledger.policies.relevance import calibrate, term_strength
+
+counts = st.integers(-5, 1_000)
+lengths = st.integers(-5, 10_000)
+cosines = st.floats(-2.0, 2.0, allow_nan=False)
+
+
+@given(frequency=counts, length=lengths)
+def test_term_strength_is_bounded_and_zero_without_the_term(frequency, length):
+    """A term that does not occur scores 0; any other scores in (0, 1)."""
+    strength = term_strength(frequency, length)
+    if frequency <= 0:
+        assert strength == 0.0
+    else:
+        assert 0.0 < strength < 1.0
+
+
+@given(frequency=st.integers(1, 500), length=st.integers(1, 5_000))
+def test_term_strength_grows_with_frequency_and_falls_with_length(frequency, length):
+    """More occurrences score more; the same occurrences in a longer entry, less."""
+    assert term_strength(frequency + 1, length) > term_strength(frequency, length)
+    assert term_strength(frequency, length + 1) <= term_strength(frequency, length)
+
+
+@given(cosine=cosines, floor=st.floats(-1.0, 1.0), width=st.floats(0.01, 1.0))
+def test_calibrate_maps_the_range_onto_zero_to_one(cosine, floor, width):
+    """``floor`` maps to 0, ``floor + width`` to 1, the rest is clamped, in order."""
+    ceiling = floor + width
+    mapped = calibrate(cosine, floor, ceiling)
+    assert 0.0 <= mapped <= 1.0
+    assert calibrate(floor, floor, ceiling) == 0.0
+    assert calibrate(ceiling + 1.0, floor, ceiling) == 1.0
+    assert calibrate(cosine + 0.1, floor, ceiling) >= mapped
+
+
+@given(cosine=cosines, floor=st.floats(-1.0, 1.0), below=st.floats(0.0, 1.0))
+def test_an_empty_or_inverted_range_only_clamps(cosine, floor, below):
+    """A declared range with no width is ignored: the cosine is clamped to [0, 1]."""
+    assert calibrate(cosine, floor, floor - below) == min(1.0, max(0.0, cosine))
