@@ -155,20 +155,20 @@ def record_demo_session(store: EventStore, *, data_dir: str, ledger_url: str) ->
 def render_history(store: EventStore, stream_id: UUID) -> Iterator[str]:
     """Yield the provider-visible history of a session, then what was trimmed."""
     events = store.read_stream(stream_id)
-    for state in (SessionHistories(store).get(stream_id),):
-        channel = state.channel or "-"
-        yield f"session {state.session_key} (agent {state.agent}, channel {channel})"
-        for m in visible_messages(state):
-            for c in m.tool_calls:
-                yield f"  [assistant] -> {c.name} {c.arguments}"
-            for result in m.tool_results:
-                status = "error" if result.is_error else "ok"
-                first = result.content.splitlines()[0] if result.content else ""
-                yield f"  [tool {result.name} {status}] {first[:100]}"
-            if m.text:
-                label = "trim" if m.kind == "breadcrumb" else m.role
-                for line in m.text.splitlines()[:3]:
-                    yield f"  [{label}] {line[:120]}"
+    state = SessionHistories(store).get(stream_id)
+    channel = state.channel or "-"
+    yield f"session {state.session_key} (agent {state.agent}, channel {channel})"
+    for m in visible_messages(state):
+        for c in m.tool_calls:
+            yield f"  [assistant] -> {c.name} {c.arguments}"
+        for result in m.tool_results:
+            status = "error" if result.is_error else "ok"
+            first = result.content.splitlines()[0] if result.content else ""
+            yield f"  [tool {result.name} {status}] {first[:100]}"
+        if m.text:
+            label = "trim" if m.kind == "breadcrumb" else m.role
+            for line in m.text.splitlines()[:3]:
+                yield f"  [{label}] {line[:120]}"
     for r in events:
         if isinstance(r.event, HistoryTrimmed):
             t = r.event
