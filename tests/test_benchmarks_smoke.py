@@ -33,3 +33,35 @@ def test_benchmark_runs_quick(script: Path, tmp_path: Path):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip()
+
+
+def _run_all():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "run_all.py"
+    spec = importlib.util.spec_from_file_location("run_all", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_all_runs_every_bench_script():
+    """run_all covers every bench_*.py, so a new benchmark cannot be left out."""
+    scripts = {p.stem for p in BENCHMARKS if p.stem.startswith("bench_")}
+    assert set(_run_all().BENCHMARKS) == scripts
+
+
+def test_run_all_reads_each_verdict_style():
+    """Leading, trailing and arrow verdicts all reach the README table."""
+    output = (
+        "PASS  import: ours 661 vs raw 613 -> ratio 0.86; goal >= 0.50\n"
+        "2 history --at: ours 190k vs raw 511k -> ratio 0.30; goal >= 0.5: MISS\n"
+        "goal: hybrid >= keyword + 10 points -> PASS\n"
+        "info  no verdict on this line\n"
+    )
+    rows = _run_all().verdict_lines({"b": {"output": output}})
+    assert [(b, v) for b, v, _ in rows] == [("b", "PASS"), ("b", "MISS"), ("b", "PASS")]
+    assert rows[1][2].endswith("goal >= 0.5")
+    assert rows[2][2] == "goal: hybrid >= keyword + 10 points"
