@@ -31,6 +31,7 @@ from turnledger.policies.media import (
     DEFAULT_MAX_IMAGE_SIZE_MB,
     DEFAULT_MAX_MEDIA_BYTES,
     MediaAccepted,
+    MediaChecker,
     MediaRefused,
     admit_media_file,
     make_media_checker,
@@ -139,19 +140,30 @@ class MediaStore:
 
     Args:
         data_dir: The data directory (created on the first store).
+        max_bytes: The bound of any attachment when a call gives none
+            (``[runtime] max_media_bytes``).
+        max_image_size_mb: The bound of images when a call gives none, in MiB.
     """
 
-    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        max_bytes: int = DEFAULT_MAX_MEDIA_BYTES,
+        max_image_size_mb: int = DEFAULT_MAX_IMAGE_SIZE_MB,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.media_dir = self.data_dir / MEDIA_DIR
+        self.max_bytes = max_bytes
+        self.max_image_size_mb = max_image_size_mb
 
     def load(
         self,
         path: str,
         *,
         root: str | os.PathLike[str],
-        max_bytes: int = DEFAULT_MAX_MEDIA_BYTES,
-        max_image_size_mb: int = DEFAULT_MAX_IMAGE_SIZE_MB,
+        max_bytes: int | None = None,
+        max_image_size_mb: int | None = None,
         mime_type: str | None = None,
     ) -> MediaRef | MediaRefused:
         """Validate, bound, hash and store the file at ``path``.
@@ -159,8 +171,9 @@ class MediaStore:
         Args:
             path: The caller-supplied path (untrusted; relative to ``root``).
             root: The directory the path must stay in (e.g. the workspace).
-            max_bytes: The bound of any attachment.
-            max_image_size_mb: The bound of images, in MiB (clamped to 1 to 20).
+            max_bytes: The bound of any attachment (the store's when ``None``).
+            max_image_size_mb: The bound of images, in MiB (clamped to 1 to 20;
+                the store's when ``None``).
             mime_type: The MIME type, when known; guessed from the name otherwise.
 
         Returns:
@@ -171,9 +184,7 @@ class MediaStore:
         Raises:
             OSError: The data directory cannot be written.
         """
-        check = make_media_checker(
-            max_bytes=max_bytes, max_image_size_mb=max_image_size_mb
-        )
+        check = self._checker(max_bytes, max_image_size_mb)
         try:
             decision = admit_media_file(
                 path,
@@ -208,8 +219,8 @@ class MediaStore:
         file_name: str,
         data: bytes,
         *,
-        max_bytes: int = DEFAULT_MAX_MEDIA_BYTES,
-        max_image_size_mb: int = DEFAULT_MAX_IMAGE_SIZE_MB,
+        max_bytes: int | None = None,
+        max_image_size_mb: int | None = None,
         mime_type: str | None = None,
     ) -> MediaRef | MediaRefused:
         """Store bytes that arrived in memory (a channel attachment), bounded.
@@ -221,13 +232,23 @@ class MediaStore:
         Raises:
             OSError: The data directory cannot be written.
         """
-        check = make_media_checker(
-            max_bytes=max_bytes, max_image_size_mb=max_image_size_mb
-        )
+        check = self._checker(max_bytes, max_image_size_mb)
         decision = check(file_name, len(data), mime_type)
         if isinstance(decision, MediaRefused):
             return decision
         return self._store(decision, [data])
+
+    def _checker(
+        self, max_bytes: int | None, max_image_size_mb: int | None
+    ) -> MediaChecker:
+        return make_media_checker(
+            max_bytes=self.max_bytes if max_bytes is None else max_bytes,
+            max_image_size_mb=(
+                self.max_image_size_mb
+                if max_image_size_mb is None
+                else max_image_size_mb
+            ),
+        )
 
     def path_of(self, storage_ref: str) -> Path | None:
         """Return the file of a ``media/<sha256>`` reference, if it is stored."""

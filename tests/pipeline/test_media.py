@@ -176,3 +176,23 @@ def test_summary_instead_of_reference(setup):
     assert (event.storage_ref, event.summary) == (None, "a cat")
     with pytest.raises(ValueError, match="Expected a summary"):
         attachment_event(ref, turn_id="t1", keep_reference=False)
+
+
+def test_the_store_bound_applies_when_a_call_gives_none(tmp_path):
+    """``[runtime] max_media_bytes`` reaches every load and ingest through the store."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.bin").write_bytes(b"x" * 11)
+    store = MediaStore(tmp_path / "data", max_bytes=10)
+    loaded = store.load("a.bin", root=root)
+    assert isinstance(loaded, MediaRefused)
+    assert loaded.reason == "too_large"
+    ingested = store.ingest("b.bin", b"y" * 11)
+    assert isinstance(ingested, MediaRefused)
+    assert ingested.reason == "too_large"
+    assert isinstance(store.ingest("c.bin", b"z" * 10), MediaRef)
+    assert isinstance(store.load("a.bin", root=root, max_bytes=11), MediaRef)
+    assert (
+        not (tmp_path / "data" / "media").exists()
+        or len(list((tmp_path / "data" / "media").iterdir())) == 2
+    )
