@@ -9,11 +9,12 @@ from uuid import UUID
 import msgspec
 
 from turnledger.ledger.events import SessionForked
-from turnledger.pipeline.cli_common import Command, open_ledger, print_json
+from turnledger.pipeline.cli_common import Command, config, open_ledger, print_json
 from turnledger.pipeline.sessions import list_sessions, resolve_session
 from turnledger.pipeline.timetravel import (
     MEMORY_RULES,
     ForkNode,
+    as_memory_rule,
     fork_session,
     fork_tree,
     rewind_session,
@@ -55,16 +56,19 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     or an ISO time. One session.rewound event: the rewound turns stay in the
     ledger, leave the provider-visible history and show in history and replay;
     rewinding to a point before a rewind brings them back (redo). --memory
-    keep (default) leaves what those turns wrote to long-term memory,
-    supersede records a memory.superseded event for each live entry; both
-    report the keys. With --json: session, to, to_version, position, turns,
+    keep leaves what those turns wrote to long-term memory, supersede records
+    a memory.superseded event for each live entry; both report the keys.
+    Without --memory the configuration's ``[memory] rewind_memory`` decides
+    (default keep). With --json: session, to, to_version, position, turns,
     restored, hidden, memory_rule, memory_keys, superseded.
 
     Example: turnledger rewind demo-1 --to 12 --memory supersede
     """
+    configured = config(args).memory.rewind_memory  # checked even when overridden
+    rule = as_memory_rule(args.memory or configured)
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
-        report = rewind_session(store, ref, args.to, memory_rule=args.memory)
+        report = rewind_session(store, ref, args.to, memory_rule=rule)
     if args.json:
         print_json(report)
         return 0
@@ -160,6 +164,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--memory",
             choices=MEMORY_RULES,
-            default="keep",
-            help="what to do with the rewound turns' long-term memory writes",
+            default=None,
+            help="what to do with the rewound turns' long-term memory writes "
+            "(default: [memory] rewind_memory, else keep)",
         )

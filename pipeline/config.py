@@ -201,11 +201,21 @@ class TelemetryConfig(
 class MemoryConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """``[memory]``: install-wide memory settings."""
+    """``[memory]``: install-wide memory settings.
+
+    ``rewind_memory`` is what ``turnledger rewind`` does with the long-term
+    memory its rewound turns wrote: ``keep`` it, or ``supersede`` each live
+    entry (``rewind --memory`` overrides it).
+    """
 
     shredding: bool = False
     autosave: bool = True
     hygiene_hours: float = 0.0
+    rewind_memory: str = "keep"
+
+
+REWIND_MEMORY_RULES: Final = ("keep", "supersede")
+"""The values of ``[memory] rewind_memory``."""
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -325,6 +335,12 @@ def validate(
         msg = (
             "memory.hygiene_hours: expected 0 (off) to 8784 hours, found "
             f"{config.memory.hygiene_hours}"
+        )
+        raise ConfigError(msg)
+    if config.memory.rewind_memory not in REWIND_MEMORY_RULES:
+        msg = (
+            "memory.rewind_memory: expected one of "
+            f"{', '.join(REWIND_MEMORY_RULES)}, found {config.memory.rewind_memory!r}"
         )
         raise ConfigError(msg)
     return config

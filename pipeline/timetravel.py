@@ -45,6 +45,19 @@ MemoryRule = Literal["keep", "supersede"]
 MEMORY_RULES: Final[tuple[MemoryRule, ...]] = ("keep", "supersede")
 
 
+def as_memory_rule(value: str) -> MemoryRule:
+    """Return ``value`` as a memory rule.
+
+    Raises:
+        TimeTravelError: It is neither ``keep`` nor ``supersede``.
+    """
+    for rule in MEMORY_RULES:
+        if value == rule:
+            return rule
+    msg = f"Expected a memory rule of {', '.join(MEMORY_RULES)}, found {value!r}"
+    raise TimeTravelError(msg)
+
+
 class ForkReport(msgspec.Struct, frozen=True, kw_only=True):
     """A fork made.
 
@@ -183,10 +196,7 @@ def rewind_session(
     Raises:
         TimeTravelError: A turn is open, or the rewind would change nothing.
     """
-    if memory_rule not in MEMORY_RULES:
-        rules = ", ".join(MEMORY_RULES)
-        msg = f"Expected a memory rule of {rules}, found {memory_rule!r}"
-        raise TimeTravelError(msg)
+    as_memory_rule(memory_rule)
     chain = segments(store, ref.stream_id)
     events = [r for s in chain for r in s.events]
     position = resolve_at(events, to)
@@ -329,6 +339,7 @@ __all__ = [
     "MemoryRule",
     "RewindReport",
     "TimeTravelError",
+    "as_memory_rule",
     "fork_session",
     "fork_tree",
     "lineage",
