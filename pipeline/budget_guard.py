@@ -1,16 +1,29 @@
-"""``[budgets]`` enforced before every model call.
+"""``[budgets]`` enforced before every model call, across processes.
 
-The guard learns the current UTC month's spend once, from the ledger's
-``model.called`` events, then adds each call the engine makes; before a call it
-checks the day and month against the limits
-(:func:`policies.pricing.make_budget_checker`). An exceeded budget refuses the
-call: the engine records a ``turn.failed`` event of kind ``budget_exceeded``
-with the figures, and the turn ends with that failure. Spend by other processes
-after the guard was built is not seen until the next engine.
+What is guarded, exactly: before each model call the engine asks
+:meth:`BudgetGuard.status`, which compares the current UTC day's and month's
+spend with the limits (:func:`policies.pricing.make_budget_checker`). An
+exceeded budget refuses the call: the engine records a ``turn.failed`` event of
+kind ``budget_exceeded`` with the figures, and the turn ends with that failure.
+
+The spend is the ledger's: the first check reads every ``model.called`` event,
+and each later check reads only those recorded after the last position it has
+seen (one typed read of the log's tail, bounded by the settled position, so a
+PostgreSQL append still in flight below it is read next time, not skipped).
+Calls made by other processes on the same ledger therefore count from the
+first check after they were committed. The engine also reports each of its own
+calls through :meth:`BudgetGuard.add` the moment it is made, before the event
+is committed with the turn's reply; such a cost is counted at once and not a
+second time when its event is read (it is matched by amount).
+
+It is a check before the call, not a reservation: the cost of a call is known
+only after it, and two processes (or two turns) checking at the same moment can
+both pass and together overspend by up to one call each.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -29,11 +42,12 @@ def _utc(moment: datetime) -> datetime:
 
 
 class BudgetGuard:
-    """Day and month spend against ``[budgets]``.
+    """Day and month spend against ``[budgets]``, as recorded in the ledger.
 
     Args:
-        store: The ledger (read once, for the month's spend so far).
-        budgets: The limits; ``enabled = false`` makes every check pass.
+        store: The ledger whose ``model.called`` events are the spend.
+        budgets: The limits; ``enabled = false`` makes every check pass (and
+            reads nothing).
         clock: The current time (UTC-aware); a test passes a fixed one.
 
     Raises:
@@ -57,35 +71,48 @@ class BudgetGuard:
         self._clock = clock
         self._store = store
         self._spent: dict[str, float] = {}  # "YYYY-MM-DD" -> USD
-        self._loaded = False
+        self._unrecorded: Counter[float] = Counter()  # own costs not yet read back
+        self.position = 0
+        """The last ledger position whose ``model.called`` events are counted."""
 
-    def _load(self) -> None:
-        month = f"{_utc(self._clock()):%Y-%m}"
-        after = 0
-        while True:
-            page = self._store.read_all(after=after, limit=_PAGE, types=(ModelCalled,))
+    def _count(self, day: str, cost_usd: float) -> None:
+        self._spent[day] = self._spent.get(day, 0.0) + cost_usd
+
+    def catch_up(self) -> None:
+        """Count the ``model.called`` events recorded since the last read."""
+        until = self._store.max_position()
+        while self.position < until:
+            page = self._store.read_all(
+                after=self.position, limit=_PAGE, types=(ModelCalled,), until=until
+            )
             for recorded in page:
-                day = f"{_utc(recorded.recorded_at):%Y-%m-%d}"
                 event = recorded.event
-                if day.startswith(month) and isinstance(event, ModelCalled):
-                    self._spent[day] = self._spent.get(day, 0.0) + event.cost_usd
+                if not isinstance(event, ModelCalled) or event.cost_usd <= 0:
+                    continue
+                if self._unrecorded[event.cost_usd] > 0:
+                    self._unrecorded[event.cost_usd] -= 1  # counted by add()
+                    continue
+                self._count(f"{_utc(recorded.recorded_at):%Y-%m-%d}", event.cost_usd)
             if len(page) < _PAGE:
                 break
-            after = page[-1].position
-        self._loaded = True
+            self.position = page[-1].position
+        self.position = until
 
     def add(self, cost_usd: float) -> None:
-        """Count a call's cost (the engine calls this for every call it makes)."""
+        """Count a call this process just made (before its event is committed)."""
         if self.enabled and cost_usd > 0:
-            day = f"{_utc(self._clock()):%Y-%m-%d}"
-            self._spent[day] = self._spent.get(day, 0.0) + cost_usd
+            self._count(f"{_utc(self._clock()):%Y-%m-%d}", cost_usd)
+            self._unrecorded[cost_usd] += 1
 
     def status(self) -> BudgetStatus:
-        """Return the budget status right now (the next call estimated at 0)."""
+        """Return the budget status right now (the next call estimated at 0).
+
+        Reads the ledger's new ``model.called`` events first (see the module
+        docstring).
+        """
         if not self.enabled:
             return self._check(BudgetSpend(day_usd=0.0, month_usd=0.0))
-        if not self._loaded:
-            self._load()
+        self.catch_up()
         now = _utc(self._clock())
         day, month = f"{now:%Y-%m-%d}", f"{now:%Y-%m}"
         return self._check(
