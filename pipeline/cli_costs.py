@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from typing import Final
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import ModelCalled, SessionOpened
+from turnledger.ledger.events import ModelCalled, SessionForked, SessionOpened
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.cli_common import Command, UsageError, open_ledger, print_json
+from turnledger.pipeline.sessions import list_sessions
 from turnledger.projections.costs import CostTotals, summarize_costs
+from turnledger.projections.lineage import lineage
 
 GROUPINGS: Final = ("model", "agent", "session", "day")
 
@@ -31,12 +33,28 @@ def _events(store: EventStore, page: int = 2_000) -> Iterator[Recorded]:
     after = 0
     while True:
         events = store.read_all(
-            after=after, limit=page, types=(SessionOpened, ModelCalled)
+            after=after, limit=page, types=(SessionOpened, SessionForked, ModelCalled)
         )
         yield from events
         if len(events) < page:
             return
         after = events[-1].position
+
+
+def _session_events(
+    store: EventStore, key: str, agent: str | None
+) -> tuple[list[Recorded], dict[object, tuple[str, str]]]:
+    """The model calls of each session keyed ``key``, a fork's source prefix first."""
+    events: list[Recorded] = []
+    owners: dict[object, tuple[str, str]] = {}
+    for ref in list_sessions(store):
+        if ref.key != key or agent not in (None, ref.agent):
+            continue
+        owners[ref.stream_id] = (ref.agent, ref.key)
+        events += [
+            r for r in lineage(store, ref.stream_id) if isinstance(r.event, ModelCalled)
+        ]
+    return events, owners
 
 
 def _totals_json(totals: CostTotals) -> dict[str, object]:
@@ -57,13 +75,15 @@ def _totals_json(totals: CostTotals) -> dict[str, object]:
 def cmd_costs(args: argparse.Namespace) -> int:
     """Model call costs: tokens and USD, grouped by model, agent, session or day.
 
-    Filters: --agent A, --session S (a session key), --since DATE (ISO, UTC when
-    no zone is given); --by model|agent|session|day (default model). --json
-    prints one object: ``by``, ``total`` and ``rows`` (``group`` plus calls,
-    failures, input_tokens, cached_input_tokens, cache_write_tokens,
-    output_tokens, reasoning_tokens, total_tokens, cost_usd, duration_ms), most
-    costly first. Cached and cache-write tokens are parts of input_tokens,
-    reasoning tokens part of output_tokens.
+    Filters: --agent A, --session S (a session key; a fork's rows include the
+    calls of its source's prefix up to the fork point, what its history cost,
+    as history and replay do), --since DATE (ISO, UTC when no zone is given);
+    --by model|agent|session|day (default model). --json prints one object:
+    ``by``, ``total`` and ``rows`` (``group`` plus calls, failures,
+    input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
+    reasoning_tokens, total_tokens, cost_usd, duration_ms), most costly first.
+    Cached and cache-write tokens are parts of input_tokens, reasoning tokens
+    part of output_tokens.
 
     Example: turnledger costs --by day --since 2026-11-01 --json
     """
@@ -72,13 +92,15 @@ def cmd_costs(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     since = _since(args.since)
     with open_ledger(args) as store:
-        total, rows = summarize_costs(
-            _events(store),
-            by=args.by,
-            agent=args.agent,
-            session=args.session,
-            since=since,
-        )
+        if args.session is None:
+            total, rows = summarize_costs(
+                _events(store), by=args.by, agent=args.agent, since=since
+            )
+        else:
+            events, owners = _session_events(store, args.session, args.agent)
+            total, rows = summarize_costs(
+                events, by=args.by, session=args.session, since=since, owners=owners
+            )
     if args.json:
         print_json(
             {

@@ -24,6 +24,8 @@ from turnledger.pipeline.config import Config
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.factory import make_provider
 from turnledger.pipeline.providers.scripted import ScriptedProvider
+from turnledger.pipeline.sessions import resolve_session
+from turnledger.projections.lineage import session_timeline
 from turnledger.projections.observer import OBSERVER_VIEW, render_item, timeline
 from turnledger.projections.queries import ReadModels
 
@@ -120,17 +122,23 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_observe(args: argparse.Namespace) -> int:
     """Print the observer view: bounded, scrubbed events (ids, counts, durations).
 
+    Without SESSION, every stream's newest items; with SESSION, that session's
+    (a fork's include its source's up to the fork point, as history does).
     With --json, one JSON object per line. Never raw payloads.
 
-    Example: turnledger observe --json --limit 50
+    Example: turnledger observe demo-1 --json --limit 50
     """
     with open_ledger(args) as store:
-        views = open_views(args)
-        try:
-            states = ReadModels(store, views).states(OBSERVER_VIEW)
-        finally:
-            views.close()
-    items = timeline(states, agent=args.agent, limit=args.limit)
+        if args.session is not None:
+            ref = resolve_session(store, args.session, agent=args.agent)
+            items = session_timeline(store, ref.stream_id, limit=args.limit)
+        else:
+            views = open_views(args)
+            try:
+                states = ReadModels(store, views).states(OBSERVER_VIEW)
+            finally:
+                views.close()
+            items = timeline(states, agent=args.agent, limit=args.limit)
     for item in items:
         fields = render_item(item)
         if args.json:
@@ -177,6 +185,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--session", default="cli")
         p.add_argument("--origin", default="interactive", choices=_ORIGINS)
     if name == "observe":
+        p.add_argument(
+            "session", nargs="?", default=None, help="only this session (its lineage)"
+        )
         p.add_argument("--agent", default=None, help="only this agent's sessions")
         p.add_argument("--limit", type=count, default=200, help="the newest N items")
         p.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -5,8 +5,11 @@ alone: ``model:<model>``, ``session:<stream id>``, ``day:<YYYY-MM-DD>`` and
 ``month:<YYYY-MM>`` (the UTC date of its ``recorded_at``). A model call does not
 carry its agent, and keys must be computed from the event alone, so the session
 bucket also remembers the agent, session key and channel from ``session.opened``
-(the first event of every session stream); per-agent totals are summed from the
-session buckets at query time.
+or ``session.forked`` (the first event of every session stream); per-agent
+totals are summed from the session buckets at query time. A fork's bucket holds
+its own calls; :func:`turnledger.projections.queries.cost_records` and
+``turnledger costs --session`` add the source prefix's calls (what its history
+cost) by folding its lineage.
 
 States hold counts, tokens, durations and USD only: never prompt bodies, outputs,
 tool payloads, memory content or provider error text (reference §8.1).
@@ -21,7 +24,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import Event, ModelCalled, SessionOpened
+from turnledger.ledger.events import Event, ModelCalled, SessionForked, SessionOpened
 from turnledger.policies.lifecycle import LifecycleDeclaration
 from turnledger.policies.pricing import (
     BudgetChecker,
@@ -144,7 +147,7 @@ class CostRecords:
 
     name: str = "cost_records"
     state_type: type[CostBucket] = CostBucket
-    event_types: tuple[type[Event], ...] = (SessionOpened, ModelCalled)
+    event_types: tuple[type[Event], ...] = (SessionOpened, SessionForked, ModelCalled)
     lifecycle: LifecycleDeclaration = LifecycleDeclaration(
         surface="Cost ledger",
         owner="projections.costs (CostRecords fold of model.called)",
@@ -161,7 +164,8 @@ class CostRecords:
         """Return the buckets an event changes.
 
         A model call changes its model, session, day and month buckets; a session
-        opening changes its session bucket; other events change nothing.
+        opening (or a fork) changes its session bucket; other events change
+        nothing.
         """
         match recorded.event:
             case ModelCalled(model=model):
@@ -171,7 +175,7 @@ class CostRecords:
                     day_key(recorded.recorded_at),
                     month_key(recorded.recorded_at),
                 )
-            case SessionOpened():
+            case SessionOpened() | SessionForked():
                 return (session_key_of(recorded.stream_id),)
             case _:
                 return ()
@@ -187,7 +191,10 @@ class CostRecords:
                 return msgspec.structs.replace(
                     state, totals=add_totals(state.totals, _call_totals(call))
                 )
-            case SessionOpened(agent=agent, session_key=key, channel=channel):
+            case (
+                SessionOpened(agent=agent, session_key=key, channel=channel)
+                | SessionForked(agent=agent, session_key=key, channel=channel)
+            ):
                 return msgspec.structs.replace(
                     state, agent=agent, session_key=key, channel=channel
                 )
@@ -316,8 +323,9 @@ def summarize_costs(
     agent: str | None = None,
     session: str | None = None,
     since: datetime | None = None,
+    owners: Mapping[object, tuple[str, str]] | None = None,
 ) -> tuple[CostTotals, list[CostRow]]:
-    """Fold ``session.opened`` and ``model.called`` events into cost rows.
+    """Fold ``session.opened``/``session.forked`` and ``model.called`` into rows.
 
     Args:
         events: Ledger events in position order (others are ignored).
@@ -325,23 +333,28 @@ def summarize_costs(
         agent: Only calls in this agent's sessions.
         session: Only calls in sessions with this session key.
         since: Only calls recorded at or after this time (naive: UTC).
+        owners: The ``(agent, session key)`` of streams, fixed: their opening
+            events do not change it (a fork's lineage, relabeled with the
+            fork's stream, begins with its source's opening).
 
     Returns:
         The grand total of the calls kept, and one row per group, most costly
         first (then by name).
     """
-    owners: dict[object, tuple[str, str]] = {}
+    fixed = dict(owners or {})
+    owners_: dict[object, tuple[str, str]] = dict(fixed)
     groups: dict[str, CostTotals] = {}
     grand = CostTotals()
     floor = None if since is None else _as_utc(since)
     for recorded in events:
         event = recorded.event
-        if isinstance(event, SessionOpened):
-            owners[recorded.stream_id] = (event.agent, event.session_key)
+        if isinstance(event, SessionOpened | SessionForked):
+            if recorded.stream_id not in fixed:
+                owners_[recorded.stream_id] = (event.agent, event.session_key)
             continue
         if not isinstance(event, ModelCalled):
             continue
-        owner, key = owners.get(recorded.stream_id, ("", ""))
+        owner, key = owners_.get(recorded.stream_id, ("", ""))
         if agent is not None and owner != agent:
             continue
         if session is not None and key != session:

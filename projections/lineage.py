@@ -6,7 +6,7 @@ fork's own events, and the source may itself be a fork. :func:`segments` walks
 that chain back to a session that was opened; :func:`lineage` gives the events
 relabeled with the fork's stream id, so the session-history fold folds them as
 one session (the fork event sets the version offset its own events are counted
-with).
+with). :func:`session_timeline` is the observer timeline of a lineage.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import CorruptRecordError
 from turnledger.ledger.events import SessionForked
 from turnledger.ledger.store import EventStore
+from turnledger.projections.observer import (
+    DEFAULT_LIMIT,
+    ObserverItem,
+    ObserverView,
+    timeline,
+)
 
 MAX_FORK_DEPTH: Final = 1000
 """How many forks deep a lineage may go before it is refused as corrupt."""
@@ -244,3 +250,34 @@ def history_version(segments_: list[Segment], position: int) -> int:
             if r.position <= position:
                 found = max(found, segment.offset + r.version)
     return found
+
+
+def session_timeline(
+    store: EventStore,
+    stream_id: UUID,
+    *,
+    at: int | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> tuple[ObserverItem, ...]:
+    """Return a session's observer timeline, a fork's source prefix first.
+
+    The observer view keeps one bounded timeline per stream, so a fork's view
+    state holds only its own events; this folds the observer over the
+    session's lineage (the source's events up to the fork point, then the
+    fork's), the way history and replay read a fork.
+
+    Args:
+        store: The ledger.
+        stream_id: The session stream.
+        at: Only events at or before this global position.
+        limit: The newest items returned at most (0: none).
+
+    Returns:
+        Items in ledger order, oldest first; each keeps the position of the
+        event it comes from (a prefix item, its source-stream position).
+    """
+    view = ObserverView(max(limit, 1))
+    state = view.initial("")
+    for recorded in lineage(store, stream_id, at=at):
+        state = view.evolve(state, recorded)
+    return timeline({str(stream_id): state}, limit=limit)
