@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -50,6 +50,9 @@ from turnledger.ledger.store import open_store
 from turnledger.projections.history import SESSION_HISTORY
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views_pg import PostgresViewStore
+
+APP_NAME = "turnledger_bench_scale"
+"""The application name of the writers' connections (their backends' CPU is read)."""
 
 DEFAULT_URL = os.environ.get(
     "TURNLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -79,7 +82,13 @@ def turn(turn_id: str) -> list:
     ]
 
 
-async def _write(url: str, tag: str, sessions: int, turns: int, start: float) -> int:
+async def _write(job: tuple[str, str, int, int], queues: tuple[Any, ...]) -> None:
+    """Open the ledger, say ready, wait for go, write; report turns, start, end, CPU.
+
+    ``queues``: ready (a queue), go (an event), out (a queue), measured (an event).
+    """
+    url, tag, sessions, turns = job
+    ready, go, out, measured = queues
     ledger = AsyncLedger(open_store(url))
 
     async def session(i: int) -> None:
@@ -94,52 +103,118 @@ async def _write(url: str, tag: str, sessions: int, turns: int, start: float) ->
             )
             version = result.last_version
 
-    await asyncio.sleep(max(0.0, start - time.time()))  # start together
+    ready.put(os.getpid())
+    await asyncio.to_thread(go.wait)  # every writer starts at once
+    started, cpu = time.time(), time.process_time()
     await asyncio.gather(*(session(i) for i in range(sessions)))
+    ended, cpu = time.time(), time.process_time() - cpu
+    out.put((sessions * turns, started, ended, cpu))
+    await asyncio.to_thread(measured.wait)  # our backends' CPU is read first
     await ledger.aclose()
-    return sessions * turns
 
 
-def writer_main(job: tuple[str, str, int, int, float], out: Any) -> None:
-    url, tag, sessions, turns, start = job
-    done = asyncio.run(_write(url, tag, sessions, turns, start))
-    out.put((done, time.time(), time.process_time()))
+def writer_main(job: tuple[str, str, int, int], queues: tuple[Any, ...]) -> None:
+    """One writer process."""
+    os.environ["PGAPPNAME"] = APP_NAME  # libpq names our backends
+    asyncio.run(_write(job, queues))
+
+
+class Run(NamedTuple):
+    """One run of ``writers`` processes writing together."""
+
+    writers: int
+    turns: int
+    seconds: float
+    writer_cpu: float
+    server_cpu: float
+    machine_busy: float
+
+    @property
+    def rate(self) -> float:
+        """Turns per second, from the common start to the last acknowledgement."""
+        return self.turns / self.seconds
+
+    @property
+    def cpu_per_turn(self) -> float:
+        """CPU seconds per turn: the writer processes plus the PostgreSQL server."""
+        return (self.writer_cpu + self.server_cpu) / self.turns
+
+    @property
+    def cpu_cap(self) -> float:
+        """Turns/s if every core of this machine did nothing but this work."""
+        return (os.cpu_count() or 1) / self.cpu_per_turn
 
 
 def run_writers(url: str, writers: int, sessions: int, turns: int) -> float:
     """Return turns/s for ``writers`` processes writing together."""
-    rate, _ = run_writers_cpu(url, writers, sessions, turns)
-    return rate
+    return run_writers_cpu(url, writers, sessions, turns).rate
 
 
-def run_writers_cpu(
-    url: str, writers: int, sessions: int, turns: int
-) -> tuple[float, float]:
-    """Return turns/s and the machine's CPU busy share while writing."""
+def run_writers_cpu(url: str, writers: int, sessions: int, turns: int) -> Run:
+    """Run the writers from a common start; their CPU, the server's, the machine's."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    start = time.time() + 2.0  # time to spawn and import
+    ready, go, out, measured = ctx.Queue(), ctx.Event(), ctx.Queue(), ctx.Event()
     procs = [
         ctx.Process(
             target=writer_main,
             args=(
-                (url, f"w{writers}-{i}-{uuid.uuid4().hex[:6]}", sessions, turns, start),
-                out,
+                (url, f"w{writers}-{i}-{uuid.uuid4().hex[:6]}", sessions, turns),
+                (ready, go, out, measured),
             ),
         )
         for i in range(writers)
     ]
     for p in procs:
         p.start()
+    for _ in procs:  # spawned, imported and connected: not part of the figure
+        ready.get(timeout=600)
+    ours_before = _backend_cpu(url)
     busy_before = _cpu_times()
+    go.set()
     results = [out.get(timeout=600) for _ in procs]
     busy_after = _cpu_times()
+    ours_after = _backend_cpu(url)  # before the writers close their connections
+    measured.set()
     for p in procs:
         p.join()
-    total = sum(r[0] for r in results)
-    end = max(r[1] for r in results)
+    server = sum(cpu - ours_before.get(pid, 0.0) for pid, cpu in ours_after.items())
     busy = (busy_after[0] - busy_before[0]) / max(1e-9, busy_after[1] - busy_before[1])
-    return total / (end - start), busy
+    start = min(r[1] for r in results)
+    end = max(r[2] for r in results)
+    return Run(
+        writers,
+        sum(r[0] for r in results),
+        end - start,
+        sum(r[3] for r in results),
+        server,
+        busy,
+    )
+
+
+def _backend_cpu(url: str) -> dict[int, float]:
+    """CPU seconds (user + system) of each PostgreSQL backend serving our writers.
+
+    The writers name their connections (``PGAPPNAME``); a backend's CPU is read
+    from ``/proc`` (the server runs on this machine). Empty when unreadable.
+    """
+    with psycopg.connect(url.split("?", maxsplit=1)[0], autocommit=True) as conn:
+        pids = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                (APP_NAME,),
+            ).fetchall()
+        ]
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        found[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return found
 
 
 def _cpu_times() -> tuple[float, float]:
@@ -189,6 +264,13 @@ def measure_lag(url: str, sessions: int, turns: int) -> dict[str, float]:
     }
 
 
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def fresh_url(base: str) -> str:
     schema = f"tl_bench_{uuid.uuid4().hex[:10]}"
     return f"{base}{'&' if '?' in base else '?'}schema={schema}"
@@ -217,20 +299,44 @@ def main() -> None:
         return
     figures: dict[str, float] = {}
     shape = f"{args.sessions} sessions x {args.turns} turns per writer"
-    print(f"bench_scale: PostgreSQL, {shape}")
+    cores = os.cpu_count() or 1
+    print(f"bench_scale: PostgreSQL, {shape}, {cores} cores, load {_load()}")
+    runs: dict[int, Run] = {}
     for writers in (1, 2, 4, 8):
         url = fresh_url(args.url)
         try:
             open_store(url).close()
-            rate, busy = run_writers_cpu(url, writers, args.sessions, args.turns)
+            run = runs[writers] = run_writers_cpu(
+                url, writers, args.sessions, args.turns
+            )
         finally:
             drop(url)
-        figures[f"writers_{writers}_turns_per_s"] = rate
-        figures[f"writers_{writers}_cpu_busy"] = busy
-        print(
-            f"  {writers} writer(s): {rate:8.0f} turns/s; machine CPU busy "
-            f"{busy:.0%} of {os.cpu_count()} cores"
+        figures[f"writers_{writers}_turns_per_s"] = run.rate
+        figures[f"writers_{writers}_cpu_busy"] = run.machine_busy
+        figures[f"writers_{writers}_writer_cpu_ms_per_turn"] = (
+            1000 * run.writer_cpu / run.turns
         )
+        figures[f"writers_{writers}_server_cpu_ms_per_turn"] = (
+            1000 * run.server_cpu / run.turns
+        )
+        figures[f"writers_{writers}_cpu_cap_turns_per_s"] = run.cpu_cap
+        print(
+            f"  {writers} writer(s): {run.rate:6.0f} turns/s; CPU per turn "
+            f"{1000 * run.writer_cpu / run.turns:.2f} ms writers + "
+            f"{1000 * run.server_cpu / run.turns:.2f} ms server -> at most "
+            f"{run.cpu_cap:,.0f} turns/s on {cores} cores; cores used "
+            f"{run.rate * run.cpu_per_turn:.2f}; machine busy {run.machine_busy:.0%}"
+        )
+    one = runs[1]
+    cap = one.cpu_cap / one.rate
+    figures["cpu_cap_ratio_vs_1"] = cap
+    print(
+        f"  CPU cap: one writer's turn costs {1000 * one.cpu_per_turn:.2f} ms of CPU "
+        f"(writer + server) and it uses {one.rate * one.cpu_per_turn:.2f} of "
+        f"{cores} cores, so N writers can reach at most {cap:.2f}x one writer "
+        "on this machine (2.5x needs a cap >= 2.5: fewer CPU ms per turn or more "
+        "cores; other processes' CPU lowers it further)"
+    )
     ratios: dict[str, dict[str, Any]] = {}
     for label, more, fewer, goal in (
         ("4 writer processes vs 1 (turns/s)", 4, 1, 2.5),
