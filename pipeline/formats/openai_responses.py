@@ -9,12 +9,23 @@ items become one assistant message with parallel calls; each output becomes a
 (``web_search_call``, ``mcp_call``, ...) are skipped and counted. An item
 without ``type`` but with ``role`` is a message.
 
+A call whose ``call_id`` is empty or absent has no id: the Agents SDK stores
+``""`` for every call when a Chat Completions provider returned tool calls
+without ids. Under the pairing rule such calls all share the id ``""``, so
+each output without an id answers the earliest unanswered call without one
+before it. The reader gives each such call its own synthetic id
+(``responses:no-call-id:N``) and hands it to the output that answers it, so
+the counts are the rule's and the calls stay distinct (one shared id would
+make every later call a reused id, which the pairing repair drops); an
+output without an id that answers nothing gets an id no call has.
+
 Accepted documents: a JSON array of items, or an object with an ``input``
 (a string or an array of items) and optional ``instructions``.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -61,6 +72,9 @@ CALL_NAMES: dict[str, str] = {
 
 OUTPUT_TYPES = frozenset(f"{kind}_output" for kind in CALL_NAMES)
 """The item types that answer a client tool call."""
+
+MISSING_ID_PREFIX = "responses:no-call-id"
+"""How the synthetic id of a call (or output) without a ``call_id`` begins."""
 
 _ARGUMENT_KEYS = ("arguments", "input", "action", "operation")
 _KNOWN_ITEMS = frozenset(
@@ -137,6 +151,31 @@ class _Calls:
             self.calls = []
 
 
+@dataclass
+class _MissingIds:
+    """Synthetic ids for calls and outputs without a ``call_id``, paired in order."""
+
+    open_calls: deque[str] = field(default_factory=deque)
+    counter: int = 0
+
+    def call(self, call_id: str) -> str:
+        if call_id:
+            return call_id
+        self.open_calls.append(self._next(""))
+        return self.open_calls[-1]
+
+    def result(self, call_id: str) -> str:
+        if call_id:
+            return call_id
+        return (
+            self.open_calls.popleft() if self.open_calls else self._next(":unmatched")
+        )
+
+    def _next(self, label: str) -> str:
+        self.counter += 1
+        return f"{MISSING_ID_PREFIX}{label}:{self.counter}"
+
+
 def responses_messages(items: Items, sink: Sink) -> list[Indexed]:
     """Convert Responses items to the neutral model.
 
@@ -149,12 +188,13 @@ def responses_messages(items: Items, sink: Sink) -> list[Indexed]:
     """
     converted: list[Indexed] = []
     pending = _Calls()
+    missing = _MissingIds()
     for index, item in items.objects(sink):
         kind = item_type(item)
         if kind in CALL_NAMES:
-            pending.add(index, _call(item, kind))
+            pending.add(index, _call(item, kind, missing))
             continue
-        message = _message(item, kind, sink)
+        message = _message(item, kind, sink, missing)
         if message is not None:
             pending.flush(converted)
             converted.append((index, message))
@@ -170,19 +210,21 @@ def item_type(item: JSONObject) -> str:
     return kind
 
 
-def _call(item: JSONObject, kind: str) -> ToolCall:
+def _call(item: JSONObject, kind: str, missing: _MissingIds) -> ToolCall:
     arguments = next((item[key] for key in _ARGUMENT_KEYS if key in item), "{}")
     return ToolCall(
-        id=get_str(item, "call_id") or "",
+        id=missing.call(get_str(item, "call_id") or ""),
         name=get_str(item, "name") or CALL_NAMES[kind],
         arguments=json_text(arguments),
     )
 
 
-def _message(item: JSONObject, kind: str, sink: Sink) -> Message | None:
+def _message(
+    item: JSONObject, kind: str, sink: Sink, missing: _MissingIds
+) -> Message | None:
     if kind in OUTPUT_TYPES:
         result = ToolResult(
-            call_id=get_str(item, "call_id") or "",
+            call_id=missing.result(get_str(item, "call_id") or ""),
             content=text_of(item.get("output"), sink),
         )
         return make_message("tool", tool_results=(result,))

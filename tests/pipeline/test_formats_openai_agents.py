@@ -1,14 +1,21 @@
 """Issue #11 item 4 (one format of it): OpenAI Agents SDK run state and session items.
 
 Public files: the SDK's own run-state fixtures (``tests/fixtures/openai_agents``,
-MIT, with ``PROVENANCE.md``). Real framework code: a run of the SDK's ``Runner``
-(its model is a scripted implementation of the SDK's ``Model`` interface), saved
-with ``RunState.to_json()`` and ``to_input_list()``.
+MIT, with ``PROVENANCE.md``) and a real ``SQLiteSession`` database of session
+items from a public project (``tests/fixtures/transcripts/openai-agents/
+deep-search-market-agent``, MIT, its ``PROVENANCE.md`` beside it): counted by the
+documented rule, and imported then exported in every format without losing a
+call or a result. Real framework code: a run of the SDK's ``Runner`` (its model
+is a scripted implementation of the SDK's ``Model`` interface), saved with
+``RunState.to_json()`` and ``to_input_list()``.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -20,9 +27,19 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.export import EXPORT_FORMATS
 from turnledger.pipeline.formats import count_pairing, parse_transcript, read_transcript
+from turnledger.pipeline.formats.openai_responses import MISSING_ID_PREFIX
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openai_agents"
+SESSION_DB = (
+    FIXTURES.parent
+    / "transcripts"
+    / "openai-agents"
+    / "deep-search-market-agent"
+    / "conversation_history.db"
+)
 
 
 def _counts(parsed) -> tuple[int, int, int, int, int]:
@@ -118,3 +135,130 @@ def test_a_run_state_missing_its_items_is_not_a_run_state():
     """Forced on another document, the reader names what it expected."""
     with pytest.raises(ValueError, match="Expected an OpenAI Agents SDK run state"):
         parse_transcript(b'{"messages": []}', format="openai-agents")
+
+
+# --- A public SQLiteSession database ------------------------------------------
+
+
+def _raw_items(path: Path) -> list[dict]:
+    """The session items as stored, read with SQLite itself (no reader of ours)."""
+    uri = f"file:{path}?mode=ro&immutable=1"
+    with closing(sqlite3.connect(uri, uri=True)) as connection:
+        rows = connection.execute(
+            "SELECT message_data FROM agent_messages ORDER BY id"
+        ).fetchall()
+    return [json.loads(text) for (text,) in rows]
+
+
+def _rule_counts(items: list[dict]) -> tuple[int, int, int, int, int]:
+    """The corpus rule (README §2, Responses) on raw items, ids as written.
+
+    Each call takes the first not-yet-used later output with an equal
+    ``call_id``; calls left over and outputs no call took are unpaired.
+    """
+    calls = [i for i, item in enumerate(items) if item.get("type") == "function_call"]
+    outputs = [
+        i for i, item in enumerate(items) if item.get("type") == "function_call_output"
+    ]
+    used: set[int] = set()
+    unpaired_calls = 0
+    for call in calls:
+        taken = next(
+            (
+                o
+                for o in outputs
+                if o > call
+                and o not in used
+                and items[o].get("call_id", "") == items[call].get("call_id", "")
+            ),
+            None,
+        )
+        if taken is None:
+            unpaired_calls += 1
+        else:
+            used.add(taken)
+    return (1, len(calls), len(outputs), unpaired_calls, len(outputs) - len(used))
+
+
+def _names(messages) -> Counter[str]:
+    return Counter(c.name for m in messages for c in m.tool_calls)
+
+
+def test_a_public_sqlite_session_database_is_counted_by_the_rule():
+    """Every call_id is "": outputs pair in order, each call keeps its own id."""
+    items = _raw_items(SESSION_DB)
+    assert {item.get("call_id") for item in items if "call_id" in item} == {""}
+    parsed = read_transcript(SESSION_DB)
+    assert parsed.format == "openai-agents"
+    assert (parsed.skipped, parsed.problems) == ({}, ())
+    (found,) = parsed.conversations
+    assert found.id == "financial_chat"
+    assert _counts(parsed) == _rule_counts(items) == (1, 86, 86, 0, 0)
+    ids = [c.id for m in found.messages for c in m.tool_calls]
+    assert len(set(ids)) == 86
+    assert all(i.startswith(MISSING_ID_PREFIX) for i in ids)
+    raw_names = Counter(i["name"] for i in items if i.get("type") == "function_call")
+    assert _names(found.messages) == raw_names
+    assert raw_names["resolve_symbol"] == 25
+    texts = [m.text for m in found.messages if m.text][:2]
+    assert texts == ["hello", "Hello! How can I help you today?\n"]
+
+
+def test_outputs_without_a_call_id_pair_in_order_as_the_rule_does():
+    """Mixed ids: an id-less output answers the earliest open id-less call."""
+    items = [
+        {"type": "function_call_output", "call_id": "", "output": "early"},
+        {"type": "function_call", "call_id": "", "name": "a", "arguments": "{}"},
+        {"type": "function_call", "name": "b", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "", "output": "to a"},
+        {"type": "function_call", "call_id": "x", "name": "c", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "x", "output": "to c"},
+        {"type": "function_call_output", "output": "to b"},
+        {"type": "function_call", "call_id": "", "name": "d", "arguments": "{}"},
+    ]
+    parsed = parse_transcript(json.dumps(items).encode(), format="openai-responses")
+    assert _counts(parsed) == _rule_counts(items) == (1, 4, 4, 1, 1)
+    messages = parsed.conversations[0].messages
+    calls = {c.name: c.id for m in messages for c in m.tool_calls}
+    answered = {r.content: r.call_id for m in messages for r in m.tool_results}
+    assert answered["to a"] == calls["a"] != calls["b"] == answered["to b"]
+    assert answered["to c"] == calls["c"] == "x"
+    assert answered["early"] not in calls.values()
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("fmt", EXPORT_FORMATS)
+def test_the_public_database_imports_and_exports_without_loss(capsys, tmp_path, fmt):
+    """import -> export FMT keeps all 86 calls and results; re-import is a fixed point."""
+    source = read_transcript(SESSION_DB).conversations[0].messages
+    db = str(tmp_path / "ledger.db")
+    code, out, err = run(capsys, "--db", db, "import", str(SESSION_DB), "--json")
+    assert (code, err) == (0, "")
+    (session,) = json.loads(out)["sessions"]
+    assert session["session"] == "financial_chat"
+    code, first, err = run(
+        capsys, "--db", db, "export", "financial_chat", "--format", fmt
+    )
+    assert (code, err) == (0, "")
+    reread = parse_transcript(first.encode(), format=fmt)
+    assert _counts(reread) == (1, 86, 86, 0, 0)
+    assert _names(reread.conversations[0].messages) == _names(source)
+    if fmt == "openai-responses":
+        assert reread.conversations[0].messages == source
+    exported = tmp_path / "exported.json"
+    exported.write_text(first, encoding="utf-8")
+    again = str(tmp_path / "again.db")
+    code, out, err = run(
+        capsys, "--db", again, "import", str(exported), "--format", fmt, "--json"
+    )
+    assert (code, err) == (0, "")
+    (second,) = json.loads(out)["sessions"]
+    code, out, _ = run(
+        capsys, "--db", again, "export", second["session"], "--format", fmt
+    )
+    assert (code, out) == (0, first)
