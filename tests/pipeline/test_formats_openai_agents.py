@@ -180,6 +180,15 @@ def _rule_counts(items: list[dict]) -> tuple[int, int, int, int, int]:
     return (1, len(calls), len(outputs), unpaired_calls, len(outputs) - len(used))
 
 
+COUNT_KEYS = (
+    "conversations",
+    "tool_calls",
+    "tool_results",
+    "unpaired_calls",
+    "unpaired_results",
+)
+
+
 def _names(messages) -> Counter[str]:
     return Counter(c.name for m in messages for c in m.tool_calls)
 
@@ -262,3 +271,31 @@ def test_the_public_database_imports_and_exports_without_loss(capsys, tmp_path, 
         capsys, "--db", again, "export", second["session"], "--format", fmt
     )
     assert (code, out) == (0, first)
+
+
+def test_a_public_database_committed_with_its_wal_is_refused_until_checkpointed(
+    capsys, tmp_path
+):
+    """The -wal holds 24 items the file lacks: refused; checkpointed, all counted."""
+    source = SESSION_DB.with_name("conversation_history_1.db")
+    wal = source.with_name(f"{source.name}-wal")
+    alone, pair = tmp_path / "alone", tmp_path / "pair"
+    for folder, files in ((alone, [source]), (pair, [source, wal])):
+        folder.mkdir()
+        for file in files:
+            (folder / file.name).write_bytes(file.read_bytes())
+    code, out, err = run(capsys, "audit", str(pair / source.name), "--json")
+    assert (code, out) == (2, "")
+    assert f"140112 bytes not yet checkpointed in {wal.name}" in err
+    partial = read_transcript(alone / source.name)
+    assert len(_raw_items(alone / source.name)) == 59
+    assert _counts(partial) == (1, 9, 9, 0, 0)
+    with closing(sqlite3.connect(pair / source.name)) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    items = _raw_items(pair / source.name)
+    assert len(items) == 83
+    code, out, err = run(capsys, "audit", str(pair / source.name), "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    counts = tuple(report[key] for key in COUNT_KEYS)
+    assert counts == _rule_counts(items) == (1, 16, 16, 0, 0)
