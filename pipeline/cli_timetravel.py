@@ -55,12 +55,14 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     --to takes a global position, a turn id (the history as that turn ended)
     or an ISO time. One session.rewound event: the rewound turns stay in the
     ledger, leave the provider-visible history and show in history and replay;
-    rewinding to a point before a rewind brings them back (redo). --memory
+    rewinding to a point before a rewind brings them back (redo). Trims
+    recorded after the point are undone too (redone alike). --memory
     keep leaves what those turns wrote to long-term memory, supersede records
     a memory.superseded event for each live entry; both report the keys.
     Without --memory the configuration's ``[memory] rewind_memory`` decides
     (default keep). With --json: session, to, to_version, position, turns,
-    restored, hidden, memory_rule, memory_keys, superseded.
+    restored, hidden, memory_rule, memory_keys, superseded, trims_undone,
+    trims_redone.
 
     Example: turnledger rewind demo-1 --to 12 --memory supersede
     """
@@ -77,6 +79,11 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         f"{len(report.turns)} turns hidden ({report.hidden} messages), "
         f"{report.restored} messages restored"
     )
+    if report.trims_undone or report.trims_redone:
+        print(
+            f"  trims undone: {report.trims_undone}, "
+            f"trims back in effect: {report.trims_redone}"
+        )
     keys = ", ".join(report.memory_keys) or "none"
     print(f"  memory written by the rewound turns ({report.memory_rule}): {keys}")
     return 0

@@ -20,6 +20,7 @@ from turnledger.projections.history import (
     SESSION_HISTORY,
     SessionHistoryState,
     current_instructions,
+    exact_history,
     history_digest,
     visible_messages,
 )
@@ -88,17 +89,20 @@ def _digest_of(text: str | None) -> str | None:
 
 def _state(events: list[Recorded], upto: int) -> SessionHistoryState:
     states = fold(SESSION_HISTORY, events[:upto])
-    return next(iter(states.values()), SESSION_HISTORY.initial(""))
+    state = next(iter(states.values()), SESSION_HISTORY.initial(""))
+    return exact_history(events[:upto], state) if state.missing_through else state
 
 
 def _checks(events: list[Recorded]) -> list[DigestCheck]:
     """Re-derive each prompt's history digest from the events before it."""
     checks: list[DigestCheck] = []
     states: dict[str, SessionHistoryState] = {}
-    for recorded in events:
+    for index, recorded in enumerate(events):
         event = recorded.event
         if isinstance(event, PromptAssembled):
             state = next(iter(states.values()), SESSION_HISTORY.initial(""))
+            if state.missing_through:  # a rewind undid a trim: fold exactly
+                state = exact_history(events[:index], state)
             derived = history_digest(visible_messages(state))
             checks.extend(
                 DigestCheck(

@@ -166,6 +166,10 @@ class RewindReport(msgspec.Struct, frozen=True, kw_only=True):
         memory_rule: The rule applied to the rewound turns' memory writes.
         memory_keys: The memory keys those turns wrote (still live).
         superseded: The keys superseded by the rule.
+        trims_undone: How many trims recorded after the point it undid
+            (what they hid is visible again).
+        trims_redone: How many trims a rewind after the point had undone
+            and this one puts back in effect.
     """
 
     session: str
@@ -178,12 +182,18 @@ class RewindReport(msgspec.Struct, frozen=True, kw_only=True):
     memory_rule: MemoryRule
     memory_keys: tuple[str, ...]
     superseded: tuple[str, ...]
+    trims_undone: int = 0
+    trims_redone: int = 0
 
 
 def rewind_session(
     store: EventStore, ref: SessionRef, to: str, *, memory_rule: MemoryRule = "keep"
 ) -> RewindReport:
     """Rewind a session to ``to``: its history becomes what it was then.
+
+    Messages recorded after the point leave the provider-visible history, and
+    trims recorded after it are undone (what they hid is visible again); a
+    rewind to a point after an earlier rewind's brings both back (redo).
 
     Args:
         store: The ledger.
@@ -207,7 +217,9 @@ def rewind_session(
         raise TimeTravelError(msg)
     hidden = [e for e in state.entries if e.version > version]
     back = [r for r in state.rewound if r[0] > version and r[1].version <= version]
-    if not hidden and not back:
+    undone = [m for m in state.trim_marks if not m.rewound_by and m.version > version]
+    redone = [m for m in state.trim_marks if m.rewound_by > version >= m.version]
+    if not hidden and not back and not undone and not redone:
         msg = f"Expected a point before the session's history end, found {to!r}"
         raise TimeTravelError(msg)
     turns = tuple(dict.fromkeys(e.turn_id for e in hidden if e.turn_id))
@@ -234,6 +246,8 @@ def rewind_session(
         memory_rule=memory_rule,
         memory_keys=keys,
         superseded=superseded,
+        trims_undone=len(undone),
+        trims_redone=len(redone),
     )
 
 

@@ -63,6 +63,22 @@ class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):
     message: Message
 
 
+class TrimMark(msgspec.Struct, frozen=True, kw_only=True):
+    """A trim applied to a session, kept so a rewind can undo (and redo) it.
+
+    Attributes:
+        version: The version of the ``history.trimmed`` event.
+        through: The trim boundary it set.
+        hidden: How many recorded messages it made invisible.
+        rewound_by: The version of the rewind that undid it (0: in effect).
+    """
+
+    version: int
+    through: int
+    hidden: int
+    rewound_by: int = 0
+
+
 class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
     """The history of one session.
 
@@ -73,11 +89,13 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
         entries: The recorded messages, oldest first: every one in the
             transcript fold; in the history fold only those after the last trim.
         trimmed_through: Entries with a version at or below this are trimmed.
-        trimmed_entries: How many recorded messages trims made invisible.
+        trimmed_entries: How many recorded messages the trims in effect made
+            invisible.
         compacted: Whether this state comes from the compacting fold (a view
             written before compaction existed decodes as ``False`` and is not
             used as a snapshot).
-        trims: How many trims were applied.
+        trims: How many trims are in effect (a rewind to before a trim undoes
+            it).
         turns_completed: Turns that ended with a final answer.
         turns_failed: Ids of turns that ended without one.
         open_turn: The turn in progress, if any.
@@ -90,6 +108,11 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
         rewinds: How many rewinds were applied.
         rewound: The messages rewinds hid, each with the version of the rewind
             that hid it (a later rewind to before it brings them back).
+        trim_marks: Every trim applied, oldest first, in effect or undone.
+        missing_through: In the compacting fold, 0 unless a rewind undid a
+            trim whose messages it had dropped: entries at or below this
+            version may be missing, and readers fold the transcript instead
+            (:func:`exact_history`). A later trim through it clears it.
     """
 
     agent: str = ""
@@ -109,6 +132,8 @@ class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
     version_offset: int = 0
     rewinds: int = 0
     rewound: tuple[tuple[int, HistoryEntry], ...] = ()
+    trim_marks: tuple[TrimMark, ...] = ()
+    missing_through: int = 0
 
 
 HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
@@ -198,7 +223,9 @@ class SessionHistory:
             case AssistantMessage() | ToolResultRecorded():
                 return _append_entry(state, _message_entry(recorded.event, version))
             case HistoryTrimmed(dropped_through_version=through):
-                return _trim(state, max(state.trimmed_through, through), self.compact)
+                return _trim(
+                    state, max(state.trimmed_through, through), version, self.compact
+                )
             case ItemsRemoved(first_version=first, last_version=last):
                 low, high = first + state.version_offset, last + state.version_offset
                 kept = tuple(e for e in state.entries if not low <= e.version <= high)
@@ -231,23 +258,32 @@ def _result_message(result: ToolResultRecorded) -> Message:
 
 
 def _trim(
-    state: SessionHistoryState, through: int, compact: bool
+    state: SessionHistoryState, through: int, version: int, compact: bool
 ) -> SessionHistoryState:
     """Apply a trim boundary; a compacting fold drops what it hid."""
     hidden = sum(
         1 for e in state.entries if state.trimmed_through < e.version <= through
     )
-    entries, rewound = state.entries, state.rewound
-    if compact:
-        entries = tuple(e for e in entries if e.version > through)
-        rewound = tuple(r for r in rewound if r[1].version > through)
-    return msgspec.structs.replace(
+    mark = TrimMark(version=version, through=through, hidden=hidden)
+    state = msgspec.structs.replace(
         state,
-        entries=entries,
-        rewound=rewound,
         trimmed_through=through,
         trimmed_entries=state.trimmed_entries + hidden,
         trims=state.trims + 1,
+        trim_marks=(*state.trim_marks, mark),
+    )
+    return _compact(state) if compact else state
+
+
+def _compact(state: SessionHistoryState) -> SessionHistoryState:
+    """Drop what the trim boundary hides (and forget what is missing below it)."""
+    through = state.trimmed_through
+    missing = state.missing_through
+    return msgspec.structs.replace(
+        state,
+        entries=tuple(e for e in state.entries if e.version > through),
+        rewound=tuple(r for r in state.rewound if r[1].version > through),
+        missing_through=0 if missing <= through else missing,
     )
 
 
@@ -288,18 +324,40 @@ def _rewind(state: SessionHistoryState, to: int, version: int) -> SessionHistory
 
     Messages after ``to`` are hidden by this rewind (``version``); messages that
     existed at ``to`` but were hidden by a rewind recorded after it come back.
+    Trims are treated alike: one recorded after ``to`` is undone (what it hid
+    is visible again), one undone by a rewind after ``to`` is in effect again.
     """
     back = tuple(r for r in state.rewound if r[0] > to and r[1].version <= to)
     stay = tuple(r for r in state.rewound if not (r[0] > to and r[1].version <= to))
     hidden = tuple((version, e) for e in state.entries if e.version > to)
     kept = [e for e in state.entries if e.version <= to] + [r[1] for r in back]
-    return msgspec.structs.replace(
+    marks = tuple(_rewind_mark(m, to, version) for m in state.trim_marks)
+    live = [m for m in marks if not m.rewound_by]
+    through = max((m.through for m in live), default=0)
+    missing = state.missing_through
+    if state.compacted and through < state.trimmed_through:
+        missing = max(missing, state.trimmed_through)  # dropped, now visible
+    state = msgspec.structs.replace(
         state,
         entries=tuple(sorted(kept, key=lambda e: e.version)),
         rewound=(*stay, *hidden),
         rewinds=state.rewinds + 1,
         open_turn=None,
+        trim_marks=marks,
+        trimmed_through=through,
+        trimmed_entries=sum(m.hidden for m in live),
+        trims=len(live),
+        missing_through=missing,
     )
+    return _compact(state) if state.compacted else state
+
+
+def _rewind_mark(mark: TrimMark, to: int, version: int) -> TrimMark:
+    if not mark.rewound_by and mark.version > to:
+        return msgspec.structs.replace(mark, rewound_by=version)
+    if mark.rewound_by > to and mark.version <= to:
+        return msgspec.structs.replace(mark, rewound_by=0)
+    return mark
 
 
 _MESSAGE_EVENTS: Final = (TurnStarted, AssistantMessage, ToolResultRecorded)
@@ -380,6 +438,33 @@ def _flush(
         last_version=last,
         open_turn=opened,
     )
+
+
+def exact_history(
+    events: Sequence[Recorded], state: SessionHistoryState | None = None
+) -> SessionHistoryState:
+    """Return one session's history folded from its events (a lineage), exactly.
+
+    Args:
+        events: All of the session's events (relabeled as one stream).
+        state: The compacting fold of them, when the caller has it already.
+
+    Returns:
+        The compacting fold; or, when a rewind undid a trim whose messages
+        that fold had dropped (``missing_through``), the transcript fold
+        compacted the same way, which still holds them.
+    """
+    if state is None:
+        state = fold_stream(SESSION_HISTORY, SESSION_HISTORY.initial(""), events)
+    if not state.missing_through:
+        return state
+    whole = fold_stream(SESSION_TRANSCRIPT, SESSION_TRANSCRIPT.initial(""), events)
+    return compacted(whole)
+
+
+def compacted(state: SessionHistoryState) -> SessionHistoryState:
+    """Return a transcript-fold state as the compacting fold holds it."""
+    return _compact(msgspec.structs.replace(state, compacted=True, missing_through=0))
 
 
 def _attach(state: SessionHistoryState, media: MediaAttached) -> SessionHistoryState:

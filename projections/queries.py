@@ -27,6 +27,7 @@ from turnledger.projections.history import (
     SESSION_TRANSCRIPT,
     SessionHistory,
     SessionHistoryState,
+    exact_history,
     fold_stream,
 )
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
@@ -61,7 +62,7 @@ class SessionHistories:
         ).get(str(stream_id))
         if found is None or not found.compacted or found.fork_of:
             return None
-        return found
+        return None if found.missing_through else found
 
     def get(self, stream_id: UUID, *, at: int | None = None) -> SessionHistoryState:
         """Return a session's history now, or as of global position ``at``."""
@@ -76,11 +77,14 @@ class SessionHistories:
             return self.advance(stream_id, base, base.last_version)
         if fork_event(self.store.read_stream(stream_id, limit=1)) is None:
             return self.advance(stream_id, SESSION_HISTORY.initial(""), 0)
+        return self._exact(stream_id)
+
+    def _exact(self, stream_id: UUID) -> tuple[SessionHistoryState, int]:
+        """Fold the whole lineage (a fork, or a rewind that undid a trim)."""
         own = self.store.read_stream(stream_id)
         events = lineage(self.store, stream_id, own=own)
         self.events_read += len(events)
-        key = str(stream_id)
-        return fold(SESSION_HISTORY, events)[key], own[-1].version
+        return exact_history(events), own[-1].version if own else 0
 
     def advance(
         self, stream_id: UUID, state: SessionHistoryState, after: int
@@ -95,7 +99,10 @@ class SessionHistories:
         self.events_read += len(tail)
         if not tail:
             return state, after
-        return fold_stream(SESSION_HISTORY, state, tail), tail[-1].version
+        state = fold_stream(SESSION_HISTORY, state, tail)
+        if state.missing_through:  # a rewind undid a trim whose messages it dropped
+            return self._exact(stream_id)
+        return state, tail[-1].version
 
     def transcript(
         self, stream_id: UUID, *, at: int | None = None
@@ -109,8 +116,10 @@ class SessionHistories:
         events = lineage(self.store, stream_id, at=at)
         self.events_read += len(events)
         if all(r.stream_id == stream_id for r in events):  # linear: one stream
-            return fold_stream(projection, projection.initial(""), events)
-        return fold(projection, events).get(str(stream_id), projection.initial(""))
+            state = fold_stream(projection, projection.initial(""), events)
+        else:
+            state = fold(projection, events).get(str(stream_id), projection.initial(""))
+        return exact_history(events, state) if state.missing_through else state
 
 
 def cost_records(
