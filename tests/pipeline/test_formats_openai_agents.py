@@ -299,3 +299,20 @@ def test_a_public_database_committed_with_its_wal_is_refused_until_checkpointed(
     report = json.loads(out)
     counts = tuple(report[key] for key in COUNT_KEYS)
     assert counts == _rule_counts(items) == (1, 16, 16, 0, 0)
+
+
+def test_a_public_database_of_an_openai_model_reads_its_turns_in_order():
+    """Three user turns, three answers with the API's msg_ ids: the texts, in order."""
+    path = SESSION_DB.parent.parent / "agentic-ai-tutorial" / "conversations.db"
+    items = _raw_items(path)
+    expected = [
+        item["content"] if item.get("role") == "user" else item["content"][0]["text"]
+        for item in items
+    ]
+    parsed = read_transcript(path)
+    (found,) = parsed.conversations
+    assert found.id == "steve_ferns_96"
+    assert [m.role for m in found.messages] == ["user", "assistant"] * 3
+    assert [m.text for m in found.messages] == expected
+    assert expected[0] == "Which anime is monkey de luffy from ?"
+    assert _counts(parsed) == _rule_counts(items) == (1, 0, 0, 0, 0)
