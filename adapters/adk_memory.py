@@ -35,9 +35,10 @@ from turnledger.adapters._ledger import LedgerHandle, LedgerTarget
 from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import Event, MemoryForgotten, MemoryStored
 from turnledger.ledger.ids import memory_stream_id
-from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
+from turnledger.projections.memory.apply import BackendTarget
 from turnledger.projections.memory.protocol import MemoryBackend
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.runner import catch_up
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event as AdkEvent
@@ -179,15 +180,8 @@ class TurnledgerMemoryService(BaseMemoryService):
         raise ConcurrencyError(stream, version, store.stream_version(stream))
 
     def _catch_up(self) -> None:
-        """Apply the memory events the projection has not seen yet."""
-        store = self._handle.store
-        after = self._memory.applied_position()
-        while True:
-            page = store.read_all(after=after, limit=500, types=MEMORY_EVENT_TYPES)
-            if not page:
-                return
-            after = page[-1].position
-            self._memory.apply(page, after)
+        """Apply the memory events the projection has not seen (the runner's loop)."""
+        catch_up(self._handle.store, BackendTarget(self._memory, name="adk memory"))
 
     def close(self) -> None:
         """Stop using the ledger (and close the default memory projection)."""

@@ -39,13 +39,15 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import Event, MemoryForgotten, MemoryStored
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore, open_store
-from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
+from turnledger.projections.memory.apply import BackendTarget
 from turnledger.projections.memory.protocol import MemoryBackend, MemoryEntry
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.runner import catch_up
 
 _RETRIES: Final = 50
 _ENCODER: Final = msgspec.json.Encoder()
@@ -202,18 +204,14 @@ class TurnledgerStore(BaseStore):
         self._catch_up()
 
     def _catch_up(self) -> None:
-        target = self.store.max_position()
-        done = self.backend.applied_position()
-        if done >= target:
-            return
-        events = [
-            r
-            for r in self.store.iter_all(
-                after=done, until=target, types=MEMORY_EVENT_TYPES
-            )
-            if getattr(r.event, "agent", None) == self.agent
-        ]
-        self.backend.apply(events, target)
+        """Apply this agent's memory events not applied yet (the runner's loop)."""
+        target = BackendTarget(
+            self.backend, name=f"langgraph store {self.agent}", accepts=self._owns
+        )
+        catch_up(self.store, target)
+
+    def _owns(self, recorded: Recorded) -> bool:
+        return getattr(recorded.event, "agent", None) == self.agent
 
     # -- reads ---------------------------------------------------------------------
 

@@ -93,6 +93,8 @@ class Runtime:
         memory: MemoryService,
         engine: TurnEngine,
         owns_store: bool,
+        owns_ledger: bool = True,
+        owns_memory: bool = True,
     ) -> None:
         self.config = config
         self.store = store
@@ -103,22 +105,30 @@ class Runtime:
         self.memory = memory
         self.engine = engine
         self._owns_store = owns_store
+        self._owns_ledger = owns_ledger
+        self._owns_memory = owns_memory
         self._closed = False
         self._started_at = store.max_position()  # telemetry exports what follows
 
     async def aclose(self) -> None:
-        """Catch the history view up, then close memory, writer, views, ledger."""
+        """Catch the history view up, then close memory, writer, views, ledger.
+
+        A writer or memory service passed to :func:`bootstrap` is left open
+        (its owner closes it).
+        """
         if self._closed:
             return
         self._closed = True
         try:
-            await self.ledger.aclose()
+            if self._owns_ledger:
+                await self.ledger.aclose()
             await asyncio.to_thread(self.runner.catch_up)
             await asyncio.to_thread(
                 export_run, self.store, self.config.telemetry, after=self._started_at
             )
         finally:
-            self.memory.close()
+            if self._owns_memory:
+                self.memory.close()
             self.views.close()
             if self._owns_store:
                 self.store.close()
@@ -145,6 +155,8 @@ def bootstrap(
     tools: Mapping[str, Tool] | None = None,
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     consolidate_agent: str | None = None,
+    ledger: AsyncLedger | None = None,
+    memory: MemoryService | None = None,
 ) -> Runtime:
     """Build the runtime a configuration describes.
 
@@ -159,6 +171,12 @@ def bootstrap(
         system_prompt: The system prompt the engine sends.
         consolidate_agent: Run this agent's memory strategy after each turn
             (one extra provider call per turn); ``None`` runs none.
+        ledger: The async writer to append through, over ``store`` (default:
+            a new one). Tests pass one that injects faults, or share one
+            between runtimes; the caller closes it.
+        memory: The memory service to use, over ``store`` (default: a new one
+            for ``config``); runtimes with different configurations share
+            one this way. The caller closes it.
 
     Returns:
         The runtime; use it as an async context manager, or ``await aclose()``.
@@ -167,19 +185,25 @@ def bootstrap(
     owns_store = store is None
     ledger_store = store if store is not None else open_store(url)
     view_store = open_view_store(views_location(config, url, views))
-    memory = MemoryService(
-        ledger_store, config, ledger_url=url, shredding=config.memory.shredding
+    service = (
+        memory
+        if memory is not None
+        else MemoryService(
+            ledger_store, config, ledger_url=url, shredding=config.memory.shredding
+        )
     )
     strategy = (
-        strategy_for(consolidate_agent, memory, provider)
+        strategy_for(consolidate_agent, service, provider)
         if consolidate_agent is not None
         else None
     )
-    ledger = AsyncLedger(ledger_store, close_store=False)
+    writer = (
+        ledger if ledger is not None else AsyncLedger(ledger_store, close_store=False)
+    )
     engine = TurnEngine(
-        ledger=ledger,
+        ledger=writer,
         provider=provider,
-        memory=memory,
+        memory=service,
         tools=default_tools() if tools is None else tools,
         config=config,
         system_prompt=system_prompt,
@@ -189,9 +213,11 @@ def bootstrap(
     return Runtime(
         config=config,
         store=ledger_store,
-        ledger=ledger,
+        ledger=writer,
         views=view_store,
-        memory=memory,
+        memory=service,
         engine=engine,
         owns_store=owns_store,
+        owns_ledger=ledger is None,
+        owns_memory=memory is None,
     )

@@ -1,20 +1,23 @@
 """Memory catch-up: a backend brought up to date with the ledger's memory events.
 
-Events are read in pages of memory event types up to the ledger's head and
-applied with the page's reached position, so each event takes effect once; a
-sealed content is opened with the key store before it is applied.
+The paging is the projection runner's (:func:`turnledger.projections.runner
+.catch_up`, the one catch-up loop every read model uses); what is memory's own
+is here: which agents' events belong to a backend, and opening a sealed content
+with the key store before it is applied.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.ledger.store import EventStore
 from turnledger.pipeline.memory_wiring import MemoryWiring
-from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES
+from turnledger.projections.memory.apply import BackendTarget
 from turnledger.projections.memory.protocol import MemoryBackend
+from turnledger.projections.runner import catch_up
 
 
 class MemoryCatchUp(MemoryWiring):
@@ -33,6 +36,16 @@ class MemoryCatchUp(MemoryWiring):
             self._catch_up(peer_ref, peer_backend, peer)
         return backend
 
+    def target(self, ref: str, backend: MemoryBackend, agent: str) -> BackendTarget:
+        """The backend as the runner's tracked target: its agents' events, opened."""
+        owners = self._owners(ref, agent)
+        return BackendTarget(
+            backend,
+            name=ref,
+            accepts=partial(self._belongs, ref=ref, owners=owners),
+            opened=self._opened,
+        )
+
     def _owners(self, ref: str, agent: str) -> set[str] | None:
         if self.only_agents is not None:
             return set(self.only_agents)
@@ -41,21 +54,11 @@ class MemoryCatchUp(MemoryWiring):
         return None  # an install-wide backend takes every agent mapped to it
 
     def _catch_up(self, ref: str, backend: MemoryBackend, agent: str) -> int:
-        target = self.store.max_position()
-        done = backend.applied_position()
-        if done >= target:
-            return 0
-        owners = self._owners(ref, agent)
-        applied = 0
-        for page in _pages(self.store, done, target):
-            events = [
-                self._opened(r) for r in page.events if self._belongs(r, ref, owners)
-            ]
-            backend.apply(events, page.reached)
-            applied += len(events)
-        return applied
+        return catch_up(self.store, self.target(ref, backend, agent))
 
-    def _belongs(self, recorded: Recorded, ref: str, owners: set[str] | None) -> bool:
+    def _belongs(
+        self, recorded: Recorded, *, ref: str, owners: set[str] | None
+    ) -> bool:
         event_agent = str(getattr(recorded.event, "agent", ""))
         if owners is not None:
             return event_agent in owners
@@ -72,21 +75,3 @@ class MemoryCatchUp(MemoryWiring):
 
     def _keys_exist(self) -> bool:
         return self._keys is not None or self.keys_path.exists()
-
-
-class _Page(msgspec.Struct, frozen=True):
-    events: list[Recorded]
-    reached: int
-
-
-def _pages(store: EventStore, done: int, target: int, size: int = 500) -> list[_Page]:
-    pages = []
-    after = done
-    while after < target:
-        events = store.read_all(
-            after=after, limit=size, types=MEMORY_EVENT_TYPES, until=target
-        )
-        reached = target if len(events) < size else events[-1].position
-        pages.append(_Page(events, reached))
-        after = reached
-    return pages

@@ -227,3 +227,91 @@ def test_readers_use_the_query_apis(module: str, path: Path):
             f"{module} imports the fold machinery; read through "
             "turnledger.projections.queries"
         )
+
+
+# A catch-up reads a read model's tracking position (a view's ``tracking``, a
+# memory backend's ``applied_position``) and pages the ledger's global log from
+# it. The one loop that does is ``projections.runner.catch_up``: every other
+# module hands it a tracked target (``ViewTarget``, ``BackendTarget``). Checked
+# per module (so a loop split into helpers is still seen): no module but the
+# runner both reads a tracking position and reads the global log
+# (``read_all`` / ``iter_all``). Reading the log without a tracking position (an
+# export, a whole-ledger report) is not a catch-up and is not concerned.
+TRACKING_READS = {"applied_position", "tracking"}
+LOG_READS = {"read_all", "iter_all"}
+CATCH_UP_MODULE = "projections.runner"
+
+
+def _called_attributes(source: str) -> set[str]:
+    return {
+        call.func.attr
+        for call in ast.walk(ast.parse(source))
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+    }
+
+
+def _catches_up(source: str) -> bool:
+    called = _called_attributes(source)
+    return bool(called & TRACKING_READS and called & LOG_READS)
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_only_the_runner_pages_the_ledger_for_catch_up(module: str, path: Path):
+    """One catch-up implementation: nothing else reads a position and pages from it."""
+    if module == CATCH_UP_MODULE:
+        assert _catches_up(path.read_text())
+        return
+    assert not _catches_up(path.read_text()), (
+        f"{module} catches a read model up itself; hand a tracked target to "
+        "turnledger.projections.runner.catch_up"
+    )
+
+
+def test_the_catch_up_rule_sees_a_loop_split_into_helpers():
+    """The rule fails on the hand-written catch-up it forbids (it can fail)."""
+    source = (
+        "def catch(store, backend):\n"
+        "    for page in _pages(store, backend.applied_position()):\n"
+        "        backend.apply(page.events, page.reached)\n"
+        "def _pages(store, after):\n"
+        "    while page := store.read_all(after=after, limit=500):\n"
+        "        yield page\n"
+        "        after = page[-1].position\n"
+    )
+    assert _catches_up(source)
+    assert not _catches_up("def export(store):\n    return list(store.iter_all())\n")
+
+
+# One composition root: the engine is built by ``pipeline/bootstrap.py`` alone,
+# for every entry point (the CLI, the demo, the benchmarks, the examples and the
+# tests: a test that needs a fault-injecting writer or a shared memory service
+# passes it to ``bootstrap``). No test constructs the engine by hand to test the
+# constructor itself, so there is no exception.
+COMPOSITION_ROOT = ROOT / "pipeline" / "bootstrap.py"
+BUILDERS = sorted(
+    {
+        *(path for _, path in MODULES),
+        *(path for folder in CLIENT_FOLDERS for path in (ROOT / folder).rglob("*.py")),
+    }
+)
+
+
+def _constructs(path: Path, name: str) -> list[str]:
+    return [
+        ast.unparse(call)[:60]
+        for call in _calls(path)
+        if (isinstance(call.func, ast.Name) and call.func.id == name)
+        or (isinstance(call.func, ast.Attribute) and call.func.attr == name)
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", BUILDERS, ids=[str(p.relative_to(ROOT)) for p in BUILDERS]
+)
+def test_only_bootstrap_constructs_the_engine(path: Path):
+    """``TurnEngine(...)`` appears in the composition root and nowhere else."""
+    found = _constructs(path, "TurnEngine")
+    if path == COMPOSITION_ROOT:
+        assert len(found) == 1, found
+        return
+    assert not found, f"{path.relative_to(ROOT)} builds the engine: use bootstrap"

@@ -1,11 +1,23 @@
-"""Turning memory events into backend writes (shared by every backend)."""
+"""Turning memory events into backend writes (shared by every backend).
+
+A backend is a read model like a view: :class:`BackendTarget` makes it a
+tracked target of the runner's one catch-up loop
+(:func:`turnledger.projections.runner.catch_up`), which reads the memory events
+after the backend's applied position and hands each page to
+:meth:`MemoryBackend.apply` with the position reached.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
+from turnledger.ledger.events import (
+    Event,
+    MemoryForgotten,
+    MemoryStored,
+    MemorySuperseded,
+)
 from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
 
 MEMORY_EVENT_TYPES = (MemoryStored, MemoryForgotten, MemorySuperseded)
@@ -54,11 +66,12 @@ def apply_in_order(
     position: int,
     save_position: Callable[[int], None],
 ) -> None:
-    """Apply events above the backend's position, then save ``position``.
+    """Apply one page's events above the backend's position, then save ``position``.
 
-    For backends without transactions spanning writes and position: each write is
-    an idempotent upsert/delete, so a crash between a write and the position save
-    re-applies it harmlessly.
+    Not a catch-up (the runner pages the ledger): the exactly-once rule of
+    :meth:`MemoryBackend.apply` for backends without transactions spanning
+    writes and position. Each write is an idempotent upsert/delete, so a crash
+    between a write and the position save re-applies it harmlessly.
     """
     done = backend.applied_position()
     if position <= done:
@@ -67,3 +80,50 @@ def apply_in_order(
         if recorded.position > done:
             apply_one(backend, recorded)
     save_position(position)
+
+
+def _every(recorded: Recorded) -> bool:  # noqa: ARG001 - the default filter
+    return True
+
+
+def _as_recorded(recorded: Recorded) -> Recorded:
+    return recorded
+
+
+class BackendTarget:
+    """A memory backend as a tracked target of the runner.
+
+    Args:
+        backend: The backend (its applied position is the tracking position).
+        name: What progress reports call it (e.g. ``sqlite.default``).
+        accepts: Which memory events are this backend's (default: every one).
+        opened: Turns an event into the one applied (e.g. a sealed content
+            opened with the key store; default: as recorded).
+    """
+
+    event_types: tuple[type[Event], ...] = MEMORY_EVENT_TYPES
+
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        *,
+        name: str = "memory",
+        accepts: Callable[[Recorded], bool] = _every,
+        opened: Callable[[Recorded], Recorded] = _as_recorded,
+    ) -> None:
+        self.backend = backend
+        self.name = name
+        self._accepts = accepts
+        self._opened = opened
+
+    def position(self) -> int:
+        """The backend's applied position."""
+        return self.backend.applied_position()
+
+    def accepts(self, recorded: Recorded) -> bool:
+        """Whether the event is this backend's."""
+        return self._accepts(recorded)
+
+    def apply(self, page: Sequence[Recorded], reached: int) -> None:
+        """Apply the page (each event opened) and record ``reached``."""
+        self.backend.apply([self._opened(r) for r in page], reached)

@@ -7,7 +7,7 @@
 
 It opens the ledger at ``LEDGER`` (a SQLite path or a ``postgresql://`` URL) and
 runs ``N`` turns of agent ``AGENT`` in session ``SESSION`` through the real
-:class:`~turnledger.pipeline.engine.TurnEngine`, with autosave on, the real
+:class:`~turnledger.pipeline.engine.TurnEngine` (built by ``bootstrap``), with autosave on, the real
 memory and knowledge tools, and the default memory strategy (consolidation
 after each turn). Turn ``n`` of child ``CHILD``:
 
@@ -51,7 +51,6 @@ from pathlib import Path
 
 import structlog
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import (
     KnowledgeCaptured,
@@ -65,11 +64,10 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import memory_stream_id, session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config, parse_config
-from turnledger.pipeline.engine import TurnEngine
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
-from turnledger.pipeline.strategy import DefaultMemoryStrategy
 from turnledger.pipeline.tools.base import Tool
 from turnledger.pipeline.tools.knowledge_tools import knowledge_tools
 from turnledger.pipeline.tools.memory_tools import memory_tools
@@ -167,8 +165,6 @@ def child_config(ledger: str, agent: str, memory_url: str | None) -> Config:
 async def run(args: argparse.Namespace) -> dict[str, object]:
     """Run the turns; return the report."""
     config = child_config(args.ledger, args.agent, args.memory_url)
-    store = open_store(args.ledger)
-    memory = MemoryService(store, config, ledger_url=args.ledger)
     model = ChildModel()
     tools: dict[str, Tool] = {
         t.spec.name: t for t in (*memory_tools(), *knowledge_tools())
@@ -176,15 +172,15 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     completed = 0
     failed: list[str] = []
     crashed: list[str] = []
-    async with AsyncLedger(store) as ledger:
-        engine = TurnEngine(
-            ledger=ledger,
-            provider=model,
-            memory=memory,
-            tools=tools,
-            config=config,
-            strategy=DefaultMemoryStrategy(memory, model),
-        )
+    runtime = bootstrap(
+        config,
+        provider=model,
+        ledger_url=args.ledger,
+        tools=tools,
+        consolidate_agent=args.agent,
+    )
+    async with runtime:
+        engine = runtime.engine
         started = time.time()
         for turn in range(args.turns):
             try:
@@ -201,7 +197,6 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             if args.think:
                 await asyncio.sleep(args.think)
         ended = time.time()
-    memory.close()
     return {
         "child": args.child,
         "completed": completed,

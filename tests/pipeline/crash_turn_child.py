@@ -6,7 +6,7 @@
         [--turns N] [--nap SECONDS]
 
 It opens the SQLite ledger at ``DB_PATH`` (durable commits), then runs turns in
-one session through the real :class:`~pipeline.engine.TurnEngine`: a scripted
+one session through the real engine (built by ``bootstrap``): a scripted
 provider answers each turn with two parallel ``nap`` calls, then one ``nap``
 call, then a final answer (fresh call ids every time); the ``nap`` tool sleeps
 ``--nap`` seconds, so a kill often lands while calls are in flight. It runs
@@ -37,9 +37,8 @@ from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import AppendResult
 from turnledger.ledger.events import Event
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config, parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
@@ -124,24 +123,25 @@ async def run(db_path: str, agent: str, session: str, turns: int | None, nap: fl
     """Run turns until ``turns`` are done (or forever)."""
     config = child_config(db_path)
     store = open_store(db_path)
-    memory = MemoryService(store, config, ledger_url=db_path)
-    async with ReportingLedger(store) as ledger:
-        engine = TurnEngine(
-            ledger=ledger,
+    async with ReportingLedger(store, close_store=False) as ledger:
+        runtime = bootstrap(
+            config,
             provider=ScriptedProvider([answer] * SCRIPT_STEPS),
-            memory=memory,
+            store=store,
+            ledger_url=db_path,
             tools={"nap": NapTool(nap)},
-            config=config,
+            ledger=ledger,
         )
-        say("ready")
-        done = 0
-        while turns is None or done < turns:
-            outcome = await engine.run_turn(
-                agent, session, f"please rest a while, round {done} of the naps"
-            )
-            say(f"turn {outcome.turn_id} {outcome.failure or 'completed'}")
-            done += 1
-    memory.close()
+        async with runtime:
+            say("ready")
+            done = 0
+            while turns is None or done < turns:
+                outcome = await runtime.engine.run_turn(
+                    agent, session, f"please rest a while, round {done} of the naps"
+                )
+                say(f"turn {outcome.turn_id} {outcome.failure or 'completed'}")
+                done += 1
+    store.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,9 @@ from tests.pipeline.test_engine import FakeProvider, answer, call, events_of
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import ModelCalled, TurnFailed
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.bootstrap import Runtime, bootstrap
 from turnledger.pipeline.budget_guard import BudgetGuard
 from turnledger.pipeline.config import BudgetConfig, parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 
 PRICED = (
     "[runtime]\nmax_tool_iterations = 3\ncontext_budget_tokens = 0\n"
@@ -26,21 +25,25 @@ async def _engine_with(tmp_path):
     path = str(tmp_path / "l.db")
     store = open_store(path)
     ledger = AsyncLedger(store)
-    made: list[MemoryService] = []
+    made: list[Runtime] = []
 
     def make(budgets: str, steps):
         cfg = parse_config(f'data_dir = "{tmp_path / "d"}"\n{PRICED}{budgets}')
-        memory = MemoryService(store, cfg, ledger_url=path)
-        made.append(memory)
         provider = FakeProvider(steps)
-        engine = TurnEngine(
-            ledger=ledger, provider=provider, memory=memory, tools={}, config=cfg
+        runtime = bootstrap(
+            cfg,
+            provider=provider,
+            store=store,
+            ledger_url=path,
+            tools={},
+            ledger=ledger,
         )
-        return engine, provider
+        made.append(runtime)
+        return runtime.engine, provider
 
     yield make, store
-    for memory in made:
-        memory.close()
+    for runtime in made:
+        await runtime.aclose()
     await ledger.aclose()
 
 

@@ -68,8 +68,8 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config, parse_config
-from turnledger.pipeline.engine import TurnEngine
 from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.anthropic import AnthropicProvider
@@ -319,12 +319,21 @@ async def test_session_through_the_fake_server(
     memory = MemoryService(store, base, ledger_url=ledger_path)
     provider = wire.provider(llm_server)
     tools = default_tools()
-    engine = TurnEngine(
-        ledger=ledger, provider=provider, memory=memory, tools=tools, config=base
-    )
-    tight_engine = TurnEngine(
-        ledger=ledger, provider=provider, memory=memory, tools=tools, config=tight
-    )
+    # Two runtimes over one writer and one memory service: the tight one has
+    # other runtime limits, the same ledger and memory.
+    runtimes = [
+        bootstrap(
+            cfg,
+            provider=provider,
+            store=store,
+            ledger_url=ledger_path,
+            tools=tools,
+            ledger=ledger,
+            memory=memory,
+        )
+        for cfg in (base, tight)
+    ]
+    engine, tight_engine = (r.engine for r in runtimes)
     workspace = tmp_path / "data" / "agents" / AGENT / "workspace"
     workspace.mkdir(parents=True)
     (workspace / "big.txt").write_text("x" * BIG_FILE_CHARS, encoding="utf-8")
@@ -515,6 +524,8 @@ async def test_session_through_the_fake_server(
     assert report_replay.checks
     assert verify(store).ok
 
+    for runtime in runtimes:
+        await runtime.aclose()
     memory.close()
     await ledger.aclose()
 

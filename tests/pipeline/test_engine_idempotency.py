@@ -22,9 +22,8 @@ from turnledger.ledger.errors import LedgerLockedError, StoreUnavailableError
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.tools.memory_tools import memory_tools
@@ -71,24 +70,23 @@ async def _two_turns(path: str, lossy: bool) -> tuple[list[str], list[str]]:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     config = parse_config(f'data_dir = "{Path(path).parent}"\n')
     store = open_store(path)
-    memory = MemoryService(store, config, ledger_url=path)
     ledger = LostAckLedger(store) if lossy else AsyncLedger(store, close_store=False)
     try:
-        engine = TurnEngine(
-            ledger=ledger,
+        async with bootstrap(
+            config,
             provider=ScriptedProvider(_script()),
-            memory=memory,
+            store=store,
+            ledger_url=path,
             tools={t.spec.name: t for t in memory_tools()},
-            config=config,
-        )
-        for text in ("remember that k is v, please", "what is k again?"):
-            outcome = await engine.run_turn(AGENT, "s1", text)
-            assert outcome.completed, outcome
+            ledger=ledger,
+        ) as runtime:
+            for text in ("remember that k is v, please", "what is k again?"):
+                outcome = await runtime.engine.run_turn(AGENT, "s1", text)
+                assert outcome.completed, outcome
         events = [r.event for r in store.read_stream(session_stream_id(AGENT, "s1"))]
         assert verify(store).ok
     finally:
         await ledger.aclose()
-        memory.close()
         store.close()
     shapes = [
         f"{type(e).__name__}:{getattr(e, 'iteration', '')}:"
@@ -146,21 +144,22 @@ def test_a_failure_that_wrote_nothing_is_not_retried(tmp_path):
     path = str(tmp_path / "ledger.db")
     config = parse_config(f'data_dir = "{tmp_path}"\n')
     store = open_store(path)
-    memory = MemoryService(store, config, ledger_url=path)
     ledger = LockedLedger(store)
 
     async def turn() -> None:
-        engine = TurnEngine(
-            ledger=ledger,
+        runtime = bootstrap(
+            config,
             provider=ScriptedProvider([ChatResponse(text="hi")]),
-            memory=memory,
+            store=store,
+            ledger_url=path,
             tools={},
-            config=config,
+            ledger=ledger,
         )
         try:
             with pytest.raises(LedgerLockedError):
-                await engine.run_turn(AGENT, "s1", "hello there")
+                await runtime.engine.run_turn(AGENT, "s1", "hello there")
         finally:
+            await runtime.aclose()
             await ledger.aclose()
 
     try:
@@ -168,5 +167,4 @@ def test_a_failure_that_wrote_nothing_is_not_retried(tmp_path):
         assert ledger.tries == 1
         assert store.stream_version(session_stream_id(AGENT, "s1")) == 0
     finally:
-        memory.close()
         store.close()

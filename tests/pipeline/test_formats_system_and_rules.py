@@ -414,33 +414,29 @@ def test_a_claude_code_file_with_a_few_foreign_lines_still_reads(tmp_path):
 async def test_the_engine_records_its_system_prompt_when_it_changes(tmp_path, capsys):
     """One event per change; replay checks the prompts' system digest against it."""
     from tests.pipeline.test_engine import EchoTool, FakeProvider, answer
-    from turnledger.ledger.aio import AsyncLedger
     from turnledger.ledger.events import PromptAssembled
+    from turnledger.pipeline.bootstrap import bootstrap
     from turnledger.pipeline.config import parse_config
-    from turnledger.pipeline.engine import TurnEngine
-    from turnledger.pipeline.memory_service import MemoryService
     from turnledger.pipeline.replay import replay_session
 
     config = parse_config(f'data_dir = "{tmp_path / "data"}"\n')
     path = str(tmp_path / "l.db")
     store = open_store(path)
-    ledger = AsyncLedger(store)
-    memory = MemoryService(store, config, ledger_url=path)
     try:
         for prompt, steps in (
             ("Prompt A", [answer("one")]),
             ("Prompt A", [answer("two")]),
             ("Prompt B", [answer("three")]),
         ):
-            engine = TurnEngine(
-                ledger=ledger,
+            async with bootstrap(
+                config,
                 provider=FakeProvider(steps),
-                memory=memory,
+                store=store,
+                ledger_url=path,
                 tools={"echo": EchoTool()},
-                config=config,
                 system_prompt=prompt,
-            )
-            assert (await engine.run_turn("ops", "s1", "hello")).completed
+            ) as runtime:
+                assert (await runtime.engine.run_turn("ops", "s1", "hello")).completed
         stream = session_stream_id("ops", "s1")
         events = [r.event for r in store.read_stream(stream)]
         prompts = [e for e in events if isinstance(e, SystemPromptSet)]
@@ -460,6 +456,4 @@ async def test_the_engine_records_its_system_prompt_when_it_changes(tmp_path, ca
             "Prompt B",
         ]
     finally:
-        memory.close()
-        await ledger.aclose()
         store.close()

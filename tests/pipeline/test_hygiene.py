@@ -7,12 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.pipeline.test_engine import FakeProvider, answer
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import MemoryForgotten
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.engine import TurnEngine
 from turnledger.pipeline.hygiene import HygieneSchedule
 from turnledger.pipeline.memory_service import MemoryService
 
@@ -49,22 +48,22 @@ async def test_the_engine_runs_hygiene_after_a_completed_turn(tmp_path):
     cfg = parse_config(f'data_dir = "{tmp_path / "d"}"\n[memory]\nhygiene_hours = 1\n')
     path = str(tmp_path / "l.db")
     store = open_store(path)
-    ledger = AsyncLedger(store, close_store=False)
-    memory = MemoryService(store, cfg, ledger_url=path)
-    memory.store_entry("ops", "old_chat", "talk", category="conversation", session="s1")
-    engine = TurnEngine(
-        ledger=ledger,
+    async with bootstrap(
+        cfg,
         provider=FakeProvider([answer("ok")]),
-        memory=memory,
+        store=store,
+        ledger_url=path,
         tools={},
-        config=cfg,
-    )
-    later = datetime.now(UTC) + timedelta(days=31)
-    engine.hygiene = HygieneSchedule(memory, 1, clock=lambda: later)
-    assert (await engine.run_turn("ops", "s1", "hello there friend")).completed
-    assert memory.get("ops", "old_chat") is None
-    await ledger.aclose()
-    memory.close()
+    ) as runtime:
+        memory = runtime.memory
+        memory.store_entry(
+            "ops", "old_chat", "talk", category="conversation", session="s1"
+        )
+        engine = runtime.engine
+        later = datetime.now(UTC) + timedelta(days=31)
+        engine.hygiene = HygieneSchedule(memory, 1, clock=lambda: later)
+        assert (await engine.run_turn("ops", "s1", "hello there friend")).completed
+        assert memory.get("ops", "old_chat") is None
     store.close()
 
 

@@ -11,12 +11,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.pipeline.test_engine import EchoTool, FakeProvider, answer, call
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import TelemetryConfig, parse_config
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.telemetry import export_run
 
@@ -38,23 +35,16 @@ async def run_turn_with_a_tool(tmp_path):
     )
     path = str(tmp_path / "l.db")
     store = open_store(path)
-    ledger = AsyncLedger(store, close_store=False)
-    memory = MemoryService(store, cfg, ledger_url=path)
     with_call = ChatResponse(
         text="", tool_calls=(call(1, text="hi"),), usage=answer().usage
     )
     provider = FakeProvider([with_call, answer("the answer text")])
-    engine = TurnEngine(
-        ledger=ledger,
-        provider=provider,
-        memory=memory,
-        tools={"echo": EchoTool()},
-        config=cfg,
+    runtime = bootstrap(
+        cfg, provider=provider, store=store, ledger_url=path, tools={"echo": EchoTool()}
     )
-    outcome = await engine.run_turn("ops", "s1", SECRET_INPUT)
+    async with runtime:
+        outcome = await runtime.engine.run_turn("ops", "s1", SECRET_INPUT)
     assert outcome.completed
-    await ledger.aclose()
-    memory.close()
     return store
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import msgspec
 
-from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import (
     AssistantMessage,
     SessionOpened,
@@ -26,13 +25,11 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
+from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.demo import record_demo_session
-from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatResponse, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pricing import ModelPrice
 
@@ -68,21 +65,11 @@ async def _engine_turns(
     turns: list[str],
     script: list[ChatResponse],
 ) -> None:
-    ledger = AsyncLedger(store, close_store=False)
-    memory = MemoryService(store, config, ledger_url=ledger_url)
-    engine = TurnEngine(
-        ledger=ledger,
-        provider=ScriptedProvider(script, model="scripted-1"),
-        memory=memory,
-        tools=default_tools(),
-        config=config,
-    )
-    try:
+    provider = ScriptedProvider(script, model="scripted-1")
+    runtime = bootstrap(config, provider=provider, store=store, ledger_url=ledger_url)
+    async with runtime:
         for text in turns:
-            await engine.run_turn(AGENT, session, text, channel="web-test")
-    finally:
-        memory.close()
-        await ledger.aclose()
+            await runtime.engine.run_turn(AGENT, session, text, channel="web-test")
 
 
 def workspace(config: Config) -> Path:
