@@ -10,6 +10,16 @@ bytes), inserted with raw ``sqlite3`` into the same table layout, in
 transactions of ``--sessions`` steps each (``BEGIN IMMEDIATE ... COMMIT``, one
 fsync each): the group commits of the same events, without the engine.
 
+``minimal`` (an info row, no goal): the engine's floor. The very appends the
+engine run made (same streams, events, idempotency keys and expected
+versions, read back from the ledger) are made again through
+:class:`~turnledger.ledger.aio.AsyncLedger` into a fresh ledger, each
+session's appends in order, the sessions concurrently: encoding, validation,
+chaining, group commit and the acknowledgements, without the engine (no
+recall, prompt, provider, tools or session lock). ``engine / minimal`` is what
+the engine itself costs; ``minimal / raw`` is where the limit is before any
+engine code runs.
+
 Goal (issue "one read path", item 3): engine turns/s >= 0.7x raw turns/s, the
 median of per-repetition ratios. Always exits 0.
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import shutil
 import sqlite3
 import statistics
@@ -32,10 +43,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import structlog
 
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import Event
+from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
@@ -129,6 +143,58 @@ def raw_run(path: Path, rows: Sequence[tuple[Any, ...]], commits: int) -> float:
     return seconds
 
 
+Step = tuple[str, int, list[Event]]
+"""One append: its idempotency key, its first version, its events."""
+
+
+def appends_of(path: Path) -> dict[UUID, list[Step]]:
+    """Every append the engine made, per stream in order, read from the ledger.
+
+    Raises:
+        RuntimeError: Some event was appended without an idempotency key (the
+            appends could not be told apart).
+    """
+    steps: dict[UUID, list[Step]] = {}
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT key, stream, first_version, last_version "
+            "FROM turnledger_appends ORDER BY first_version"
+        ).fetchall()
+        total = conn.execute("SELECT count(*) FROM stored_events").fetchone()[0]
+    store = open_store(str(path))
+    try:
+        events: dict[UUID, list[Event]] = {}
+        for key, stream_hex, first, last in rows:
+            stream = UUID(stream_hex)
+            if stream not in events:
+                events[stream] = [r.event for r in store.read_stream(stream)]
+            steps.setdefault(stream, []).append(
+                (key, first, events[stream][first - 1 : last])
+            )
+    finally:
+        store.close()
+    if sum(len(e) for _, _, e in (s for v in steps.values() for s in v)) != total:
+        msg = "Expected every event appended under an idempotency key, found fewer"
+        raise RuntimeError(msg)
+    return steps
+
+
+async def minimal_run(path: Path, steps: dict[UUID, list[Step]]) -> float:
+    """Make the same appends through AsyncLedger (openings before the clock)."""
+    async with AsyncLedger(open_store(str(path))) as ledger:
+
+        async def replay(stream: UUID, mine: Sequence[Step]) -> None:
+            for key, first, events in mine:
+                await ledger.append(
+                    stream, events, expected_version=first - 1, idempotency_key=key
+                )
+
+        await asyncio.gather(*(replay(s, v[:1]) for s, v in steps.items()))
+        started = time.perf_counter()
+        await asyncio.gather(*(replay(s, v[1:]) for s, v in steps.items()))
+        return time.perf_counter() - started
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run both cases ``--repeat`` times; print the ratio and the verdict."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -143,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
     )
     root = Path(tempfile.mkdtemp(prefix="bench_engine_sessions_"))
-    ratios, engine_rates, raw_rates = [], [], []
+    ratios, engine_rates, raw_rates, minimal_rates = [], [], [], []
+    load_before = os.getloadavg()[0]
     try:
         for i in range(args.repeat):
             run_dir = root / f"r{i}"
@@ -154,19 +221,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = rows_of(ledger, skip=args.sessions)
             commits = max(1, steps // args.sessions)
             raw_seconds = raw_run(run_dir / "raw.db", rows, commits)
+            minimal_seconds = asyncio.run(
+                minimal_run(run_dir / "minimal.db", appends_of(ledger))
+            )
             engine_rates.append(turns / seconds)
             raw_rates.append(turns / raw_seconds)
+            minimal_rates.append(turns / minimal_seconds)
             ratios.append(engine_rates[-1] / raw_rates[-1])
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ratio = statistics.median(ratios)
+    engine, raw = statistics.median(engine_rates), statistics.median(raw_rates)
+    minimal = statistics.median(minimal_rates)
     print(
         f"bench_engine_sessions: {args.sessions} sessions x {args.turns} turns, "
-        f"SQLite FULL; repeat {args.repeat}"
+        f"SQLite FULL; repeat {args.repeat}; load average "
+        f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+        f"({os.cpu_count()} CPUs)"
     )
     print(
-        f"engine {statistics.median(engine_rates):,.0f} turns/s vs raw group commits "
-        f"{statistics.median(raw_rates):,.0f} turns/s"
+        f"engine {engine:,.0f} turns/s vs raw group commits {raw:,.0f} turns/s "
+        f"({1e6 / engine:,.0f} vs {1e6 / raw:,.0f} µs per turn)"
+    )
+    print(
+        f"info  minimal engine (the same appends through AsyncLedger, no engine): "
+        f"{minimal:,.0f} turns/s ({1e6 / minimal:,.0f} µs per turn) = "
+        f"{minimal / raw:.2f}x raw; engine / minimal = {engine / minimal:.2f}"
     )
     print(
         f"{'PASS' if ratio >= GOAL else 'MISS'}  engine / raw = {ratio:.2f} "

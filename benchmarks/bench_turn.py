@@ -2,12 +2,14 @@
 
 A *step* is one atomic append of the turn engine (``AsyncLedger.append``: one
 durable commit). The workload is a turn with no waiting anywhere else: a
-zero-latency scripted provider and an instant tool. Each turn makes 10 steps:
-``turn.started``, ``memory.recalled``, then twice ``prompt.assembled``,
-``model.called`` and ``assistant.message`` (the first asks for two parallel
-tool calls, whose two ``tool_result.recorded`` events are one step), and
-``turn.completed``; a session's first turn adds ``session.opened``. The count
-is read from the ledger (``AsyncLedger.appends_committed``), not assumed.
+zero-latency scripted provider and an instant tool. Each turn makes 6 steps:
+``turn.started``; ``memory.recalled`` with the first ``prompt.assembled``;
+``model.called`` with the ``assistant.message`` asking for two parallel tool
+calls; their two ``tool_result.recorded`` events; the second
+``prompt.assembled``; ``model.called``, the answer and ``turn.completed``. A
+session's first turn adds ``session.opened`` (and ``system_prompt.set`` joins
+its first prompt). The count is read from the ledger
+(``AsyncLedger.appends_committed``), not assumed.
 
 Everything else is the real pipeline: the SQLite ledger (WAL,
 ``synchronous=FULL``) behind the group-committing writer thread, the session
@@ -27,6 +29,13 @@ so one disk for all):
   durable ledger; the time per step (commit included).
 - ``engine_step_nosync``: the same on a ledger with ``synchronous=OFF``: the
   pipeline's own cost per step with the fsync taken out (for the diagnosis).
+- ``ledger_step`` (info, the floor): the very appends an engine run made (same
+  streams, events, idempotency keys, expected versions; read back from the
+  calibration run's ledger) made again one after the other through
+  :class:`~turnledger.ledger.aio.AsyncLedger` on a fresh durable ledger:
+  validation, encoding, chaining, the writer thread's commit and the
+  acknowledgement, with no engine code at all. ``engine_step - ledger_step`` is
+  what the engine adds; ``ledger_step / raw_commit`` is the limit before it.
 
 Goal: ``engine_step`` time <= 1.5 x ``raw_commit`` time (the median of the
 per-repetition ratios). Also printed: the overhead beyond the commit
@@ -55,10 +64,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import structlog
 
+from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.events import Event
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
@@ -209,6 +220,55 @@ def raw_commits(files: Files) -> Callable[[int], float]:
     return run
 
 
+Step = tuple[UUID, str, int, list[Event]]
+"""One engine append: stream, idempotency key, first version, events."""
+
+
+def engine_appends(path: Path) -> list[Step]:
+    """The keyed appends (the engine's steps) of a ledger, in commit order."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT key, stream, first_version, last_version "
+            "FROM turnledger_appends ORDER BY rowid"
+        ).fetchall()
+    store = open_store(str(path))
+    try:
+        events: dict[UUID, list[Event]] = {}
+        steps: list[Step] = []
+        for key, stream_hex, first, last in rows:
+            stream = UUID(stream_hex)
+            if stream not in events:
+                events[stream] = [r.event for r in store.read_stream(stream)]
+            steps.append((stream, key, first, events[stream][first - 1 : last]))
+    finally:
+        store.close()
+    return steps
+
+
+def ledger_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
+    """Floor: the first n engine appends again, in order, through AsyncLedger."""
+
+    async def replay(path: Path, n: int) -> float:
+        async with AsyncLedger(open_store(str(path))) as ledger:
+            with Stopwatch() as sw:
+                for stream, key, first, events in steps[:n]:
+                    await ledger.append(
+                        stream, events, expected_version=first - 1, idempotency_key=key
+                    )
+        return sw.seconds
+
+    def run(n: int) -> float:
+        if n > len(steps):
+            msg = f"Expected at most {len(steps)} steps to replay, found {n}"
+            raise ValueError(msg)
+        path = files.fresh()
+        seconds = asyncio.run(replay(path, n))
+        files.drop(path)
+        return seconds
+
+    return run
+
+
 class StepCounter:
     """Steps and turns run by the engine cases, per case (for the report)."""
 
@@ -327,13 +387,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     counter = StepCounter()
     load_before = os.getloadavg()
     try:
-        # Calibrate: how many steps a turn makes (read from the ledger).
+        # Calibrate: how many steps a turn makes (read from the ledger); the
+        # run's appends are what ledger_step makes again.
         probe = files.fresh()
         _, probe_steps = asyncio.run(
-            drive_turns(probe, "OFF", args.session_turns, args.session_turns)
+            drive_turns(probe, "OFF", args.turns, args.session_turns)
         )
+        recorded = engine_appends(probe)
         files.drop(probe)
-        steps_per_turn = probe_steps / args.session_turns
+        shutil.rmtree(probe.parent / (probe.stem + "-data"), ignore_errors=True)
+        steps_per_turn = probe_steps / args.turns
         n = max(1, round(args.turns * steps_per_turn))
         warmup_n = max(1, round(min(args.turns, 10) * steps_per_turn))
         cases = [
@@ -368,12 +431,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "TurnEngine, ledger OFF",
                 warmup_n=warmup_n,
             ),
+            Case(
+                "ledger_step",
+                n,
+                ledger_steps(files, recorded),
+                "step",
+                "same appends, AsyncLedger only",
+                warmup_n=warmup_n,
+            ),
         ]
         series = run_rounds(cases, repeat=args.repeat, warmup=args.warmup)
     finally:
         files.cleanup()
     by = {s.name: s for s in series}
     raw, engine, nosync = by["raw_commit"], by["engine_step"], by["engine_step_nosync"]
+    floor = by["ledger_step"]
     ratios = time_ratios(engine, raw)
     ratio = statistics.median(ratios)
     verdict = "PASS" if ratio <= GOAL else "MISS"
@@ -385,6 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ratio": ratio,
         "ratio_per_repeat": ratios,
         "nosync_ratio": statistics.median(time_ratios(nosync, raw)),
+        "ledger_step_us": floor.us_per_op,
+        "ledger_ratio": statistics.median(time_ratios(floor, raw)),
+        "engine_beyond_ledger_us": engine.us_per_op - floor.us_per_op,
         "goal": GOAL,
         "verdict": verdict,
         "steps_per_turn": counter.per_turn("engine_step") or steps_per_turn,
@@ -435,6 +510,12 @@ def report(
         f"{figures['overhead_beyond_commit_us']:,.0f} µs; without fsync the engine "
         f"takes {figures['engine_step_nosync_us']:,.0f} µs "
         f"({figures['nosync_ratio']:.2f}x a commit)"
+    )
+    print(
+        f"info  floor: the same appends through AsyncLedger alone take "
+        f"{figures['ledger_step_us']:,.0f} µs per step "
+        f"({figures['ledger_ratio']:.2f}x a commit); the engine adds "
+        f"{figures['engine_beyond_ledger_us']:,.0f} µs per step beyond them"
     )
     print(
         f"{figures['verdict']}  engine step / durable commit = "

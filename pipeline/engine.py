@@ -29,17 +29,19 @@ cursor (snapshot + tail, cached between turns) in
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 import structlog
 
 from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import (
     AssistantMessage,
+    Event,
     MediaAttached,
     MemoryRecalled,
     ToolCallRecord,
@@ -58,7 +60,7 @@ from turnledger.pipeline.memory_service import (
     query_shape,
 )
 from turnledger.pipeline.model_calls import ModelCallFailedError, call_model
-from turnledger.pipeline.prompting import assemble_prompt, trim_event
+from turnledger.pipeline.prompting import trim_event
 from turnledger.pipeline.providers.base import ChatResponse, Provider, ProviderError
 from turnledger.pipeline.session_cursor import SessionCursor, SessionCursors
 from turnledger.pipeline.session_lock import SessionLocks
@@ -77,7 +79,30 @@ DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant. Use the tools when they help; answer concisely."
 )
 
+START_ATTEMPTS: Final = 3
+"""How often a turn opens its session and records its start when another writer
+keeps moving the session in between (each conflict writes nothing)."""
+
 _log = structlog.get_logger("turnledger.engine")
+_bound: list[tuple[tuple[int, ...], Any]] = []
+
+
+def _logger() -> Any:
+    """The engine's logger, bound once per structlog configuration.
+
+    structlog's lazy proxy builds a logger on every call; this binds one and
+    keeps it while the configuration (processors, wrapper class, logger
+    factory, context class) is the same objects, so a later ``configure``
+    (the CLI's ``-v``, a test's ``capture_logs``) is still honoured.
+    """
+    config = structlog.get_config()
+    key = tuple(
+        id(config[name])
+        for name in ("processors", "wrapper_class", "logger_factory", "context_class")
+    )
+    if not _bound or _bound[0][0] != key:
+        _bound[:] = [(key, _log.bind())]
+    return _bound[0][1]
 
 
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,10 +176,17 @@ class TurnEngine:
     # -- session ---------------------------------------------------------------
 
     async def open_session(
-        self, agent: str, session_key: str, *, channel: str = ""
+        self, agent: str, session_key: str, *, channel: str = "", verify: bool = True
     ) -> SessionCursor:
-        """Open (or resume) a session; a turn a crash interrupted is closed first."""
-        session = await self.sessions.open(agent, session_key, channel=channel)
+        """Open (or resume) a session; a turn a crash interrupted is closed first.
+
+        ``verify=False`` trusts a cached cursor without reading the stream's
+        head (see :meth:`SessionCursors.open`); a turn does that and retries
+        when its first append finds another writer moved the session.
+        """
+        session = await self.sessions.open(
+            agent, session_key, channel=channel, verify=verify
+        )
         turn = session.state.open_turn
         if turn is None:
             return session
@@ -169,7 +201,7 @@ class TurnEngine:
         }
         repair = repair_interrupted_turn(turn, calls, answered)
         await self.sessions.append(session, repair, step_key=f"{turn}:repaired")
-        _log.warning("turn.repaired", turn_id=turn, synthesized=len(repair) - 1)
+        _logger().warning("turn.repaired", turn_id=turn, synthesized=len(repair) - 1)
         return session
 
     # -- the turn --------------------------------------------------------------
@@ -197,28 +229,10 @@ class TurnEngine:
         # repairing a crashed turn) and every step run under the session lock.
         stream = session_stream_id(agent, sanitize_session_key(session_key))
         async with self.session_locks.hold(stream):
-            session = await self.open_session(agent, session_key, channel=channel)
-            turn_id = uuid.uuid4().hex[:16]
-            with structlog.contextvars.bound_contextvars(
-                agent=agent, session=session.key, turn=turn_id
-            ):
-                return await self._run(
-                    session, turn_id, user_input, origin, attachments
-                )
-
-    async def _run(
-        self,
-        session: SessionCursor,
-        turn_id: str,
-        user_input: str,
-        origin: TurnOrigin,
-        attachments: Sequence[MediaAttached],
-    ) -> TurnOutcome:
-        started = time.perf_counter()
-        media = [msgspec.structs.replace(a, turn_id=turn_id) for a in attachments]
-        await self.sessions.append(
-            session,
-            [
+            started = time.perf_counter()
+            turn_id = os.urandom(8).hex()
+            media = [msgspec.structs.replace(a, turn_id=turn_id) for a in attachments]
+            first = [
                 TurnStarted(
                     turn_id=turn_id,
                     origin=origin,
@@ -226,10 +240,54 @@ class TurnEngine:
                     attachments=tuple(a.sha256 for a in media),
                 ),
                 *media,
-            ],
-            step_key=f"{turn_id}:started",
-        )
-        _log.info("turn.started", origin=origin, input_chars=len(user_input))
+            ]
+            session = await self._start(agent, session_key, channel, turn_id, first)
+            with structlog.contextvars.bound_contextvars(
+                agent=agent, session=session.key, turn=turn_id
+            ):
+                _logger().info(
+                    "turn.started", origin=origin, input_chars=len(user_input)
+                )
+                return await self._run(session, turn_id, user_input, origin, started)
+
+    async def _start(
+        self,
+        agent: str,
+        session_key: str,
+        channel: str,
+        turn_id: str,
+        first: Sequence[Event],
+    ) -> SessionCursor:
+        """Open the session (repairing a crashed turn) and record the turn's start.
+
+        The cached cursor is trusted (no head read): if another writer moved
+        the session, the repair or the start append conflicts, writing nothing,
+        the cursor is refreshed, and the open (with its repair check) runs again.
+        """
+        attempt = 0
+        while True:
+            try:
+                session = await self.open_session(
+                    agent, session_key, channel=channel, verify=False
+                )
+                await self.sessions.append(
+                    session, first, step_key=f"{turn_id}:started"
+                )
+            except ConcurrencyError:
+                attempt += 1
+                if attempt >= START_ATTEMPTS:
+                    raise
+            else:
+                return session
+
+    async def _run(
+        self,
+        session: SessionCursor,
+        turn_id: str,
+        user_input: str,
+        origin: TurnOrigin,
+        started: float,
+    ) -> TurnOutcome:
         recall = await self._recall(session, turn_id, user_input, origin)
         limit = max(1, self.config.runtime.max_tool_iterations)
         for iteration in range(limit):
@@ -246,14 +304,14 @@ class TurnEngine:
                     ],
                     step_key=f"{turn_id}:failed",
                 )
-                _log.warning("turn.budget_exceeded", period=budget.period)
+                _logger().warning("turn.budget_exceeded", period=budget.period)
                 return _failed(session, turn_id, iteration, "budget_exceeded")
             response = await self._call(session, turn_id, iteration, recall.block)
             if response is None:
                 return _failed(session, turn_id, iteration + 1, "provider_error")
             calls = tuple(
                 ToolCallRecord(
-                    id=c.id or f"call_{uuid.uuid4().hex[:12]}",
+                    id=c.id or f"call_{os.urandom(6).hex()}",
                     name=c.name or "unknown",
                     arguments=c.arguments,
                 )
@@ -304,7 +362,7 @@ class TurnEngine:
             ],
             step_key=f"{turn_id}:failed",
         )
-        _log.warning("turn.iteration_limit", iterations=limit)
+        _logger().warning("turn.iteration_limit", iterations=limit)
         return _failed(session, turn_id, limit, "iteration_limit")
 
     async def _recall(
@@ -319,7 +377,9 @@ class TurnEngine:
                 origin=origin,
             )
         except Exception as e:  # noqa: BLE001 - a recall failure never fails the turn
-            _log.warning("memory.recall_failed", error=summarize(scrub_text(str(e))))
+            _logger().warning(
+                "memory.recall_failed", error=summarize(scrub_text(str(e)))
+            )
             recall = TurnRecall(
                 block="",
                 refs=(),
@@ -336,7 +396,7 @@ class TurnEngine:
                 injected_chars=len(recall.block),
             )
         )
-        _log.info("memory.recalled", entries=len(recall.refs))
+        _logger().info("memory.recalled", entries=len(recall.refs))
         return recall
 
     # -- prompt and provider -----------------------------------------------------
@@ -344,7 +404,7 @@ class TurnEngine:
     async def _call(
         self, session: SessionCursor, turn_id: str, iteration: int, block: str
     ) -> ChatResponse | None:
-        prompt = assemble_prompt(
+        prompt = session.prompts.assemble(
             session.state,
             turn_id=turn_id,
             iteration=iteration,
@@ -413,7 +473,7 @@ class TurnEngine:
         # Recorded together with the assistant message it produced (one commit).
         session.pending.append(call.event)
         self.budget.add(call.event.cost_usd)
-        _log.info(
+        _logger().info(
             "model.called", iteration=iteration, calls=len(call.response.tool_calls)
         )
         return call.response
@@ -432,7 +492,7 @@ class TurnEngine:
             ],
             step_key=f"{turn_id}:failed",
         )
-        _log.warning("turn.provider_error", kind=error.kind)
+        _logger().warning("turn.provider_error", kind=error.kind)
 
     # -- tools -----------------------------------------------------------------
 
@@ -462,9 +522,9 @@ class TurnEngine:
             report = await self.strategy.consolidate_turn(
                 session.agent, session.key, user, answer
             )
-            _log.info("memory.consolidated", outcome=report.outcome)
+            _logger().info("memory.consolidated", outcome=report.outcome)
         except Exception as e:  # noqa: BLE001 - consolidation never fails a turn
-            _log.warning(
+            _logger().warning(
                 "memory.consolidation_failed", error=summarize(scrub_text(str(e)))
             )
 
@@ -475,10 +535,12 @@ class TurnEngine:
         try:
             report = await asyncio.to_thread(self.hygiene.run_if_due, agent)
         except Exception as e:  # noqa: BLE001 - hygiene never fails a turn
-            _log.warning("memory.hygiene_failed", error=summarize(scrub_text(str(e))))
+            _logger().warning(
+                "memory.hygiene_failed", error=summarize(scrub_text(str(e)))
+            )
             return
         if report is not None:
-            _log.info("memory.hygiene", recorded=report.recorded)
+            _logger().info("memory.hygiene", recorded=report.recorded)
 
     async def _finish(
         self,
@@ -523,7 +585,9 @@ class TurnEngine:
             ],
             step_key=f"{turn_id}:completed",
         )
-        _log.info("turn.completed", iterations=iteration + 1, autosaved=decision.save)
+        _logger().info(
+            "turn.completed", iterations=iteration + 1, autosaved=decision.save
+        )
 
 
 def _failed(

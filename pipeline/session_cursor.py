@@ -6,7 +6,10 @@ from version 1 unless no snapshot exists. While a turn runs the engine is the
 session's writer, so the cursor folds each event it appends instead of reading
 the stream again. Between turns cursors stay cached (bounded LRU): re-opening a
 cached session costs one head-version check, plus the events another writer
-appended since, if any.
+appended since, if any; with ``verify=False`` (the engine's turns) it costs
+nothing: the turn's first append expects the cached version, and if another
+writer moved the stream that append fails with a conflict, writing nothing, and
+the cursor is refreshed (the engine then checks it again and retries).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from turnledger.ledger.errors import (
 )
 from turnledger.ledger.events import Event, SessionOpened
 from turnledger.ledger.ids import session_stream_id
+from turnledger.pipeline.prompt_cache import PromptCache
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.base import fold
 from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
@@ -51,7 +55,9 @@ class SessionCursor:
     """The engine's cursor on one session stream.
 
     Events that need no commit of their own (a recall record, a model call's
-    usage) wait in ``pending`` and go out with the next append.
+    usage) wait in ``pending`` and go out with the next append. ``prompts``
+    keeps the session's prompt work between prompts
+    (:class:`~turnledger.pipeline.prompt_cache.PromptCache`).
 
     Attributes:
         stream_id: The session stream.
@@ -60,6 +66,7 @@ class SessionCursor:
         key: The session key.
         state: The session's history as of ``version``.
         pending: Events to prepend to the next append.
+        prompts: The session's incremental prompt state.
     """
 
     def __init__(
@@ -76,6 +83,7 @@ class SessionCursor:
         self.key = key
         self.state = state
         self.pending: list[Event] = []
+        self.prompts = PromptCache()
 
 
 class SessionCursors:
@@ -92,16 +100,23 @@ class SessionCursors:
         self._cached: OrderedDict[UUID, SessionCursor] = OrderedDict()
 
     async def open(
-        self, agent: str, session_key: str, *, channel: str = ""
+        self, agent: str, session_key: str, *, channel: str = "", verify: bool = True
     ) -> SessionCursor:
-        """Return a current cursor on a session, recording its opening if new."""
+        """Return a cursor on a session, recording its opening if new.
+
+        A cached cursor is checked against the stream's head (one read) unless
+        ``verify`` is false: then it is returned as cached, and a writer that
+        moved the stream since is found by the next :meth:`append` (a
+        :class:`~turnledger.ledger.errors.ConcurrencyError`, nothing written,
+        the cursor refreshed).
+        """
         key = sanitize_session_key(session_key)
         stream = session_stream_id(agent, key)
         cursor = self._cached.pop(stream, None)
         if cursor is None:
             state, head = await asyncio.to_thread(self.histories.open, stream)
             cursor = SessionCursor(stream, head, agent, key, state)
-        elif await self.ledger.stream_version(stream) != cursor.version:
+        elif verify and await self.ledger.stream_version(stream) != cursor.version:
             await self._refresh(cursor)
         cursor.pending.clear()
         self._remember(cursor)

@@ -16,8 +16,12 @@ Guarded by:
 
 - SQLite: an open-file-description lock (``F_OFD_SETLK``) on one byte of a lock
   file beside the ledger (``<ledger>-turnlock``), the byte picked by the session
-  stream id; every hold opens its own descriptor, so holders in one process
-  exclude each other too. The kernel releases it when the holder dies.
+  stream id. Each :class:`SessionLocks` opens the file once and keeps that
+  descriptor (a hold locks its byte, a release unlocks it: no open or close per
+  turn); locks of distinct descriptors exclude each other, so two engines in
+  one process exclude each other too, and one engine's holders are excluded by
+  the in-process set and a byte map. The kernel releases every lock when the
+  holder dies.
 - PostgreSQL: a session-level advisory lock (two-key form: the schema's hash and
   the stream's hash) on a connection of the engine's own, open only while one
   of its turns holds a lock; the server releases the lock when the connection
@@ -39,6 +43,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -78,31 +83,51 @@ def _int4(value: int) -> int:
 
 
 class _FileLocks:
-    """Open-file-description locks on one byte per session of a lock file."""
+    """Open-file-description locks on one byte per session, on one descriptor.
+
+    Two sessions whose bytes collide must still wait for each other, and one
+    descriptor holds a byte once: ``_bytes`` says which stream holds each byte.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fds: dict[UUID, int] = {}
+        self._fd: int | None = None
+        self._bytes: dict[int, UUID] = {}
+        self._closer: weakref.finalize[[int], _FileLocks] | None = None
+
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            # An engine dropped without close() still gives its descriptor back.
+            self._closer = weakref.finalize(self, os.close, self._fd)
+        return self._fd
 
     def try_acquire(self, stream_id: UUID) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        lock = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _byte(stream_id), 1, 0)
-        try:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock)
-        except OSError:
-            os.close(fd)
+        byte = _byte(stream_id)
+        if byte in self._bytes:  # a colliding session of this engine holds it
             return False
-        self._fds[stream_id] = fd
+        lock = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, byte, 1, 0)
+        try:
+            fcntl.fcntl(self._descriptor(), fcntl.F_OFD_SETLK, lock)
+        except OSError:
+            return False
+        self._bytes[byte] = stream_id
         return True
 
     def release(self, stream_id: UUID) -> None:
-        fd = self._fds.pop(stream_id, None)
-        if fd is not None:
-            os.close(fd)  # closing the descriptor drops its lock
+        byte = _byte(stream_id)
+        if self._bytes.get(byte) != stream_id or self._fd is None:
+            return
+        del self._bytes[byte]
+        unlock = struct.pack(_FLOCK, fcntl.F_UNLCK, os.SEEK_SET, byte, 1, 0)
+        fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, unlock)
 
     def close(self) -> None:
-        for stream_id in list(self._fds):
-            self.release(stream_id)
+        self._bytes.clear()
+        self._fd = None
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer()  # closing the descriptor drops every lock it holds
 
 
 class _AdvisoryLocks:
