@@ -44,6 +44,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from turnledger.adapters import langgraph_admin
 from turnledger.adapters.langgraph_async import AsyncTwins
 from turnledger.adapters.langgraph_codec import load_blob
+from turnledger.adapters.langgraph_commit import Ticket, WriteQueue, commit, flush
 from turnledger.adapters.langgraph_records import Built, RecordEncoder
 from turnledger.adapters.langgraph_state import (
     FRAMEWORK,
@@ -51,15 +52,12 @@ from turnledger.adapters.langgraph_state import (
     StoredCheckpoint,
     ThreadState,
 )
-from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import ItemsRemoved, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 
 CHANNEL: Final = "langgraph"
 """The ``channel`` of the sessions the saver opens."""
-
-_RETRIES: Final = 8
 
 # The class defines ``list`` (LangGraph's method), so its annotations use aliases.
 Names = list[str]
@@ -102,7 +100,9 @@ class TurnledgerSaver(AsyncTwins):
         self.close_store = close_store
         self._records = RecordEncoder(self.serde, messages_channel)
         self._threads: OrderedDict[str, ThreadState] = OrderedDict()
-        self._lock = threading.RLock()
+        self.channel = CHANNEL
+        self.lock = threading.RLock()
+        self.write_queue = WriteQueue()
 
     @classmethod
     def from_url(cls, url: str | None = None, **kwargs: Any) -> TurnledgerSaver:
@@ -111,7 +111,7 @@ class TurnledgerSaver(AsyncTwins):
 
     def close(self) -> None:
         """Drop the cache; close the store if the saver owns it."""
-        with self._lock:
+        with self.lock:
             self._threads.clear()
         if self.close_store:
             self.store.close()
@@ -152,42 +152,20 @@ class TurnledgerSaver(AsyncTwins):
             state.apply(recorded.version, recorded.event, self.serde)
         return state
 
-    def append_built(
-        self,
-        thread_id: str,
-        build: Any,
-    ) -> ThreadState:
-        """Append what ``build(state)`` returns at the head, retrying on conflict.
+    def forget(self, thread_id: str) -> None:
+        """Drop a thread's cached fold (the next use folds it from the ledger)."""
+        self._threads.pop(thread_id, None)
 
-        ``build`` returns ``(events, own messages by version)``. The first attempt
-        builds on the cached fold without reading the ledger; ``build`` is called
-        again on a caught-up fold when another writer got there first (or when it
-        found nothing to write on a fold that was not caught up).
+    def append_built(self, thread_id: str, build: Any) -> None:
+        """Append what ``build(state)`` returns at the thread's head (under the lock).
+
+        ``build`` returns ``(events, own messages by version)``; see
+        :mod:`~turnledger.adapters.langgraph_commit` for the retries on conflict.
         """
-        last: ConcurrencyError | None = None
-        fresh = False
-        for _ in range(_RETRIES):
-            state = self.thread_state(thread_id, catch_up=fresh)
-            events, own = build(state)
-            if not events and not fresh:
-                fresh = True
-                continue
-            if not events:
-                return state
-            if not state.opened:
-                opened = SessionOpened(
-                    agent=self.agent, session_key=thread_id, channel=CHANNEL
-                )
-                events = [opened, *events]
-            try:
-                self.store.append(state.stream, events, expected_version=state.head)
-            except ConcurrencyError as e:
-                last, fresh = e, True
-                continue
-            for at, event in enumerate(events, start=state.head + 1):
-                state.apply(at, event, self.serde, own)
-            return state
-        raise last or ConcurrencyError(state.stream, state.head, -1)
+        ticket = Ticket(thread_id, build)
+        flush(self, [ticket])
+        if ticket.error is not None:
+            raise ticket.error
 
     # -- reads ---------------------------------------------------------------------
 
@@ -196,7 +174,7 @@ class TurnledgerSaver(AsyncTwins):
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
-        with self._lock:
+        with self.lock:
             state = self.thread_state(thread_id)
             checkpoint = state.live(ns, get_checkpoint_id(config))
             return (
@@ -215,7 +193,7 @@ class TurnledgerSaver(AsyncTwins):
         conf = (config or {}).get("configurable", {})
         before_id = get_checkpoint_id(before) if before else None
         wanted_id = conf.get("checkpoint_id")
-        with self._lock:
+        with self.lock:
             if "thread_id" in conf:
                 threads = [str(conf["thread_id"])]
             else:
@@ -308,8 +286,7 @@ class TurnledgerSaver(AsyncTwins):
                 new_versions=dict(new_versions),
             )
 
-        with self._lock:
-            self.append_built(thread_id, build)
+        commit(self, Ticket(thread_id, build))
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -341,8 +318,7 @@ class TurnledgerSaver(AsyncTwins):
                 writes=writes,
             )
 
-        with self._lock:
-            self.append_built(thread_id, build)
+        commit(self, Ticket(thread_id, build))
 
     def delete_thread(self, thread_id: str) -> None:
         """Append the removal of the thread's checkpoints and writes (all kept)."""
@@ -359,12 +335,11 @@ class TurnledgerSaver(AsyncTwins):
             )
             return [removed], {}
 
-        with self._lock:
-            self.append_built(thread_id, build)
+        commit(self, Ticket(thread_id, build))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Append the removal of every checkpoint (and its writes) of those runs."""
-        with self._lock:
+        with self.lock:
             langgraph_admin.delete_for_runs(self, run_ids)
 
     def prune(
@@ -375,7 +350,7 @@ class TurnledgerSaver(AsyncTwins):
         Raises:
             ValueError: Another strategy.
         """
-        with self._lock:
+        with self.lock:
             langgraph_admin.prune(self, thread_ids, strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -384,7 +359,7 @@ class TurnledgerSaver(AsyncTwins):
         The target records them as a thread of its own (its messages as its own
         typed events), each checkpoint as what changed since its parent.
         """
-        with self._lock:
+        with self.lock:
             langgraph_admin.copy_thread(
                 self, str(source_thread_id), str(target_thread_id)
             )
