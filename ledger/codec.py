@@ -55,6 +55,12 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 _TYPES: dict[str, type[Event]] = {}
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
+# Per registered type: its tag, the first 4 header bytes (format, flags, schema
+# version) in clear and encrypted, and its validating decode.
+_PLANS: dict[type[Event], tuple[str, bytes, bytes, Callable[[bytes], Any]]] = {}
+_PREFIX: Final = struct.Struct(">BBH")
+_FAST: dict[str, tuple[bytes, msgspec.json.Decoder[Any]]] = {}
+_TIME: Final = struct.Struct(">q")
 _UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 _ENCODER: Final = msgspec.json.Encoder()
 _UNTYPED: Final = msgspec.json.Decoder()
@@ -72,7 +78,14 @@ def register_event_type(event_type: type[Event]) -> None:
         msg = f"Tag {tag!r} is already held by {known.__qualname__}"
         raise ValueError(msg)
     _TYPES[tag] = event_type
-    _DECODERS[tag] = msgspec.json.Decoder(event_type)
+    decoder = _DECODERS[tag] = msgspec.json.Decoder(event_type)
+    version = event_type.SCHEMA_VERSION
+    _PLANS[event_type] = (
+        tag,
+        _PREFIX.pack(FRAME_FORMAT, 0, version),
+        _PREFIX.pack(FRAME_FORMAT, FLAG_ENCRYPTED, version),
+        decoder.decode,
+    )
 
 
 def register_upcaster(tag: str, from_version: int, upcaster: Upcaster) -> None:
@@ -194,10 +207,13 @@ class MsgspecMapper(Mapper[UUID]):
         format, no flags, current schema version) can be decoded directly from
         ``BODY_OFFSET``.
         """
-        return {
-            tag: (_HEADER.pack(CHAIN_FORMAT, 0, _TYPES[tag].SCHEMA_VERSION, 0)[:4], dec)
-            for tag, dec in _DECODERS.items()
-        }
+        if len(_FAST) != len(_DECODERS):  # built again after a registration
+            _FAST.clear()
+            _FAST.update(
+                (tag, (_PREFIX.pack(CHAIN_FORMAT, 0, _TYPES[tag].SCHEMA_VERSION), dec))
+                for tag, dec in _DECODERS.items()
+            )
+        return _FAST
 
     def encode_rows(
         self, events: Sequence[Event], first_version: int, at_us: int
@@ -205,46 +221,42 @@ class MsgspecMapper(Mapper[UUID]):
         """Validate and encode events as consecutive rows (the store's fast path).
 
         The same frames as :meth:`to_stored_event`, without building the
-        library's intermediate objects: per event type the tag, decoder and
-        header prefix are looked up once.
+        library's intermediate objects: each type's tag, header prefix and
+        validating decoder come from a table built when it was registered.
 
         Raises:
             InvalidEventError: An event fails its type's schema.
         """
         rows: list[EncodedRow] = []
+        append = rows.append
         cipher = self.cipher
-        flags = FLAG_ENCRYPTED if cipher is not None else 0
+        clear = cipher is None
         encode = _ENCODER.encode
-        # Per event type: its tag, header and validating decoder (the same
-        # checks, in the same order, as encode_body).
-        known: dict[type[Event], tuple[str, bytes, Callable[[bytes], Any]]] = {}
+        plans = _PLANS
+        at = _TIME.pack(at_us)
+        make = tuple.__new__
         version = first_version
         for event in events:
-            event_type = type(event)
-            plan = known.get(event_type)
+            plan = plans.get(type(event))
             if plan is None:
-                tag = tag_of(event_type)
-                if _TYPES.get(tag) is not event_type:
-                    msg = (
-                        "Expected a registered ledger event, found "
-                        f"{event_type.__qualname__}"
-                    )
-                    raise InvalidEventError(msg)
-                header = _HEADER.pack(
-                    FRAME_FORMAT, flags, event_type.SCHEMA_VERSION, at_us
+                msg = (
+                    "Expected a registered ledger event, found "
+                    f"{type(event).__qualname__}"
                 )
-                plan = known[event_type] = (tag, header, _DECODERS[tag].decode)
+                raise InvalidEventError(msg)
             try:
                 body = encode(event)
-                plan[2](body)
+                plan[3](body)
             except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
-                msg = f"Invalid {event_type.__name__} ({plan[0]}): {e}"
+                msg = f"Invalid {type(event).__name__} ({plan[0]}): {e}"
                 raise InvalidEventError(msg) from e
             except (UnicodeEncodeError, RecursionError) as e:
                 raise _unencodable(event, plan[0], e) from None
-            if cipher is not None:
-                body = cipher.encrypt(body)
-            rows.append(EncodedRow(version, plan[0], plan[1] + body))
+            if clear:
+                state = plan[1] + at + body
+            else:
+                state = plan[2] + at + cipher.encrypt(body)  # type: ignore[union-attr]
+            append(make(EncodedRow, (version, plan[0], state)))
             version += 1
         return rows
 

@@ -126,6 +126,10 @@ class _Pool(SQLiteConnectionPool):
         super().__init__(db_name=db_name, lock_timeout=lock_timeout)
 
     def _create_connection(self) -> SQLiteConnection:
+        return SQLiteConnection(sqlite_conn=self.connect_raw(), max_age=self.max_age)
+
+    def connect_raw(self) -> sqlite3.Connection:
+        """Return a new sqlite3 connection set up as every pooled one."""
         # The library's own steps (eventsourcing 9.5.6 SQLiteConnectionPool), except
         # the statement cache: it passes ``cached_statements=True``, which sqlite3
         # reads as a cache of ONE statement, so every statement of an append (and
@@ -153,7 +157,7 @@ class _Pool(SQLiteConnectionPool):
         raw.text_factory = _lenient_text
         raw.execute(f"PRAGMA synchronous={self.synchronous}")
         raw.execute(f"PRAGMA busy_timeout={(self.lock_timeout or 5) * 1000}")
-        return SQLiteConnection(sqlite_conn=raw, max_age=self.max_age)
+        return raw
 
 
 class _Datastore(SQLiteDatastore):
@@ -162,7 +166,7 @@ class _Datastore(SQLiteDatastore):
     def __init__(self, db_name: str, *, lock_timeout: int, synchronous: str) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout)
         self.pool.close()
-        self.pool = _Pool(
+        self.pool: _Pool = _Pool(
             db_name=db_name, lock_timeout=lock_timeout, synchronous=synchronous
         )
 
@@ -225,11 +229,17 @@ class SQLiteBackend:
         self.poll_interval = poll_interval
         self.lock_timeout = lock_timeout
         self._cache = WriteCache()
+        # One writer connection of our own, behind a lock: the library's pool
+        # (semaphore, writer lock, condition) cost more per append than SQLite.
+        self._write_lock = threading.Lock()
+        self._write_conn: sqlite3.Connection | None = None
+        self._closed = False
         started = time.monotonic()
         try:
             self._datastore = _Datastore(
                 path, lock_timeout=lock_timeout, synchronous=synchronous
             )
+            self._pool = self._datastore.pool
             self._recorder = _Recorder(self._datastore)
             self._recorder.create_table()
             self._identity = _identity(path)
@@ -271,18 +281,43 @@ class SQLiteBackend:
             )
             raise StoreUnavailableError(msg)
         with self._writer() as raw:
-            return self._guard(
-                lambda: write_group(raw, requests, atomic=atomic, cache=self._cache)
-            )
+            started = time.monotonic()
+            try:
+                return write_group(raw, requests, atomic=atomic, cache=self._cache)
+            except LedgerError:
+                raise
+            except Exception as e:
+                raise translate(e, self.path, time.monotonic() - started) from e
 
     @contextlib.contextmanager
     def _writer(self) -> Iterator[sqlite3.Connection]:
-        pool = self._datastore.pool
-        connection = self._guard(lambda: pool.get_connection(is_writer=True))
+        """The writer connection, held alone (another thread waits its turn).
+
+        Raises:
+            LedgerLockedError: Another thread of this process kept it past the
+                lock timeout.
+            StoreUnavailableError: The store is closed or the file cannot open.
+        """
+        started = time.monotonic()
+        if not self._write_lock.acquire(timeout=max(1, self.lock_timeout)):
+            waited = round(time.monotonic() - started)
+            msg = f"the ledger is locked by another writer (waited {waited} s)"
+            raise LedgerLockedError(msg)
         try:
-            yield connection._sqlite_conn  # noqa: SLF001 - the library keeps it private
+            raw = self._write_conn
+            if raw is None:
+                raw = self._write_conn = self._guard(self._connect_writer)
+            yield raw
         finally:
-            pool.put_connection(connection)
+            self._write_lock.release()
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        if self._closed:
+            msg = f"SQLite ledger at {self.path!r}: the store is closed"
+            raise StoreUnavailableError(msg)
+        raw = self._pool.connect_raw()
+        raw.row_factory = None  # plain tuples: the write path reads by index
+        return raw
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         def run() -> list[sqlite3.Row]:
@@ -306,8 +341,24 @@ class SQLiteBackend:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = self._query(sql, params)
-        return [StoredRow(r[0], stream_id, r[1], r[2], blob(r[3])) for r in rows]
+
+        def run() -> list[StoredRow]:
+            with self._datastore.transaction(commit=False) as cursor:
+                raw = cursor.sqlite_cursor  # plain tuples: no Row objects
+                raw.row_factory = None
+                raw.execute(sql, params)
+                found = raw.fetchall()
+            # The replay hot path: one tuple per row, built without a Python call.
+            make = tuple.__new__
+            return [
+                make(
+                    StoredRow,
+                    (p, stream_id, v, t, s if type(s) is bytes else blob(s)),
+                )
+                for p, v, t, s in found
+            ]
+
+        return self._guard(run)
 
     def select_all(
         self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
@@ -368,7 +419,12 @@ class SQLiteBackend:
         )
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close the writer connection and every pooled connection."""
+        with self._write_lock:
+            self._closed = True
+            if self._write_conn is not None:
+                self._write_conn.close()
+                self._write_conn = None
         self._datastore.close()
 
 

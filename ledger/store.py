@@ -332,24 +332,35 @@ class EventStore:
             return [self.decode(row) for row in rows]
         fast = self.mapper.fast_decoders()
         out: list[Recorded] = []
-        last_at = -1
+        append = out.append
+        last_at = b""
         recorded_at = datetime_from_us(0)
         for row in rows:
             state = row.state
             decoder = fast.get(row.topic)
-            header = state[:HEADER_SIZE]
-            if decoder is None or header[:4] != decoder[0] or len(state) < BODY_OFFSET:
-                out.append(self.decode(row))
+            if (
+                decoder is None
+                or len(state) < BODY_OFFSET
+                or not state.startswith(decoder[0])
+            ):
+                append(self.decode(row))
                 continue
-            at = int.from_bytes(header[4:], "big", signed=True)
+            at = state[4:HEADER_SIZE]
             if at != last_at:
-                recorded_at, last_at = datetime_from_us(at), at
+                try:
+                    recorded_at = datetime_from_us(
+                        int.from_bytes(at, "big", signed=True)
+                    )
+                except OverflowError:
+                    append(self.decode(row))  # raises the typed, located error
+                    continue
+                last_at = at
             try:
-                event = decoder[1].decode(memoryview(state)[BODY_OFFSET:])
+                event = decoder[1].decode(state[BODY_OFFSET:])
             except (msgspec.DecodeError, msgspec.ValidationError):
-                out.append(self.decode(row))  # raises the typed, located error
+                append(self.decode(row))  # raises the typed, located error
                 continue
-            out.append(
+            append(
                 Recorded(
                     stream_id=row.stream_id,
                     version=row.version,

@@ -50,15 +50,11 @@ class SQLiteFaults:
         return EventStore(SQLiteBackend(self.path, lock_timeout=1))
 
     def fill_up(self, store: EventStore) -> None:
-        # The database may not grow: what a full disk does to SQLite.
-        pool = store.backend._datastore.pool
-        connection = pool.get_connection(is_writer=True)
-        try:
-            raw = connection._sqlite_conn
+        # The database may not grow: what a full disk does to SQLite (set on
+        # the store's writer connection, the one its appends use).
+        with store.backend._writer() as raw:
             pages = raw.execute("PRAGMA page_count").fetchone()[0]
             raw.execute(f"PRAGMA max_page_count={pages}")
-        finally:
-            pool.put_connection(connection)
 
     def make_read_only(self) -> None:
         for suffix in ("-wal", "-shm"):
