@@ -1,8 +1,14 @@
 # Upstream test code (Apache-2.0), kept as upstream wrote it but for the adaptations below.
 """Vendored from github.com/google/adk-python,
-tests/unittests/sessions/test_session_service.py at commit 7c670f638bc17374ceb08740bdd057e55c9c2e12 (v1.4.2: the newest
-snapshot reachable here; the installed google-adk is 2.13.0 and the mirror has no
-later tag). Licence: Apache-2.0, Copyright 2025 Google LLC (header below).
+tests/unittests/sessions/test_session_service.py at commit
+7c670f638bc17374ceb08740bdd057e55c9c2e12 (v1.4.2 and 3 commits), NOT from the
+pinned version: pyproject.toml pins google-adk ``>=2.13,<2.14`` (2.13.0 is
+installed), but 2.13.0's sdist on PyPI ships no tests (google_adk-2.13.0.tar.gz,
+sha256 bc2389c9d41bfadd9f0c87d6bfd8d5c7eaf1c449e8906079600b8f3752ddaa88: src/
+and packaging files, no tests/) and the newest tag of the repository reachable here is v1.4.2.
+google-adk 1.4.2 does install, but pinning it would move the adapter, written
+and tested against 2.13, back a major version, so the pin stays and this is the
+newest version of ADK's session-service tests there is to run. Licence: Apache-2.0, Copyright 2025 Google LLC (header below).
 
 Adapted to run against turnledger's ``TurnledgerSessionService``: the
 ``DATABASE`` service type (``DatabaseSessionService`` on an in-memory SQLite, which

@@ -1,5 +1,8 @@
-"""Vendored from github.com/openai/openai-agents-python, tests/test_responses.py at
-commit 7f7a44f8dc0650296bd5ab6c745c9bcbaa6ac3b7 (only ``get_text_message``). Licence: MIT, Copyright (c) 2025 OpenAI."""
+"""Vendored from openai-agents 0.24.0, the version pyproject.toml pins (``>=0.24,<0.25``)
+and the one installed: its sdist on PyPI ships the repository's tests/ (``pip download openai-agents==0.24.0 --no-deps --no-binary :all:``,
+openai_agents-0.24.0.tar.gz, sha256
+4b4b285f4fed81fdf1b4ac426a9101658d9cd29b4fb1aaeee18f639b77e704e3),
+file tests/test_responses.py (only ``get_text_message``). Licence: MIT, Copyright (c) 2025 OpenAI."""
 
 from __future__ import annotations
 

@@ -1,7 +1,13 @@
 # ruff: noqa: RUF005, RUF043 - upstream test code, kept as upstream wrote it
-"""Vendored from github.com/openai/openai-agents-python, tests/memory/test_session.py at commit 7f7a44f8dc0650296bd5ab6c745c9bcbaa6ac3b7
-(the newest snapshot reachable here; the mirror has no v0.24.0 tag, the installed
-SDK is openai-agents 0.24.0). Licence: MIT, Copyright (c) 2025 OpenAI.
+"""Vendored from openai-agents 0.24.0, the version pyproject.toml pins (``>=0.24,<0.25``)
+and the one installed: its sdist on PyPI ships the repository's tests/
+(``pip download openai-agents==0.24.0 --no-deps --no-binary :all:``,
+openai_agents-0.24.0.tar.gz, sha256
+4b4b285f4fed81fdf1b4ac426a9101658d9cd29b4fb1aaeee18f639b77e704e3), file
+tests/memory/test_session.py. Licence: MIT, Copyright (c) 2025 OpenAI. But for
+the adaptations and the tests left out below, the code is 0.24.0's file as it is
+(which equals the file at commit 7f7a44f8dc0650296bd5ab6c745c9bcbaa6ac3b7 of the
+GitHub repository, v0.22.0 and 28 commits, where it was first vendored from).
 
 Adapted to run against turnledger's ``TurnledgerSession``:
 - ``SQLiteSession(session_id, db_path=":memory:", session_settings=None)`` is a
@@ -12,7 +18,8 @@ Adapted to run against turnledger's ``TurnledgerSession``:
 - the closed-session message names ``TurnledgerSession``;
 - left out, as they test SQLiteSession's own SQLite plumbing (connections per
   worker thread, corrupt JSON rows, its file lock, rollbacks of its DELETEs, a
-  patched sqlite3 connection): test_sqlite_session_close_closes_worker_thread_connections, test_sqlite_session_close_retries_quarantined_connection, test_sqlite_session_failed_add_items_releases_write_lock, test_sqlite_session_failed_clear_session_rolls_back, test_sqlite_session_failed_pop_item_releases_write_lock, test_sqlite_session_file_lock_is_shared_across_instances, test_sqlite_session_get_items_limit_skips_corrupt_newest_rows, test_sqlite_session_get_items_session_settings_limit_skips_corrupt_rows, test_sqlite_session_pop_item_returns_none_after_dropping_only_corrupt_rows, test_sqlite_session_pop_item_skips_corrupt_most_recent, test_sqlite_session_post_commit_cancellation_propagates_after_known_outcome, test_sqlite_session_rollback_failure_evicts_connection.
+  patched sqlite3 connection, the connections of exited, retired and live worker
+  threads): test_sqlite_session_close_closes_worker_thread_connections, test_sqlite_session_reaps_connections_from_exited_worker_threads, test_sqlite_session_closes_retired_connections_before_the_next_allocation, test_sqlite_session_keeps_connections_of_live_worker_threads, test_sqlite_session_close_retries_quarantined_connection, test_sqlite_session_failed_add_items_releases_write_lock, test_sqlite_session_failed_clear_session_rolls_back, test_sqlite_session_failed_pop_item_releases_write_lock, test_sqlite_session_file_lock_is_shared_across_instances, test_sqlite_session_get_items_limit_skips_corrupt_newest_rows, test_sqlite_session_get_items_session_settings_limit_skips_corrupt_rows, test_sqlite_session_pop_item_returns_none_after_dropping_only_corrupt_rows, test_sqlite_session_pop_item_skips_corrupt_most_recent, test_sqlite_session_post_commit_cancellation_propagates_after_known_outcome, test_sqlite_session_rollback_failure_evicts_connection.
   tests/adapters/test_openai_agents.py covers the same properties for the ledger
   (cancellation after a durable append, concurrent writers, close).
 """
