@@ -241,14 +241,30 @@ class TurnEngine:
                 ),
                 *media,
             ]
-            session = await self._start(agent, session_key, channel, turn_id, first)
+            key = sanitize_session_key(session_key)
+            # Recall reads memory only: it runs while the start commits.
+            with structlog.contextvars.bound_contextvars(
+                agent=agent, session=key, turn=turn_id
+            ):
+                recalling = asyncio.create_task(
+                    self._fetch_recall(agent, key, user_input, origin)
+                )
+            try:
+                session = await self._start(agent, session_key, channel, turn_id, first)
+            except BaseException:
+                recalling.cancel()
+                raise
             with structlog.contextvars.bound_contextvars(
                 agent=agent, session=session.key, turn=turn_id
             ):
                 _logger().info(
                     "turn.started", origin=origin, input_chars=len(user_input)
                 )
-                return await self._run(session, turn_id, user_input, origin, started)
+                recall = await recalling
+                self._record_recall(session, turn_id, recall)
+                return await self._run(
+                    session, turn_id, user_input, origin, recall=recall, started=started
+                )
 
     async def _start(
         self,
@@ -286,9 +302,10 @@ class TurnEngine:
         turn_id: str,
         user_input: str,
         origin: TurnOrigin,
+        *,
+        recall: TurnRecall,
         started: float,
     ) -> TurnOutcome:
-        recall = await self._recall(session, turn_id, user_input, origin)
         limit = max(1, self.config.runtime.max_tool_iterations)
         for iteration in range(limit):
             budget = self.budget.status()
@@ -365,27 +382,32 @@ class TurnEngine:
         _logger().warning("turn.iteration_limit", iterations=limit)
         return _failed(session, turn_id, limit, "iteration_limit")
 
-    async def _recall(
-        self, session: SessionCursor, turn_id: str, query: str, origin: TurnOrigin
+    async def _fetch_recall(
+        self, agent: str, session_key: str, query: str, origin: TurnOrigin
     ) -> TurnRecall:
+        """Recall in a worker thread; a failure is an empty recall, logged."""
         try:
-            recall = await asyncio.to_thread(
+            return await asyncio.to_thread(
                 self.memory.recall_for_turn,
-                session.agent,
+                agent,
                 query,
-                session=session.key,
+                session=session_key,
                 origin=origin,
             )
         except Exception as e:  # noqa: BLE001 - a recall failure never fails the turn
             _logger().warning(
                 "memory.recall_failed", error=summarize(scrub_text(str(e)))
             )
-            recall = TurnRecall(
+            return TurnRecall(
                 block="",
                 refs=(),
-                backend=self.memory.backend_ref(session.agent),
+                backend=self.memory.backend_ref(agent),
                 query_summary=query_shape(query),
             )
+
+    def _record_recall(
+        self, session: SessionCursor, turn_id: str, recall: TurnRecall
+    ) -> None:
         # Recorded with the first prompt (one commit): a recall has no side effect.
         session.pending.append(
             MemoryRecalled(
@@ -397,7 +419,6 @@ class TurnEngine:
             )
         )
         _logger().info("memory.recalled", entries=len(recall.refs))
-        return recall
 
     # -- prompt and provider -----------------------------------------------------
 

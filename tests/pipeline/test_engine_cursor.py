@@ -113,7 +113,9 @@ def test_another_engines_turn_is_in_the_next_prompt(tmp_path):
             await b.aclose()
 
     asyncio.run(run())
-    users = [[m.text for m in r.messages if m.role == "user"] for r in recording.requests]
+    users = [
+        [m.text for m in r.messages if m.role == "user"] for r in recording.requests
+    ]
     assert users == [[f"q{j}" for j in range(i + 1)] for i in range(4)]
 
 
