@@ -22,6 +22,7 @@ decoded untyped, passed through the registered upcasters, then converted.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Final, cast
@@ -117,8 +118,7 @@ def type_for_tag(tag: str) -> type[Event]:
 
 def now_us() -> int:
     """Return the current time in whole microseconds since the epoch (UTC)."""
-    delta = datetime.now(UTC) - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return time.time_ns() // 1_000
 
 
 def datetime_from_us(micros: int) -> datetime:

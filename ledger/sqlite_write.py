@@ -208,9 +208,11 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
             if head[0] != request.expected_version:
                 results.append(Conflict(head[0]))
                 continue
-            mine, prev = _chain(request, next_position, head[1])
+            mine, prev = chain_rows(
+                request.rows, stream, stream.hex, next_position, head[1]
+            )
             positions = tuple(range(next_position, next_position + len(mine)))
-            key_row = _key_row(request, positions)
+            key_row = None if key is None else _key_row(request, positions)
             if savepoints and not _insert_savepoint(raw, mine, key_row):
                 found = read_head(raw, stream)
                 heads[stream] = found
@@ -242,14 +244,6 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
     else:
         cache.forget()
     return out
-
-
-def _chain(
-    request: AppendRequest, first_position: int, prev: bytes
-) -> tuple[list[Row], bytes]:
-    return chain_rows(
-        request.rows, request.stream_id, request.stream_id.hex, first_position, prev
-    )
 
 
 def _key_row(request: AppendRequest, positions: tuple[int, ...]) -> KeyRow | None:
