@@ -60,6 +60,11 @@ class WriteQueue:
         with self._lock:
             self._tickets.append(ticket)
 
+    def __len__(self) -> int:
+        """How many tickets wait."""
+        with self._lock:
+            return len(self._tickets)
+
     def take(self) -> list[Ticket]:
         """Return every queued ticket, oldest first, and empty the queue."""
         with self._lock:
