@@ -3,9 +3,12 @@
 ``--out DIR`` builds a fresh store of ``--backend`` inside DIR and keeps it
 (SQLite ``DIR/memory.db``, Markdown ``DIR/MEMORY.md`` + ``DIR/memory/``, Qdrant
 ``DIR/qdrant``; PostgreSQL needs ``--url``, or the configured URL, and DIR is not
-used). Only ``--agent``'s events are applied. Sealed contents are opened with
-the live key store, so what is still live is readable and what was shredded
-reads ``[forgotten]``; forgotten entries stay forgotten on every backend.
+used). Only ``--agent``'s events are applied, by the projection runner's one
+catch-up loop (the fresh store is served through :class:`MemoryService`, whose
+catch-up hands the backend to :func:`turnledger.projections.runner.catch_up`).
+Sealed contents are opened with the live key store, so what is still live is
+readable and what was shredded reads ``[forgotten]``; forgotten entries stay
+forgotten on every backend.
 
 Without ``--out`` the agent's configured store is rebuilt in place, after a
 backup beside it (``<file>.bak-<UTC stamp>``): a SQLite file (every agent that
@@ -23,12 +26,10 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from turnledger.ledger.events import MemoryForgotten, MemoryStored
-from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.events import MemoryStored
 from turnledger.pipeline.cli_common import UsageError, print_json
 from turnledger.pipeline.config import Config, StorageConfig
 from turnledger.pipeline.memory_service import MemoryService
@@ -38,6 +39,7 @@ from turnledger.projections.memory.errors import (
 )
 from turnledger.projections.memory.protocol import MemoryBackend
 from turnledger.projections.memory.shred import FORGOTTEN
+from turnledger.projections.record import memory_provenance
 
 
 def _fresh_config(
@@ -92,16 +94,13 @@ def forgotten_count(service: MemoryService, agent: str) -> int:
     A key whose last event is ``memory.forgotten``, or whose stored content was
     sealed under a key since destroyed.
     """
-    last: dict[str, Any] = {}
-    for recorded in service.store.read_stream(memory_stream_id(agent)):
-        event = recorded.event
-        if isinstance(event, MemoryStored | MemoryForgotten):
-            last[event.key] = event
     count = 0
-    for event in last.values():
-        if isinstance(event, MemoryForgotten) or (
-            service.keys_path.exists()
-            and service.keys().open(event.content) == FORGOTTEN
+    for key in memory_provenance(service.store, agent):
+        stored = [r.event for r in key.events if isinstance(r.event, MemoryStored)]
+        if key.forgotten or (
+            stored
+            and service.keys_path.exists()
+            and service.keys().open(stored[-1].content) == FORGOTTEN
         ):
             count += 1
     return count

@@ -1,6 +1,7 @@
 """Replay: a session's projections as of any position, with recorded digests checked.
 
-Replaying never writes. It folds the session's events up to a position, digests
+Replaying never writes. It reads the session's lineage up to a position, has
+the query API (:mod:`turnledger.projections.prompt_history`) fold it, digests
 the resulting projection states, and re-derives every digest the ledger recorded
 along the way (the history section of each assembled prompt, and its system
 section against the system prompt recorded by then), reporting any difference.
@@ -13,18 +14,20 @@ from uuid import UUID
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import PromptAssembled, text_digest
+from turnledger.ledger.events import text_digest
 from turnledger.ledger.store import EventStore
-from turnledger.projections.base import digest, fold
 from turnledger.projections.history import (
     SESSION_HISTORY,
-    SessionHistoryState,
     current_instructions,
-    exact_history,
     history_digest,
     visible_messages,
 )
 from turnledger.projections.lineage import lineage
+from turnledger.projections.prompt_history import (
+    histories_before_prompts,
+    history_of,
+    state_digest,
+)
 
 
 class DigestCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +69,7 @@ def replay_session(
     A fork replays its lineage: the source prefix, then its own events.
     """
     events = lineage(store, stream_id, at=at)
-    state = _state(events, len(events))
+    state = history_of(events)
     checks = tuple(_checks(events))
     reached = events[-1].position if events else 0
     return ReplayReport(
@@ -76,7 +79,7 @@ def replay_session(
         messages=len(visible_messages(state)),
         turns_completed=state.turns_completed,
         turns_failed=state.turns_failed,
-        projections={SESSION_HISTORY.name: digest({str(stream_id): state})},
+        projections={SESSION_HISTORY.name: state_digest(stream_id, state)},
         checks=checks,
         system_prompts=len(state.instructions),
         system_digest=_digest_of(current_instructions(state)),
@@ -87,47 +90,34 @@ def _digest_of(text: str | None) -> str | None:
     return text_digest(text) if text is not None else None
 
 
-def _state(events: list[Recorded], upto: int) -> SessionHistoryState:
-    states = fold(SESSION_HISTORY, events[:upto])
-    state = next(iter(states.values()), SESSION_HISTORY.initial(""))
-    return exact_history(events[:upto], state) if state.missing_through else state
-
-
 def _checks(events: list[Recorded]) -> list[DigestCheck]:
     """Re-derive each prompt's history digest from the events before it."""
     checks: list[DigestCheck] = []
-    states: dict[str, SessionHistoryState] = {}
-    for index, recorded in enumerate(events):
-        event = recorded.event
-        if isinstance(event, PromptAssembled):
-            state = next(iter(states.values()), SESSION_HISTORY.initial(""))
-            if state.missing_through:  # a rewind undid a trim: fold exactly
-                state = exact_history(events[:index], state)
-            derived = history_digest(visible_messages(state))
-            checks.extend(
-                DigestCheck(
-                    kind="prompt.history",
-                    turn_id=event.turn_id,
-                    position=recorded.position,
-                    recorded=section.digest,
-                    derived=derived,
-                    ok=derived == section.digest,
-                )
-                for section in event.sections
-                if section.name == "history"
+    for recorded, event, state in histories_before_prompts(events):
+        derived = history_digest(visible_messages(state))
+        checks.extend(
+            DigestCheck(
+                kind="prompt.history",
+                turn_id=event.turn_id,
+                position=recorded.position,
+                recorded=section.digest,
+                derived=derived,
+                ok=derived == section.digest,
             )
-            system = _digest_of(current_instructions(state))
-            checks.extend(
-                DigestCheck(
-                    kind="prompt.system",
-                    turn_id=event.turn_id,
-                    position=recorded.position,
-                    recorded=section.digest,
-                    derived=system,
-                    ok=system == section.digest,
-                )
-                for section in event.sections
-                if section.name == "system" and system is not None
+            for section in event.sections
+            if section.name == "history"
+        )
+        system = _digest_of(current_instructions(state))
+        checks.extend(
+            DigestCheck(
+                kind="prompt.system",
+                turn_id=event.turn_id,
+                position=recorded.position,
+                recorded=section.digest,
+                derived=system,
+                ok=system == section.digest,
             )
-        states = fold(SESSION_HISTORY, [recorded], states)
+            for section in event.sections
+            if section.name == "system" and system is not None
+        )
     return checks

@@ -185,18 +185,17 @@ VIEW_WRITERS = {"projections.runner", "projections.views", "projections.views_pg
 """Only the runner (and the view stores themselves) write views."""
 
 # Readers outside projections/ read through the query APIs
-# (turnledger.projections.queries), not by folding events themselves. The engine's
-# session cursor folds only the events it has just appended itself (the same
-# fold the view runs, continued in memory); the others are point-in-time or
-# whole-ledger readers still to move behind a query API (named in the closing
-# note of the read-path issue), listed so that no new one appears.
-FOLD_ALLOWED = {
-    "pipeline.session_cursor",
-    "pipeline.replay",
-    "pipeline.web.pages",
-    "pipeline.web.queries",
-    "pipeline.web.api",
-}
+# (turnledger.projections.queries, .record, .prompt_history, .lineage ...), not
+# by folding events themselves: shell modules import neither the fold machinery
+# (turnledger.projections.base) nor a fold function of a projection module. The
+# one exception is the engine's session cursor, which folds only the events it
+# has just appended itself (the same fold the view runs, continued in memory).
+FOLD_ALLOWED = {"pipeline.session_cursor"}
+FOLD_NAMES = {"fold", "fold_stream", "exact_history"}
+# The web UI and replay are readers only: they do not read session streams
+# themselves either (a fork's stream alone is not its session; the query APIs
+# compose the lineage).
+READERS = ("pipeline.web", "pipeline.replay")
 
 
 def _calls(path: Path) -> list[ast.Call]:
@@ -216,6 +215,17 @@ def test_only_the_runner_writes_views(module: str, path: Path):
             assert "view" not in target, f"{module} writes a view: {ast.unparse(call)}"
 
 
+def _imported_names(path: Path) -> list[tuple[str, str]]:
+    """``(module, name)`` of every ``from module import name``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        (node.module or "", alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    ]
+
+
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
 def test_readers_use_the_query_apis(module: str, path: Path):
     """Shell modules do not fold the ledger themselves (the query APIs do)."""
@@ -224,9 +234,18 @@ def test_readers_use_the_query_apis(module: str, path: Path):
         return
     for target in imports_of(module, path):
         assert target != "turnledger.projections.base", (
-            f"{module} imports the fold machinery; read through "
-            "turnledger.projections.queries"
+            f"{module} imports the fold machinery; read through a query API "
+            "(turnledger.projections.queries, .record, .prompt_history)"
         )
+    for source, name in _imported_names(path):
+        if source.startswith(f"{NAMESPACE}.projections"):
+            assert name not in FOLD_NAMES, f"{module} imports {source}.{name}"
+    if module.startswith(READERS):
+        for call in _calls(path):
+            func = call.func
+            assert not (
+                isinstance(func, ast.Attribute) and func.attr == "read_stream"
+            ), f"{module} reads a stream itself: {ast.unparse(call)[:60]}"
 
 
 # A catch-up reads a read model's tracking position (a view's ``tracking``, a

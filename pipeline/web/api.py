@@ -37,7 +37,6 @@ from turnledger.pipeline.timetravel import (
     rewind_session,
 )
 from turnledger.pipeline.web.pages import session_ref
-from turnledger.pipeline.web.queries import last_recall, memory_as_of, next_recall
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
@@ -46,6 +45,7 @@ from turnledger.projections.history import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
 from turnledger.projections.observer import observe, render_item
 from turnledger.projections.queries import cost_records
+from turnledger.projections.record import memory_keys_at, recall_after, recall_before
 
 _JSON = msgspec.json.Encoder()
 
@@ -95,8 +95,8 @@ def _at_route(state: WebState, request: Request) -> Response:
     history = load_history(state.store, ref.stream_id, at=position)
     report = replay_session(state.store, ref.stream_id, at=position)
     costs = grand_total(cost_records(state.store, stream_id=ref.stream_id, at=position))
-    recall = last_recall(data.events, position)
-    upcoming = next_recall(data.events, position)
+    recall = recall_before(data.events, position)
+    upcoming = recall_after(data.events, position)
     return _json(
         {
             "index": index,
@@ -111,7 +111,7 @@ def _at_route(state: WebState, request: Request) -> Response:
                 "ok": report.ok,
             },
             "memory": {
-                "keys": memory_as_of(state.store, ref.agent, position),
+                "keys": memory_keys_at(state.store, ref.agent, position),
                 "recalled": [
                     {"key": e.key, "score": e.score}
                     for e in (recall.entries if recall else ())

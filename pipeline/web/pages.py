@@ -1,8 +1,10 @@
 """The HTML pages: sessions, a session's timeline, memory, costs.
 
 Every page is rendered on the server from the read functions of
-:mod:`pipeline.web.queries` (the CLI's folds); a rendered page is cached under
-the ledger version it shows, so an unchanged ledger is not folded twice.
+:mod:`pipeline.web.queries` (over the projections' query APIs); a rendered page
+is cached under the ledger version it shows, so an unchanged ledger is not read
+twice. A fork's session page shows its source's events up to the fork point
+first (marked as the source prefix), then its own.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from turnledger.pipeline.web.queries import (
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.projections.costs import grand_total, totals
-from turnledger.projections.lineage import fork_event
 from turnledger.projections.queries import cost_records
 
 SESSIONS_PER_PAGE: Final = 50
@@ -56,7 +57,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
 def _row(data: SessionData) -> SessionRow:
     state = data.state
-    forked = fork_event(list(data.events[:1]))
+    forked = data.forked
     last = data.events[-1].recorded_at.astimezone(UTC) if data.events else None
     return SessionRow(
         stream_id=str(data.ref.stream_id),

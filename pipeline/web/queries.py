@@ -1,19 +1,21 @@
-"""What the web UI reads, built from the same functions the CLI uses.
+"""What the web UI reads, through the query APIs the CLI uses.
 
 Sessions come from :func:`pipeline.sessions.list_sessions`' rule (one
-``session.opened`` per session stream), a session's record from the transcript
-fold (:data:`projections.history.SESSION_TRANSCRIPT`, what
-:func:`pipeline.sessions.load_history` returns: every recorded message, trimmed
-ones included, with the trim boundary), its audit from :func:`pipeline.audit
-.audit_conversations` over the same messages ``turnledger audit`` checks, its
-costs from the cost-records fold. Nothing here folds the ledger another way.
+``session.opened`` or ``session.forked`` per session stream); a session's record
+is :func:`turnledger.projections.record.read_record`: its lineage (a fork's
+source prefix up to the fork point, then its own events, numbered through the
+lineage), its transcript (what :func:`pipeline.sessions.load_history` returns:
+every recorded message, trimmed ones included, with the trim boundary) and its
+cost records; its audit is :func:`pipeline.audit.audit_conversations` over the
+same messages ``turnledger audit`` checks. Nothing here folds the ledger.
 
 The ledger is append-only, so what a stream holds up to a version never changes:
-:class:`SessionCache` keeps each session's events and folded state keyed by its
-head version and, when new events arrive, folds only those (the fold is
-incremental by construction). Point-in-time reads (the scrubber) use
-:func:`pipeline.sessions.load_history` and :func:`pipeline.replay.replay_session`,
-the fold of the prefix ``turnledger replay --at`` uses.
+:class:`SessionCache` keeps each session's record keyed by its stream's head
+version and, when new events arrive, has
+:func:`~turnledger.projections.record.advance_record` fold only those.
+Point-in-time reads (the scrubber) use :func:`pipeline.sessions.load_history`
+and :func:`pipeline.replay.replay_session`, the fold of the prefix
+``turnledger replay --at`` uses.
 """
 
 from __future__ import annotations
@@ -29,51 +31,66 @@ import msgspec
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import (
     MemoryForgotten,
-    MemoryRecalled,
     MemoryStored,
     MemorySuperseded,
+    SessionForked,
     TurnStarted,
     tag_of,
 )
-from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.audit import audit_conversations
 from turnledger.pipeline.sessions import SESSION_STARTS, SessionRef, session_ref_of
-from turnledger.projections.base import fold
-from turnledger.projections.costs import (
-    COST_RECORDS,
-    CostBucket,
-    CostTotals,
-    grand_total,
+from turnledger.projections.costs import CostTotals, grand_total
+from turnledger.projections.history import SessionHistoryState
+from turnledger.projections.record import (
+    SessionRecord,
+    advance_record,
+    memory_provenance,
+    read_record,
 )
-from turnledger.projections.history import SESSION_TRANSCRIPT, SessionHistoryState
 
 PAGE_EVENTS = 200
 """Events per timeline page (a 10,000-event session is 50 pages)."""
 
 
 class SessionData(msgspec.Struct, frozen=True, kw_only=True):
-    """One session as of its head version.
+    """One session as of its stream's head version.
 
     Attributes:
         ref: Where it lives.
-        events: Its events, in order.
-        state: Its transcript state (``load_history``'s fold).
-        violations: Pairing violations by the stream version of the message.
-        costs: The totals of its model calls.
-        cost_states: Its cost-records states (new events fold onto them).
+        record: Its record (lineage events, transcript, cost states).
+        violations: Pairing violations by the lineage version of the message.
+        costs: The totals of its model calls (a fork's prefix included).
     """
 
     ref: SessionRef
-    events: tuple[Recorded, ...]
-    state: SessionHistoryState
+    record: SessionRecord
     violations: dict[int, tuple[str, ...]]
     costs: CostTotals
-    cost_states: dict[str, CostBucket]
+
+    @property
+    def events(self) -> tuple[Recorded, ...]:
+        """Its lineage events, oldest first (a fork's source prefix first)."""
+        return self.record.events
+
+    @property
+    def state(self) -> SessionHistoryState:
+        """Its transcript state (``load_history``'s fold)."""
+        return self.record.transcript
+
+    @property
+    def forked(self) -> SessionForked | None:
+        """The fork it begins with (``None``: not a fork)."""
+        return self.record.forked
+
+    @property
+    def inherited(self) -> int:
+        """How many leading events are the fork source's prefix."""
+        return self.record.inherited
 
     @property
     def version(self) -> int:
-        """The head version folded."""
+        """The lineage version of its last event."""
         return self.events[-1].version if self.events else 0
 
     @property
@@ -82,7 +99,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
         return max(1, -(-len(self.events) // PAGE_EVENTS))
 
     def page_of(self, version: int) -> int:
-        """The timeline page (1-based) that holds a stream version."""
+        """The timeline page (1-based) that holds a lineage version."""
         return max(1, -(-version // PAGE_EVENTS))
 
 
@@ -98,24 +115,17 @@ def _violations(
     return found
 
 
-def _build(
-    ref: SessionRef,
-    events: tuple[Recorded, ...],
-    state: SessionHistoryState,
-    cost_states: dict[str, CostBucket],
-) -> SessionData:
+def _build(ref: SessionRef, record: SessionRecord) -> SessionData:
     return SessionData(
         ref=ref,
-        events=events,
-        state=state,
-        violations=_violations(ref, state),
-        costs=grand_total(cost_states),
-        cost_states=cost_states,
+        record=record,
+        violations=_violations(ref, record.transcript),
+        costs=grand_total(record.costs),
     )
 
 
 class SessionCache:
-    """Sessions and their folded data, kept by head version (thread-safe).
+    """Sessions and their records, kept by head version (thread-safe).
 
     Args:
         store: The ledger.
@@ -159,22 +169,15 @@ class SessionCache:
         head = self.store.stream_version(ref.stream_id)
         with self._lock:
             cached = self._data.get(ref.stream_id)
-            if cached is not None and cached.version == head:
+            if cached is not None and cached.record.head == head:
                 self._data.move_to_end(ref.stream_id)
                 return cached
-        after = cached.version if cached is not None else 0
-        fresh = tuple(self.store.read_stream(ref.stream_id, after=after, until=head))
-        key = str(ref.stream_id)
-        if cached is None:
-            start = SESSION_TRANSCRIPT.initial(key)
-            events = fresh
-            costs: dict[str, CostBucket] = {}
-        else:
-            start = cached.state
-            events = (*cached.events, *fresh)
-            costs = cached.cost_states
-        state = fold(SESSION_TRANSCRIPT, fresh, {key: start})[key]
-        data = _build(ref, events, state, fold(COST_RECORDS, fresh, costs))
+        record = (
+            read_record(self.store, ref.stream_id)
+            if cached is None
+            else advance_record(self.store, cached.record)
+        )
+        data = _build(ref, record)
         with self._lock:
             self._data[ref.stream_id] = data
             self._data.move_to_end(ref.stream_id)
@@ -254,79 +257,41 @@ def _turn_at(data: SessionData | None, position: int) -> tuple[str, int]:
 
 def memory_histories(cache: SessionCache, agent: str) -> list[MemoryHistory]:
     """Every key of the agent's memory stream with its provenance, newest first."""
-    events = cache.store.read_stream(memory_stream_id(agent))
     sessions = {r.key: r for r in cache.sessions() if r.agent == agent}
-    by_key: dict[str, list[MemoryFact]] = {}
-    kept: dict[str, tuple[bool, str, float | None]] = {}
-    for r in events:
-        event = r.event
-        if not isinstance(event, MemoryStored | MemoryForgotten | MemorySuperseded):
-            continue
-        session = getattr(event, "session", None) or ""
-        ref = sessions.get(session)
-        turn, version = _turn_at(cache.data(ref) if ref else None, r.position)
-        action = tag_of(type(event)).removeprefix("memory.")
-        detail = ""
-        if isinstance(event, MemorySuperseded):
-            detail = f"by {event.superseded_by}"
-        elif isinstance(event, MemoryForgotten):
-            detail = event.reason
-        fact = MemoryFact(
-            position=r.position,
-            action=action,
-            source=event.source,
-            session=session,
-            stream_id=str(ref.stream_id) if ref else "",
-            turn_id=turn,
-            turn_version=version,
-            detail=detail,
+    histories = []
+    for key in memory_provenance(cache.store, agent):
+        facts = []
+        for r in key.events:
+            event = r.event
+            if not isinstance(event, MemoryStored | MemoryForgotten | MemorySuperseded):
+                continue
+            session = getattr(event, "session", None) or ""
+            ref = sessions.get(session)
+            turn, version = _turn_at(cache.data(ref) if ref else None, r.position)
+            detail = ""
+            if isinstance(event, MemorySuperseded):
+                detail = f"by {event.superseded_by}"
+            elif isinstance(event, MemoryForgotten):
+                detail = event.reason
+            facts.append(
+                MemoryFact(
+                    position=r.position,
+                    action=tag_of(type(event)).removeprefix("memory."),
+                    source=event.source,
+                    session=session,
+                    stream_id=str(ref.stream_id) if ref else "",
+                    turn_id=turn,
+                    turn_version=version,
+                    detail=detail,
+                )
+            )
+        histories.append(
+            MemoryHistory(
+                key=key.key,
+                facts=tuple(facts),
+                forgotten=key.forgotten,
+                category=key.category,
+                importance=key.importance,
+            )
         )
-        by_key.setdefault(event.key, []).append(fact)
-        before = kept.get(event.key, (False, "", None))
-        if isinstance(event, MemoryStored):
-            kept[event.key] = (False, event.category, event.importance)
-        elif isinstance(event, MemoryForgotten):
-            kept[event.key] = (True, before[1], before[2])
-    histories = [
-        MemoryHistory(
-            key=key,
-            facts=tuple(facts),
-            forgotten=kept[key][0],
-            category=kept[key][1],
-            importance=kept[key][2],
-        )
-        for key, facts in by_key.items()
-    ]
-    return sorted(histories, key=lambda h: h.facts[-1].position, reverse=True)
-
-
-def memory_as_of(store: EventStore, agent: str, position: int) -> list[str]:
-    """Keys the agent's memory stream holds at a position (stored, not forgotten)."""
-    keys: dict[str, None] = {}
-    for r in store.read_stream(memory_stream_id(agent)):
-        if r.position > position:
-            break
-        if isinstance(r.event, MemoryStored):
-            keys[r.event.key] = None
-        elif isinstance(r.event, MemoryForgotten):
-            keys.pop(r.event.key, None)
-    return list(keys)
-
-
-def last_recall(events: Sequence[Recorded], position: int) -> MemoryRecalled | None:
-    """The last recall recorded at or before a position."""
-    found = None
-    for r in events:
-        if r.position > position:
-            break
-        if isinstance(r.event, MemoryRecalled):
-            found = r.event
-    return found
-
-
-def next_recall(events: Sequence[Recorded], position: int) -> MemoryRecalled | None:
-    """The first recall recorded after a position: what the next turn was given."""
-    for r in events:
-        if r.position > position and isinstance(r.event, MemoryRecalled):
-            return r.event
-    return None
+    return histories
