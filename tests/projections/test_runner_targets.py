@@ -4,7 +4,8 @@ Two runners catching one view up at once (two processes on one view file) never
 apply an event twice: a page the other committed first, or committed between
 this runner's position read and its apply, is refused and the loop goes on from
 the other's position. A memory backend is caught up by the same loop, through
-:class:`BackendTarget` (its filter and its event opener).
+:class:`BackendTarget` (its filter and its event opener), and one followed live
+in small pages equals one rebuilt in a single pass.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
+import pytest
 
 from tests.projections.test_runner import fill, view_digest
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import MemoryForgotten, MemoryStored
+from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.projections.base import digest, fold
 from turnledger.projections.history import SESSION_HISTORY
 from turnledger.projections.memory.apply import BackendTarget
+from turnledger.projections.memory.markdown import MarkdownMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 from turnledger.projections.runner import ProjectionRunner, ViewTarget, catch_up
 from turnledger.projections.views import SQLiteViewStore
@@ -118,4 +121,57 @@ def test_a_memory_backend_is_caught_up_by_the_same_loop(tmp_path):
     assert len(seen) == 6  # every memory event was offered, two agents' worth
     assert catch_up(store, target) == 0  # nothing new: nothing read or applied
     memory.close()
+    store.close()
+
+
+def _memory_rounds(store, round_: int) -> None:
+    for agent in ("ops", "other"):
+        stream = memory_stream_id(agent)
+        events = [
+            MemoryStored(agent=agent, key=f"r{round_}a", content=f"{agent} {round_} a"),
+            MemoryStored(agent=agent, key=f"r{round_}b", content=f"{agent} {round_} b"),
+        ]
+        if round_:
+            events += [
+                MemoryForgotten(agent=agent, key=f"r{round_ - 1}a"),
+                MemorySuperseded(
+                    agent=agent, key=f"r{round_ - 1}b", superseded_by=f"r{round_}b"
+                ),
+                MemoryStored(agent=agent, key="shared", content=f"rewritten {round_}"),
+            ]
+        store.append(stream, events, expected_version=store.stream_version(stream))
+
+
+def _entries(backend, agent: str) -> bytes:
+    return msgspec.json.encode(
+        sorted(backend.export(agents=[agent]), key=lambda e: e.key)
+    )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "markdown"])
+def test_memory_caught_up_live_equals_a_rebuild(tmp_path, kind):
+    """A backend followed live in small pages equals one rebuilt in one pass."""
+    store = open_store(str(tmp_path / "ledger.db"))
+
+    def open_backend(where: str):
+        if kind == "sqlite":
+            return SQLiteMemory(tmp_path / f"{where}.db")
+        return MarkdownMemory(tmp_path / where, agent="ops")
+
+    def ops_only(recorded: Recorded) -> bool:
+        return getattr(recorded.event, "agent", "") == "ops"
+
+    live = open_backend("live")
+    for round_ in range(4):
+        _memory_rounds(store, round_)
+        catch_up(store, BackendTarget(live, accepts=ops_only), page_size=2)
+    rebuilt = open_backend("rebuilt")
+    catch_up(store, BackendTarget(rebuilt, accepts=ops_only))
+    assert _entries(live, "ops") == _entries(rebuilt, "ops")
+    keys = {e.key for e in rebuilt.export(agents=["ops"])}
+    assert "r0a" not in keys  # forgotten
+    assert {"r3a", "r3b", "shared"} <= keys
+    assert live.applied_position() == rebuilt.applied_position() == store.max_position()
+    live.close()
+    rebuilt.close()
     store.close()
