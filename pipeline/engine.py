@@ -32,6 +32,7 @@ import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -172,6 +173,7 @@ class TurnEngine:
         self.session_locks = SessionLocks(ledger.store)
         self.budget = BudgetGuard(ledger.store, config.budgets)
         self.hygiene = HygieneSchedule(memory, config.memory.hygiene_hours)
+        self._workspaces: dict[str, Path] = {}
 
     # -- session ---------------------------------------------------------------
 
@@ -479,7 +481,7 @@ class TurnEngine:
             call = await call_model(
                 self.provider,
                 messages,
-                [tool.spec for tool in self.tools.tools.values()],
+                self.tools.specs,
                 pricing=self.config.pricing,
                 turn_id=turn_id,
                 iteration=iteration,
@@ -518,15 +520,18 @@ class TurnEngine:
     # -- tools -----------------------------------------------------------------
 
     def _context(self, session: SessionCursor, turn_id: str) -> ToolContext:
+        workspace = self._workspaces.get(session.agent)
+        if workspace is None or not workspace.is_dir():  # made once, again if gone
+            workspace = self._workspaces[session.agent] = agent_workspace(
+                self.config.agent(session.agent).workspace,
+                self.config.data_dir,
+                session.agent,
+            )
         return ToolContext(
             agent=session.agent,
             session_key=session.key,
             turn_id=turn_id,
-            workspace=agent_workspace(
-                self.config.agent(session.agent).workspace,
-                self.config.data_dir,
-                session.agent,
-            ),
+            workspace=workspace,
             memory=self.memory,
             store=self.ledger.store,
         )

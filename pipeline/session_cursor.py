@@ -34,8 +34,11 @@ from turnledger.ledger.events import Event, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.prompt_cache import PromptCache
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.base import fold
-from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.projections.history import (
+    SESSION_HISTORY,
+    SessionHistoryState,
+    fold_stream,
+)
 from turnledger.projections.queries import SessionHistories
 
 CACHED_SESSIONS: Final = 1024
@@ -161,6 +164,7 @@ class SessionCursors:
             await self._refresh(cursor)
             return
         now = datetime_from_us(now_us())
+        wanted = SESSION_HISTORY.event_types
         recorded = [
             Recorded(
                 stream_id=cursor.stream_id,
@@ -172,9 +176,9 @@ class SessionCursors:
             for i, (event, position) in enumerate(
                 zip(batch, result.positions, strict=True)
             )
+            if isinstance(event, wanted)  # the others leave the history as it is
         ]
-        key = str(cursor.stream_id)
-        cursor.state = fold(SESSION_HISTORY, recorded, {key: cursor.state})[key]
+        cursor.state = fold_stream(SESSION_HISTORY, cursor.state, recorded)
         cursor.version = result.last_version
 
     async def _write(

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from turnledger.ledger.events import ToolCallRecord, ToolResultRecorded
+from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
 from turnledger.policies.bounding import make_result_bounder
 from turnledger.policies.images import promote_image_paths
@@ -30,12 +31,17 @@ class ToolRunner:
         tools: The tools the model may call, by name.
         max_result_chars: The bound on each result (0: none).
         concurrency: How many tools may run at once.
+
+    Attributes:
+        tools: The tools, by name.
+        specs: Their specs, in that order (what each model call offers).
     """
 
     def __init__(
         self, tools: Mapping[str, Tool], *, max_result_chars: int, concurrency: int
     ) -> None:
         self.tools = dict(tools)
+        self.specs: tuple[ToolSpec, ...] = tuple(t.spec for t in self.tools.values())
         self._bound = make_result_bounder(max_result_chars)
         self._gate = asyncio.Semaphore(max(1, concurrency))
 
