@@ -127,6 +127,14 @@ class Backend(Protocol):
         """Return the number of rows."""
         ...
 
+    def first_encrypted(self, scan_rows: int) -> StoredRow | None:
+        """Return the first encrypted row among the first ``scan_rows``.
+
+        Encrypted: a frame (format 1 or 2, at least a header long) whose flags
+        say so. The database does the scan: no row is sent back but that one.
+        """
+        ...
+
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> RowSubscription:
         """Subscribe to rows after position ``gt``."""
         ...

@@ -12,7 +12,8 @@ not write to a ledger that has one, and both are refused with a
 :class:`CipherKeyError` before any write. No separate value is stored: the first
 encrypted row (the oldest, so it never changes once written) is the check. A
 ledger with no encrypted row yet accepts any key, and its first encrypted append
-becomes the check.
+becomes the check. Finding it is one query: the database reads the frame header
+of the first :data:`SCAN_ROWS` rows and returns only the first encrypted row.
 
 :func:`~turnledger.ledger.store.open_store` runs the check before it returns a
 store (SQLite and PostgreSQL alike), so the command line, the bootstrap, the
@@ -26,13 +27,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from turnledger.ledger import codec
-from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT, HEADER_SIZE
 from turnledger.ledger.errors import CorruptRecordError, LedgerError
 from turnledger.ledger.store import CIPHER_KEY_ENV, EventStore
-
-# The plain frame, and the hash-chained frame where the codec has one.
-_FRAMES: Final = frozenset({FRAME_FORMAT, getattr(codec, "CHAIN_FORMAT", FRAME_FORMAT)})
 
 SCAN_ROWS: Final = 10_000
 """How many rows from the start are searched for the first encrypted one."""
@@ -40,15 +36,6 @@ SCAN_ROWS: Final = 10_000
 
 class CipherKeyError(LedgerError):
     """The cipher key does not fit the ledger (wrong, or missing)."""
-
-
-def _encrypted(state: bytes) -> bool:
-    # Only a well-framed row counts; a corrupt one is verify's to report.
-    return (
-        len(state) >= HEADER_SIZE
-        and state[0] in _FRAMES
-        and bool(state[1] & FLAG_ENCRYPTED)
-    )
 
 
 def check_cipher_key(store: EventStore, *, scan_rows: int = SCAN_ROWS) -> None:
@@ -66,25 +53,22 @@ def check_cipher_key(store: EventStore, *, scan_rows: int = SCAN_ROWS) -> None:
     """
     if scan_rows <= 0:
         return
-    for seen, row in enumerate(store.iter_rows(page_size=min(500, scan_rows))):
-        if seen >= scan_rows:
-            return
-        if not _encrypted(row.state):
-            continue
-        if store.mapper.cipher is None:
-            msg = (
-                f"Expected a cipher key ({CIPHER_KEY_ENV}) for this ledger, found none:"
-                f" its events are encrypted (first at position {row.position});"
-                " nothing was written"
-            )
-            raise CipherKeyError(msg)
-        try:
-            store.decode(row)
-        except CorruptRecordError:
-            msg = (
-                "Expected the cipher key this ledger was encrypted with, found"
-                f" another: the event at position {row.position} does not decrypt"
-                " with it; nothing was written"
-            )
-            raise CipherKeyError(msg) from None
+    row = store.backend.first_encrypted(scan_rows)  # the database scans
+    if row is None:
         return
+    if store.mapper.cipher is None:
+        msg = (
+            f"Expected a cipher key ({CIPHER_KEY_ENV}) for this ledger, found none:"
+            f" its events are encrypted (first at position {row.position});"
+            " nothing was written"
+        )
+        raise CipherKeyError(msg)
+    try:
+        store.decode(row)
+    except CorruptRecordError:
+        msg = (
+            "Expected the cipher key this ledger was encrypted with, found"
+            f" another: the event at position {row.position} does not decrypt"
+            " with it; nothing was written"
+        )
+        raise CipherKeyError(msg) from None

@@ -33,7 +33,8 @@ from eventsourcing.postgres import (
 from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
-from turnledger.ledger.chain import Seal
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
+from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.errors import (
     ConfigurationError,
     LedgerError,
@@ -400,6 +401,32 @@ class PostgresBackend:
         sql = SQL("SELECT count(*) AS n FROM {schema}.{table}").format(**self._table)
         rows = self._fetch(sql)
         return int(rows[0]["n"]) if rows else 0
+
+    def first_encrypted(self, scan_rows: int) -> StoredRow | None:
+        """Return the first encrypted row among the first ``scan_rows`` settled."""
+        sql = SQL(
+            "SELECT * FROM (SELECT notification_id, originator_id, "
+            "originator_version, topic, state FROM {schema}.{table} "
+            "WHERE notification_id <= %s ORDER BY notification_id LIMIT %s) AS f "
+            "WHERE length(state) >= {header} AND get_byte(state, 0) IN ({formats}) "
+            "AND get_byte(state, 1) & {flag} <> 0 ORDER BY notification_id LIMIT 1"
+        ).format(
+            header=SQL(str(HEADER_SIZE)),
+            formats=SQL(f"{FRAME_FORMAT}, {CHAIN_FORMAT}"),
+            flag=SQL(str(FLAG_ENCRYPTED)),
+            **self._table,
+        )
+        rows = self._fetch(sql, (self.max_position(), scan_rows))
+        if not rows:
+            return None
+        found = rows[0]
+        return StoredRow(
+            int(found["notification_id"]),
+            found["originator_id"],
+            int(found["originator_version"]),
+            str(found["topic"]),
+            bytes(found["state"]),
+        )
 
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> _WakingSubscription:
         """Subscribe to rows after ``gt`` through LISTEN/NOTIFY."""

@@ -47,7 +47,8 @@ from eventsourcing.sqlite import (
 )
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
-from turnledger.ledger.chain import Seal
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
+from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.errors import (
     LedgerError,
     LedgerFullError,
@@ -112,6 +113,17 @@ _APPEND_ONLY_TRIGGERS: Final = (
 )
 
 _COLUMNS: Final = "rowid, originator_id, originator_version, topic, state"
+# Byte 0 of a frame is its format (1 or 2), byte 1 its flags (bit 0: encrypted);
+# SQLite has no byte function: byte 1 is looked up in the set of flagged bytes.
+_FLAGGED: Final = "".join(f"{b:02x}" for b in range(256) if b & FLAG_ENCRYPTED)
+_FIRST_ENCRYPTED: Final = (
+    f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS} FROM {TABLE} ORDER BY rowid "
+    f"LIMIT ?) WHERE length(CAST(state AS BLOB)) >= {HEADER_SIZE} "
+    "AND substr(CAST(state AS BLOB), 1, 1) IN "
+    f"(x'{FRAME_FORMAT:02x}', x'{CHAIN_FORMAT:02x}') "
+    f"AND instr(x'{_FLAGGED}', substr(CAST(state AS BLOB), 2, 1)) > 0 "
+    "ORDER BY rowid LIMIT 1"
+)
 _T = TypeVar("_T")
 
 STATEMENT_CACHE_SIZE: Final = 64
@@ -389,6 +401,11 @@ class SQLiteBackend:
         """Return the number of rows."""
         return int(self._query(f"SELECT count(*) FROM {TABLE}")[0][0])
 
+    def first_encrypted(self, scan_rows: int) -> StoredRow | None:
+        """Return the first encrypted row among the first ``scan_rows``."""
+        rows = self._query(_FIRST_ENCRYPTED, (scan_rows,))
+        return _row_of(rows[0]) if rows else None
+
     def insert_seal(self, body: bytes, mac: str) -> int:
         """Record a seal; return its id."""
 
@@ -470,6 +487,12 @@ def translate(error: BaseException, path: str, waited: float) -> LedgerError:
             "nothing was written"
         )
     return StoreUnavailableError(f"SQLite ledger at {path!r}: {text}")
+
+
+def _row_of(found: sqlite3.Row) -> StoredRow:
+    return StoredRow(
+        int(found[0]), UUID(found[1]), int(found[2]), str(found[3]), blob(found[4])
+    )
 
 
 def _row(n: Notification) -> StoredRow:
