@@ -24,6 +24,11 @@ from turnledger.adapters.langgraph_codec import (
     message_event,
     residual_of,
 )
+from turnledger.adapters.langgraph_header import (
+    DEFAULT_V,
+    encode_ts,
+    encode_updated,
+)
 from turnledger.adapters.langgraph_state import (
     FRAMEWORK,
     StoredCheckpoint,
@@ -94,12 +99,13 @@ class RecordEncoder:
         record: dict[str, Any] = {
             "id": checkpoint["id"],
             "p": state.ref_checkpoint(ns, parent_id),
-            "ts": checkpoint["ts"],
-            "v": checkpoint["v"],
-            "u": checkpoint.get("updated_channels"),
+            "ts": encode_ts(checkpoint["id"], checkpoint["ts"]),
+            "u": encode_updated(checkpoint.get("updated_channels"), vals),
             "md": _metadata(self.serde, parent, md),
             "vals": vals,
         }
+        if checkpoint["v"] != DEFAULT_V:
+            record["v"] = checkpoint["v"]
         if ns:
             record["ns"] = ns
         _add_versions(record, parent, versions, seen, new_versions)

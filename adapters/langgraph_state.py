@@ -34,6 +34,11 @@ from turnledger.adapters.langgraph_codec import (
     load_blob,
     rebuild_message,
 )
+from turnledger.adapters.langgraph_header import (
+    DEFAULT_V,
+    decode_ts,
+    decode_updated,
+)
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
@@ -203,11 +208,11 @@ class ThreadState:
             ns=ns,
             id=record["id"],
             parent=parent_id,
-            ts=record["ts"],
-            v=record["v"],
+            ts=decode_ts(record["id"], record["ts"]),
+            v=record.get("v", DEFAULT_V),
             versions=versions,
             seen=seen,
-            updated=record["u"],
+            updated=decode_updated(record["u"], record["vals"]),
             extra=record.get("x"),
             metadata_blob=md_blob,
             metadata=metadata,
