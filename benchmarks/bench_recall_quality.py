@@ -17,11 +17,18 @@ holds the replaced one); abstention precision (the
 injection recall (an answerable question's block holds its evidence); tokens
 injected per turn (block chars / 4); recall latency p50/p95.
 
-Goals (issue #15): hybrid >= keyword + 10 points at k = 10; latest wins >= 99%;
-abstention precision >= 95%; recall p95 <= 10 ms (measured here at this run's
-size; bench_memory measures keyword and vector recall at 100k rows).
+Then, in the same run, the store is grown to ``--rows`` (100,000 by default)
+with filler rows and every mode's recall latency is timed there, the query
+embedding included, beside the raw FTS5 baseline and the query embedding alone
+(``_recall_scale.py`` says how the filler is made and what each mode times);
+the quality table is printed again at that size, for information.
 
-    .venv/bin/python benchmarks/bench_recall_quality.py            # 2,000 distractors
+Goals (issue #15): hybrid >= keyword + 10 points at k = 10; latest wins >= 99%;
+abstention precision >= 95% (at the data set's own size); hybrid recall p95 <=
+10 ms at ``--rows``.
+
+    .venv/bin/python benchmarks/bench_recall_quality.py            # 2,000 + 100k rows
+    .venv/bin/python benchmarks/bench_recall_quality.py --rows 20000
     .venv/bin/python benchmarks/bench_recall_quality.py --quick    # smoke
 """
 
@@ -39,6 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _recall_data import DataSet, Question, build
+from _recall_scale import Timing, given_embedder, grow, template_queries, timed
+from _recall_scale import report as report_latency
 
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
@@ -78,9 +87,9 @@ def store_everything(root: Path, data: DataSet) -> Path:
     return root / "ledger.memory.db"
 
 
-def raw_fts(root: Path, rows: Sequence[MemoryEntry]) -> Recall:
+def raw_fts(root: Path, rows: Sequence[MemoryEntry], name: str = "raw.db") -> Recall:
     """The baseline: FTS5 bm25 over the same live rows, OR of the query's words."""
-    db = sqlite3.connect(root / "raw.db")
+    db = sqlite3.connect(root / name)
     db.execute("CREATE VIRTUAL TABLE raw USING fts5(key, content)")
     db.executemany("INSERT INTO raw VALUES (?, ?)", [(r.key, r.content) for r in rows])
     db.commit()
@@ -218,28 +227,87 @@ def goals(modes: dict[str, Scores], rows: int) -> None:
             ),
             abstain >= ABSTAIN_GOAL,
         ),
-        (
-            (
-                f"hybrid recall p95: {hybrid.pct(95):.2f} ms at {rows:,} rows, query "
-                f"embedding included (keyword {keyword.pct(95):.2f} ms, raw FTS5 "
-                f"{raw.pct(95):.2f} ms); goal <= 10 ms"
-            ),
-            hybrid.pct(95) <= P95_GOAL_MS,
-        ),
     ]
     print()
     for text, ok in lines:
         print(f"goal: {text} -> {'PASS' if ok else 'MISS'}")
+    print(
+        f"info: hybrid recall p95 {hybrid.pct(95):.2f} ms at {rows:,} rows, query "
+        f"embedding included (keyword {keyword.pct(95):.2f} ms, raw FTS5 "
+        f"{raw.pct(95):.2f} ms); the latency goal is judged at --rows, below"
+    )
+
+
+def quality_modes(
+    root: Path,
+    path: Path,
+    embedder: LocalEmbedder,
+    questions: Sequence[Question],
+    raw_name: str = "raw.db",
+) -> dict[str, Scores]:
+    """Every mode's quality scores on the store at ``path``, as it is now."""
+    hybrid = SQLiteMemory(path, embedder=embedder, cache_size=0)
+    keyword = SQLiteMemory(path, search_mode="bm25")
+    local = SQLiteMemory(path, embedder=embedder, search_mode="embedding", cache_size=0)
+    live = keyword.export(agents=[AGENT])
+    try:
+        for memory in (keyword, local, hybrid):  # warm caches and the matrix
+            memory.recall("warm up query", agents=[AGENT])
+        return {
+            "keyword": evaluate(backend(keyword), questions, scored=True),
+            "local": evaluate(backend(local), questions, scored=True),
+            "hybrid": evaluate(backend(hybrid), questions, scored=True),
+            "raw_fts5": evaluate(
+                raw_fts(root, live, raw_name), questions, scored=False
+            ),
+        }
+    finally:
+        for memory in (keyword, local, hybrid):
+            memory.close()
+
+
+def backend(memory: SQLiteMemory) -> Recall:
+    return lambda q: memory.recall(q, agents=[AGENT], limit=10)
+
+
+def latency_at_scale(
+    root: Path, path: Path, embedder: LocalEmbedder, queries: Sequence[str]
+) -> list[Timing]:
+    """Time every mode on the grown store, the same queries, one after another."""
+    given = given_embedder(embedder, queries)
+    keyword = SQLiteMemory(path, search_mode="bm25")
+    local = SQLiteMemory(path, embedder=embedder, search_mode="embedding", cache_size=0)
+    hybrid = SQLiteMemory(path, embedder=embedder, cache_size=0)
+    hybrid_v = SQLiteMemory(path, embedder=given, cache_size=0)
+    raw = raw_fts(root, keyword.export(agents=[AGENT]), name="raw_scale.db")
+    try:
+        return [
+            timed("raw_fts5", raw, queries),
+            timed("keyword", backend(keyword), queries),
+            timed("embed", lambda q: embedder.embed([q]), queries),
+            timed("local", backend(local), queries),
+            timed("hybrid", backend(hybrid), queries),
+            timed("hybrid-v", backend(hybrid_v), queries),
+        ]
+    finally:
+        for memory in (keyword, local, hybrid, hybrid_v):
+            memory.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--distractors", type=int, default=2_000)
+    parser.add_argument(
+        "--rows", type=int, default=100_000, help="rows for the latency part"
+    )
+    parser.add_argument(
+        "--latency-queries", type=int, default=200, help="distinct timed queries"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     if args.quick:
-        args.distractors = 60
+        args.distractors, args.rows, args.latency_queries = 60, 1_000, 40
     data = build(args.distractors, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench_recall_") as folder:
         root = Path(folder)
@@ -248,39 +316,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         stored = time.perf_counter() - started
         embedder = LocalEmbedder()
         started = time.perf_counter()
-        # No query cache: each mode pays for embedding its queries.
-        hybrid = SQLiteMemory(path, embedder=embedder, cache_size=0)
-        embedded = hybrid.reindex()
+        with SQLiteMemory(path, embedder=embedder, cache_size=0) as memory:
+            embedded = memory.reindex()
+            rows = memory.count(agents=[AGENT])
         took = time.perf_counter() - started
-        rows = hybrid.count(agents=[AGENT])
         print(
             f"{len(data.writes):,} writes through the memory service "
             f"in {stored:.1f} s; "
             f"{embedded:,} rows embedded by {embedder.identity.model} in {took:.1f} s; "
             f"{rows:,} live rows; {len(data.questions)} questions"
         )
-        keyword = SQLiteMemory(path, search_mode="bm25")
-        local = SQLiteMemory(
-            path, embedder=embedder, search_mode="embedding", cache_size=0
-        )
-        live = keyword.export(agents=[AGENT])
-
-        def backend(memory: SQLiteMemory) -> Recall:
-            return lambda q: memory.recall(q, agents=[AGENT], limit=10)
-
-        for memory in (keyword, local, hybrid):  # warm caches and the matrix
-            memory.recall("warm up query", agents=[AGENT])
-        modes = {
-            "keyword": evaluate(backend(keyword), data.questions, scored=True),
-            "local": evaluate(backend(local), data.questions, scored=True),
-            "hybrid": evaluate(backend(hybrid), data.questions, scored=True),
-            "raw_fts5": evaluate(raw_fts(root, live), data.questions, scored=False),
-        }
-        for memory in (keyword, local, hybrid):
-            memory.close()
+        # No query cache anywhere: each mode pays for embedding its queries.
+        modes = quality_modes(root, path, embedder, data.questions)
+        started = time.perf_counter()
+        added = grow(path, embedder.identity, args.rows, AGENT)
+        print(f"{added:,} filler rows added in {time.perf_counter() - started:.1f} s")
+        texts = [q.text for q in data.questions]
+        queries = list(dict.fromkeys(texts + template_queries(1_000, args.seed)))
+        queries = queries[: max(len(texts), args.latency_queries)]
+        timings = latency_at_scale(root, path, embedder, queries)
+        scaled = quality_modes(root, path, embedder, data.questions, "raw_grown.db")
     print()
     report(modes)
     goals(modes, rows)
+    print()
+    print(f"the same questions at {rows + added:,} rows (filler rows added):")
+    report(scaled)
+    report_latency(timings, rows + added, P95_GOAL_MS)
     return 0
 
 

@@ -2,14 +2,19 @@
 
 Writes get their vectors here (cache first, then one embedder call for the
 misses); a failing embedder is recorded and the write goes on without a vector.
-Queries get the scope's nearest rows from the in-memory matrix, which follows
-this connection's writes row by row and is reloaded when another connection has
-committed (``PRAGMA data_version`` changed).
+A recall query's vector is computed on a worker thread
+(:meth:`EmbeddingStage.begin_query`), so the keyword leg runs on the caller's
+thread meanwhile (a model releases the GIL while it computes; the database is
+only ever used on the caller's thread). Queries get the scope's nearest rows
+from the in-memory matrix, which follows this connection's writes row by row
+and is reloaded when another connection has committed (``PRAGMA data_version``
+changed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +38,22 @@ from turnledger.projections.memory.embedders import (
 
 _VECTOR_COLUMNS = "rowid, id, agent, session, category, created_us, embedding"
 _CHUNK = 500
+
+
+class QueryVector:
+    """A query's vector being computed (``future``) or already known (``ready``)."""
+
+    __slots__ = ("future", "key", "ready")
+
+    def __init__(
+        self,
+        key: str,
+        future: Future[dict[str, bytes]] | None,
+        ready: bytes | None = None,
+    ) -> None:
+        self.key = key
+        self.future = future
+        self.ready = ready
 
 
 class EmbeddingStage:
@@ -60,6 +81,7 @@ class EmbeddingStage:
         self.failures = 0
         self.last_error: str | None = None
         self._seen_version: int | None = None
+        self._worker: ThreadPoolExecutor | None = None
 
     @property
     def live(self) -> bool:
@@ -103,6 +125,41 @@ class EmbeddingStage:
                 self.cache.put_many(fresh)
         known.update(fresh)
         return [known.get(h) for h in hashes]
+
+    def begin_query(self, text: str) -> QueryVector:
+        """Start computing a query's vector; collect it with :meth:`finish_query`.
+
+        A cached vector is ready at once; otherwise one worker thread (started
+        on first use, one per backend) calls the embedder while the caller
+        goes on.
+        """
+        if not self.live:
+            return QueryVector("", None)
+        key = content_hash(text)
+        if self.cache.capacity:
+            with self._db.transaction():
+                known = self.cache.get_many([key])
+            if key in known:
+                return QueryVector(key, None, known[key])
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-embed")
+        return QueryVector(key, self._worker.submit(self._embed_missing, {key: text}))
+
+    def finish_query(self, pending: QueryVector) -> bytes | None:
+        """Wait for the query's vector (``None``: no embedder, or it failed)."""
+        if pending.future is None:
+            return pending.ready
+        fresh = pending.future.result()
+        if fresh and self.cache.capacity:
+            with self._db.transaction():
+                self.cache.put_many(fresh)
+        return fresh.get(pending.key)
+
+    def close(self) -> None:
+        """Stop the worker thread (after the call it may be running)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
 
     def _embed_missing(self, missing: dict[str, str]) -> dict[str, bytes]:
         if not missing:

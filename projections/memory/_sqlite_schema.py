@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from turnledger.projections.memory._hybrid import Scored
 from turnledger.projections.memory.cache import CACHE_DDL
 from turnledger.projections.memory.embedders import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
@@ -251,3 +252,17 @@ class Database:
         """Close the connection."""
         with self.lock:
             self.conn.close()
+
+
+def hydrate(conn: sqlite3.Connection, fused: Sequence[Scored]) -> list[MemoryEntry]:
+    """Return the live rows of ``fused``, in its order, with its scores."""
+    marks = ",".join("?" * len(fused))
+    rows = {
+        row[0]: row
+        for row in conn.execute(
+            f"SELECT {COLUMNS} FROM memories "
+            f"WHERE rowid IN ({marks}) AND superseded_by IS NULL",
+            [s.rowid for s in fused],
+        )
+    }
+    return [entry_from_row(rows[s.rowid], s.score) for s in fused if s.rowid in rows]

@@ -8,7 +8,8 @@ row by row after its own writes and drops it when another connection has written
 (``PRAGMA data_version``), to reload it on the next vector query.
 
 A search masks the rows outside the scope BEFORE ranking, so disallowed rows
-can neither crowd out nor outrank allowed ones.
+can neither crowd out nor outrank allowed ones. The similarities are one
+matrix-vector product on the calling thread (see :func:`_similarities`).
 """
 
 from __future__ import annotations
@@ -191,11 +192,11 @@ class VectorIndex:
             return []
         q32 = (q / norm).astype(np.float32)
         if candidates.size == self._size:
-            sims = self._matrix[: self._size] @ q32
+            sims = _similarities(self._matrix[: self._size], q32)
         elif candidates.size < _SUBSET_SHARE * self._size:
-            sims = self._matrix[candidates] @ q32
+            sims = _similarities(self._matrix[candidates], q32)
         else:
-            sims = (self._matrix[: self._size] @ q32)[candidates]
+            sims = _similarities(self._matrix[: self._size], q32)[candidates]
         return self._top(candidates, sims, q / norm, window)
 
     def similarities(
@@ -319,6 +320,21 @@ class VectorIndex:
     @staticmethod
     def _code(codes: dict[str, int], value: str) -> int:
         return codes.setdefault(value, len(codes))
+
+
+def _similarities(
+    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``matrix @ query`` on this thread, without the BLAS thread pool.
+
+    The product is bound by memory bandwidth (150 MB at 100k x 384), so a
+    second BLAS thread buys little; and OpenBLAS's threads keep spinning after
+    the call, taking the CPU from the query embedding that runs next (on a
+    2-core machine, measured: the local model's next call took twice as long).
+    ``einsum`` runs numpy's own vectorised loop on the calling thread.
+    """
+    sims: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
+    return sims
 
 
 def _durable(row: VectorRow) -> bool:

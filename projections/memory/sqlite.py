@@ -13,7 +13,8 @@ Recall (see :meth:`SQLiteMemory.recall`):
 2. keyword stage: a safe, stop-word-bounded FTS5 query (``_sqlite_fts``)
    returns up to ``2 * limit`` rows scored by query coverage (the IDF-weighted
    share of the query's terms a row holds, comparable across queries);
-3. vector stage: the query's embedding against the scope's vectors, keeping
+3. vector stage (the query's embedding is computed on a worker thread while
+   the keyword stage runs): the query's embedding against the scope's vectors, keeping
    cosine > 0, up to ``2 * limit``; the keyword candidates' cosines are
    computed too; cosines are rescaled to the embedder's declared
    ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
@@ -42,7 +43,7 @@ from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySupers
 from turnledger.policies.recall import bound_recall_limit
 from turnledger.policies.relevance import calibrate, is_meaningful_query
 from turnledger.projections.memory import _sqlite_writes as writes
-from turnledger.projections.memory._hybrid import Scored, fuse
+from turnledger.projections.memory._hybrid import fuse
 from turnledger.projections.memory._sqlite_embedding import EmbeddingStage
 from turnledger.projections.memory._sqlite_fts import FrequentTerms, keyword_search
 from turnledger.projections.memory._sqlite_like import like_search
@@ -50,6 +51,7 @@ from turnledger.projections.memory._sqlite_schema import (
     COLUMNS,
     Database,
     entry_from_row,
+    hydrate,
 )
 from turnledger.projections.memory._sqlite_scope import (
     Scope,
@@ -279,17 +281,18 @@ class SQLiteMemory:
             return self._newest(scope, count)
         if not is_meaningful_query(query):
             return []  # stop words or one-letter tokens only: nothing matches
-        vector = None
-        if self.search_mode != "bm25":
-            (vector,) = self._embedding.embed([query])
+        pending = (
+            self._embedding.begin_query(query) if self.search_mode != "bm25" else None
+        )
         window = 2 * count
         keyword_live = self.search_mode != "embedding"
         with self._db.read() as conn:
-            keyword = (
+            keyword = (  # while the query's vector is computed
                 keyword_search(conn, query, scope, window, self._frequent)
                 if keyword_live
                 else {}
             )
+            vector = None if pending is None else self._embedding.finish_query(pending)
             near: dict[int, tuple[str, float]] = {}
             if vector is not None:
                 near = self._embedding.search(vector, scope, window)
@@ -308,7 +311,7 @@ class SQLiteMemory:
                 keyword_live=keyword_live,
             )[:count]
             if fused:
-                return _hydrate(conn, fused)
+                return hydrate(conn, fused)
             found = like_search(conn, query, scope, count)
         return [entry_from_row(row, score) for row, score in found]
 
@@ -420,7 +423,8 @@ class SQLiteMemory:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (and the query-embedding thread)."""
+        self._embedding.close()
         self._db.close()
         self._forget_vectors()
 
@@ -452,19 +456,6 @@ class SQLiteMemory:
         with self._db.read() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [entry_from_row(row) for row in rows]
-
-
-def _hydrate(conn: sqlite3.Connection, fused: Sequence[Scored]) -> list[MemoryEntry]:
-    marks = ",".join("?" * len(fused))
-    rows = {
-        row[0]: row
-        for row in conn.execute(
-            f"SELECT {COLUMNS} FROM memories "
-            f"WHERE rowid IN ({marks}) AND superseded_by IS NULL",
-            [s.rowid for s in fused],
-        )
-    }
-    return [entry_from_row(rows[s.rowid], s.score) for s in fused if s.rowid in rows]
 
 
 def _check_settings(vector: float, keyword: float, mode: str, cache: int) -> None:
