@@ -28,6 +28,8 @@ ledger keeps its entries (they are not erased).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 from collections.abc import Sequence
 from typing import Final
 from uuid import UUID
@@ -79,6 +81,8 @@ class TurnledgerConversationStore(ConversationStore):
         self._handle = LedgerHandle(ledger)
         self._entries: dict[str, tuple[ConversationEntry, UUID, int]] = {}
         self._scanned = 0
+        self._folds: dict[UUID, ConversationFold] = {}
+        self._folds_lock = threading.Lock()
 
     @property
     def store(self) -> EventStore:
@@ -251,10 +255,10 @@ class TurnledgerConversationStore(ConversationStore):
         return entries
 
     def _entry(self, entry_id: str) -> ConversationEntry:
-        return self._located(entry_id)[0]
+        return self._indexed(entry_id)[0]
 
-    def _located(self, entry_id: str) -> tuple[ConversationEntry, UUID, int, int]:
-        """An entry, its stream and the versions of the events recording it."""
+    def _indexed(self, entry_id: str) -> tuple[ConversationEntry, UUID, int]:
+        """An entry, its stream and the version of its entry event."""
         found = self._entries.get(entry_id)
         if found is None:
             self._scan()
@@ -262,7 +266,11 @@ class TurnledgerConversationStore(ConversationStore):
         if found is None:
             msg = f"Expected entry {entry_id!r} in the ledger, found none"
             raise LookupError(msg)
-        entry, stream, last = found
+        return found
+
+    def _located(self, entry_id: str) -> tuple[ConversationEntry, UUID, int, int]:
+        """An entry, its stream and the versions of the events recording it."""
+        entry, stream, last = self._indexed(entry_id)
         first = last
         for r in self.store.read_stream(stream, after=max(0, last - 64), until=last)[
             ::-1
@@ -286,9 +294,19 @@ class TurnledgerConversationStore(ConversationStore):
                 self._entries[entry.id] = (entry, r.stream_id, r.version)
 
     def _fold(self, stream: UUID) -> ConversationFold:
-        fold = ConversationFold()
-        for r in self.store.read_stream(stream):
+        """The conversation's fold, caught up with the ledger (a copy of its own).
+
+        The folds seen are kept: each call reads only the events after the last
+        one folded (another process's too), not the whole stream.
+        """
+        with self._folds_lock:
+            fold = dataclasses.replace(self._folds.get(stream) or ConversationFold())
+        for r in self.store.read_stream(stream, after=fold.version):
             fold.apply(r)
+        with self._folds_lock:
+            known = self._folds.get(stream)
+            if known is None or known.version < fold.version:
+                self._folds[stream] = dataclasses.replace(fold)
         return fold
 
     def close(self) -> None:
