@@ -24,13 +24,15 @@ both pass and together overspend by up to one call each.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from turnledger.ledger.events import ModelCalled
+from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.events import Event, ModelCalled
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.config import BudgetConfig
 from turnledger.policies.pricing import BudgetSpend, BudgetStatus, make_budget_checker
+from turnledger.projections.runner import catch_up
 
 _PAGE = 2_000
 
@@ -79,24 +81,21 @@ class BudgetGuard:
         self._spent[day] = self._spent.get(day, 0.0) + cost_usd
 
     def catch_up(self) -> None:
-        """Count the ``model.called`` events recorded since the last read."""
-        until = self._store.max_position()
-        while self.position < until:
-            page = self._store.read_all(
-                after=self.position, limit=_PAGE, types=(ModelCalled,), until=until
-            )
-            for recorded in page:
-                event = recorded.event
-                if not isinstance(event, ModelCalled) or event.cost_usd <= 0:
-                    continue
-                if self._unrecorded[event.cost_usd] > 0:
-                    self._unrecorded[event.cost_usd] -= 1  # counted by add()
-                    continue
-                self._count(f"{_utc(recorded.recorded_at):%Y-%m-%d}", event.cost_usd)
-            if len(page) < _PAGE:
-                break
-            self.position = page[-1].position
-        self.position = until
+        """Count the ``model.called`` events recorded since the last read.
+
+        The paging is the projection runner's one catch-up loop
+        (:func:`turnledger.projections.runner.catch_up`); the guard is its target.
+        """
+        catch_up(self._store, _Spend(self), page_size=_PAGE)
+
+    def _read(self, recorded: Recorded) -> None:
+        event = recorded.event
+        if not isinstance(event, ModelCalled) or event.cost_usd <= 0:
+            return
+        if self._unrecorded[event.cost_usd] > 0:
+            self._unrecorded[event.cost_usd] -= 1  # counted by add()
+            return
+        self._count(f"{_utc(recorded.recorded_at):%Y-%m-%d}", event.cost_usd)
 
     def add(self, cost_usd: float) -> None:
         """Count a call this process just made (before its event is committed)."""
@@ -130,3 +129,27 @@ def refusal_text(status: BudgetStatus) -> str:
         f"{period} budget exceeded: spent ${status.current_usd:.6f} of the "
         f"${status.limit_usd or 0.0:.6f} limit; the model was not called"
     )
+
+
+class _Spend:
+    """A guard's spend as a tracked target of the runner's catch-up loop."""
+
+    name = "budget guard"
+    event_types: tuple[type[Event], ...] = (ModelCalled,)
+
+    def __init__(self, guard: BudgetGuard) -> None:
+        self.guard = guard
+
+    def position(self) -> int:
+        """The last position the guard has counted."""
+        return self.guard.position
+
+    def accepts(self, recorded: Recorded) -> bool:  # noqa: ARG002 - every model call
+        """Every ``model.called`` event is read."""
+        return True
+
+    def apply(self, page: Sequence[Recorded], reached: int) -> None:
+        """Count the page's calls and move the guard to ``reached``."""
+        for recorded in page:
+            self.guard._read(recorded)  # noqa: SLF001 - the guard's own target
+        self.guard.position = reached

@@ -30,15 +30,9 @@ def _since(text: str | None) -> datetime | None:
 
 
 def _events(store: EventStore, page: int = 2_000) -> Iterator[Recorded]:
-    after = 0
-    while True:
-        events = store.read_all(
-            after=after, limit=page, types=(SessionOpened, SessionForked, ModelCalled)
-        )
-        yield from events
-        if len(events) < page:
-            return
-        after = events[-1].position
+    return store.iter_all(
+        types=(SessionOpened, SessionForked, ModelCalled), page_size=page
+    )
 
 
 def _session_events(

@@ -229,12 +229,7 @@ def emit_spans(
 
 
 def _events_after(store: EventStore, after: int) -> Iterator[Recorded]:
-    while True:
-        page = store.read_all(after=after, limit=_PAGE)
-        yield from page
-        if len(page) < _PAGE:
-            return
-        after = page[-1].position
+    return store.iter_all(after=after, page_size=_PAGE)
 
 
 def tracer_provider(settings: TelemetryConfig) -> Any | None:

@@ -301,6 +301,60 @@ def test_the_catch_up_rule_sees_a_loop_split_into_helpers():
     assert not _catches_up("def export(store):\n    return list(store.iter_all())\n")
 
 
+# Paging the log by hand is how a second catch-up loop starts: no module but the
+# runner (the catch-up loop) and the ledger's own pager (``EventStore.iter_all``)
+# calls ``read_all(after=...)`` inside a loop. A whole-ledger or tail read (an
+# export, a report) uses ``iter_all``; a read model kept current (a view, a memory
+# backend, the budget guard's spend) is a tracked target of ``runner.catch_up``.
+PAGERS = {"ledger.store", CATCH_UP_MODULE}
+
+
+def _paging_loops(source: str) -> list[str]:
+    found = []
+    for loop in ast.walk(ast.parse(source)):
+        if not isinstance(loop, ast.While | ast.For | ast.AsyncFor):
+            continue
+        found += [
+            ast.unparse(call)[:60]
+            for call in ast.walk(loop)
+            if isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "read_all"
+            and any(k.arg == "after" for k in call.keywords)
+        ]
+    return found
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_only_the_pagers_page_the_log(module: str, path: Path):
+    """``read_all(after=...)`` in a loop: the runner and ``iter_all`` only."""
+    if module in PAGERS:
+        return
+    assert not _paging_loops(path.read_text()), (
+        f"{module} pages the log itself: use store.iter_all, or hand a tracked "
+        "target to turnledger.projections.runner.catch_up"
+    )
+
+
+def test_the_paging_rule_sees_a_hand_written_pager():
+    """The rule fails on the loop it forbids (it can fail)."""
+    loop = (
+        "def scan(store):\n"
+        "    after = 0\n"
+        "    while page := store.read_all(after=after, limit=500):\n"
+        "        after = page[-1].position\n"
+    )
+    body = (
+        "def scan(store, guard):\n"
+        "    while guard.position < 9:\n"
+        "        page = store.read_all(after=guard.position, limit=9)\n"
+        "        guard.position = page[-1].position\n"
+    )
+    assert _paging_loops(loop)
+    assert _paging_loops(body)
+    assert not _paging_loops("def tail(store):\n    return store.read_all(after=3)\n")
+
+
 # One composition root: the engine is built by ``pipeline/bootstrap.py`` alone,
 # for every entry point (the CLI, the demo, the benchmarks, the examples and the
 # tests: a test that needs a fault-injecting writer or a shared memory service
