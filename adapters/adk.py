@@ -16,7 +16,10 @@ an ``append_event`` on a session another writer has moved on raises ADK's
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import json
+import threading
 import time
 import uuid
 from typing import Any, Final
@@ -68,6 +71,8 @@ class TurnledgerSessionService(BaseSessionService):
 
     def __init__(self, ledger: LedgerTarget = None) -> None:
         self._handle = LedgerHandle(ledger)
+        self._folds: dict[UUID, SessionFold] = {}
+        self._folds_lock = threading.Lock()
 
     @property
     def store(self) -> EventStore:
@@ -280,9 +285,19 @@ class TurnledgerSessionService(BaseSessionService):
         return session_stream_id(app, session_key(user, session_id))
 
     def _fold(self, stream: UUID) -> SessionFold:
-        fold = SessionFold()
-        for r in self.store.read_stream(stream):
+        """The session's fold, caught up with the ledger (a copy of its own).
+
+        The folds seen are kept: each call reads only the events after the last
+        one folded (another process's too), not the whole stream.
+        """
+        with self._folds_lock:
+            fold = _copy(self._folds.get(stream) or SessionFold())
+        for r in self.store.read_stream(stream, after=fold.version):
             fold.apply(r)
+        with self._folds_lock:
+            known = self._folds.get(stream)
+            if known is None or known.version < fold.version:
+                self._folds[stream] = _copy(fold)
         return fold
 
     def _state(self, stream: UUID) -> dict[str, Any]:
@@ -333,3 +348,13 @@ def _filtered(events: list[AdkEvent], config: GetSessionConfig) -> list[AdkEvent
     if config.after_timestamp is not None:
         events = [e for e in events if e.timestamp >= config.after_timestamp]
     return events
+
+
+def _copy(fold: SessionFold) -> SessionFold:
+    """A fold that folding more events into leaves ``fold`` as it was."""
+    return dataclasses.replace(
+        fold,
+        state=copy.deepcopy(fold.state),
+        events=list(fold.events),
+        invocations=dict(fold.invocations),
+    )
