@@ -21,6 +21,7 @@ import dataclasses
 import json
 import threading
 import time
+from collections import OrderedDict
 import uuid
 from typing import Any, Final
 from uuid import UUID
@@ -61,6 +62,9 @@ from turnledger.ledger.store import Append, EventStore
 _RETRIES: Final = 16
 
 
+CACHED_SESSIONS: Final = 1024
+"""Sessions whose fold a service keeps in memory (others are read again in full)."""
+
 class TurnledgerSessionService(BaseSessionService):
     """An ADK ``BaseSessionService`` storing sessions in the turnledger ledger.
 
@@ -71,7 +75,7 @@ class TurnledgerSessionService(BaseSessionService):
 
     def __init__(self, ledger: LedgerTarget = None) -> None:
         self._handle = LedgerHandle(ledger)
-        self._folds: dict[UUID, SessionFold] = {}
+        self._folds: OrderedDict[UUID, SessionFold] = OrderedDict()
         self._folds_lock = threading.Lock()
 
     @property
@@ -287,8 +291,9 @@ class TurnledgerSessionService(BaseSessionService):
     def _fold(self, stream: UUID) -> SessionFold:
         """The session's fold, caught up with the ledger (a copy of its own).
 
-        The folds seen are kept: each call reads only the events after the last
-        one folded (another process's too), not the whole stream.
+        The folds of the last :data:`CACHED_SESSIONS` sessions used are kept:
+        each call reads only the events after the last one folded (another
+        process's too), not the whole stream.
         """
         with self._folds_lock:
             fold = _copy(self._folds.get(stream) or SessionFold())
@@ -298,6 +303,9 @@ class TurnledgerSessionService(BaseSessionService):
             known = self._folds.get(stream)
             if known is None or known.version < fold.version:
                 self._folds[stream] = _copy(fold)
+            self._folds.move_to_end(stream)
+            while len(self._folds) > CACHED_SESSIONS:
+                self._folds.popitem(last=False)
         return fold
 
     def _state(self, stream: UUID) -> dict[str, Any]:
