@@ -78,7 +78,9 @@ class InstantTool:
 def answer(request: ChatRequest) -> ChatResponse:
     """One tool call on a turn's first model call, then the answer."""
     messages = request.messages
-    start = max(i for i, m in enumerate(messages) if starts_turn(m))
+    start = next(
+        i for i in range(len(messages) - 1, -1, -1) if starts_turn(messages[i])
+    )
     if any(m.role == "assistant" for m in messages[start:]):
         return ChatResponse(text="The export broke on billing_events; rerun it.")
     call = ToolCall(id=f"call_{uuid4().hex[:12]}", name="grep_logs", arguments="{}")

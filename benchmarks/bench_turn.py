@@ -151,7 +151,9 @@ class InstantTool:
 def answer(request: ChatRequest) -> ChatResponse:
     """Two parallel tool calls on a turn's first call, then the final answer."""
     messages = request.messages
-    start = max(i for i, m in enumerate(messages) if starts_turn(m))
+    start = next(
+        i for i in range(len(messages) - 1, -1, -1) if starts_turn(messages[i])
+    )
     usage = Usage(input_tokens=1200, output_tokens=80, cached_input_tokens=600)
     if any(m.role == "assistant" for m in messages[start:]):
         return ChatResponse(text=ANSWER_TEXT, usage=usage)
