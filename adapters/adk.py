@@ -21,8 +21,8 @@ import dataclasses
 import json
 import threading
 import time
-from collections import OrderedDict
 import uuid
+from collections import OrderedDict
 from typing import Any, Final
 from uuid import UUID
 
@@ -64,6 +64,7 @@ _RETRIES: Final = 16
 
 CACHED_SESSIONS: Final = 1024
 """Sessions whose fold a service keeps in memory (others are read again in full)."""
+
 
 class TurnledgerSessionService(BaseSessionService):
     """An ADK ``BaseSessionService`` storing sessions in the turnledger ledger.
