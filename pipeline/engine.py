@@ -2,8 +2,9 @@
 
 A turn: open or resume the session (repairing a turn a crash interrupted) ->
 record turn started (input, attachments as references) -> recall and inject per
-the recall policy (references recorded; a recall failure never fails the turn)
--> assemble the prompt from the session-history projection, bounded, trimmed
+the recall policy (references recorded with the first prompt; the recall runs in
+a worker thread while the start commits; a recall failure never fails the
+turn) -> assemble the prompt from the session-history projection, bounded, trimmed
 and pairing-repaired by the policies (its fingerprint recorded, never the
 prompt) -> call the provider (usage and cost recorded) -> record the assistant
 message BEFORE any tool runs -> run the tools (bounded concurrency), bound and
