@@ -135,6 +135,7 @@ class Run(NamedTuple):
     writer_cpu: float
     server_cpu: float
     machine_busy: float
+    waits: dict[str, int]
 
     @property
     def rate(self) -> float:
@@ -177,8 +178,11 @@ def run_writers_cpu(url: str, writers: int, sessions: int, turns: int) -> Run:
         ready.get(timeout=600)
     ours_before = _backend_cpu(url)
     busy_before = _cpu_times()
+    sampler = WaitSampler(url)
     go.set()
+    sampler.start()
     results = [out.get(timeout=600) for _ in procs]
+    sampler.stop()
     busy_after = _cpu_times()
     ours_after = _backend_cpu(url)  # before the writers close their connections
     measured.set()
@@ -195,7 +199,46 @@ def run_writers_cpu(url: str, writers: int, sessions: int, turns: int) -> Run:
         sum(r[3] for r in results),
         server,
         busy,
+        sampler.waits,
     )
+
+
+class WaitSampler(threading.Thread):
+    """Samples what our writers' backends are doing (``pg_stat_activity``), 50/s."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url.split("?", maxsplit=1)[0]
+        self.waits: dict[str, int] = {}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        """Count each backend's state (and wait event) every 20 ms."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._done.wait(0.02):
+                for state, kind, event in conn.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (APP_NAME,),
+                ).fetchall():
+                    if state == "active":
+                        label = f"{kind}:{event}" if kind else "active on CPU"
+                    else:
+                        label = str(
+                            state
+                        )  # idle, idle in transaction: the client's turn
+                    self.waits[label] = self.waits.get(label, 0) + 1
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._done.set()
+        self.join()
+
+
+def _waits_line(waits: dict[str, int]) -> str:
+    total = sum(waits.values()) or 1
+    top = sorted(waits.items(), key=lambda kv: -kv[1])[:5]
+    return ", ".join(f"{label} {count / total:.0%}" for label, count in top)
 
 
 def _backend_cpu(url: str) -> dict[int, float]:
@@ -327,7 +370,12 @@ def main() -> None:
     )
     runs = measure(args)
     figures: dict[str, float] = {}
+    waits: dict[int, dict[str, int]] = {}
     for writers, done in runs.items():
+        merged = waits[writers] = {}
+        for r in done:
+            for label, count in r.waits.items():
+                merged[label] = merged.get(label, 0) + count
         rate = statistics.median(r.rate for r in done)
         writer_ms = statistics.median(1000 * r.writer_cpu / r.turns for r in done)
         server_ms = statistics.median(1000 * r.server_cpu / r.turns for r in done)
@@ -346,6 +394,9 @@ def main() -> None:
             f"{rate * (writer_ms + server_ms) / 1000:.2f}; machine busy "
             f"{figures[f'writers_{writers}_cpu_busy']:.0%}"
         )
+    print("  what the writers' backends were doing (sampled every 20 ms):")
+    for writers, merged in waits.items():
+        print(f"    {writers} writer(s): {_waits_line(merged)}")
     one_cap = figures["writers_1_cpu_cap_turns_per_s"]
     cap = one_cap / figures["writers_1_turns_per_s"]
     figures["cpu_cap_ratio_vs_1"] = cap
