@@ -7,14 +7,15 @@ is never contacted: ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set
 before the library loads, and the model is loaded from the package's folder.
 ``model`` may also be the path of any sentence-transformers model folder.
 
-Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, two runs):
-hybrid with it finds 91-93% of the answerable questions' evidence in the top 10
-against 51% for keywords alone, with 100% abstention precision and latest-wins;
-the price is the query embedding (about 10 ms of CPU per query on this 2-core
-machine, more when it is loaded). A static
-(bag of token vectors) embedder would be faster, but no packaged one was
-available, and paraphrases ("which text editor do I program in" / "Helix is
-the code editor I use") are what the vector leg is for.
+Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, five runs):
+hybrid with it finds 88-93% of the answerable questions' evidence in the top 10
+against 51% for keywords alone, with 100% abstention precision and latest-wins
+(the spread between runs: entry ids are random, and they break score ties);
+the price is the query embedding: about 8 ms of CPU per query in bfloat16 and
+11 ms in float32 on this 2-core machine (p50, loaded), the largest part of a
+hybrid recall. A static (bag of token vectors) embedder would be faster, but no
+packaged one was available, and paraphrases ("which text editor do I program
+in" / "Helix is the code editor I use") are what the vector leg is for.
 """
 
 from __future__ import annotations

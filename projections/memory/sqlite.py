@@ -14,9 +14,9 @@ Recall (see :meth:`SQLiteMemory.recall`):
    returns up to ``2 * limit`` rows scored by query coverage (the IDF-weighted
    share of the query's terms a row holds, comparable across queries);
 3. vector stage (the query's embedding is computed on a worker thread while
-   the keyword stage runs): the query's embedding against the scope's vectors, keeping
-   cosine > 0, up to ``2 * limit``; the keyword candidates' cosines are
-   computed too; cosines are rescaled to the embedder's declared
+   the keyword stage runs): the query's embedding against the scope's
+   vectors, keeping cosine > 0, up to ``2 * limit``; the keyword candidates'
+   cosines are computed too; cosines are rescaled to the embedder's declared
    ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
 4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
    measured each row (a live leg that missed the row counts 0), ties by id;
