@@ -122,7 +122,7 @@ def verdict_lines(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     for bench, result in results.items():
         for line in str(result.get("output", "")).splitlines():
             verdict, _, text = line.strip().partition(" ")
-            if verdict in ("PASS", "MISS"):
+            if verdict in ("PASS", "MISS", "CEILING"):
                 rows.append((bench, verdict, text.strip()))
                 continue
             # Some scripts end a goal line with the verdict: "...; goal < 5 ms: PASS"
