@@ -26,6 +26,7 @@ from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
+from turnledger.pipeline.media import MediaStore
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.strategy import strategy_for
@@ -80,6 +81,10 @@ class Runtime:
         runner: The projection runner over ``views``.
         histories: The session-history query API (snapshot + tail).
         memory: The memory service.
+        media: Attachment files under the data directory, bounded by
+            ``[runtime] max_media_bytes``; ``attachment_event`` of what its
+            ``load``/``ingest`` store is what ``engine.run_turn(...,
+            attachments=...)`` takes.
         engine: The turn engine.
     """
 
@@ -104,6 +109,9 @@ class Runtime:
         self.histories = engine.sessions.histories
         self.memory = memory
         self.engine = engine
+        self.media = MediaStore(
+            config.data_dir, max_bytes=config.runtime.max_media_bytes
+        )
         self._owns_store = owns_store
         self._owns_ledger = owns_ledger
         self._owns_memory = owns_memory

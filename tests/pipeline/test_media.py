@@ -12,7 +12,11 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MediaAttached
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.bootstrap import bootstrap
+from turnledger.pipeline.config import parse_config
 from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
+from turnledger.pipeline.providers.base import ChatResponse
+from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.policies.media import MIB, MediaRefused
 
 PAYLOAD = b"\x89PNG\r\n\x1a\nUNIQUE-MEDIA-PAYLOAD-7f3a" * 8
@@ -196,3 +200,29 @@ def test_the_store_bound_applies_when_a_call_gives_none(tmp_path):
         not (tmp_path / "data" / "media").exists()
         or len(list((tmp_path / "data" / "media").iterdir())) == 2
     )
+
+
+async def test_bootstrap_media_honours_max_media_bytes(tmp_path):
+    """``[runtime] max_media_bytes`` bounds the runtime's media store; a turn records it."""
+    config = parse_config(
+        f'ledger = "{tmp_path / "l.db"}"\ndata_dir = "{tmp_path / "data"}"\n'
+        "[runtime]\nmax_media_bytes = 10\n[memory]\nautosave = false\n"
+    )
+    provider = ScriptedProvider([ChatResponse(text="A small picture.")])
+    async with bootstrap(config, provider=provider) as runtime:
+        refused = runtime.media.ingest("big.png", b"x" * 11)
+        assert isinstance(refused, MediaRefused)
+        assert refused.reason == "too_large"
+        ref = runtime.media.ingest("small.bin", b"y" * 10)
+        assert isinstance(ref, MediaRef)
+        outcome = await runtime.engine.run_turn(
+            "a", "s", "look", attachments=[attachment_event(ref, turn_id="")]
+        )
+        assert outcome.completed
+        store = runtime.store
+        recorded = [
+            r.event
+            for r in store.read_stream(session_stream_id("a", "s"))
+            if isinstance(r.event, MediaAttached)
+        ]
+        assert [e.sha256 for e in recorded] == [ref.sha256]
