@@ -1,10 +1,14 @@
 """The SQLite backend, built on eventsourcing's SQLite application recorder.
 
-What we take from the library: its connection pool (one writer connection per
-process, WAL), its table layout (``stored_events``: originator id, version, topic,
+What we take from the library: its connection pool and its connection set-up
+(WAL) for reads, its table layout (``stored_events``: originator id, version, topic,
 state; the rowid is the global position), its notification selection, and its
-listen/notify subscription machinery. What we add:
+listen/notify subscription machinery. What we add (connections, triggers and the
+error translation are in ``ledger.sqlite_setup``):
 
+- one writer connection per backend, of our own, behind a lock (appends and
+  seals; the pool's semaphore, writer lock and condition cost more per append
+  than the insert);
 - pragmas: ``synchronous`` (FULL by default: a turn is durable when acknowledged),
   the busy timeout (5 s by default: a locked ledger is a typed
   :class:`~ledger.errors.LedgerLockedError` after that wait);
@@ -29,88 +33,30 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal, TypeVar
+from typing import Final, TypeVar
 from uuid import UUID
 
-from eventsourcing.persistence import (
-    InterfaceError,
-    ListenNotifySubscription,
-    Notification,
-    PersistenceError,
-)
-from eventsourcing.sqlite import (
-    SQLITE3_DEFAULT_LOCK_TIMEOUT,
-    SQLiteApplicationRecorder,
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteDatastore,
-)
+from eventsourcing.persistence import ListenNotifySubscription, Notification
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
 from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.errors import (
     LedgerError,
-    LedgerFullError,
     LedgerLockedError,
-    LedgerReadOnlyError,
     StoreUnavailableError,
 )
-from turnledger.ledger.sqlite_write import (
-    KEYS_TABLE,
-    TABLE,
-    WriteCache,
-    blob,
-    write_group,
+from turnledger.ledger.sqlite_setup import (
+    SEALS_TABLE,
+    Datastore,
+    Recorder,
+    Synchronous,
+    translate,
 )
+from turnledger.ledger.sqlite_write import TABLE, WriteCache, blob, write_group
 
-Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-"""SQLite's ``synchronous`` levels."""
-
-SEALS_TABLE: Final = "turnledger_seals"
-_REFUSE: Final = (
-    "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
-)
-
-
-def _no_change(table: str) -> tuple[str, str]:
-    return (
-        f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
-        + _REFUSE,
-        f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
-        + _REFUSE,
-    )
-
-
-_APPEND_ONLY_TRIGGERS: Final = (
-    *_no_change(TABLE),
-    (
-        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_contiguous BEFORE INSERT ON {TABLE} "
-        "WHEN NEW.originator_version <> 1 + coalesce((SELECT max(originator_version) "
-        f"FROM {TABLE} WHERE originator_id = NEW.originator_id), 0) "
-        "BEGIN SELECT RAISE(ABORT, 'turnledger: stream versions must be contiguous'); "
-        "END"
-    ),
-    (
-        # REPLACE on a taken rowid deletes the old row without a DELETE trigger
-        # (recursive_triggers is off by default): refuse a taken rowid up front.
-        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_replace BEFORE INSERT ON {TABLE} "
-        f"WHEN EXISTS (SELECT 1 FROM {TABLE} WHERE rowid = NEW.rowid) "
-        "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only "
-        "(a position is never replaced)'); END"
-    ),
-    (
-        f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key TEXT PRIMARY KEY, "
-        "stream TEXT NOT NULL, first_version INTEGER NOT NULL, "
-        "last_version INTEGER NOT NULL, positions TEXT NOT NULL)"
-    ),
-    *_no_change(KEYS_TABLE),
-    (
-        f"CREATE TABLE IF NOT EXISTS {SEALS_TABLE} (id INTEGER PRIMARY KEY "
-        "AUTOINCREMENT, body BLOB NOT NULL, mac TEXT NOT NULL)"
-    ),
-    *_no_change(SEALS_TABLE),
-)
+__all__ = ["SQLiteBackend", "Synchronous", "translate"]
 
 _COLUMNS: Final = "rowid, originator_id, originator_version, topic, state"
 # Byte 0 of a frame is its format (1 or 2), byte 1 its flags (bit 0: encrypted);
@@ -125,69 +71,6 @@ _FIRST_ENCRYPTED: Final = (
     "ORDER BY rowid LIMIT 1"
 )
 _T = TypeVar("_T")
-
-STATEMENT_CACHE_SIZE: Final = 64
-"""Prepared statements each connection keeps (sqlite3's own default is 128)."""
-
-
-class _Pool(SQLiteConnectionPool):
-    """The library's pool, with our pragmas applied to every new connection."""
-
-    def __init__(self, *, db_name: str, lock_timeout: int, synchronous: str) -> None:
-        self.synchronous = synchronous
-        super().__init__(db_name=db_name, lock_timeout=lock_timeout)
-
-    def _create_connection(self) -> SQLiteConnection:
-        return SQLiteConnection(sqlite_conn=self.connect_raw(), max_age=self.max_age)
-
-    def connect_raw(self) -> sqlite3.Connection:
-        """Return a new sqlite3 connection set up as every pooled one."""
-        # The library's own steps (eventsourcing 9.5.6 SQLiteConnectionPool), except
-        # the statement cache: it passes ``cached_statements=True``, which sqlite3
-        # reads as a cache of ONE statement, so every statement of an append (and
-        # the INSERT with its triggers) was compiled again on each use.
-        try:
-            raw = sqlite3.connect(
-                database=self.db_name,
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,  # autocommit: we issue BEGIN/COMMIT ourselves
-                cached_statements=STATEMENT_CACHE_SIZE,
-                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
-            )
-        except (sqlite3.Error, TypeError) as e:
-            raise InterfaceError(e) from e
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raw.execute("PRAGMA journal_mode=WAL")
-                self.journal_mode_was_changed_to_wal = True
-            self.is_journal_mode_wal = True
-        raw.row_factory = sqlite3.Row
-        # A TEXT value where a BLOB belongs (written behind our back) must still
-        # read, so that verify can name the row instead of failing the read.
-        raw.text_factory = _lenient_text
-        raw.execute(f"PRAGMA synchronous={self.synchronous}")
-        raw.execute(f"PRAGMA busy_timeout={(self.lock_timeout or 5) * 1000}")
-        return raw
-
-
-class _Datastore(SQLiteDatastore):
-    """The library's datastore with our pool."""
-
-    def __init__(self, db_name: str, *, lock_timeout: int, synchronous: str) -> None:
-        super().__init__(db_name, lock_timeout=lock_timeout)
-        self.pool.close()
-        self.pool: _Pool = _Pool(
-            db_name=db_name, lock_timeout=lock_timeout, synchronous=synchronous
-        )
-
-
-class _Recorder(SQLiteApplicationRecorder):
-    """The library's application recorder plus the ledger's triggers."""
-
-    def construct_create_table_statements(self) -> list[str]:
-        return [*super().construct_create_table_statements(), *_APPEND_ONLY_TRIGGERS]
 
 
 class _PollingSubscription(ListenNotifySubscription[SQLiteApplicationRecorder]):
@@ -248,11 +131,11 @@ class SQLiteBackend:
         self._closed = False
         started = time.monotonic()
         try:
-            self._datastore = _Datastore(
+            self._datastore = Datastore(
                 path, lock_timeout=lock_timeout, synchronous=synchronous
             )
             self._pool = self._datastore.pool
-            self._recorder = _Recorder(self._datastore)
+            self._recorder = Recorder(self._datastore)
             self._recorder.create_table()
             self._identity = _identity(path)
         except Exception as e:
@@ -445,48 +328,12 @@ class SQLiteBackend:
         self._datastore.close()
 
 
-def _lenient_text(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape")
-
-
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         found = os.stat(path)  # noqa: PTH116 - on every append: no Path object
     except OSError:
         return None
     return found.st_dev, found.st_ino
-
-
-def translate(error: BaseException, path: str, waited: float) -> LedgerError:
-    """Return the typed ledger error for a SQLite driver error.
-
-    Args:
-        error: What the driver (or the library around it) raised.
-        path: The ledger file.
-        waited: Seconds the failed call took (the real wait when locked).
-    """
-    if isinstance(error, LedgerError):
-        return error
-    cause: BaseException = error
-    while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
-        cause = cause.__cause__
-    text = str(cause) or str(error)
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
-        return LedgerLockedError(
-            f"the ledger is locked by another writer (waited {round(waited)} s)"
-        )
-    if "full" in lowered:
-        return LedgerFullError(
-            f"The SQLite ledger at {path!r} is full (disk or size limit): "
-            f"{text}; nothing was written"
-        )
-    if "readonly" in lowered or "read-only" in lowered:
-        return LedgerReadOnlyError(
-            f"The SQLite ledger at {path!r} refuses writes (read-only): {text}; "
-            "nothing was written"
-        )
-    return StoreUnavailableError(f"SQLite ledger at {path!r}: {text}")
 
 
 def _row_of(found: sqlite3.Row) -> StoredRow:
