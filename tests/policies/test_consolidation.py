@@ -12,25 +12,29 @@ from turnledger.policies.consolidation import (
     CONSOLIDATION_SYSTEM_PROMPT,
     MEDIA_PLACEHOLDER,
     ConsolidationAnswer,
-    ConsolidationConfigError,
     ConsolidationPrompt,
     ConsolidationTrigger,
-    DedupDecision,
-    ExistingFact,
     GateDecision,
     MalformedAnswer,
     build_consolidation_prompt,
-    conflict_decision,
-    core_key,
-    daily_key,
     decide_consolidation,
-    dedup_decision,
     gate_memory_text,
-    importance_for,
-    merge_facts,
     parse_consolidation_answer,
     strip_media_markers,
+)
+from turnledger.policies.fact_dedup import (
+    DedupDecision,
+    ExistingFact,
+    conflict_decision,
+    dedup_decision,
+    merge_facts,
     token_jaccard,
+)
+from turnledger.policies.memory_entries import (
+    ConsolidationConfigError,
+    core_key,
+    daily_key,
+    importance_for,
 )
 
 LONG = "please remember that we deploy to prod-cluster-3"
