@@ -58,7 +58,8 @@ from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.inputs import read_input_file
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.paths import confine_path
-from turnledger.policies.scrubbing import scrub_json_text, scrub_text
+from turnledger.policies.scrubbing import scrub_text
+from turnledger.policies.structured_scrubbing import scrub_json_text
 
 HANG_SECONDS = 60
 SLOW = {"demo": 0.05, "run": 0.4, "chat": 0.4}

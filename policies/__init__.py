@@ -23,7 +23,8 @@ from turnledger.policies.pricing import price_usage
 from turnledger.policies.recall import inject_memory_context, make_recall_selector
 from turnledger.policies.repair import repair_interrupted_turn
 from turnledger.policies.scoping import build_agent_scope
-from turnledger.policies.scrubbing import scrub_json, scrub_text
+from turnledger.policies.scrubbing import scrub_text
+from turnledger.policies.structured_scrubbing import scrub_json
 from turnledger.policies.trimming import trim_after_overflow, trim_to_budget
 
 __all__ = [

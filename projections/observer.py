@@ -55,11 +55,10 @@ from turnledger.policies.lifecycle import LifecycleDeclaration
 from turnledger.policies.scrubbing import (
     ELLIPSIS,
     SUMMARY_LIMIT,
-    JsonValue,
-    scrub_json,
     scrub_text,
     summarize,
 )
+from turnledger.policies.structured_scrubbing import JsonValue, scrub_json
 
 ObserverKind: TypeAlias = Literal[
     "session_start",

@@ -40,12 +40,8 @@ from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import scrub_log_values
 from turnledger.pipeline.providers._http import make_redactor
 from turnledger.policies.messages import ToolCall, ToolResult, make_message
-from turnledger.policies.scrubbing import (
-    scrub_json_text,
-    scrub_message,
-    scrub_text,
-    summarize,
-)
+from turnledger.policies.scrubbing import scrub_text, summarize
+from turnledger.policies.structured_scrubbing import scrub_json_text, scrub_message
 from turnledger.projections.costs import COST_RECORDS, CostBucket
 from turnledger.projections.observer import (
     ObserverState,

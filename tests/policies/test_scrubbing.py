@@ -23,14 +23,16 @@ from turnledger.policies.scrubbing import (
     ScrubberConfigError,
     looks_like_secret_key,
     make_scrubber,
-    scrub_json,
-    scrub_json_text,
-    scrub_message,
     scrub_text,
-    scrub_tool_call,
     summarize,
 )
 from turnledger.policies.secret_shapes import entropy_bits, high_entropy
+from turnledger.policies.structured_scrubbing import (
+    scrub_json,
+    scrub_json_text,
+    scrub_message,
+    scrub_tool_call,
+)
 
 # Pieces that interact with every pattern, for idempotence hunting.
 _PIECES = st.sampled_from(
