@@ -3,253 +3,66 @@
 :func:`rerun_session` reads a session's recorded turns and drives the real
 :class:`~turnledger.pipeline.engine.TurnEngine` (built by
 :func:`~turnledger.pipeline.bootstrap.bootstrap`) over their user inputs into a
-scratch SQLite ledger in a temporary directory (deleted after). The model is a
-:class:`ReplayProvider` answering each call of each turn with the recorded
-assistant message (text and tool calls, in order) and the recorded usage, or
-the recorded failure; the tools are :class:`ReplayTool` s returning the
-recorded result of the call (matched by name and arguments within the turn,
-which names the recorded call id). Nothing reaches the network and no tool runs.
+scratch SQLite ledger in a temporary directory (deleted after). The model and
+the tools replay the recorded outputs (:mod:`turnledger.pipeline.rerun_replay`):
+nothing reaches the network and no tool runs; a turn whose process died is
+left open at the same call, and the next turn repairs it, as recorded.
+
+A session's time travel is replayed as recorded: a fork is re-run as its
+lineage (the source's turns up to the fork point in the source's session, then
+the same ``session.forked`` event, then the fork's turns; forks of forks alike),
+and a ``session.rewound`` event is appended where it was recorded, between the
+same turns. The comparison covers every turn of the lineage.
 
 Before each turn the agent's memory events recorded before that turn's start
 are copied into the scratch ledger, so recall sees the memory as it was then
-(autosave is off in the re-run: its recorded events are among those copied).
-The recorded ledger is only read. Results recorded bounded are rebounded the
-way the export path does (never bounded twice). The per-turn comparison is in
+(autosave is off in the re-run: its recorded events are among those copied;
+so are the ``memory.superseded`` events of a rewind). The recorded ledger is
+only read. Results recorded bounded are rebounded the way the export path
+does (never bounded twice). The per-turn comparison is in
 :mod:`turnledger.pipeline.rerun_diff`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING
+from uuid import UUID
 
 import msgspec
 
 from turnledger.ledger.events import (
-    AssistantMessage,
-    MediaAttached,
-    ModelCalled,
+    SessionForked,
+    SessionOpened,
+    SessionRewound,
     ToolResultRecorded,
+    TurnFailed,
     TurnStarted,
 )
 from turnledger.ledger.ids import memory_stream_id
-from turnledger.pipeline.bootstrap import bootstrap
+from turnledger.pipeline.bootstrap import Runtime, bootstrap
 from turnledger.pipeline.config import Config, MemoryConfig
-from turnledger.pipeline.providers.base import (
-    ChatRequest,
-    ChatResponse,
-    ErrorKind,
-    ProviderError,
-    ToolSpec,
-    Usage,
-)
 from turnledger.pipeline.rerun_diff import RerunReport, TurnFacts, compare, facts
-from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
-from turnledger.pipeline.tools.registry import default_tools
+from turnledger.pipeline.rerun_replay import (
+    RecordedTurn,
+    ReplayProvider,
+    ReplayTool,
+    RerunCrash,
+    TurnCursor,
+    recorded_turns,
+    replay_tools,
+)
 from turnledger.policies.bounding import make_result_bounder
-from turnledger.policies.messages import ToolCall
-from turnledger.policies.pairing import audit_pairing
+from turnledger.projections.lineage import Segment, lineage, segments
 
 if TYPE_CHECKING:
-    from turnledger.ledger.envelope import Recorded
     from turnledger.ledger.store import EventStore
     from turnledger.pipeline.sessions import SessionRef
 
-_REFUSED: ErrorKind = "bad_request"
-"""How a call the recorded turn did not make fails."""
-
 __all__ = ["RecordedTurn", "ReplayProvider", "ReplayTool", "rerun_session"]
-
-
-class RecordedTurn(msgspec.Struct, kw_only=True):
-    """What one recorded turn holds, as the re-run needs it.
-
-    Attributes:
-        turn_id: The recorded turn id.
-        position: The global position of its ``turn.started`` event.
-        started: The ``turn.started`` event (user input, origin).
-        media: Its ``media.attached`` events.
-        calls: Its ``model.called`` events, in order.
-        answers: Its assistant messages, in order.
-        results: Its tool results by call id.
-        events: All of its events (what the comparison reads).
-    """
-
-    turn_id: str
-    position: int
-    started: TurnStarted
-    media: list[MediaAttached] = msgspec.field(default_factory=list)
-    calls: list[ModelCalled] = msgspec.field(default_factory=list)
-    answers: list[AssistantMessage] = msgspec.field(default_factory=list)
-    results: dict[str, ToolResultRecorded] = msgspec.field(default_factory=dict)
-    events: list[Recorded] = msgspec.field(default_factory=list)
-
-
-def recorded_turns(events: list[Recorded]) -> list[RecordedTurn]:
-    """Group a session stream's events into its turns, in the order started."""
-    turns: dict[str, RecordedTurn] = {}
-    for recorded in events:
-        event = recorded.event
-        if isinstance(event, TurnStarted):
-            turns[event.turn_id] = RecordedTurn(
-                turn_id=event.turn_id, position=recorded.position, started=event
-            )
-            continue
-        turn = turns.get(getattr(event, "turn_id", ""))
-        if turn is None:
-            continue
-        turn.events.append(recorded)
-        if isinstance(event, MediaAttached):
-            turn.media.append(event)
-        elif isinstance(event, ModelCalled):
-            turn.calls.append(event)
-        elif isinstance(event, AssistantMessage):
-            turn.answers.append(event)
-        elif isinstance(event, ToolResultRecorded):
-            turn.results.setdefault(event.call_id, event)
-    return list(turns.values())
-
-
-class ReplayProvider:
-    """A Provider answering with a recorded session's model outputs.
-
-    Call :meth:`begin` before each turn; each :meth:`complete` then returns the
-    turn's next recorded answer (or raises its recorded failure) and records
-    whether the prompt it was given is pairing-valid (every tool result
-    answers a call that precedes it).
-    """
-
-    def __init__(self, turns: list[RecordedTurn]) -> None:
-        self._turns = turns
-        self._turn = 0
-        self._call = 0
-        self._answer = 0
-        self.pairing: list[list[bool]] = [[] for _ in turns]
-        first = next((c for t in turns for c in t.calls), None)
-        self._name = first.provider if first else "replay"
-        self._model = first.model if first else "replay"
-
-    @property
-    def name(self) -> str:
-        """The recorded provider's name."""
-        return self._name
-
-    @property
-    def model(self) -> str:
-        """The recorded model."""
-        return self._model
-
-    def begin(self, index: int) -> None:
-        """Serve the recorded turn ``index`` from its first model call."""
-        self._turn, self._call, self._answer = index, 0, 0
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Return the recorded answer of this call (or raise its failure).
-
-        Raises:
-            ProviderError: The recorded call failed, or the re-run asked for a
-                call the recorded turn did not make (``bad_request``).
-        """
-        turn = self._turns[self._turn]
-        self.pairing[self._turn].append(audit_pairing(request.messages).clean)
-        if self._call >= len(turn.calls):
-            msg = f"the recorded turn made {len(turn.calls)} model calls, not more"
-            raise ProviderError(_REFUSED, msg)
-        call = turn.calls[self._call]
-        self._call += 1
-        if not call.success:
-            kind, _, rest = (call.error or "server").partition(":")
-            known = kind if kind in get_args(ErrorKind) else "server"
-            raise ProviderError(cast("ErrorKind", known), rest.strip() or kind)
-        if self._answer >= len(turn.answers):
-            msg = "the recorded turn has no assistant message for this call"
-            raise ProviderError(_REFUSED, msg)
-        answer = turn.answers[self._answer]
-        self._answer += 1
-        return ChatResponse(
-            text=answer.text,
-            tool_calls=tuple(
-                ToolCall(id=c.id, name=c.name, arguments=c.arguments)
-                for c in answer.tool_calls
-            ),
-            usage=Usage(
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                cached_input_tokens=call.cached_input_tokens,
-                cache_write_tokens=call.cache_write_tokens,
-                reasoning_tokens=call.reasoning_tokens,
-            ),
-            model=call.model,
-            finish_reason="tool_calls" if answer.tool_calls else "stop",
-        )
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
-
-
-class ReplayTool:
-    """A Tool returning recorded results: the spec it stands for, no side effect."""
-
-    def __init__(self, spec: ToolSpec, cursor: _TurnCursor) -> None:
-        self._spec = spec
-        self._cursor = cursor
-
-    @property
-    def spec(self) -> ToolSpec:
-        """The spec of the tool it stands for."""
-        return self._spec
-
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
-        """Return the recorded result of this call of the current turn."""
-        del context  # nothing runs
-        result = self._cursor.take(self._spec.name, arguments)
-        if result is None:
-            return ToolOutcome(
-                success=False, error=f"no recorded result for {self._spec.name}"
-            )
-        if result.success:
-            return ToolOutcome(output=result.output)
-        return ToolOutcome(success=False, error=result.error or result.output)
-
-
-class _TurnCursor:
-    """The recorded calls of the current turn not yet answered."""
-
-    def __init__(self, turns: list[RecordedTurn]) -> None:
-        self._turns = turns
-        self._used: set[str] = set()
-        self._turn = 0
-
-    def begin(self, index: int) -> None:
-        self._turn, self._used = index, set()
-
-    def take(self, name: str, arguments: dict[str, Any]) -> ToolResultRecorded | None:
-        turn = self._turns[self._turn]
-        for answer in turn.answers:
-            for call in answer.tool_calls:
-                if call.id in self._used or call.name != name:
-                    continue
-                try:
-                    same = json.loads(call.arguments or "{}") == arguments
-                except ValueError:
-                    same = False
-                if same:
-                    self._used.add(call.id)
-                    return turn.results.get(call.id)
-        return None
-
-
-def replay_tools(turns: list[RecordedTurn], cursor: _TurnCursor) -> dict[str, Tool]:
-    """Replaying tools for the built-in tools and every tool the session called."""
-    specs = {name: tool.spec for name, tool in default_tools().items()}
-    for turn in turns:
-        for answer in turn.answers:
-            for call in answer.tool_calls:
-                specs.setdefault(call.name, ToolSpec(name=call.name, description=""))
-    return {name: ReplayTool(spec, cursor) for name, spec in specs.items()}
 
 
 def rerun_config(config: Config, data_dir: Path) -> Config:
@@ -282,15 +95,98 @@ def _copy_memory(
     return done + len(pending)
 
 
+def _repairs(event: object) -> bool:
+    """Whether an event is part of the repair of a turn that died."""
+    if isinstance(event, TurnFailed):
+        return event.kind == "interrupted"
+    return isinstance(event, ToolResultRecorded) and event.provenance == "synthesized"
+
+
+class _Replay:
+    """The re-run's state across the lineage's segments."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        runtime: Runtime,
+        ref: SessionRef,
+        turns: list[RecordedTurn],
+    ) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.ref = ref
+        self.index = {t.turn_id: i for i, t in enumerate(turns)}
+        self.turns = turns
+        self.copied = 0
+
+    async def segment(
+        self, segment: Segment, provider: ReplayProvider, cursor: TurnCursor
+    ) -> None:
+        """Re-run one stream's part of the lineage, its time travel included."""
+        scratch = self.runtime.store
+        stream = segment.stream_id
+        agent, key, channel = self.ref.agent, self.ref.key, self.ref.channel
+        for recorded in segment.events:
+            event = recorded.event
+            if isinstance(event, SessionForked):
+                await asyncio.to_thread(self._fork, stream, event)
+                agent, key, channel = event.agent, event.session_key, event.channel
+            elif isinstance(event, SessionRewound):
+                await asyncio.to_thread(self._append, stream, event)
+            elif isinstance(event, TurnStarted) and event.turn_id in self.index:
+                index = self.index[event.turn_id]
+                turn = self.turns[index]
+                self.copied = await asyncio.to_thread(
+                    _copy_memory, self.store, scratch, agent, turn.position, self.copied
+                )
+                provider.begin(index)
+                cursor.begin(index)
+                # Died as recorded (RerunCrash): the turn stays open, the next
+                # turn of the session repairs it.
+                with contextlib.suppress(RerunCrash):
+                    await self.runtime.engine.run_turn(
+                        agent,
+                        key,
+                        event.user_input,
+                        origin=event.origin,
+                        channel=channel,
+                        attachments=turn.media,
+                    )
+            elif _repairs(event):
+                # The repair of a turn that died is made when the session is
+                # next opened; a fork may cut the segment before its next turn.
+                await self.runtime.engine.open_session(agent, key, channel=channel)
+            elif isinstance(event, SessionOpened):
+                # Opened as recorded (a fork may be made before its first turn).
+                await asyncio.to_thread(self._append, stream, event)
+                agent, key, channel = event.agent, event.session_key, event.channel
+
+    def _append(self, stream: UUID, event: SessionOpened | SessionRewound) -> None:
+        """Append a recorded opening or rewind where it was, between turns."""
+        scratch = self.runtime.store
+        scratch.append(stream, [event], expected_version=scratch.stream_version(stream))
+
+    def _fork(self, stream: UUID, forked: SessionForked) -> None:
+        """The same fork in the scratch ledger, at its source's re-run version."""
+        scratch = self.runtime.store
+        source = scratch.read_stream(
+            UUID(forked.source_stream), after=forked.source_version - 1, limit=1
+        )
+        at = source[0].position if source else scratch.max_position()
+        event = msgspec.structs.replace(forked, source_position=at)
+        scratch.append(stream, [event], expected_version=0)
+
+
 async def _drive(
     store: EventStore,
     ref: SessionRef,
-    turns: list[RecordedTurn],
+    chain: list[Segment],
     config: Config,
     scratch: Path,
 ) -> tuple[list[TurnFacts], list[list[bool]]]:
+    turns = recorded_turns([r for s in chain for r in s.events])
     provider = ReplayProvider(turns)
-    cursor = _TurnCursor(turns)
+    cursor = TurnCursor(turns)
     url = str(scratch / "rerun.db")
     async with bootstrap(
         config, provider=provider, ledger_url=url, tools=replay_tools(turns, cursor)
@@ -299,27 +195,19 @@ async def _drive(
         runtime.engine.tools._bound = make_result_bounder(  # noqa: SLF001 - see above
             config.runtime.max_tool_result_chars, recorded=True
         )
-        copied = 0
-        for index, turn in enumerate(turns):
-            copied = await asyncio.to_thread(
-                _copy_memory, store, runtime.store, ref.agent, turn.position, copied
-            )
-            provider.begin(index)
-            cursor.begin(index)
-            await runtime.engine.run_turn(
-                ref.agent,
-                ref.key,
-                turn.started.user_input,
-                origin=turn.started.origin,
-                channel=ref.channel,
-                attachments=turn.media,
-            )
-        rerun = recorded_turns(runtime.store.read_stream(ref.stream_id))
+        replay = _Replay(store, runtime, ref, turns)
+        for segment in chain:
+            await replay.segment(segment, provider, cursor)
+        rerun = recorded_turns(lineage(runtime.store, ref.stream_id))
+    # The engine picks new turn ids: turns correspond in lineage order.
     return [facts(t.events) for t in rerun], provider.pairing
 
 
 def rerun_session(store: EventStore, ref: SessionRef, config: Config) -> RerunReport:
     """Re-run a recorded session's turns offline under ``config``'s policies.
+
+    A fork re-runs its lineage (its source's turns up to the fork point first);
+    recorded rewinds are replayed between the same turns.
 
     Args:
         store: The recorded ledger (only read).
@@ -329,11 +217,12 @@ def rerun_session(store: EventStore, ref: SessionRef, config: Config) -> RerunRe
     Returns:
         The per-turn comparison of the recorded turns with the re-run.
     """
-    turns = recorded_turns(store.read_stream(ref.stream_id))
+    chain = segments(store, ref.stream_id)
+    turns = recorded_turns([r for s in chain for r in s.events])
     with tempfile.TemporaryDirectory(prefix="turnledger-rerun-") as tmp:
         scratch = Path(tmp)
         policies = rerun_config(config, scratch / "data")
-        rerun, pairing = asyncio.run(_drive(store, ref, turns, policies, scratch))
+        rerun, pairing = asyncio.run(_drive(store, ref, chain, policies, scratch))
     return compare(
         ref,
         recorded=[facts(t.events) for t in turns],

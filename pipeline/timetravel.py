@@ -31,6 +31,7 @@ from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.pointintime import TimeTravelError, resolve_at
 from turnledger.pipeline.sessions import SessionRef, list_sessions
 from turnledger.policies.paths import sanitize_session_key
+from turnledger.projections.history import rewind_effect
 from turnledger.projections.lineage import (
     history_version,
     lineage,
@@ -215,10 +216,9 @@ def rewind_session(
     if state.open_turn is not None:
         msg = f"Expected a session between turns, found turn {state.open_turn!r} open"
         raise TimeTravelError(msg)
-    hidden = [e for e in state.entries if e.version > version]
-    back = [r for r in state.rewound if r[0] > version and r[1].version <= version]
-    undone = [m for m in state.trim_marks if not m.rewound_by and m.version > version]
-    redone = [m for m in state.trim_marks if m.rewound_by > version >= m.version]
+    effect = rewind_effect(state, version)
+    hidden, back = effect.hidden, effect.restored
+    undone, redone = effect.trims_undone, effect.trims_redone
     if not hidden and not back and not undone and not redone:
         msg = f"Expected a point before the session's history end, found {to!r}"
         raise TimeTravelError(msg)

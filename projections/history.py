@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 
@@ -47,93 +47,39 @@ from turnledger.policies.messages import (
     ToolResult,
     make_message,
 )
+from turnledger.projections.history_rewind import (
+    RewindEffect,
+    compact,
+    rewind,
+    rewind_effect,
+    trim,
+)
+from turnledger.projections.history_state import (
+    HistoryEntry,
+    SessionHistoryState,
+    TrimMark,
+)
 
-
-class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One provider-visible message and where it came from.
-
-    Attributes:
-        version: The session-stream version of the event that produced it.
-        turn_id: The turn it belongs to.
-        message: The message (its ``chars`` measured when it was recorded).
-    """
-
-    version: int
-    turn_id: str
-    message: Message
-
-
-class TrimMark(msgspec.Struct, frozen=True, kw_only=True):
-    """A trim applied to a session, kept so a rewind can undo (and redo) it.
-
-    Attributes:
-        version: The version of the ``history.trimmed`` event.
-        through: The trim boundary it set.
-        hidden: How many recorded messages it made invisible.
-        rewound_by: The version of the rewind that undid it (0: in effect).
-    """
-
-    version: int
-    through: int
-    hidden: int
-    rewound_by: int = 0
-
-
-class SessionHistoryState(msgspec.Struct, frozen=True, kw_only=True):
-    """The history of one session.
-
-    Attributes:
-        agent: The agent alias (from ``session.opened``).
-        session_key: The session key.
-        channel: The channel.
-        entries: The recorded messages, oldest first: every one in the
-            transcript fold; in the history fold only those after the last trim.
-        trimmed_through: Entries with a version at or below this are trimmed.
-        trimmed_entries: How many recorded messages the trims in effect made
-            invisible.
-        compacted: Whether this state comes from the compacting fold (a view
-            written before compaction existed decodes as ``False`` and is not
-            used as a snapshot).
-        trims: How many trims are in effect (a rewind to before a trim undoes
-            it).
-        turns_completed: Turns that ended with a final answer.
-        turns_failed: Ids of turns that ended without one.
-        open_turn: The turn in progress, if any.
-        last_version: The last stream version folded.
-        instructions: Every system prompt recorded (``system_prompt.set``), as
-            system messages, oldest first; trims never hide them.
-        fork_of: The source stream when the session is a fork (``""``: none).
-        version_offset: Added to this stream's versions to count them through
-            a fork's prefix (0 unless a fork).
-        rewinds: How many rewinds were applied.
-        rewound: The messages rewinds hid, each with the version of the rewind
-            that hid it (a later rewind to before it brings them back).
-        trim_marks: Every trim applied, oldest first, in effect or undone.
-        missing_through: In the compacting fold, 0 unless a rewind undid a
-            trim whose messages it had dropped: entries at or below this
-            version may be missing, and readers fold the transcript instead
-            (:func:`exact_history`). A later trim through it clears it.
-    """
-
-    agent: str = ""
-    session_key: str = ""
-    channel: str = ""
-    entries: tuple[HistoryEntry, ...] = ()
-    trimmed_through: int = 0
-    trimmed_entries: int = 0
-    trims: int = 0
-    turns_completed: int = 0
-    turns_failed: tuple[str, ...] = ()
-    open_turn: str | None = None
-    last_version: int = 0
-    instructions: tuple[HistoryEntry, ...] = ()
-    compacted: bool = False
-    fork_of: str = ""
-    version_offset: int = 0
-    rewinds: int = 0
-    rewound: tuple[tuple[int, HistoryEntry], ...] = ()
-    trim_marks: tuple[TrimMark, ...] = ()
-    missing_through: int = 0
+__all__ = [
+    "HISTORY_EVENT_TYPES",
+    "SESSION_HISTORY",
+    "SESSION_TRANSCRIPT",
+    "HistoryEntry",
+    "RewindEffect",
+    "SessionHistory",
+    "SessionHistoryState",
+    "TrimMark",
+    "compacted",
+    "current_instructions",
+    "exact_history",
+    "fold_stream",
+    "history_digest",
+    "media_reference",
+    "provider_messages",
+    "rewind_effect",
+    "tool_result_text",
+    "visible_messages",
+]
 
 
 HISTORY_EVENT_TYPES: Final[tuple[type[Event], ...]] = (
@@ -223,13 +169,15 @@ class SessionHistory:
             case AssistantMessage() | ToolResultRecorded():
                 return _append_entry(state, _message_entry(recorded.event, version))
             case HistoryTrimmed(dropped_through_version=through):
-                return _trim(
+                return trim(
                     state, max(state.trimmed_through, through), version, self.compact
                 )
             case ItemsRemoved(first_version=first, last_version=last):
                 low, high = first + state.version_offset, last + state.version_offset
                 kept = tuple(e for e in state.entries if not low <= e.version <= high)
-                return msgspec.structs.replace(state, entries=kept)
+                # What a rewind hid is removed too: no redo brings it back.
+                hid = tuple(r for r in state.rewound if not low <= r[1].version <= high)
+                return msgspec.structs.replace(state, entries=kept, rewound=hid)
             case TurnCompleted():
                 return msgspec.structs.replace(
                     state, open_turn=None, turns_completed=state.turns_completed + 1
@@ -257,36 +205,6 @@ def _result_message(result: ToolResultRecorded) -> Message:
     )
 
 
-def _trim(
-    state: SessionHistoryState, through: int, version: int, compact: bool
-) -> SessionHistoryState:
-    """Apply a trim boundary; a compacting fold drops what it hid."""
-    hidden = sum(
-        1 for e in state.entries if state.trimmed_through < e.version <= through
-    )
-    mark = TrimMark(version=version, through=through, hidden=hidden)
-    state = msgspec.structs.replace(
-        state,
-        trimmed_through=through,
-        trimmed_entries=state.trimmed_entries + hidden,
-        trims=state.trims + 1,
-        trim_marks=(*state.trim_marks, mark),
-    )
-    return _compact(state) if compact else state
-
-
-def _compact(state: SessionHistoryState) -> SessionHistoryState:
-    """Drop what the trim boundary hides (and forget what is missing below it)."""
-    through = state.trimmed_through
-    missing = state.missing_through
-    return msgspec.structs.replace(
-        state,
-        entries=tuple(e for e in state.entries if e.version > through),
-        rewound=tuple(r for r in state.rewound if r[1].version > through),
-        missing_through=0 if missing <= through else missing,
-    )
-
-
 def _other(
     state: SessionHistoryState, recorded: Recorded, version: int
 ) -> SessionHistoryState:
@@ -295,7 +213,7 @@ def _other(
     if isinstance(event, SessionForked):
         return _fork(state, event)
     if isinstance(event, SessionRewound):
-        return _rewind(state, event.to_version, version)
+        return rewind(state, event.to_version, version)
     if not isinstance(event, SystemPromptSet):
         return state
     entry = HistoryEntry(
@@ -317,47 +235,6 @@ def _fork(state: SessionHistoryState, forked: SessionForked) -> SessionHistorySt
         version_offset=forked.base_version,
         open_turn=None,
     )
-
-
-def _rewind(state: SessionHistoryState, to: int, version: int) -> SessionHistoryState:
-    """Go back to the history as of version ``to``; hidden messages are kept.
-
-    Messages after ``to`` are hidden by this rewind (``version``); messages that
-    existed at ``to`` but were hidden by a rewind recorded after it come back.
-    Trims are treated alike: one recorded after ``to`` is undone (what it hid
-    is visible again), one undone by a rewind after ``to`` is in effect again.
-    """
-    back = tuple(r for r in state.rewound if r[0] > to and r[1].version <= to)
-    stay = tuple(r for r in state.rewound if not (r[0] > to and r[1].version <= to))
-    hidden = tuple((version, e) for e in state.entries if e.version > to)
-    kept = [e for e in state.entries if e.version <= to] + [r[1] for r in back]
-    marks = tuple(_rewind_mark(m, to, version) for m in state.trim_marks)
-    live = [m for m in marks if not m.rewound_by]
-    through = max((m.through for m in live), default=0)
-    missing = state.missing_through
-    if state.compacted and through < state.trimmed_through:
-        missing = max(missing, state.trimmed_through)  # dropped, now visible
-    state = msgspec.structs.replace(
-        state,
-        entries=tuple(sorted(kept, key=lambda e: e.version)),
-        rewound=(*stay, *hidden),
-        rewinds=state.rewinds + 1,
-        open_turn=None,
-        trim_marks=marks,
-        trimmed_through=through,
-        trimmed_entries=sum(m.hidden for m in live),
-        trims=len(live),
-        missing_through=missing,
-    )
-    return _compact(state) if state.compacted else state
-
-
-def _rewind_mark(mark: TrimMark, to: int, version: int) -> TrimMark:
-    if not mark.rewound_by and mark.version > to:
-        return msgspec.structs.replace(mark, rewound_by=version)
-    if mark.rewound_by > to and mark.version <= to:
-        return msgspec.structs.replace(mark, rewound_by=0)
-    return mark
 
 
 _MESSAGE_EVENTS: Final = (TurnStarted, AssistantMessage, ToolResultRecorded)
@@ -402,26 +279,78 @@ def fold_stream(
     tuple copy per event, so a long session folds in time linear in its length.
     """
     wanted = projection.event_types
+    events = events if isinstance(events, list) else list(events)
+    horizon = _horizon(events) if projection.compact else 0
     pending: list[HistoryEntry] = []
     last = state.last_version
     opened = state.open_turn
+    offset = state.version_offset
+    completed = 0
+    kinds: dict[type, int] = {}  # 0 skipped, 1 a message, 2 an end, 3 by evolve
     for recorded in events:
         event = recorded.event
-        if not isinstance(event, wanted):
-            continue
-        if isinstance(event, _MESSAGE_EVENTS):
-            pending.append(
-                _message_entry(event, recorded.version + state.version_offset)
-            )
+        kind = kinds.get(type(event))
+        if kind is None:
+            kind = _kind(event, wanted)
+            kinds[type(event)] = kind
+        if kind == 1:
+            said = cast("TurnStarted | AssistantMessage | ToolResultRecorded", event)
+            version = recorded.version + offset
+            if version <= horizon:  # a later trim hides it: only counted
+                entry = HistoryEntry(
+                    version=version, turn_id=said.turn_id, message=_TRIMMED_LATER
+                )
+            else:
+                entry = _message_entry(said, version)
+            pending.append(entry)
             last = recorded.version
-            if isinstance(event, TurnStarted):
-                opened = event.turn_id
-            continue
-        state = _flush(state, pending, last, opened)
-        pending = []
-        state = projection.evolve(state, recorded)
-        last, opened = state.last_version, state.open_turn
-    return _flush(state, pending, last, opened)
+            if isinstance(said, TurnStarted):
+                opened = said.turn_id
+        elif kind == 2:  # a completed turn: no message, no tuple copy
+            completed += 1
+            last, opened = recorded.version, None
+        elif kind == 3:
+            state = _flush(state, pending, last, opened, completed)
+            pending, completed = [], 0
+            state = projection.evolve(state, recorded)
+            last, opened = state.last_version, state.open_turn
+            offset = state.version_offset
+    return _flush(state, pending, last, opened, completed)
+
+
+_TRIMMED_LATER: Final = make_message("user", "", kind="normal")
+"""What :func:`fold_stream` keeps for a message a later trim hides (never shown)."""
+
+
+def _horizon(events: list[Recorded]) -> int:
+    """The version a compacting fold of ``events`` is sure to drop through.
+
+    The highest trim boundary among them, unless a rewind is among them (it
+    may undo a trim) or one of them is not folded in order: messages at or
+    below it are dropped by that trim before the fold ends, so only their
+    versions (the trims count them) matter. A fork's events count through its
+    offset; a boundary is a lineage version, so the horizon is one too.
+    """
+    horizon = 0
+    for event in [r.event for r in events if type(r.event) in _HORIZON_TYPES]:
+        if not isinstance(event, HistoryTrimmed):
+            return 0
+        horizon = max(horizon, event.dropped_through_version)
+    return horizon
+
+
+_HORIZON_TYPES: Final = frozenset(
+    {HistoryTrimmed, SessionRewound, SessionForked, ItemsRemoved}
+)
+
+
+def _kind(event: Event, wanted: tuple[type[Event], ...]) -> int:
+    """How :func:`fold_stream` folds an event of this type."""
+    if not isinstance(event, wanted):
+        return 0
+    if isinstance(event, _MESSAGE_EVENTS):
+        return 1
+    return 2 if isinstance(event, TurnCompleted) else 3
 
 
 def _flush(
@@ -429,14 +358,16 @@ def _flush(
     pending: list[HistoryEntry],
     last: int,
     opened: str | None,
+    completed: int,
 ) -> SessionHistoryState:
-    if not pending:
+    if not pending and not completed:
         return state
     return msgspec.structs.replace(
         state,
-        entries=(*state.entries, *pending),
+        entries=(*state.entries, *pending) if pending else state.entries,
         last_version=last,
         open_turn=opened,
+        turns_completed=state.turns_completed + completed,
     )
 
 
@@ -464,7 +395,7 @@ def exact_history(
 
 def compacted(state: SessionHistoryState) -> SessionHistoryState:
     """Return a transcript-fold state as the compacting fold holds it."""
-    return _compact(msgspec.structs.replace(state, compacted=True, missing_through=0))
+    return compact(msgspec.structs.replace(state, compacted=True, missing_through=0))
 
 
 def _attach(state: SessionHistoryState, media: MediaAttached) -> SessionHistoryState:

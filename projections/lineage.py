@@ -126,10 +126,14 @@ def lineage(
         at: Only events at or before this global position.
         own: The stream's events, when the caller has read them already.
     """
-    if own is None and at is not None:
-        own = _until_position(store, stream_id, at)
+    bounded = own is None and at is not None
+    if bounded:
+        own = _until_position(store, stream_id, at)  # type: ignore[arg-type]
+    chain = segments(store, stream_id, own=own)
+    if len(chain) == 1 and (at is None or bounded):
+        return chain[0].events  # one stream, read up to ``at``: nothing to compose
     composed: list[Recorded] = []
-    for segment in segments(store, stream_id, own=own):
+    for segment in chain:
         for r in segment.events:
             if at is not None and r.position > at:
                 continue

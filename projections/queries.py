@@ -115,10 +115,8 @@ class SessionHistories:
     ) -> SessionHistoryState:
         events = lineage(self.store, stream_id, at=at)
         self.events_read += len(events)
-        if all(r.stream_id == stream_id for r in events):  # linear: one stream
-            state = fold_stream(projection, projection.initial(""), events)
-        else:
-            state = fold(projection, events).get(str(stream_id), projection.initial(""))
+        # A lineage is one stream (prefix events relabeled): folded linearly.
+        state = fold_stream(projection, projection.initial(""), events)
         return exact_history(events, state) if state.missing_through else state
 
 
