@@ -32,7 +32,7 @@ from turnledger.pipeline.model_calls import ModelCallFailedError, call_model
 from turnledger.pipeline.prompting import trim_event
 from turnledger.pipeline.providers.base import ChatResponse, Provider, ProviderError
 from turnledger.pipeline.session_cursor import SessionCursor, SessionCursors
-from turnledger.pipeline.strategy import MemoryStrategy
+from turnledger.pipeline.strategy_types import MemoryStrategy
 from turnledger.pipeline.tool_runner import ToolRunner
 from turnledger.policies.autosave import autosave_key, decide_autosave
 from turnledger.policies.messages import Message

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from turnledger.pipeline.memory_service import MemoryService
-from turnledger.pipeline.strategy import GovernReport, strategy_for
+from turnledger.pipeline.strategy import strategy_for
+from turnledger.pipeline.strategy_types import GovernReport
 
 
 class HygieneSchedule:

@@ -77,7 +77,8 @@ from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
 from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history, resolve_session
-from turnledger.pipeline.strategy import DefaultMemoryStrategy, StrategySettings
+from turnledger.pipeline.strategy import DefaultMemoryStrategy
+from turnledger.pipeline.strategy_types import StrategySettings
 from turnledger.pipeline.timetravel import fork_session, rewind_session
 from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import BREADCRUMB_TEXT

@@ -16,12 +16,11 @@ from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import AgentConfig, Config, MemoryConfig
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
-from turnledger.pipeline.strategy import (
+from turnledger.pipeline.strategy import DefaultMemoryStrategy, strategy_for
+from turnledger.pipeline.strategy_types import (
     ConsolidationReport,
-    DefaultMemoryStrategy,
     NoStrategy,
     StrategySettings,
-    strategy_for,
 )
 from turnledger.policies.consolidation import CONSOLIDATION_SYSTEM_PROMPT
 
