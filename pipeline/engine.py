@@ -26,7 +26,9 @@ The pieces live beside this loop: the model-call and end-of-turn steps in
 :mod:`turnledger.pipeline.tool_runner`, crash repair as the pure policy
 :func:`turnledger.policies.repair.repair_interrupted_turn`, and the session
 cursor (snapshot + tail, cached between turns) in
-:mod:`turnledger.pipeline.session_cursor`.
+:mod:`turnledger.pipeline.session_cursor`, and the turn's recall (fetched while
+the start commits, recorded with the first prompt) in
+:mod:`turnledger.pipeline.engine_recall`.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     MediaAttached,
-    MemoryRecalled,
     ToolCallRecord,
     TurnFailed,
     TurnOrigin,
@@ -56,23 +57,19 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
+from turnledger.pipeline.engine_recall import fetch_recall, record_recall
 from turnledger.pipeline.engine_steps import TurnSteps
 from turnledger.pipeline.engine_steps import engine_logger as _logger
 from turnledger.pipeline.hygiene import HygieneSchedule
-from turnledger.pipeline.memory_service import (
-    MemoryService,
-    TurnRecall,
-    query_shape,
-)
+from turnledger.pipeline.memory_service import MemoryService, TurnRecall
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.session_cursor import SessionCursor, SessionCursors
 from turnledger.pipeline.session_lock import SessionLocks
-from turnledger.pipeline.strategy import MemoryStrategy
+from turnledger.pipeline.strategy_types import MemoryStrategy
 from turnledger.pipeline.tool_runner import ToolRunner, agent_workspace
 from turnledger.pipeline.tools.base import Tool, ToolContext
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.repair import repair_interrupted_turn
-from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.projections.queries import SessionHistories
 
 DEFAULT_SYSTEM_PROMPT: Final = (
@@ -227,7 +224,7 @@ class TurnEngine(TurnSteps):
                 agent=agent, session=key, turn=turn_id
             ):
                 recalling = asyncio.create_task(
-                    self._fetch_recall(agent, key, user_input, origin)
+                    fetch_recall(self.memory, agent, key, user_input, origin)
                 )
             try:
                 session = await self._start(agent, session_key, channel, turn_id, first)
@@ -241,7 +238,7 @@ class TurnEngine(TurnSteps):
                     "turn.started", origin=origin, input_chars=len(user_input)
                 )
                 recall = await recalling
-                self._record_recall(session, turn_id, recall)
+                record_recall(session, turn_id, recall)
                 return await self._run(
                     session, turn_id, user_input, origin, recall=recall, started=started
                 )
@@ -361,44 +358,6 @@ class TurnEngine(TurnSteps):
         )
         _logger().warning("turn.iteration_limit", iterations=limit)
         return _failed(session, turn_id, limit, "iteration_limit")
-
-    async def _fetch_recall(
-        self, agent: str, session_key: str, query: str, origin: TurnOrigin
-    ) -> TurnRecall:
-        """Recall in a worker thread; a failure is an empty recall, logged."""
-        try:
-            return await asyncio.to_thread(
-                self.memory.recall_for_turn,
-                agent,
-                query,
-                session=session_key,
-                origin=origin,
-            )
-        except Exception as e:  # noqa: BLE001 - a recall failure never fails the turn
-            _logger().warning(
-                "memory.recall_failed", error=summarize(scrub_text(str(e)))
-            )
-            return TurnRecall(
-                block="",
-                refs=(),
-                backend=self.memory.backend_ref(agent),
-                query_summary=query_shape(query),
-            )
-
-    def _record_recall(
-        self, session: SessionCursor, turn_id: str, recall: TurnRecall
-    ) -> None:
-        # Recorded with the first prompt (one commit): a recall has no side effect.
-        session.pending.append(
-            MemoryRecalled(
-                turn_id=turn_id,
-                backend=recall.backend,
-                entries=recall.refs,
-                query_summary=recall.query_summary,
-                injected_chars=len(recall.block),
-            )
-        )
-        _logger().info("memory.recalled", entries=len(recall.refs))
 
     # -- tools -----------------------------------------------------------------
 
