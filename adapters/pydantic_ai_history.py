@@ -8,7 +8,7 @@ is built from: whole-turn trimming to a token budget with its breadcrumb
 (:func:`~turnledger.policies.trim_to_budget`), tool-result bounding
 (:func:`~turnledger.policies.bound_tool_result`), then pairing repair (a tool
 return without its call is dropped; a call without its return gets the
-interrupted result, :data:`~turnledger.policies.pairing.INTERRUPTED_TEXT`). Each
+interrupted result, :data:`~turnledger.policies.pairing_repair.INTERRUPTED_TEXT`). Each
 trim is recorded as a ``history.trimmed`` event on the conversation's ledger
 stream (a trim repeated on the same history, as on each request of one run,
 is recorded once). The stored conversation is
@@ -46,7 +46,7 @@ from turnledger.ledger.events import Event, HistoryTrimmed, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.policies import bound_tool_result, make_message, trim_to_budget
 from turnledger.policies.messages import BREADCRUMB_TEXT, Message, ToolCall, ToolResult
-from turnledger.policies.pairing import INTERRUPTED_TEXT
+from turnledger.policies.pairing_repair import INTERRUPTED_TEXT
 from turnledger.projections.history import visible_messages
 from turnledger.projections.queries import SessionHistories
 

@@ -29,7 +29,7 @@ from turnledger.pipeline.formats.writers import (
 )
 from turnledger.policies.bounding import make_result_bounder
 from turnledger.policies.messages import Message, ToolResult, make_message
-from turnledger.policies.pairing import RepairDecision, repair_pairing
+from turnledger.policies.pairing_repair import RepairDecision, repair_pairing
 from turnledger.policies.recall import inject_memory_context
 from turnledger.policies.trimming import TrimDecision, trim_to_budget
 

@@ -17,7 +17,8 @@ from turnledger.policies.errors import PolicyError
 from turnledger.policies.images import promote_image_paths
 from turnledger.policies.media import admit_media_file, media_kind
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
-from turnledger.policies.pairing import audit_pairing, repair_pairing
+from turnledger.policies.pairing import audit_pairing
+from turnledger.policies.pairing_repair import repair_pairing
 from turnledger.policies.paths import confine_path, sanitize_session_key
 from turnledger.policies.pricing import price_usage
 from turnledger.policies.recall import inject_memory_context, make_recall_selector

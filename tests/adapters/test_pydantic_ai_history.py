@@ -30,7 +30,7 @@ from turnledger.adapters.pydantic_ai_history import (
 from turnledger.ledger.events import HistoryTrimmed
 from turnledger.ledger.store import open_store
 from turnledger.policies.messages import BREADCRUMB_TEXT
-from turnledger.policies.pairing import INTERRUPTED_TEXT
+from turnledger.policies.pairing_repair import INTERRUPTED_TEXT
 
 BIG = "x" * 5000
 

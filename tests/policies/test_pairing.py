@@ -9,11 +9,13 @@ from hypothesis import strategies as st
 from tests.policies.strategies_history import clean_histories, messy_histories
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
 from turnledger.policies.pairing import (
-    INTERRUPTED_TEXT,
     PairingAudit,
-    PairingError,
     PairingViolation,
     audit_pairing,
+)
+from turnledger.policies.pairing_repair import (
+    INTERRUPTED_TEXT,
+    PairingError,
     repair_pairing,
 )
 
