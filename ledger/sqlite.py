@@ -137,6 +137,7 @@ class SQLiteBackend:
             self._pool = self._datastore.pool
             self._recorder = Recorder(self._datastore)
             self._recorder.create_table()
+            self._write_conn = self._connect_writer()  # ready for the first append
             self._identity = _identity(path)
         except Exception as e:
             error = translate(e, path, time.monotonic() - started)
@@ -212,6 +213,7 @@ class SQLiteBackend:
             raise StoreUnavailableError(msg)
         raw = self._pool.connect_raw()
         raw.row_factory = None  # plain tuples: the write path reads by index
+        raw.execute(f"SELECT max(rowid) FROM {TABLE}").fetchone()  # loads the schema
         return raw
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
