@@ -36,13 +36,15 @@ from turnledger.adapters._ledger import (
     LedgerTarget,
     finish_despite_cancel,
 )
-from turnledger.adapters.openai_agents_items import (
-    FRAMEWORK,
+from turnledger.adapters.openai_agents_fold import (
     Folded,
     FoldedItem,
     Versioned,
-    decode_item,
     fold_items,
+)
+from turnledger.adapters.openai_agents_items import (
+    FRAMEWORK,
+    decode_item,
     is_call,
     is_output,
     items_to_events,

@@ -8,23 +8,29 @@ the item the typed event does not model (ids, status, annotations, multi-part
 content...) is kept verbatim in an ``item.recorded`` event right after it, as the
 difference from the item's usual shape (nothing when there is none). Items no typed
 event models (reasoning, system or developer messages, hosted tool calls...) are
-kept whole in an ``item.recorded`` event of their own. :func:`fold_items` gives the
-items back exactly.
+kept whole in an ``item.recorded`` event of their own.
+:func:`~adapters.openai_agents_fold.fold_items` gives the items back exactly.
+This module holds the items' JSON form and the recording.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, NamedTuple, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-import msgspec
-
-from turnledger.ledger.envelope import Recorded
+from turnledger.adapters._openai_items_shape import (
+    ABSENT,
+    DECODER,
+    DEFAULTS,
+    ENCODER,
+    Item,
+    ItemError,
+    typed_items,
+)
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     ItemRecorded,
-    ItemsRemoved,
     ToolCallRecord,
     ToolResultRecorded,
     TurnStarted,
@@ -33,37 +39,6 @@ from turnledger.ledger.events import (
 FRAMEWORK: Final = "openai-agents"
 """The ``framework`` of the adapter's ``item.recorded`` events."""
 
-Item = dict[str, Any]
-
-_DEFAULTS: Final[dict[str, Item]] = {
-    "user": {"role": "user"},
-    "message": {
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "annotations": [], "logprobs": []}],
-    },
-    "function_call": {"type": "function_call"},
-    "function_call_output": {"type": "function_call_output"},
-}
-_ABSENT: Final = "-"
-
-
-class ItemError(TypeError):
-    """An item is not a JSON object the Responses API could hold."""
-
-
-def _dump(obj: object) -> object:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_unset=True)
-    msg = f"Expected a JSON value in a session item, found {type(obj).__name__}"
-    raise ItemError(msg)
-
-
-_ENCODER: Final = msgspec.json.Encoder(enc_hook=_dump)
-_DECODER: Final = msgspec.json.Decoder()
-
 
 def normalize(item: object) -> Item:
     """Return an item as plain JSON data (a dict), as it will be given back.
@@ -71,7 +46,7 @@ def normalize(item: object) -> Item:
     Raises:
         ItemError: The item is not a JSON object.
     """
-    value = _DECODER.decode(_ENCODER.encode(item))
+    value = DECODER.decode(ENCODER.encode(item))
     if not isinstance(value, dict):
         msg = (
             f"Expected a session item to be a JSON object, found {type(value).__name__}"
@@ -82,12 +57,12 @@ def normalize(item: object) -> Item:
 
 def encode_item(item: Item) -> bytes:
     """Return an item's JSON bytes."""
-    return _ENCODER.encode(item)
+    return ENCODER.encode(item)
 
 
 def decode_item(data: bytes) -> Item:
     """Return a fresh copy of an item from its JSON bytes."""
-    value: Item = _DECODER.decode(data)
+    value: Item = DECODER.decode(data)
     return value
 
 
@@ -152,35 +127,12 @@ def _skeleton(kind: str, item: Item) -> Item:
 
 
 def _delta(kind: str, skeleton: Item) -> Item | None:
-    default = _DEFAULTS[kind]
-    delta = {k: v for k, v in skeleton.items() if default.get(k, _ABSENT) != v}
+    default = DEFAULTS[kind]
+    delta = {k: v for k, v in skeleton.items() if default.get(k, ABSENT) != v}
     absent = [k for k in default if k not in skeleton]
     if absent:
-        delta[_ABSENT] = absent
+        delta[ABSENT] = absent
     return delta or None
-
-
-def _undelta(kind: str, delta: Item | None) -> Item:
-    item = {**_DEFAULTS[kind], **(delta or {})}
-    for key in item.pop(_ABSENT, ()):
-        item.pop(key, None)
-    return msgspec.json.decode(msgspec.json.encode(item))  # type: ignore[no-any-return]
-
-
-def _place_text(kind: str, skeleton: Item, text: str) -> Item:
-    if "content" not in skeleton:
-        skeleton["content"] = text
-        return skeleton
-    content = skeleton["content"]
-    if (
-        kind == "message"
-        and isinstance(content, list)
-        and len(content) == 1
-        and isinstance(content[0], dict)
-        and "text" not in content[0]
-    ):
-        content[0]["text"] = text
-    return skeleton
 
 
 def items_to_events(
@@ -221,7 +173,7 @@ def items_to_events(
         elif kind == "function_call_output":
             output = item.get("output")
             text = (
-                output if isinstance(output, str) else _ENCODER.encode(output).decode()
+                output if isinstance(output, str) else ENCODER.encode(output).decode()
             )
             call_id = str(item["call_id"])
             events.append(
@@ -274,7 +226,7 @@ def _raw(item: Item, turn_id: str) -> ItemRecorded:
         turn_id=turn_id,
         framework=FRAMEWORK,
         kind=str(item.get("type", "message")),
-        fields=_ENCODER.encode(item).decode(),
+        fields=ENCODER.encode(item).decode(),
         typed=False,
     )
 
@@ -283,9 +235,9 @@ def _extras(events: list[Event], turn_id: str, group: list[tuple[str, Item]]) ->
     """Add the ``item.recorded`` completing the typed event, when one is needed."""
     typed = events[-1]
     shapes: list[Any] = [[k, _delta(k, _skeleton(k, item))] for k, item in group]
-    if list(_typed_items(typed, shapes)) != group:
+    if list(typed_items(typed, shapes)) != group:
         shapes = [[k, _delta(k, item) or {}] for k, item in group]
-    usual = [k for k, _ in _typed_items(typed, None)] == [k for k, _ in group]
+    usual = [k for k, _ in typed_items(typed, None)] == [k for k, _ in group]
     if usual and all(delta is None for _, delta in shapes):
         return
     events.append(
@@ -293,105 +245,9 @@ def _extras(events: list[Event], turn_id: str, group: list[tuple[str, Item]]) ->
             turn_id=turn_id,
             framework=FRAMEWORK,
             kind=group[0][0],
-            fields=_ENCODER.encode(shapes).decode(),
+            fields=ENCODER.encode(shapes).decode(),
         )
     )
-
-
-def _typed_items(event: Event, shapes: list[Any] | None) -> Iterator[tuple[str, Item]]:
-    """The items a typed event records (with their shapes when given)."""
-    if shapes is None:
-        if isinstance(event, AssistantMessage):
-            kinds = ["message"] if event.text or not event.tool_calls else []
-            kinds += ["function_call"] * len(event.tool_calls)
-        elif isinstance(event, TurnStarted):
-            kinds = ["user"]
-        else:
-            kinds = ["function_call_output"]
-        shapes = [[k, None] for k in kinds]
-    calls = iter(event.tool_calls) if isinstance(event, AssistantMessage) else iter(())
-    for kind, delta in shapes:
-        item = _undelta(str(kind), delta)
-        if isinstance(event, TurnStarted):
-            yield kind, _place_text(kind, item, event.user_input)
-        elif isinstance(event, AssistantMessage) and kind == "message":
-            yield kind, _place_text(kind, item, event.text)
-        elif isinstance(event, AssistantMessage):
-            call = next(calls)
-            item.setdefault("call_id", call.id)
-            item.setdefault("name", call.name)
-            item.setdefault("arguments", call.arguments)
-            yield kind, item
-        elif isinstance(event, ToolResultRecorded):
-            item.setdefault("call_id", event.call_id)
-            item.setdefault("output", event.output)
-            yield kind, item
-
-
-class Versioned(NamedTuple):
-    """An event and the stream version it was appended at (what a fold needs)."""
-
-    version: int
-    event: Event
-
-
-Folded: TypeAlias = Recorded | Versioned
-"""A recorded event, or one just appended (its version known)."""
-
-
-class FoldedItem(msgspec.Struct, frozen=True):
-    """An item of the session and the version of the event that recorded it.
-
-    Attributes:
-        version: The typed event's version (the ``item.recorded``'s for a raw item).
-        last_version: The last version of the events recording it.
-        data: The item's JSON bytes.
-    """
-
-    version: int
-    last_version: int
-    data: bytes
-
-
-def fold_items(
-    items: list[FoldedItem], recorded: Iterable[Folded], tool_names: dict[str, str]
-) -> None:
-    """Fold a session stream's events (in order) into its items, in place."""
-    pending: Folded | None = None
-    for record in recorded:
-        event = record.event
-        if isinstance(event, ItemRecorded) and event.typed and pending is not None:
-            shapes = _DECODER.decode(event.fields)
-            _emit(items, pending, shapes, record.version, tool_names)
-            pending = None
-            continue
-        if pending is not None:
-            _emit(items, pending, None, pending.version, tool_names)
-            pending = None
-        if isinstance(event, TurnStarted | AssistantMessage | ToolResultRecorded):
-            pending = record
-        elif isinstance(event, ItemRecorded) and not event.typed:
-            data = event.fields.encode()
-            items.append(FoldedItem(record.version, record.version, data))
-        elif isinstance(event, ItemsRemoved):
-            first, last = event.first_version, event.last_version
-            items[:] = [i for i in items if not first <= i.version <= last]
-    if pending is not None:
-        _emit(items, pending, None, pending.version, tool_names)
-
-
-def _emit(
-    items: list[FoldedItem],
-    record: Folded,
-    shapes: list[Any] | None,
-    last: int,
-    tool_names: dict[str, str],
-) -> None:
-    if isinstance(record.event, AssistantMessage):
-        for call in record.event.tool_calls:
-            tool_names[call.id] = call.name
-    for _, item in _typed_items(record.event, shapes):
-        items.append(FoldedItem(record.version, last, _ENCODER.encode(item)))
 
 
 def is_call(item: Mapping[str, Any]) -> bool:
