@@ -43,11 +43,11 @@ from collections.abc import Callable, Sequence
 
 from turnledger.policies.bounding import bound_tool_result
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
-from turnledger.policies.trimming import (
+from turnledger.policies.token_estimates import (
     estimate_history_tokens,
     estimate_tokens,
-    trim_to_budget,
 )
+from turnledger.policies.trimming import trim_to_budget
 
 try:
     from benchmarks._harness import (

@@ -52,7 +52,7 @@ from turnledger.policies.messages import (
     make_message,
     starts_turn,
 )
-from turnledger.policies.trimming import estimate_history_tokens
+from turnledger.policies.token_estimates import estimate_history_tokens
 from turnledger.projections.history import (
     HistoryEntry,
     SessionHistoryState,

@@ -29,11 +29,8 @@ from turnledger.ledger.events import (
 from turnledger.pipeline.config import RuntimeConfig
 from turnledger.pipeline.export import ExportOptions, prepare_history
 from turnledger.policies.messages import Message
-from turnledger.policies.trimming import (
-    REASON_BUDGET_EXCEEDED,
-    TrimDecision,
-    estimate_history_tokens,
-)
+from turnledger.policies.token_estimates import estimate_history_tokens
+from turnledger.policies.trimming import REASON_BUDGET_EXCEEDED, TrimDecision
 from turnledger.projections.history import (
     SessionHistoryState,
     current_instructions,

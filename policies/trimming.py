@@ -11,6 +11,9 @@ part of the decision (right after the system block, an existing one reused, stal
 ones in the kept turns removed, never two) and its tokens count against the
 budget; the reactive trim dedupes it too; sizes are characters, not bytes.
 
+The estimates are :mod:`policies.token_estimates` (``ceil(chars / 4) + 4`` per
+message).
+
 Speed: two list comprehensions read the messages (estimates from ``chars``, then
 role/kind tags); the rest runs in C over those lists (slice sums for a bisection,
 ``list.count``, ``list.index``). A caller that keeps the estimates passes them and
@@ -26,6 +29,11 @@ import msgspec
 
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import BREADCRUMB_TEXT, Message, make_message
+from turnledger.policies.token_estimates import (
+    CHARS_PER_TOKEN,
+    estimate_each,
+    system_floor_tokens,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,12 +52,6 @@ REASON_WITHIN_BUDGET: Final = "history within token budget"
 
 REASON_NOTHING_TO_TRIM: Final = "at most one turn: nothing to trim"
 """Reason of an untouched history that is over budget but has one turn or none."""
-
-MESSAGE_OVERHEAD_TOKENS: Final = 4
-"""Tokens added to every message on top of ``ceil(chars / 4)``."""
-
-CHARS_PER_TOKEN: Final = 4
-"""Characters per token in the estimate."""
 
 BREADCRUMB: Final = make_message("user", BREADCRUMB_TEXT, kind="breadcrumb")
 """The breadcrumb message a trim inserts."""
@@ -114,44 +116,6 @@ class OverflowTrimDecision(msgspec.Struct, frozen=True, kw_only=True):
     system_floor_tokens: int
 
 
-def estimate_tokens(message: Message) -> int:
-    """Estimate a message's tokens from its stored size.
-
-    Args:
-        message: The message; its ``chars`` is used, its text is not measured.
-
-    Returns:
-        ``ceil(chars / 4) + 4``.
-    """
-    return -(-message.chars // CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
-
-
-def estimate_history_tokens(messages: Sequence[Message]) -> int:
-    """Estimate a history's tokens: the sum of :func:`estimate_tokens`.
-
-    Args:
-        messages: The history.
-
-    Returns:
-        The estimated token count (0 for an empty history).
-    """
-    return sum(_estimates(messages))
-
-
-def system_floor_tokens(messages: Sequence[Message]) -> int:
-    """Estimate the tokens of every ``system`` message, wherever it sits.
-
-    No trim can go below this figure (reference §5.1, "system floor").
-
-    Args:
-        messages: The history.
-
-    Returns:
-        The estimated tokens of the system messages.
-    """
-    return sum(estimate_tokens(m) for m in messages if m.role == "system")
-
-
 def trim_to_budget(
     messages: Sequence[Message],
     budget: int,
@@ -169,7 +133,8 @@ def trim_to_budget(
     Args:
         messages: The history, oldest first.
         budget: The token budget; 0 disables trimming.
-        estimates: Each message's :func:`estimate_tokens`, when the caller
+        estimates: Each message's
+            :func:`~policies.token_estimates.estimate_tokens`, when the caller
             keeps them (one per appended message); else computed from chars.
 
     Returns:
@@ -181,7 +146,7 @@ def trim_to_budget(
     """
     _check_non_negative("budget", budget)
     if estimates is None:
-        estimates = _estimates(messages)
+        estimates = estimate_each(messages)
     elif len(estimates) != len(messages):
         msg = (
             f"Expected one estimate per message ({len(messages)}), "
@@ -228,7 +193,7 @@ def trim_to_reported_budget(
     if budget == 0 or reported_input_tokens <= budget:
         reason = REASON_DISABLED if budget == 0 else REASON_WITHIN_BUDGET
         return _unchanged(messages, reason, reported_input_tokens, budget)
-    sizes = _estimates(messages)
+    sizes = estimate_each(messages)
     estimated = sum(sizes)
     if estimated == 0:
         return _unchanged(messages, REASON_NOTHING_TO_TRIM, 0, budget)
@@ -254,7 +219,7 @@ def trim_after_overflow(messages: Sequence[Message]) -> OverflowTrimDecision:
     Returns:
         The decision, the target and the system floor.
     """
-    sizes = _estimates(messages)
+    sizes = estimate_each(messages)
     target = max(1, sum(sizes) * 2 // 3)
     decision = trim_to_budget(messages, target, estimates=sizes)
     if decision.trimmed:
@@ -270,15 +235,6 @@ def _check_non_negative(name: str, value: int) -> None:
     if value < 0:
         msg = f"Expected {name} >= 0 (0 disables trimming), found {value}"
         raise TrimmingError(msg)
-
-
-def _estimates(messages: Sequence[Message]) -> list[int]:
-    """Return every message's token estimate.
-
-    ``(chars + 19) >> 2`` is ``ceil(chars / 4) + 4`` for ``chars >= 0``, in two
-    integer operations.
-    """
-    return [(message.chars + 19) >> 2 for message in messages]
 
 
 def _tags(messages: Sequence[Message]) -> list[str]:

@@ -12,7 +12,7 @@ The property, for EVERY request the provider received:
 
 - its messages have zero pairing violations (``audit_pairing(...).clean``);
 - with a budget ``B > 0``, its estimated tokens ``T``
-  (:func:`policies.trimming.estimate_history_tokens`) satisfy
+  (:func:`policies.token_estimates.estimate_history_tokens`) satisfy
   ``T <= max(B, N)``, where ``N`` ("the newest turn alone") is the estimate of
   the request's system messages, plus its breadcrumb if it has one, plus its
   last real user message (``role == "user"``, ``kind == "normal"``) and every
@@ -51,7 +51,7 @@ from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import Message, ToolCall, starts_turn
 from turnledger.policies.pairing import audit_pairing
 from turnledger.policies.recall import MEMORY_CONTEXT_OPEN
-from turnledger.policies.trimming import estimate_history_tokens
+from turnledger.policies.token_estimates import estimate_history_tokens
 
 AGENT = "prop"
 SESSION = "k"

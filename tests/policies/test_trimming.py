@@ -20,6 +20,11 @@ from turnledger.policies.messages import (
     starts_turn,
 )
 from turnledger.policies.pairing import audit_pairing
+from turnledger.policies.token_estimates import (
+    estimate_history_tokens,
+    estimate_tokens,
+    system_floor_tokens,
+)
 from turnledger.policies.trimming import (
     BREADCRUMB,
     REASON_BUDGET_EXCEEDED,
@@ -29,9 +34,6 @@ from turnledger.policies.trimming import (
     REASON_WITHIN_BUDGET,
     TrimDecision,
     TrimmingError,
-    estimate_history_tokens,
-    estimate_tokens,
-    system_floor_tokens,
     trim_after_overflow,
     trim_to_budget,
     trim_to_reported_budget,
