@@ -2,7 +2,7 @@
 
 What is guarded, exactly: before each model call the engine asks
 :meth:`BudgetGuard.status`, which compares the current UTC day's and month's
-spend with the limits (:func:`policies.pricing.make_budget_checker`). An
+spend with the limits (:func:`policies.budgets.make_budget_checker`). An
 exceeded budget refuses the call: the engine records a ``turn.failed`` event of
 kind ``budget_exceeded`` with the figures, and the turn ends with that failure.
 
@@ -31,7 +31,7 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import Event, ModelCalled
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.config import BudgetConfig
-from turnledger.policies.pricing import BudgetSpend, BudgetStatus, make_budget_checker
+from turnledger.policies.budgets import BudgetSpend, BudgetStatus, make_budget_checker
 from turnledger.projections.runner import catch_up
 
 _PAGE = 2_000

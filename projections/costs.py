@@ -25,13 +25,9 @@ import msgspec
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import Event, ModelCalled, SessionForked, SessionOpened
+from turnledger.policies.budgets import BudgetChecker, BudgetSpend, BudgetStatus
 from turnledger.policies.lifecycle import LifecycleDeclaration
-from turnledger.policies.pricing import (
-    BudgetChecker,
-    BudgetSpend,
-    BudgetStatus,
-    PricingError,
-)
+from turnledger.policies.pricing import PricingError
 
 CostDimension: TypeAlias = Literal["model", "agent", "session", "day", "month"]
 """What cost totals can be grouped by."""
@@ -275,7 +271,7 @@ def budget_status(
     Args:
         states: Cost buckets; at least those of :func:`budget_keys` ``(now)`` when
             they exist (a missing bucket means nothing was spent).
-        limits: The check built by :func:`policies.pricing.make_budget_checker`,
+        limits: The check built by :func:`policies.budgets.make_budget_checker`,
             which holds the limits and the warning threshold.
         now: The current time, timezone-aware (projections have no clock).
         estimated_usd: The estimated cost of the call about to be made.

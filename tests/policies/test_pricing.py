@@ -10,18 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnledger.policies.pricing import (
+from turnledger.policies.budgets import (
     BudgetSpend,
     BudgetStatus,
+    make_budget_checker,
+    sum_spend,
+)
+from turnledger.policies.pricing import (
     CostBreakdown,
     ModelPrice,
     PricingError,
     TokenUsage,
     check_price,
     compute_cost,
-    make_budget_checker,
     price_usage,
-    sum_spend,
 )
 
 PRICE = ModelPrice(

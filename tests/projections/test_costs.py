@@ -24,8 +24,9 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
+from turnledger.policies.budgets import make_budget_checker
 from turnledger.policies.lifecycle import render_ownership_table, validate_declaration
-from turnledger.policies.pricing import PricingError, make_budget_checker
+from turnledger.policies.pricing import PricingError
 from turnledger.projections.base import digest, fold
 from turnledger.projections.costs import (
     COST_RECORDS,
