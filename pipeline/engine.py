@@ -18,17 +18,18 @@ after a lost acknowledgement writes nothing twice (see
 context-overflow error triggers the reactive 2/3 trim and one retry, recorded
 as a trim.
 
-The pieces live beside this loop: the model-call and end-of-turn steps in
-:mod:`turnledger.pipeline.engine_steps`, prompt assembly in
-:mod:`turnledger.pipeline.prompting` (kept incremental per session by
+The pieces live beside this loop: opening the session (crash repair) and
+recording the turn's start in :mod:`turnledger.pipeline.engine_open`, the
+turn's recall (fetched while the start commits, recorded with the first
+prompt) in :mod:`turnledger.pipeline.engine_recall`, the model-call and
+end-of-turn steps in :mod:`turnledger.pipeline.engine_steps`, prompt assembly
+in :mod:`turnledger.pipeline.prompting` (kept incremental per session by
 :mod:`turnledger.pipeline.prompt_cache`), the model call in
 :mod:`turnledger.pipeline.model_calls`, tool execution in
 :mod:`turnledger.pipeline.tool_runner`, crash repair as the pure policy
 :func:`turnledger.policies.repair.repair_interrupted_turn`, and the session
 cursor (snapshot + tail, cached between turns) in
-:mod:`turnledger.pipeline.session_cursor`, and the turn's recall (fetched while
-the start commits, recorded with the first prompt) in
-:mod:`turnledger.pipeline.engine_recall`.
+:mod:`turnledger.pipeline.session_cursor`.
 """
 
 from __future__ import annotations
@@ -44,10 +45,8 @@ import msgspec
 import structlog
 
 from turnledger.ledger.aio import AsyncLedger
-from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import (
     AssistantMessage,
-    Event,
     MediaAttached,
     ToolCallRecord,
     TurnFailed,
@@ -57,6 +56,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.budget_guard import BudgetGuard, refusal_text
 from turnledger.pipeline.config import Config
+from turnledger.pipeline.engine_open import TurnOpening
 from turnledger.pipeline.engine_recall import fetch_recall, record_recall
 from turnledger.pipeline.engine_steps import TurnSteps
 from turnledger.pipeline.engine_steps import engine_logger as _logger
@@ -69,16 +69,11 @@ from turnledger.pipeline.strategy_types import MemoryStrategy
 from turnledger.pipeline.tool_runner import ToolRunner, agent_workspace
 from turnledger.pipeline.tools.base import Tool, ToolContext
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.policies.repair import repair_interrupted_turn
 from turnledger.projections.queries import SessionHistories
 
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant. Use the tools when they help; answer concisely."
 )
-
-START_ATTEMPTS: Final = 3
-"""How often a turn opens its session and records its start when another writer
-keeps moving the session in between (each conflict writes nothing)."""
 
 
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,7 +97,7 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     stream_id: str = ""
 
 
-class TurnEngine(TurnSteps):
+class TurnEngine(TurnOpening, TurnSteps):
     """Runs turns for agents, recording everything in the ledger.
 
     Args:
@@ -149,37 +144,6 @@ class TurnEngine(TurnSteps):
         self.budget = BudgetGuard(ledger.store, config.budgets)
         self.hygiene = HygieneSchedule(memory, config.memory.hygiene_hours)
         self._workspaces: dict[str, Path] = {}
-
-    # -- session ---------------------------------------------------------------
-
-    async def open_session(
-        self, agent: str, session_key: str, *, channel: str = "", verify: bool = True
-    ) -> SessionCursor:
-        """Open (or resume) a session; a turn a crash interrupted is closed first.
-
-        ``verify=False`` trusts a cached cursor without reading the stream's
-        head (see :meth:`SessionCursors.open`); a turn does that and retries
-        when its first append finds another writer moved the session.
-        """
-        session = await self.sessions.open(
-            agent, session_key, channel=channel, verify=verify
-        )
-        turn = session.state.open_turn
-        if turn is None:
-            return session
-        calls = [
-            call
-            for e in session.state.entries
-            if e.turn_id == turn
-            for call in e.message.tool_calls
-        ]
-        answered = {
-            r.call_id for e in session.state.entries for r in e.message.tool_results
-        }
-        repair = repair_interrupted_turn(turn, calls, answered)
-        await self.sessions.append(session, repair, step_key=f"{turn}:repaired")
-        _logger().warning("turn.repaired", turn_id=turn, synthesized=len(repair) - 1)
-        return session
 
     # -- the turn --------------------------------------------------------------
 
@@ -242,36 +206,6 @@ class TurnEngine(TurnSteps):
                 return await self._run(
                     session, turn_id, user_input, origin, recall=recall, started=started
                 )
-
-    async def _start(
-        self,
-        agent: str,
-        session_key: str,
-        channel: str,
-        turn_id: str,
-        first: Sequence[Event],
-    ) -> SessionCursor:
-        """Open the session (repairing a crashed turn) and record the turn's start.
-
-        The cached cursor is trusted (no head read): if another writer moved
-        the session, the repair or the start append conflicts, writing nothing,
-        the cursor is refreshed, and the open (with its repair check) runs again.
-        """
-        attempt = 0
-        while True:
-            try:
-                session = await self.open_session(
-                    agent, session_key, channel=channel, verify=False
-                )
-                await self.sessions.append(
-                    session, first, step_key=f"{turn_id}:started"
-                )
-            except ConcurrencyError:
-                attempt += 1
-                if attempt >= START_ATTEMPTS:
-                    raise
-            else:
-                return session
 
     async def _run(
         self,
