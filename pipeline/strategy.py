@@ -52,16 +52,20 @@ from turnledger.pipeline.strategy_types import (
     StrategySettings,
 )
 from turnledger.policies.consolidation import (
-    DAILY_CATEGORY,
     ConsolidationAnswer,
     build_consolidation_prompt,
-    conflict_decision,
-    daily_key,
     decide_consolidation,
-    dedup_decision,
     gate_memory_text,
-    importance_for,
     parse_consolidation_answer,
+)
+from turnledger.policies.fact_dedup import (
+    conflict_decision,
+    dedup_decision,
+)
+from turnledger.policies.memory_entries import (
+    DAILY_CATEGORY,
+    daily_key,
+    importance_for,
 )
 from turnledger.policies.messages import make_message
 from turnledger.policies.retention import plan_retention

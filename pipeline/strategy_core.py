@@ -23,14 +23,18 @@ from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.memory_service import MemoryService, StaleEntryError
 from turnledger.pipeline.strategy_types import CoreOutcome, StrategySettings
 from turnledger.policies.consolidation import (
-    CORE_CATEGORY,
+    gate_memory_text,
+)
+from turnledger.policies.fact_dedup import (
     ExistingFact,
     conflict_decision,
-    core_key,
     dedup_decision,
-    gate_memory_text,
-    importance_for,
     token_jaccard,
+)
+from turnledger.policies.memory_entries import (
+    CORE_CATEGORY,
+    core_key,
+    importance_for,
 )
 from turnledger.projections.memory.protocol import MemoryEntry
 

@@ -15,7 +15,7 @@ from typing import Literal, Protocol, TypeAlias
 
 import msgspec
 
-from turnledger.policies.consolidation import (
+from turnledger.policies.fact_dedup import (
     DEFAULT_CONFLICT_THRESHOLD,
     DEFAULT_DEDUP_THRESHOLD,
     DedupMode,

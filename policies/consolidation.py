@@ -38,62 +38,26 @@ from turnledger.policies.autosave import (
     AUTOSAVE_MIN_MESSAGE_CHARS,
     should_skip_autosave_content,
 )
-from turnledger.policies.fact_dedup import (
-    DEFAULT_CONFLICT_THRESHOLD,
-    DEFAULT_DEDUP_THRESHOLD,
-    DedupMode,
-    ExistingFact,
-    conflict_decision,
-    dedup_decision,
-    jaccard,
-    token_jaccard,
-    tokens,
-)
-from turnledger.policies.memory_entries import (
-    CORE_CATEGORY,
-    DAILY_CATEGORY,
-    ConsolidationConfigError,
-    core_key,
-    daily_key,
-    importance_for,
-)
+from turnledger.policies.memory_entries import ConsolidationConfigError
 from turnledger.policies.scrubbing import ELLIPSIS, scrub_text, summarize
 
-# The names from policies.fact_dedup and policies.memory_entries are
-# re-exported for pipeline/strategy.py, pipeline/strategy_types.py and
-# policies/retention.py, which import them from here (those modules are another
-# change's); new code imports them from their own modules.
 __all__ = [
     "CONSOLIDATION_MIN_MESSAGE_CHARS",
     "CONSOLIDATION_SYSTEM_PROMPT",
-    "CORE_CATEGORY",
-    "DAILY_CATEGORY",
-    "DEFAULT_CONFLICT_THRESHOLD",
-    "DEFAULT_DEDUP_THRESHOLD",
     "MAX_TURN_CHARS",
     "MEDIA_PLACEHOLDER",
     "ConsolidationAnswer",
     "ConsolidationPrompt",
     "ConsolidationSkip",
     "ConsolidationTrigger",
-    "DedupMode",
-    "ExistingFact",
     "GateDecision",
     "GateRejection",
     "MalformedAnswer",
     "build_consolidation_prompt",
-    "conflict_decision",
-    "core_key",
-    "daily_key",
     "decide_consolidation",
-    "dedup_decision",
     "gate_memory_text",
-    "importance_for",
-    "jaccard",
     "parse_consolidation_answer",
     "strip_media_markers",
-    "token_jaccard",
-    "tokens",
 ]
 
 CONSOLIDATION_MIN_MESSAGE_CHARS: Final = AUTOSAVE_MIN_MESSAGE_CHARS

@@ -27,13 +27,15 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from turnledger.policies.consolidation import (
-    CORE_CATEGORY,
-    DAILY_CATEGORY,
+from turnledger.policies.errors import PolicyError
+from turnledger.policies.fact_dedup import (
     jaccard,
     tokens,
 )
-from turnledger.policies.errors import PolicyError
+from turnledger.policies.memory_entries import (
+    CORE_CATEGORY,
+    DAILY_CATEGORY,
+)
 from turnledger.policies.types import CONVERSATION_CATEGORY
 
 ARCHIVE_CATEGORY: Final = "archive"
