@@ -26,7 +26,8 @@ from turnledger.pipeline.providers.factory import make_provider
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.sessions import resolve_session
 from turnledger.projections.lineage import session_timeline
-from turnledger.projections.observer import OBSERVER_VIEW, render_item, timeline
+from turnledger.projections.observer import OBSERVER_VIEW, timeline
+from turnledger.projections.observer_export import render_item
 from turnledger.projections.queries import ReadModels
 
 

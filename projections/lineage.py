@@ -20,12 +20,8 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import CorruptRecordError
 from turnledger.ledger.events import SessionForked
 from turnledger.ledger.store import EventStore
-from turnledger.projections.observer import (
-    DEFAULT_LIMIT,
-    ObserverItem,
-    ObserverView,
-    timeline,
-)
+from turnledger.projections.observer import DEFAULT_LIMIT, ObserverView, timeline
+from turnledger.projections.observer_items import ObserverItem
 
 MAX_FORK_DEPTH: Final = 1000
 """How many forks deep a lineage may go before it is refused as corrupt."""

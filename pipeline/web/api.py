@@ -43,7 +43,8 @@ from turnledger.policies.scrubbing import scrub_text
 from turnledger.projections.costs import grand_total
 from turnledger.projections.history import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
-from turnledger.projections.observer import observe, render_item
+from turnledger.projections.observer_export import render_item
+from turnledger.projections.observer_items import observe
 from turnledger.projections.queries import cost_records
 from turnledger.projections.record import memory_keys_at, recall_after, recall_before
 

@@ -41,17 +41,18 @@ from turnledger.ledger.store import open_store
 from turnledger.policies.lifecycle import validate_declaration
 from turnledger.projections.base import digest, fold
 from turnledger.projections.observer import (
-    NOT_JSON,
     OBSERVER_VIEW,
     ObserverState,
     ObserverView,
+    timeline,
+)
+from turnledger.projections.observer_export import (
     OpenTelemetryNotInstalledError,
     emit_observer_items,
     export_spans,
-    observe,
     render_item,
-    timeline,
 )
+from turnledger.projections.observer_items import NOT_JSON, observe
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 
