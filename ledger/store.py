@@ -1,8 +1,12 @@
-"""The append-only event store: the ledger's synchronous API.
+"""The append-only event store: the ledger's synchronous API, and opening it.
 
 ``EventStore`` validates and encodes events, hands them to a backend (SQLite or
 PostgreSQL, both on eventsourcing's recorders) and decodes rows into
-:class:`~ledger.envelope.Recorded` envelopes. The API has no update and no delete.
+:class:`~ledger.envelope.Recorded` envelopes; ``open_store`` opens one from a
+URL with its cipher key checked. The API has no update and no delete. Here:
+writing, the pager ``iter_all`` and opening; pairing the backend's outcomes with
+the appends lives in ``ledger.append_results``, the other reads in
+``ledger.store_read``, decoding rows in ``ledger.row_decode``.
 """
 
 from __future__ import annotations
@@ -13,37 +17,22 @@ from types import TracebackType
 from typing import NamedTuple, Self
 from uuid import UUID
 
-import msgspec
 from eventsourcing.cryptography import AESCipher
-from eventsourcing.persistence import Notification
 from eventsourcing.utils import Environment
 
-from turnledger.ledger.backend import (
-    AppendRequest,
-    Backend,
-    Conflict,
-    Replayed,
-    RowSubscription,
-    StoredRow,
-)
-from turnledger.ledger.chain import BODY_OFFSET
-from turnledger.ledger.codec import (
-    HEADER_SIZE,
-    MsgspecMapper,
-    datetime_from_us,
-    now_us,
-    type_for_tag,
-)
+from turnledger.ledger.append_results import append_results
+from turnledger.ledger.backend import AppendRequest, Backend, StoredRow
+from turnledger.ledger.codec import MsgspecMapper, now_us
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import (
     ConcurrencyError,
     ConfigurationError,
-    IdempotencyKeyError,
     InvalidEventError,
     LedgerError,
-    StoreUnavailableError,
 )
-from turnledger.ledger.events import Event, LedgerEvent
+from turnledger.ledger.events import Event
+from turnledger.ledger.row_decode import decode_row, decode_rows
+from turnledger.ledger.store_read import StoreReading
 
 DEFAULT_PATH = "./turnledger.db"
 """Where the ledger lives when no URL is given."""
@@ -70,7 +59,7 @@ class Append(NamedTuple):
     idempotency_key: str | None = None
 
 
-class EventStore:
+class EventStore(StoreReading):
     """An append-only store of typed events in streams, with a global order.
 
     Args:
@@ -111,6 +100,16 @@ class EventStore:
             raise InvalidEventError(msg)
         rows = self.mapper.encode_rows(events, first_version, at_us)
         return AppendRequest(stream_id, first_version - 1, rows, idempotency_key)
+
+    def encode_appends(self, appends: Sequence[Append]) -> list[AppendRequest]:
+        """Encode several appends at one recorded time (see :meth:`encode`)."""
+        at_us = now_us()
+        return [
+            self.encode(
+                a.stream_id, a.events, a.expected_version + 1, at_us, a.idempotency_key
+            )
+            for a in appends
+        ]
 
     def append(
         self,
@@ -163,13 +162,7 @@ class EventStore:
         Raises:
             InvalidEventError: An event fails validation; nothing was written.
         """
-        at_us = now_us()
-        requests = [
-            self.encode(
-                a.stream_id, a.events, a.expected_version + 1, at_us, a.idempotency_key
-            )
-            for a in appends
-        ]
+        requests = self.encode_appends(appends)
         return self.write_requests(requests)
 
     def append_atomic(self, appends: Sequence[Append]) -> list[AppendResult]:
@@ -180,13 +173,7 @@ class EventStore:
                 of the batch was written.
             InvalidEventError: An event fails validation; nothing was written.
         """
-        at_us = now_us()
-        requests = [
-            self.encode(
-                a.stream_id, a.events, a.expected_version + 1, at_us, a.idempotency_key
-            )
-            for a in appends
-        ]
+        requests = self.encode_appends(appends)
         results = self.write_requests(requests, atomic=True)
         for result in results:
             if isinstance(result, LedgerError):
@@ -205,64 +192,8 @@ class EventStore:
         ``ConcurrencyError`` slot's sibling: both are ``LedgerError``).
         """
         live = [r for r in requests if r.rows]
-        outcomes = iter(self.backend.insert_batch(live, atomic=atomic) if live else [])
-        results: list[AppendResult | ConcurrencyError] = []
-        for request in requests:
-            if not request.rows:
-                results.append(_empty(request))
-                continue
-            outcome = next(outcomes)
-            if isinstance(outcome, Replayed):
-                results.append(_replayed(request, outcome))  # type: ignore[arg-type]
-            elif isinstance(outcome, Conflict):
-                results.append(
-                    ConcurrencyError(
-                        request.stream_id, request.expected_version, outcome.found
-                    )
-                )
-            else:
-                results.append(
-                    AppendResult(
-                        stream_id=request.stream_id,
-                        first_version=request.expected_version + 1,
-                        last_version=request.expected_version + len(request.rows),
-                        positions=outcome,
-                    )
-                )
-        return results
-
-    def read_stream(
-        self,
-        stream_id: UUID,
-        *,
-        after: int = 0,
-        until: int | None = None,
-        limit: int | None = None,
-    ) -> list[Recorded]:
-        """Return a stream's events with versions in ``(after, until]``, in order."""
-        rows = self.backend.select_stream(stream_id, gt=after, lte=until, limit=limit)
-        return self.decode_rows(rows)
-
-    def read_all(
-        self,
-        *,
-        after: int = 0,
-        limit: int = 500,
-        types: Sequence[type[Event] | str] = (),
-        until: int | None = None,
-    ) -> list[Recorded]:
-        """Return one page of the global log: positions after ``after``, in order.
-
-        Args:
-            after: The last position already seen (0 for the start).
-            limit: The page size.
-            types: Only events of these types (classes or tags); all when empty.
-            until: Stop at this position (inclusive).
-        """
-        rows = self.backend.select_all(
-            gt=after, limit=limit, topics=_topics(types), lte=until
-        )
-        return self.decode_rows(rows)
+        outcomes = self.backend.insert_batch(live, atomic=atomic) if live else []
+        return append_results(requests, outcomes)
 
     def iter_all(
         self,
@@ -282,94 +213,9 @@ class EventStore:
                 return
             after = page[-1].position
 
-    def iter_rows(self, *, after: int = 0, page_size: int = 500) -> Iterator[StoredRow]:
-        """Iterate over raw rows (undecoded) in position order; ``verify`` uses it."""
-        until = self.max_position()
-        while True:
-            page = self.backend.select_all(
-                gt=after, limit=page_size, topics=(), lte=until
-            )
-            yield from page
-            if len(page) < page_size:
-                return
-            after = page[-1].position
-
-    def stream_version(self, stream_id: UUID) -> int:
-        """Return a stream's head version (0 when the stream is empty)."""
-        return self.backend.stream_version(stream_id)
-
-    def max_position(self) -> int:
-        """Return the last position written (0 when the ledger is empty)."""
-        return self.backend.max_position()
-
-    def stream_ids(self) -> list[UUID]:
-        """Return the id of every stream, sorted."""
-        return self.backend.stream_ids()
-
-    def count(self) -> int:
-        """Return the number of events."""
-        return self.backend.count_rows()
-
-    def subscribe(
-        self, *, after: int = 0, types: Sequence[type[Event] | str] = ()
-    ) -> Subscription:
-        """Follow the ledger: events after ``after`` now, then as they are recorded.
-
-        SQLite polls; PostgreSQL listens (LISTEN/NOTIFY) with a periodic wake-up.
-        """
-        return Subscription(
-            self.backend.subscribe(gt=after, topics=_topics(types)), self
-        )
-
     def decode_rows(self, rows: Sequence[StoredRow]) -> list[Recorded]:
-        """Decode rows in order (the replay hot path).
-
-        Clear frames of current schema versions take a fast path (one typed
-        decode over a view of the body, recorded times shared within an
-        append); anything else, and every error, goes through :meth:`decode`.
-        """
-        if self.mapper.cipher is not None:
-            return [self.decode(row) for row in rows]
-        fast = self.mapper.fast_decoders()
-        out: list[Recorded] = []
-        append = out.append
-        last_at = b""
-        recorded_at = datetime_from_us(0)
-        for row in rows:
-            state = row.state
-            decoder = fast.get(row.topic)
-            if (
-                decoder is None
-                or len(state) < BODY_OFFSET
-                or not state.startswith(decoder[0])
-            ):
-                append(self.decode(row))
-                continue
-            at = state[4:HEADER_SIZE]
-            if at != last_at:
-                try:
-                    recorded_at = datetime_from_us(
-                        int.from_bytes(at, "big", signed=True)
-                    )
-                except OverflowError:
-                    append(self.decode(row))  # raises the typed, located error
-                    continue
-                last_at = at
-            try:
-                event = decoder[1].decode(state[BODY_OFFSET:])
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                append(self.decode(row))  # raises the typed, located error
-                continue
-            append(
-                Recorded(
-                    stream_id=row.stream_id,
-                    version=row.version,
-                    position=row.position,
-                    recorded_at=recorded_at,
-                    event=event,
-                )
-            )
-        return out
+        """Decode rows in order (the replay hot path; see :mod:`ledger.row_decode`)."""
+        return decode_rows(self.mapper, rows)
 
     def decode(self, row: StoredRow) -> Recorded:
         """Decode one raw row into its envelope and event.
@@ -379,16 +225,7 @@ class EventStore:
                 position and what was expected.
             UnknownEventTypeError: The row's type is not known to this code.
         """
-        recorded_at, event = self.mapper.decode_frame(
-            row.topic, row.state, lambda: _where(row)
-        )
-        return Recorded(
-            stream_id=row.stream_id,
-            version=row.version,
-            position=row.position,
-            recorded_at=recorded_at,
-            event=_as_ledger_event(event),
-        )
+        return decode_row(self.mapper, row)
 
     def close(self) -> None:
         """Release the backend's connections."""
@@ -404,53 +241,6 @@ class EventStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class Subscription:
-    """A blocking iterator of newly recorded events; ``stop()`` ends it."""
-
-    def __init__(self, rows: RowSubscription, store: EventStore) -> None:
-        self._rows = rows
-        self._store = store
-
-    def __iter__(self) -> Self:
-        return self
-
-    def __next__(self) -> Recorded:
-        try:
-            notification: Notification = next(self._rows)
-        except (StopIteration, LedgerError):
-            raise
-        except Exception as e:
-            msg = f"The ledger subscription failed: {e}"
-            raise StoreUnavailableError(msg) from e
-        stream = notification.originator_id
-        state = notification.state
-        row = StoredRow(
-            notification.id,
-            stream if isinstance(stream, UUID) else UUID(stream),
-            notification.originator_version,
-            notification.topic,
-            state.encode("utf-8", "surrogateescape")
-            if isinstance(state, str)
-            else bytes(state),
-        )
-        return self._store.decode(row)
-
-    def stop(self) -> None:
-        """Stop following; a blocked iteration ends."""
-        self._rows.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def open_store(
@@ -529,51 +319,3 @@ def _cipher(key: str | None) -> AESCipher | None:
     except (ValueError, OSError) as e:
         msg = f"Expected a base64 AES key of 16, 24 or 32 bytes, found another ({e})"
         raise ConfigurationError(msg) from e
-
-
-def _topics(types: Sequence[type[Event] | str]) -> list[str]:
-    tags = []
-    for t in types:
-        tag = t if isinstance(t, str) else type_for_tag_of(t)
-        type_for_tag(tag)  # refuse unknown tags with a typed error
-        tags.append(tag)
-    return tags
-
-
-def type_for_tag_of(event_type: type[Event]) -> str:
-    """Return the tag of an event class (refusing unregistered classes)."""
-    from turnledger.ledger.events import tag_of  # noqa: PLC0415
-
-    return tag_of(event_type)
-
-
-def _empty(request: AppendRequest) -> AppendResult:
-    return AppendResult(
-        stream_id=request.stream_id,
-        first_version=request.expected_version + 1,
-        last_version=request.expected_version,
-        positions=(),
-    )
-
-
-def _replayed(
-    request: AppendRequest, outcome: Replayed
-) -> AppendResult | IdempotencyKeyError:
-    if outcome.stream_id != request.stream_id:
-        return IdempotencyKeyError(
-            request.idempotency_key or "", outcome.stream_id, request.stream_id
-        )
-    return AppendResult(
-        stream_id=outcome.stream_id,
-        first_version=outcome.first_version,
-        last_version=outcome.last_version,
-        positions=outcome.positions,
-    )
-
-
-def _where(row: StoredRow) -> str:
-    return f"position {row.position} (stream {row.stream_id} version {row.version})"
-
-
-def _as_ledger_event(event: Event) -> LedgerEvent:
-    return event  # type: ignore[return-value]
