@@ -15,52 +15,47 @@ Rules (house style R2-R4):
   system (or developer) instructions, which are data: :class:`SystemPromptSet`
   records their text and digest once per change, so a session can be exported and
   replayed as it was sent.
+
+This module defines the turn's events (session opened, turn started, prompt,
+model call, assistant message, tool result, trim, media, system prompt, turn
+end) and is the catalogue's public home: it re-exports the ``Event`` base and
+field types (:mod:`ledger.event_base`), the memory events
+(:mod:`ledger.events_memory`) and the session-history events
+(:mod:`ledger.events_history`), and lists them all in ``EVENT_TYPES``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, ClassVar, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-"""A count that cannot be negative."""
-
-NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-"""An identifier that cannot be empty."""
-
-Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
-"""A lowercase hex SHA-256 digest."""
-
-TurnOrigin: TypeAlias = Literal[
-    "interactive", "channel", "agent_direct", "cron", "daemon", "sub_turn"
-]
-"""Where a turn came from; recall, autosave and consolidation branch on it."""
-
-MemorySource: TypeAlias = Literal[
-    "tool", "autosave", "consolidation", "import", "cli", "governance"
-]
-"""What wrote a memory entry."""
-
-ToolResultProvenance: TypeAlias = Literal["executed", "synthesized", "imported"]
-"""Where a tool result came from: a real run, the pairing repair, or an import."""
-
-TurnFailureKind: TypeAlias = Literal[
-    "error",
-    "interrupted",
-    "iteration_limit",
-    "provider_error",
-    "cancelled",
-    "budget_exceeded",
-]
-"""Why a turn did not complete."""
-
-
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
-    """Base of every ledger event. Not recorded itself."""
-
-    SCHEMA_VERSION: ClassVar[int] = 1
+from turnledger.ledger.event_base import (
+    Event,
+    MemorySource,
+    NonEmpty,
+    NonNegative,
+    Sha256Hex,
+    ToolResultProvenance,
+    TurnFailureKind,
+    TurnOrigin,
+    tag_of,
+)
+from turnledger.ledger.events_history import (
+    ItemRecorded,
+    ItemsRemoved,
+    SessionForked,
+    SessionRewound,
+)
+from turnledger.ledger.events_memory import (
+    KnowledgeCaptured,
+    MemoryForgotten,
+    MemoryRecalled,
+    MemoryStored,
+    MemorySuperseded,
+    RecallRef,
+)
 
 
 class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True, gc=False):
@@ -79,25 +74,6 @@ class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True, gc=False
     origin: TurnOrigin
     user_input: str
     attachments: tuple[Sha256Hex, ...] = ()
-
-
-class RecallRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A reference to one recalled memory entry (never its content)."""
-
-    key: str
-    entry_id: str = ""
-    score: float | None = None
-    agent: str = ""
-
-
-class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True, gc=False):
-    """Memory was searched for a turn; only references and a scrubbed summary."""
-
-    turn_id: NonEmpty
-    backend: str
-    entries: tuple[RecallRef, ...] = ()
-    query_summary: str = ""
-    injected_chars: NonNegative = 0
 
 
 class PromptSection(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -210,56 +186,6 @@ class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True, gc=F
     summary: str | None = None
 
 
-class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True, gc=False):
-    """A long-term memory entry was written (upsert per agent and key)."""
-
-    agent: NonEmpty
-    key: NonEmpty
-    content: str
-    category: str = "core"
-    session: str | None = None
-    namespace: str = "default"
-    importance: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
-    source: MemorySource = "tool"
-    entry_id: str = ""
-
-
-class MemoryForgotten(
-    Event, tag="memory.forgotten", frozen=True, kw_only=True, gc=False
-):
-    """A long-term memory entry was deleted."""
-
-    agent: NonEmpty
-    key: NonEmpty
-    session: str | None = None
-    source: MemorySource = "tool"
-    reason: str = ""
-
-
-class MemorySuperseded(
-    Event, tag="memory.superseded", frozen=True, kw_only=True, gc=False
-):
-    """A memory entry was replaced by a newer, conflicting one."""
-
-    agent: NonEmpty
-    key: NonEmpty
-    superseded_by: NonEmpty
-    source: MemorySource = "consolidation"
-    reason: str = ""
-
-
-class KnowledgeCaptured(
-    Event, tag="knowledge.captured", frozen=True, kw_only=True, gc=False
-):
-    """An explicit (subject, relation, object) triple."""
-
-    agent: NonEmpty
-    subject: NonEmpty
-    relation: NonEmpty
-    object: NonEmpty
-    provenance: str = ""
-
-
 def text_digest(text: str) -> str:
     """Return the lowercase hex SHA-256 of a text's UTF-8 bytes.
 
@@ -327,86 +253,6 @@ class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True, gc=False):
     error: str = ""
 
 
-class ItemRecorded(Event, tag="item.recorded", frozen=True, kw_only=True, gc=False):
-    """A framework item's fields that no typed event models, kept verbatim.
-
-    Written by the framework adapters (``turnledger.adapters``): right after the
-    typed event carrying the item's modelled part (``typed``), or alone when no
-    typed event models the item (a reasoning item, a state-only event). The typed
-    event and this one give the item back exactly.
-    """
-
-    turn_id: NonEmpty
-    framework: NonEmpty
-    kind: str = ""
-    fields: str = "{}"
-    typed: bool = True
-
-
-class ItemsRemoved(Event, tag="items.removed", frozen=True, kw_only=True, gc=False):
-    """A framework removed items from a session's history; the ledger keeps them.
-
-    The history projection drops what the events with versions in
-    ``[first_version, last_version]`` of this stream put there (the OpenAI Agents
-    SDK's ``pop_item`` and ``clear_session``, for instance).
-    """
-
-    first_version: NonNegative
-    last_version: NonNegative
-    framework: str = ""
-    reason: str = ""
-
-
-class SessionForked(Event, tag="session.forked", frozen=True, kw_only=True, gc=False):
-    """A session begins as a fork of another session's prefix (its first event).
-
-    Nothing of the source is copied: readers compose the source's events up to
-    ``source_version`` with this stream's own
-    (:class:`turnledger.projections.queries.SessionHistories`). Versions of the
-    fork's history are counted through the prefix: this stream's version ``v``
-    stands at ``base_version + v``.
-
-    Attributes:
-        agent: The fork's agent.
-        session_key: The fork's session key.
-        source_stream: The source session's stream id.
-        source_version: The last version of the source stream in the fork.
-        source_position: The global position of that event.
-        base_version: The history version of the prefix's last event.
-        channel: The fork's channel.
-    """
-
-    agent: NonEmpty
-    session_key: NonEmpty
-    source_stream: NonEmpty
-    source_version: NonNegative
-    source_position: NonNegative = 0
-    base_version: NonNegative = 0
-    channel: str = ""
-
-
-class SessionRewound(Event, tag="session.rewound", frozen=True, kw_only=True, gc=False):
-    """The session's history goes back to what it was at ``to_version``.
-
-    Messages after that history version are no longer provider-visible from here
-    on; the ledger keeps them, and a later rewind to a version before this event
-    brings them back (redo). Trims applied since stay applied.
-
-    Attributes:
-        to_version: The history version rewound to.
-        to_position: The global position it was asked as.
-        turns: The ids of the turns rewound.
-        memory_rule: What happened to their long-term memory writes.
-        superseded: The memory keys superseded by that rule.
-    """
-
-    to_version: NonNegative
-    to_position: NonNegative = 0
-    turns: tuple[str, ...] = ()
-    memory_rule: Literal["keep", "supersede"] = "keep"
-    superseded: tuple[str, ...] = ()
-
-
 LedgerEvent: TypeAlias = (
     SessionOpened
     | TurnStarted
@@ -455,11 +301,40 @@ EVENT_TYPES: tuple[type[Event], ...] = (
 )
 """The catalogue in declaration order."""
 
-
-def tag_of(event_type: type[Event]) -> str:
-    """Return the stable tag stored for an event type."""
-    tag = event_type.__struct_config__.tag
-    if not isinstance(tag, str):
-        msg = f"Expected {event_type.__name__} to have a string tag, found {tag!r}"
-        raise TypeError(msg)
-    return tag
+__all__ = [
+    "EVENT_TYPES",
+    "AssistantMessage",
+    "Event",
+    "HistoryTrimmed",
+    "ItemRecorded",
+    "ItemsRemoved",
+    "KnowledgeCaptured",
+    "LedgerEvent",
+    "MediaAttached",
+    "MemoryForgotten",
+    "MemoryRecalled",
+    "MemorySource",
+    "MemoryStored",
+    "MemorySuperseded",
+    "ModelCalled",
+    "NonEmpty",
+    "NonNegative",
+    "PromptAssembled",
+    "PromptSection",
+    "RecallRef",
+    "SessionForked",
+    "SessionOpened",
+    "SessionRewound",
+    "Sha256Hex",
+    "SystemPromptSet",
+    "ToolCallRecord",
+    "ToolResultProvenance",
+    "ToolResultRecorded",
+    "TurnCompleted",
+    "TurnFailed",
+    "TurnFailureKind",
+    "TurnOrigin",
+    "TurnStarted",
+    "tag_of",
+    "text_digest",
+]
