@@ -53,11 +53,8 @@ from turnledger.pipeline.inputs import (
 )
 from turnledger.policies.pricing import ModelPrice, PricingError, check_price
 from turnledger.policies.recall import RecallConfigError, make_recall_selector
-from turnledger.policies.retention import (
-    RecallTuning,
-    RetentionConfigError,
-    make_recall_tuner,
-)
+from turnledger.policies.recall_tuning import RecallTuning, make_recall_tuner
+from turnledger.policies.retention import RetentionConfigError
 from turnledger.policies.scoping import (
     AgentMemoryConfig,
     AgentScope,

@@ -23,8 +23,9 @@ from turnledger.policies.recall import (
     make_recall_selector,
     resolve_inject_policy,
 )
+from turnledger.policies.recall_tuning import RecallTuning, make_recall_tuner
 from turnledger.policies.relevance import content_terms
-from turnledger.policies.retention import MemoryItem, RecallTuning, make_recall_tuner
+from turnledger.policies.retention import MemoryItem
 from turnledger.policies.scoping import recall_agents
 from turnledger.policies.types import TurnOrigin
 from turnledger.projections.memory.protocol import MemoryEntry

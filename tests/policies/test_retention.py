@@ -9,19 +9,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnledger.policies.retention import (
-    MemoryItem,
+from turnledger.policies.recall_tuning import (
     RecallTuning,
-    RetentionConfigError,
-    RetentionPlan,
-    RetentionStep,
-    age_days,
     blend_importance,
     decay_scores,
     make_recall_tuner,
     mmr_rerank,
-    plan_retention,
     recency,
+)
+from turnledger.policies.retention import (
+    MemoryItem,
+    RetentionConfigError,
+    RetentionPlan,
+    RetentionStep,
+    age_days,
+    plan_retention,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
