@@ -25,10 +25,10 @@ from typing import Final, NamedTuple, Self
 from uuid import UUID
 
 from turnledger.ledger.backend import AppendRequest
-from turnledger.ledger.codec import now_us
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import Event
+from turnledger.ledger.frame import now_us
 from turnledger.ledger.store import EventStore
 
 _STOP: Final = object()

@@ -15,16 +15,18 @@ library's recorders. We store:
 The codec encodes frame format 1; the backends store it as format 2, with the hash
 chain tail between header and body (``ledger.chain``). Both decode.
 
-Decoders are built once per event type (house style R5). Older schema versions are
-decoded untyped, passed through the registered upcasters, then converted.
+This module is the mapper: encoding (validated, one plan per type) and the
+library's decode entry points. The frame layout and clock are in
+``ledger.frame``; the registry of tags, decoders and upcasters (built once per
+event type, house style R5) in ``ledger.event_registry``; decoding a frame
+(older schema versions decoded untyped, upcast, then converted) in
+``ledger.frame_decode``.
 """
 
 from __future__ import annotations
 
-import struct
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, ClassVar, Final, cast
 from uuid import UUID
 
@@ -37,97 +39,34 @@ from eventsourcing.persistence import (
 )
 
 from turnledger.ledger.backend import EncodedRow
-from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
-from turnledger.ledger.errors import (
-    CorruptRecordError,
-    InvalidEventError,
-    UnknownEventTypeError,
+from turnledger.ledger.errors import InvalidEventError
+from turnledger.ledger.event_registry import DECODERS, PLANS, TYPES, fast_decoders
+from turnledger.ledger.events import Event, tag_of
+from turnledger.ledger.frame import (
+    FLAG_ENCRYPTED,
+    FRAME_FORMAT,
+    HEADER,
+    TIME,
+    datetime_from_us,
+    now_us,
 )
-from turnledger.ledger.events import EVENT_TYPES, Event, tag_of
+from turnledger.ledger.frame_decode import decode_frame
 
-FRAME_FORMAT: Final = 1
-FLAG_ENCRYPTED: Final = 0b1
-_HEADER: Final = struct.Struct(">BBHq")
-HEADER_SIZE: Final = _HEADER.size
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# datetime_from_us and now_us are re-exported: pipeline/session_cursor.py imports
+# them from here (another change was editing it when the clock moved to
+# ledger.frame, their home now).
+__all__ = [
+    "DecodedEvent",
+    "MsgspecMapper",
+    "MsgspecTranscoder",
+    "PendingEvent",
+    "datetime_from_us",
+    "describe_row",
+    "now_us",
+]
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-"""A pure function from a version-N payload dict to a version-N+1 payload dict."""
-
-_TYPES: dict[str, type[Event]] = {}
-_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
-# Per registered type: its tag, the first 4 header bytes (format, flags, schema
-# version) in clear and encrypted, and its validating decode.
-_PLANS: dict[type[Event], tuple[str, bytes, bytes, Callable[[bytes], Any]]] = {}
-_PREFIX: Final = struct.Struct(">BBH")
-_FAST: dict[str, tuple[bytes, msgspec.json.Decoder[Any]]] = {}
-_TIME: Final = struct.Struct(">q")
-_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 _ENCODER: Final = msgspec.json.Encoder()
 _UNTYPED: Final = msgspec.json.Decoder()
-
-
-def register_event_type(event_type: type[Event]) -> None:
-    """Make an event type known to the codec, by its stable tag.
-
-    Raises:
-        ValueError: Another type already holds that tag.
-    """
-    tag = tag_of(event_type)
-    known = _TYPES.get(tag)
-    if known is not None and known is not event_type:
-        msg = f"Tag {tag!r} is already held by {known.__qualname__}"
-        raise ValueError(msg)
-    _TYPES[tag] = event_type
-    decoder = _DECODERS[tag] = msgspec.json.Decoder(event_type)
-    version = event_type.SCHEMA_VERSION
-    _PLANS[event_type] = (
-        tag,
-        _PREFIX.pack(FRAME_FORMAT, 0, version),
-        _PREFIX.pack(FRAME_FORMAT, FLAG_ENCRYPTED, version),
-        decoder.decode,
-    )
-
-
-def register_upcaster(tag: str, from_version: int, upcaster: Upcaster) -> None:
-    """Register the pure step lifting ``tag`` payloads from a version to the next."""
-    _UPCASTERS[(tag, from_version)] = upcaster
-
-
-for _event_type in EVENT_TYPES:
-    register_event_type(_event_type)
-
-
-def known_tags() -> tuple[str, ...]:
-    """Return every registered tag, sorted."""
-    return tuple(sorted(_TYPES))
-
-
-def type_for_tag(tag: str) -> type[Event]:
-    """Return the event type stored under ``tag``.
-
-    Raises:
-        UnknownEventTypeError: No type holds that tag.
-    """
-    try:
-        return _TYPES[tag]
-    except KeyError:
-        msg = f"Expected one of the known event tags, found {tag!r}"
-        raise UnknownEventTypeError(msg) from None
-
-
-def now_us() -> int:
-    """Return the current time in whole microseconds since the epoch (UTC)."""
-    return time.time_ns() // 1_000
-
-
-def datetime_from_us(micros: int) -> datetime:
-    """Return the UTC datetime of a microsecond timestamp."""
-    return _EPOCH + timedelta(microseconds=micros)
-
-
-class UpcastError(Exception):
-    """An upcaster could not lift a stored payload (reported as a corrupt record)."""
 
 
 class PendingEvent:
@@ -187,12 +126,12 @@ class MsgspecMapper(Mapper[UUID]):
         """
         event_type = type(event)
         tag = tag_of(event_type)
-        if _TYPES.get(tag) is not event_type:
+        if TYPES.get(tag) is not event_type:
             msg = f"Expected a registered ledger event, found {event_type.__qualname__}"
             raise InvalidEventError(msg)
         try:
             body = _ENCODER.encode(event)
-            _DECODERS[tag].decode(body)
+            DECODERS[tag].decode(body)
         except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
             msg = f"Invalid {event_type.__name__} ({tag}): {e}"
             raise InvalidEventError(msg) from e
@@ -201,19 +140,11 @@ class MsgspecMapper(Mapper[UUID]):
         return body
 
     def fast_decoders(self) -> dict[str, tuple[bytes, msgspec.json.Decoder[Any]]]:
-        """Per tag: the clear header prefix of its current version, and its decoder.
+        """Per tag: the clear prefix of its current version, and its decoder.
 
-        A row whose first four header bytes equal the prefix (chained frame
-        format, no flags, current schema version) can be decoded directly from
-        ``BODY_OFFSET``.
+        See :func:`ledger.event_registry.fast_decoders`.
         """
-        if len(_FAST) != len(_DECODERS):  # built again after a registration
-            _FAST.clear()
-            _FAST.update(
-                (tag, (_PREFIX.pack(CHAIN_FORMAT, 0, _TYPES[tag].SCHEMA_VERSION), dec))
-                for tag, dec in _DECODERS.items()
-            )
-        return _FAST
+        return fast_decoders()
 
     def encode_rows(
         self, events: Sequence[Event], first_version: int, at_us: int
@@ -232,8 +163,8 @@ class MsgspecMapper(Mapper[UUID]):
         cipher = self.cipher
         clear = cipher is None
         encode = _ENCODER.encode
-        plans = _PLANS
-        at = _TIME.pack(at_us)
+        plans = PLANS
+        at = TIME.pack(at_us)
         make = tuple.__new__
         version = first_version
         for event in events:
@@ -269,7 +200,7 @@ class MsgspecMapper(Mapper[UUID]):
         if self.cipher is not None:
             body = self.cipher.encrypt(body)
             flags |= FLAG_ENCRYPTED
-        header = _HEADER.pack(
+        header = HEADER.pack(
             FRAME_FORMAT, flags, type(event).SCHEMA_VERSION, pending.recorded_at_us
         )
         return StoredEvent(
@@ -305,100 +236,13 @@ class MsgspecMapper(Mapper[UUID]):
     ) -> tuple[datetime, Event]:
         """Decode a row's ``(topic, state)`` into its recorded time and event.
 
-        Args:
-            topic: The stored tag.
-            state: The stored frame.
-            where: Names the row in error messages (called only on error).
+        See :func:`ledger.frame_decode.decode_frame` (with this mapper's cipher).
 
         Raises:
             UnknownEventTypeError: The tag or schema version is not known here.
             CorruptRecordError: The frame or body does not decode.
         """
-        if len(state) < HEADER_SIZE:
-            msg = (
-                f"Corrupt record at {where()}: expected a frame of at least "
-                f"{HEADER_SIZE} bytes, found {len(state)}"
-            )
-            raise CorruptRecordError(msg)
-        frame, flags, version, at_us = _HEADER.unpack_from(state)
-        if frame == CHAIN_FORMAT and len(state) >= BODY_OFFSET:
-            start = BODY_OFFSET
-        elif frame == FRAME_FORMAT:
-            start = HEADER_SIZE
-        else:
-            msg = (
-                f"Corrupt record at {where()}: expected frame format {FRAME_FORMAT} "
-                f"or {CHAIN_FORMAT} (chained, at least {BODY_OFFSET} bytes), "
-                f"found format {frame} in {len(state)} bytes"
-            )
-            raise CorruptRecordError(msg)
-        if flags & FLAG_ENCRYPTED:
-            body = self._decrypt(state[start:], where)
-        else:
-            body = state[start:]
-        try:
-            recorded_at = datetime_from_us(at_us)
-        except OverflowError:
-            msg = (
-                f"Corrupt record at {where()}: expected a recorded time before "
-                f"year 10000, found {at_us} microseconds"
-            )
-            raise CorruptRecordError(msg) from None
-        return recorded_at, self._decode_event(topic, version, body, where)
-
-    def _decrypt(self, body: bytes, where: Callable[[], str]) -> bytes:
-        if self.cipher is None:
-            msg = (
-                f"Encrypted record at {where()}: expected a cipher key "
-                "(TURNLEDGER_CIPHER_KEY), found none configured"
-            )
-            raise CorruptRecordError(msg)
-        try:
-            return self.cipher.decrypt(body)
-        except Exception as e:
-            msg = f"Corrupt record at {where()}: the body does not decrypt ({e})"
-            raise CorruptRecordError(msg) from e
-
-    def _decode_event(
-        self, tag: str, version: int, body: bytes, where: Callable[[], str]
-    ) -> Event:
-        try:
-            event_type = type_for_tag(tag)
-        except UnknownEventTypeError as e:
-            msg = f"Unknown event at {where()}: {e}"
-            raise UnknownEventTypeError(msg) from None
-        current = event_type.SCHEMA_VERSION
-        if version > current:
-            msg = (
-                f"Unknown event at {where()}: expected {tag} schema version <= "
-                f"{current}, found {version} (written by a newer turnledger)"
-            )
-            raise UnknownEventTypeError(msg)
-        try:
-            if version == current:
-                return cast("Event", _DECODERS[tag].decode(body))
-            return self._upcast(tag, version, current, body)
-        except (msgspec.DecodeError, msgspec.ValidationError, UpcastError) as e:
-            msg = f"Corrupt record at {where()}: expected a valid {tag} event, {e}"
-            raise CorruptRecordError(msg) from e
-
-    def _upcast(self, tag: str, version: int, current: int, body: bytes) -> Event:
-        payload = _UNTYPED.decode(body)
-        if not isinstance(payload, dict):
-            msg = f"Expected a JSON object, found {type(payload).__name__}"
-            raise msgspec.ValidationError(msg)
-        while version < current:
-            step = _UPCASTERS.get((tag, version))
-            if step is None:
-                msg = f"no upcaster registered for {tag} v{version} -> v{version + 1}"
-                raise msgspec.ValidationError(msg)
-            try:
-                payload = step(payload)
-            except Exception as e:
-                msg = f"the upcaster {tag} v{version} -> v{version + 1} failed: {e!r}"
-                raise UpcastError(msg) from e
-            version += 1
-        return msgspec.convert(payload, _TYPES[tag])
+        return decode_frame(self.cipher, topic, state, where)
 
 
 def _unencodable(

@@ -7,7 +7,7 @@ Rules (house style R2-R4):
   class may be renamed or moved without touching stored data.
 - Each type carries ``SCHEMA_VERSION``. Changes are additive (new fields get
   defaults); a breaking change bumps the version and registers a pure upcaster in
-  :mod:`ledger.codec`, so old rows still decode.
+  :mod:`ledger.event_registry`, so old rows still decode.
 - Events carry no stream id, version, position or clock: that is the envelope
   (:class:`ledger.envelope.Recorded`), written by the store.
 - Events never carry raw media bytes or the assembled prompt: media is referenced by

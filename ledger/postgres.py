@@ -34,7 +34,6 @@ from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
-from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.errors import (
     ConfigurationError,
     LedgerError,
@@ -43,6 +42,7 @@ from turnledger.ledger.errors import (
     LedgerReadOnlyError,
     StoreUnavailableError,
 )
+from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.postgres_order import HighWater, begin_write
 from turnledger.ledger.postgres_write import (
     KEYS_TABLE,

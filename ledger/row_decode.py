@@ -15,9 +15,10 @@ import msgspec
 
 from turnledger.ledger.backend import StoredRow
 from turnledger.ledger.chain import BODY_OFFSET
-from turnledger.ledger.codec import HEADER_SIZE, MsgspecMapper, datetime_from_us
+from turnledger.ledger.codec import MsgspecMapper
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import Event, LedgerEvent
+from turnledger.ledger.frame import HEADER_SIZE, datetime_from_us
 
 
 def decode_rows(mapper: MsgspecMapper, rows: Sequence[StoredRow]) -> list[Recorded]:

@@ -13,7 +13,7 @@ import os
 import msgspec
 
 from turnledger.ledger.chain import SEAL_KEY_ENV, SealBody, encode_seal, sign
-from turnledger.ledger.codec import now_us
+from turnledger.ledger.frame import now_us
 from turnledger.ledger.store import EventStore
 from turnledger.ledger.verify import Problem, walk_ledger
 

@@ -41,12 +41,12 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
-from turnledger.ledger.codec import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.errors import (
     LedgerError,
     LedgerLockedError,
     StoreUnavailableError,
 )
+from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.sqlite_setup import (
     SEALS_TABLE,
     Datastore,

@@ -22,7 +22,7 @@ from eventsourcing.utils import Environment
 
 from turnledger.ledger.append_results import append_results
 from turnledger.ledger.backend import AppendRequest, Backend, StoredRow
-from turnledger.ledger.codec import MsgspecMapper, now_us
+from turnledger.ledger.codec import MsgspecMapper
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import (
     ConcurrencyError,
@@ -31,6 +31,7 @@ from turnledger.ledger.errors import (
     LedgerError,
 )
 from turnledger.ledger.events import Event
+from turnledger.ledger.frame import now_us
 from turnledger.ledger.row_decode import decode_row, decode_rows
 from turnledger.ledger.store_read import StoreReading
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from uuid import UUID
 
 from turnledger.ledger.backend import Backend, StoredRow
-from turnledger.ledger.codec import type_for_tag
 from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.event_registry import type_for_tag
 from turnledger.ledger.events import Event
 from turnledger.ledger.subscription import Subscription
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from tests.contracts.store_contract import new_stream, turn_events
 from turnledger.ledger.chain import parse_chained
-from turnledger.ledger.codec import now_us
+from turnledger.ledger.frame import now_us
 from turnledger.ledger.seal import seal
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify

@@ -14,20 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.ledger.examples import EXAMPLES
-from turnledger.ledger.codec import (
-    HEADER_SIZE,
-    MsgspecMapper,
-    PendingEvent,
-    datetime_from_us,
-    register_event_type,
-    register_upcaster,
-)
+from turnledger.ledger.codec import MsgspecMapper, PendingEvent
 from turnledger.ledger.errors import (
     CorruptRecordError,
     InvalidEventError,
     UnknownEventTypeError,
 )
+from turnledger.ledger.event_registry import register_event_type, register_upcaster
 from turnledger.ledger.events import EVENT_TYPES, Event, TurnStarted, tag_of
+from turnledger.ledger.frame import HEADER_SIZE, datetime_from_us
 from turnledger.ledger.store import _cipher
 
 GOLDEN = Path(__file__).parent / "golden" / "events.jsonl"
