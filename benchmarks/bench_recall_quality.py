@@ -52,11 +52,8 @@ from _recall_scale import report as report_latency
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.memory_service import MemoryService
-from turnledger.policies.recall import (
-    RecallCandidate,
-    make_recall_selector,
-    resolve_inject_policy,
-)
+from turnledger.policies.recall import make_recall_selector
+from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
 from turnledger.policies.relevance import word_tokens
 from turnledger.projections.memory.local_embedder import LocalEmbedder
 from turnledger.projections.memory.protocol import MemoryEntry

@@ -20,7 +20,7 @@ from turnledger.pipeline.cli_common import (
 )
 from turnledger.pipeline.cli_memory_actions import dispatch
 from turnledger.pipeline.memory_service import MemoryAccessError, MemoryService
-from turnledger.policies.recall import RecallConfigError
+from turnledger.policies.recall_scope import RecallConfigError
 
 ACTIONS: Final = (
     "store",

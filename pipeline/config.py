@@ -52,7 +52,8 @@ from turnledger.pipeline.inputs import (
     read_input_text,
 )
 from turnledger.policies.pricing import ModelPrice, PricingError, check_price
-from turnledger.policies.recall import RecallConfigError, make_recall_selector
+from turnledger.policies.recall import make_recall_selector
+from turnledger.policies.recall_scope import RecallConfigError
 from turnledger.policies.recall_tuning import RecallTuning, make_recall_tuner
 from turnledger.policies.retention import RetentionConfigError
 from turnledger.policies.scoping import (

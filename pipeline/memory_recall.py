@@ -17,10 +17,10 @@ from turnledger.ledger.events import RecallRef
 from turnledger.pipeline.config import recall_tuning
 from turnledger.pipeline.memory_catchup import MemoryCatchUp
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.policies.recall import (
+from turnledger.policies.recall import make_recall_selector
+from turnledger.policies.recall_scope import (
     RecallCandidate,
     bound_recall_limit,
-    make_recall_selector,
     resolve_inject_policy,
 )
 from turnledger.policies.recall_tuning import RecallTuning, make_recall_tuner

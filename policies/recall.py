@@ -1,10 +1,12 @@
-"""Recall selection and the ``[Memory context]`` block (§4).
+"""Recall selection, the ``[Memory context]`` block and its injection (§4).
 
-The engine calls :func:`resolve_inject_policy`, recalls once per session scope
-with :func:`bound_recall_limit`, then :func:`merge_scopes`, a selector from
-:func:`make_recall_selector`, and :func:`inject_memory_context`. Beyond ZeroClaw:
-a conversation row outside the turn's sessions is dropped here too (for backends
-that ignore sessions), and "unlimited" is bounded to 1,024 on every path.
+After the recall of :mod:`policies.recall_scope` (the injection policy, the
+bounded limit, the merged scopes), a selector from :func:`make_recall_selector`
+picks the candidates to show (relevance floor, entry and character bounds) and
+renders them (:func:`render_memory_block`), and :func:`inject_memory_context`
+prepends the block to the last real user message, at most once. Beyond
+ZeroClaw: a conversation row outside the turn's sessions is dropped here too
+(for backends that ignore sessions).
 """
 
 from __future__ import annotations
@@ -16,17 +18,14 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.policies.autosave import MEMORY_CONTEXT_OPEN, NoiseReason, noise_reason
-from turnledger.policies.errors import PolicyError
 from turnledger.policies.messages import Message, measure_chars, starts_turn
-from turnledger.policies.paths import session_scopes
-from turnledger.policies.types import (
-    AUTONOMOUS_ORIGINS,
-    CONVERSATION_CATEGORY,
-    TurnOrigin,
+from turnledger.policies.recall_scope import (
+    InjectPolicy,
+    RecallCandidate,
+    RecallConfigError,
 )
+from turnledger.policies.types import CONVERSATION_CATEGORY
 
-DEFAULT_RECALL_LIMIT: Final = 5
-"""How many entries a scope recall asks for by default."""
 DEFAULT_MAX_ENTRIES: Final = 4
 """How many entries a block holds at most."""
 DEFAULT_ENTRY_MAX_CHARS: Final = 800
@@ -35,141 +34,8 @@ DEFAULT_MAX_TOTAL_CHARS: Final = 4_000
 """The character bound of all entry lines together (the wrapper is not counted)."""
 DEFAULT_MIN_RELEVANCE_SCORE: Final = 0.4
 """The default relevance floor (``memory.min_relevance_score``)."""
-
-MAX_RECALL_LIMIT: Final = 1_024
-"""The hard ceiling of any recall limit; ``0`` ("unlimited") means this."""
-MAX_CANDIDATE_MULTIPLIER: Final = 20
-"""The largest rerank over-fetch multiplier."""
 MEMORY_CONTEXT_CLOSE: Final = "[/Memory context]"
 """The closing line of a rendered recall block."""
-
-
-class RecallConfigError(PolicyError):
-    """A recall policy was configured with unusable values."""
-
-
-class RecallCandidate(msgspec.Struct, frozen=True, kw_only=True):
-    """One memory row as a backend returns it from a recall.
-
-    Attributes:
-        id: The backend row id.
-        key: The caller key.
-        content: The text.
-        category: ``core``, ``daily``, ``conversation`` or a custom name.
-        score: Relevance on the [0, 1] axis; ``None`` when the backend did not
-            score the row (recent-entries listing).
-        session: The sanitized session scope; ``None`` means global.
-        agent: The agent the row belongs to.
-    """
-
-    id: str
-    key: str
-    content: str
-    category: str
-    score: float | None = None
-    session: str | None = None
-    agent: str | None = None
-
-
-InjectReason: TypeAlias = Literal[
-    "suppressed", "sub_turn", "autonomous", "no_session", "user_facing"
-]
-"""Why the injection policy is what it is."""
-
-
-class InjectPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """Whether and how to recall memory for a turn.
-
-    Attributes:
-        inject: Whether to recall at all.
-        exclude_conversation: Whether conversation rows are dropped.
-        sessions: The turn's sanitized session scopes, in recall order.
-        reason: Why (see :data:`InjectReason`).
-    """
-
-    inject: bool
-    exclude_conversation: bool
-    sessions: tuple[str, ...]
-    reason: InjectReason
-
-
-def resolve_inject_policy(
-    origin: TurnOrigin, *, sessions: Iterable[str | None] = (), suppress: bool = False
-) -> InjectPolicy:
-    """Decide whether a turn recalls memory, and which rows it may see.
-
-    ``suppress`` (a spawn-site opt-out such as cron ``uses_memory = false``) and
-    ``sub_turn`` recall nothing; ``cron`` and ``daemon`` never see conversation
-    rows; a user-facing turn sees them only when it has a session scope.
-
-    Args:
-        origin: Who started the turn.
-        sessions: The turn's session scopes (``None``/empty entries ignored).
-        suppress: The spawn-site opt-out.
-
-    Returns:
-        The policy, with the sanitized scopes de-duplicated in order.
-    """
-    scopes = session_scopes(sessions)
-    reason: InjectReason = "user_facing"
-    if suppress:
-        reason = "suppressed"
-    elif origin == "sub_turn":
-        reason = "sub_turn"
-    elif origin in AUTONOMOUS_ORIGINS:
-        reason = "autonomous"
-    elif not scopes:
-        reason = "no_session"
-    return InjectPolicy(
-        inject=reason not in {"suppressed", "sub_turn"},
-        exclude_conversation=reason != "user_facing",
-        sessions=scopes,
-        reason=reason,
-    )
-
-
-def bound_recall_limit(limit: int, *, candidate_multiplier: int = 1) -> int:
-    """Return the limit to pass to a backend recall.
-
-    Args:
-        limit: The configured ``memory_recall_limit``; ``0`` means unlimited.
-        candidate_multiplier: The rerank over-fetch factor (1 to 20).
-
-    Returns:
-        ``limit * candidate_multiplier``, with ``0`` ("unlimited") and every
-        result bounded to :data:`MAX_RECALL_LIMIT`.
-
-    Raises:
-        RecallConfigError: ``limit`` is negative or ``candidate_multiplier`` is
-            outside 1 to 20.
-    """
-    if limit < 0:
-        msg = f"Expected memory_recall_limit >= 0, found {limit}"
-        raise RecallConfigError(msg)
-    if not 1 <= candidate_multiplier <= MAX_CANDIDATE_MULTIPLIER:
-        msg = f"Expected candidate_multiplier in 1..=20, found {candidate_multiplier}"
-        raise RecallConfigError(msg)
-    if limit == 0:
-        return MAX_RECALL_LIMIT
-    return min(limit * candidate_multiplier, MAX_RECALL_LIMIT)
-
-
-def merge_scopes(
-    results: Iterable[Iterable[RecallCandidate]],
-) -> tuple[RecallCandidate, ...]:
-    """De-duplicate per-scope recall results by key; the first scope wins.
-
-    Args:
-        results: One recall result per session scope, in scope order.
-
-    Returns:
-        The candidates in order, each key once.
-    """
-    merged: dict[str, RecallCandidate] = {}
-    for scope_results in results:
-        for candidate in scope_results:
-            merged.setdefault(candidate.key, candidate)
-    return tuple(merged.values())
 
 
 RecallSkipReason: TypeAlias = (

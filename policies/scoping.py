@@ -21,7 +21,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.policies.errors import PolicyError
-from turnledger.policies.recall import RecallCandidate, bound_recall_limit
+from turnledger.policies.recall_scope import RecallCandidate, bound_recall_limit
 
 BackendKind: TypeAlias = Literal[
     "sqlite", "lucid", "postgres", "qdrant", "markdown", "none"

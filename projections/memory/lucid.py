@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from typing import Final, TypeAlias
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     MemoryBackend,

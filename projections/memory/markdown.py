@@ -34,7 +34,7 @@ import msgspec
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
-from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import uniform_coverage
 from turnledger.projections.memory._markdown_lines import (
     FORGOTTEN_META,

@@ -15,7 +15,7 @@ from typing import TypeAlias
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.policies.recall import RecallCandidate, bound_recall_limit
+from turnledger.policies.recall_scope import RecallCandidate, bound_recall_limit
 from turnledger.policies.scoping import AgentScope, merge_agent_recall
 from turnledger.projections.memory.markdown import (
     AppendOnlyRefusals,

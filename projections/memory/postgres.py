@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory._postgres_sql import (
     COLUMNS,

@@ -30,7 +30,7 @@ from typing import Any, Final, TypeAlias
 from qdrant_client import QdrantClient, models
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory._qdrant_payload import (
     POINT_NAMESPACE,

@@ -40,7 +40,7 @@ from typing import Final, Literal, Self, TypeAlias
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from turnledger.policies.recall import bound_recall_limit
+from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import calibrate, is_meaningful_query
 from turnledger.projections.memory import _sqlite_writes as writes
 from turnledger.projections.memory._hybrid import fuse

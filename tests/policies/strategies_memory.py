@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 
-from turnledger.policies.recall import RecallCandidate
+from turnledger.policies.recall_scope import RecallCandidate
 
 ROOT = "/ws"
 

@@ -19,19 +19,21 @@ from turnledger.policies.messages import (
     measure_chars,
 )
 from turnledger.policies.recall import (
-    MAX_RECALL_LIMIT,
     InjectionResult,
-    InjectPolicy,
-    RecallCandidate,
-    RecallConfigError,
     RecalledMemory,
     RecallSelection,
     SkippedMemory,
-    bound_recall_limit,
     inject_memory_context,
     make_recall_selector,
-    merge_scopes,
     render_memory_block,
+)
+from turnledger.policies.recall_scope import (
+    MAX_RECALL_LIMIT,
+    InjectPolicy,
+    RecallCandidate,
+    RecallConfigError,
+    bound_recall_limit,
+    merge_scopes,
     resolve_inject_policy,
 )
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnledger.policies.recall import RecallCandidate
+from turnledger.policies.recall_scope import RecallCandidate
 from turnledger.policies.scoping import (
     AccessDecision,
     AgentMemoryConfig,
