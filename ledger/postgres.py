@@ -5,30 +5,27 @@ the table layout (``turnledger_events`` with a ``bigserial`` notification id),
 notification selection and the LISTEN/NOTIFY subscription. Not taken: the library's
 ``LOCK TABLE ... IN EXCLUSIVE MODE`` per insert, which serialises every writer
 until its commit's fsync; writers here commit in parallel and followers stop at a
-high-water mark instead (``ledger.postgres_order``). Added here: triggers refusing
-UPDATE, DELETE and TRUNCATE and version gaps (a superuser can still disable them;
-``verify`` detects what is then done), the hash chain, idempotency keys, group
-commit with a savepoint per append (``ledger.postgres_write``), typed driver errors
-and a periodic wake-up of the subscription (library issue #305: a lost NOTIFY must
-not stall a follower). Pipeline mode is not used for writes: large pipelined
+high-water mark instead (``ledger.postgres_order``). Added in
+``ledger.postgres_recorder``: triggers refusing UPDATE, DELETE and TRUNCATE and
+version gaps (a superuser can still disable them; ``verify`` detects what is then
+done) and a periodic wake-up of the subscription (library issue #305: a lost
+NOTIFY must not stall a follower). Added here: the hash chain, idempotency keys,
+group commit with a savepoint per append (``ledger.postgres_write``) and typed
+driver errors. Pipeline mode is not used for writes: large pipelined
 transactions can hang (psycopg #685).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any, TypeVar
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import Notification, PersistenceError
 from eventsourcing.postgres import (
-    PostgresApplicationRecorder,
     PostgresDatastore,
-    PostgresSubscription,
 )
 from psycopg.sql import SQL, Identifier
 
@@ -44,147 +41,19 @@ from turnledger.ledger.errors import (
 )
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.postgres_order import HighWater, begin_write
+from turnledger.ledger.postgres_recorder import (
+    TABLE,
+    PostgresURL,
+    Recorder,
+    WakingSubscription,
+)
 from turnledger.ledger.postgres_write import (
-    KEYS_TABLE,
     SEALS_TABLE,
     Statements,
     write_group,
 )
 
-TABLE: Final = "turnledger_events"
 _T = TypeVar("_T")
-
-
-class PostgresURL:
-    """The parts of a ``postgresql://`` URL the backend needs.
-
-    A ``schema`` query parameter selects the schema (default ``public``).
-    """
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("postgresql", "postgres"):
-            msg = f"Expected a postgresql:// URL, found scheme {parts.scheme!r}"
-            raise ConfigurationError(msg)
-        query = parse_qs(parts.query)
-        self.dbname = unquote(parts.path.lstrip("/")) or "postgres"
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 5432
-        self.user = unquote(parts.username or "postgres")
-        self.password = unquote(parts.password or "")
-        self.schema = query.get("schema", ["public"])[0]
-        if not self.schema.replace("_", "").isalnum():
-            msg = f"Expected a schema of letters, digits and _, found {self.schema!r}"
-            raise ConfigurationError(msg)
-
-
-def _trigger_statements(schema: str, table: str) -> list[Any]:
-    ident = {
-        "schema": Identifier(schema),
-        "table": Identifier(table),
-        "keys": Identifier(KEYS_TABLE),
-        "seals": Identifier(SEALS_TABLE),
-    }
-    return [
-        SQL(
-            "CREATE OR REPLACE FUNCTION {schema}.turnledger_append_only() "
-            "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "RAISE EXCEPTION 'turnledger: the ledger is append-only' "
-            "USING ERRCODE = 'restrict_violation'; END $$"
-        ).format(**ident),
-        SQL(
-            "CREATE OR REPLACE TRIGGER turnledger_no_change "
-            "BEFORE UPDATE OR DELETE ON {schema}.{table} "
-            "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
-        ).format(**ident),
-        SQL(
-            "CREATE OR REPLACE TRIGGER turnledger_no_truncate "
-            "BEFORE TRUNCATE ON {schema}.{table} "
-            "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_append_only()"
-        ).format(**ident),
-        SQL(
-            "CREATE OR REPLACE FUNCTION {schema}.turnledger_contiguous() "
-            "RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE head bigint; BEGIN "
-            "SELECT max(originator_version) INTO head FROM {schema}.{table} "
-            "WHERE originator_id = NEW.originator_id; "
-            "IF NEW.originator_version <> coalesce(head, 0) + 1 THEN "
-            "RAISE EXCEPTION 'turnledger: stream versions must be contiguous' "
-            "USING ERRCODE = 'unique_violation'; END IF; RETURN NEW; END $$"
-        ).format(**ident),
-        SQL(
-            "CREATE OR REPLACE TRIGGER turnledger_contiguous "
-            "BEFORE INSERT ON {schema}.{table} "
-            "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_contiguous()"
-        ).format(**ident),
-        SQL(
-            "CREATE TABLE IF NOT EXISTS {schema}.{keys} (key text PRIMARY KEY, "
-            "stream uuid NOT NULL, first_version bigint NOT NULL, "
-            "last_version bigint NOT NULL, positions text NOT NULL)"
-        ).format(**ident),
-        SQL(
-            "CREATE TABLE IF NOT EXISTS {schema}.{seals} (id bigserial PRIMARY KEY, "
-            "body bytea NOT NULL, mac text NOT NULL)"
-        ).format(**ident),
-        *(
-            SQL(
-                "CREATE OR REPLACE TRIGGER turnledger_no_change "
-                "BEFORE UPDATE OR DELETE ON {schema}.{other} "
-                "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
-            ).format(other=Identifier(other), **ident)
-            for other in (KEYS_TABLE, SEALS_TABLE)
-        ),
-    ]
-
-
-class _Recorder(PostgresApplicationRecorder):
-    """The library's application recorder plus the ledger's triggers.
-
-    An unbounded notification selection (what the library's subscription pulls)
-    stops at the settled position, so a follower never reads past a row that a
-    writer still in flight may commit below it.
-    """
-
-    def __init__(self, datastore: PostgresDatastore) -> None:
-        super().__init__(datastore, events_table_name=TABLE)
-        self.sql_create_statements.extend(_trigger_statements(datastore.schema, TABLE))
-        self.settled: Callable[[], int] | None = None
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
-        """The library's selection, capped at the settled position."""
-        if stop is None and self.settled is not None:
-            stop = self.settled()
-        selected: Sequence[Notification] = super().select_notifications(
-            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
-        )
-        return selected
-
-
-class _WakingSubscription(PostgresSubscription):
-    """The library's LISTEN/NOTIFY subscription, also woken every second."""
-
-    def __init__(
-        self, recorder: PostgresApplicationRecorder, *, gt: int, topics: Sequence[str]
-    ) -> None:
-        super().__init__(recorder=recorder, gt=gt, topics=topics)
-        self._stopped = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, daemon=True)
-        self._ticker.start()
-
-    def _tick(self) -> None:
-        while not self._stopped.wait(1.0):
-            self._has_been_notified.set()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        super().stop()
 
 
 class PostgresBackend:
@@ -214,7 +83,7 @@ class PostgresBackend:
                 schema=self.url.schema,
                 connect_timeout=10,
             )
-            self._recorder = _Recorder(self._datastore)
+            self._recorder = Recorder(self._datastore)
             self._create_tables()
         except ConfigurationError:
             raise
@@ -428,10 +297,10 @@ class PostgresBackend:
             bytes(found["state"]),
         )
 
-    def subscribe(self, *, gt: int, topics: Sequence[str]) -> _WakingSubscription:
+    def subscribe(self, *, gt: int, topics: Sequence[str]) -> WakingSubscription:
         """Subscribe to rows after ``gt`` through LISTEN/NOTIFY."""
         return self._guard(
-            lambda: _WakingSubscription(self._recorder, gt=gt, topics=list(topics))
+            lambda: WakingSubscription(self._recorder, gt=gt, topics=list(topics))
         )
 
     def drop_schema(self) -> None:
