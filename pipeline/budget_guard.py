@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import Event, ModelCalled
 from turnledger.ledger.store import EventStore
-from turnledger.pipeline.config import BudgetConfig
+from turnledger.pipeline.config_sections import BudgetConfig
 from turnledger.policies.budgets import BudgetSpend, BudgetStatus, make_budget_checker
 from turnledger.projections.runner import catch_up
 

@@ -31,7 +31,8 @@ import msgspec
 
 from turnledger.ledger.events import MemoryStored
 from turnledger.pipeline.cli_common import UsageError, print_json
-from turnledger.pipeline.config import Config, StorageConfig
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.config_sections import StorageConfig
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.projections.memory.errors import (
     MemoryStoreError,

@@ -26,6 +26,9 @@ or with the flat keys, which stay a compatible spelling::
 
     [storage.postgres.shared]
     url = "postgresql://postgres@127.0.0.1:5432/test"
+
+This module holds :class:`Config` (the whole file), its cross-key validation and
+its loading; each table's Struct is in :mod:`pipeline.config_sections`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
@@ -45,16 +48,28 @@ from turnledger.pipeline.config_layout import (
     located,
     seed_layout,
 )
+from turnledger.pipeline.config_sections import (
+    REWIND_MEMORY_RULES,
+    AgentConfig,
+    BudgetConfig,
+    EmbeddingConfig,
+    MemoryConfig,
+    ProviderConfig,
+    RecallConfig,
+    RuntimeConfig,
+    StorageConfig,
+    TelemetryConfig,
+    recall_tuning,
+)
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.inputs import (
-    DEFAULT_MAX_INPUT_BYTES,
     InputFileError,
     read_input_text,
 )
 from turnledger.policies.pricing import ModelPrice, PricingError, check_price
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import RecallConfigError
-from turnledger.policies.recall_tuning import RecallTuning, make_recall_tuner
+from turnledger.policies.recall_tuning import make_recall_tuner
 from turnledger.policies.retention import RetentionConfigError
 from turnledger.policies.scoping import (
     AgentMemoryConfig,
@@ -64,156 +79,27 @@ from turnledger.policies.scoping import (
     normalize_backend,
 )
 
+# RuntimeConfig and StorageConfig are re-exported: pipeline/prompting.py,
+# pipeline/prompt_cache.py and two time-travel tests import them from here
+# (other changes' files); new code imports the sections from config_sections.
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_NAME",
+    "Config",
+    "ConfigError",
+    "RuntimeConfig",
+    "StorageConfig",
+    "load_config",
+    "parse_config",
+    "validate",
+]
+
 CONFIG_NAME: Final = "turnledger.toml"
 CONFIG_ENV: Final = "TURNLEDGER_CONFIG"
 
 
 class ConfigError(PipelineError, ValueError):
     """The configuration file is invalid; the message names the key."""
-
-
-class AgentConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[agents.<alias>]`` (the seed's sub-tables are flattened into it first).
-
-    Attributes:
-        memory: The backend (``[agents.<alias>.memory] backend``).
-        read_memory_from: Peers whose memory this agent may recall
-            (``[agents.<alias>.workspace] read_memory_from``).
-        workspace: The workspace directory (``[agents.<alias>.workspace] path``).
-        strategy: The memory strategy.
-        autosave: Whether turns autosave.
-        provider: The provider name.
-    """
-
-    memory: str = "sqlite"
-    read_memory_from: tuple[str, ...] = ()
-    workspace: str | None = None
-    strategy: Literal["default", "none"] = "default"
-    autosave: bool = True
-    provider: str | None = None
-
-
-class StorageConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[storage.<kind>.<alias>]``: where a memory backend keeps its data."""
-
-    path: str | None = None
-    url: str | None = None
-    collection: str | None = None
-    command: tuple[str, ...] = ()
-
-
-class RuntimeConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[runtime]``: limits of the turn engine."""
-
-    max_tool_result_chars: int = msgspec.field(default=50_000)
-    context_budget_tokens: int = 32_000
-    max_tool_iterations: int = 10
-    tool_concurrency: int = 4
-    max_media_bytes: int = 20 * 1024 * 1024
-    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-
-
-class RecallConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[recall]``: memory injection settings (reference §4.1)."""
-
-    limit: int = 5
-    min_relevance: float = 0.4
-    max_entries: int = 4
-    entry_max_chars: int = 800
-    max_total_chars: int = 4_000
-    decay: bool = False
-    importance_blend: bool = False
-    mmr: bool = False
-    half_life_days: float = 7.0
-    importance_weight: float = 0.2
-    recency_weight: float = 0.1
-    mmr_lambda: float = 0.7
-
-
-class EmbeddingConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[embedding]``: none (keyword only), local, or an OpenAI-compatible endpoint.
-
-    ``local`` runs a model whose weights ship in a package (no network):
-    ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``) or a
-    sentence-transformers folder; ``dims``, when set, must be the model's.
-    ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
-    """
-
-    provider: Literal["none", "openai-compatible", "local"] = "none"
-    base_url: str | None = None
-    model: str | None = None
-    dims: int | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-
-
-class ProviderConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[providers.<name>]``: a model endpoint (keys come from the environment)."""
-
-    kind: Literal["scripted", "openai-compatible", "anthropic"]
-    model: str = ""
-    base_url: str | None = None
-    api_key_env: str | None = None
-    script: str | None = None
-    timeout: float = 60.0
-
-
-class BudgetConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[budgets]``: spending limits in USD (reference §8.1)."""
-
-    enabled: bool = False
-    daily_limit_usd: float = 10.0
-    monthly_limit_usd: float = 100.0
-    warn_at_percent: float = 80.0
-
-
-class TelemetryConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[telemetry]``: OpenTelemetry spans by the GenAI conventions (off by default).
-
-    ``console`` prints spans to stdout; ``otlp_endpoint`` sends them over
-    OTLP/HTTP; ``capture_content`` adds the scrubbed, bounded user input and
-    answer to the spans (off: counts, models, tokens and ids only).
-    """
-
-    console: bool = False
-    otlp_endpoint: str | None = None
-    capture_content: bool = False
-    service_name: str = "turnledger"
-
-
-class MemoryConfig(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[memory]``: install-wide memory settings.
-
-    ``rewind_memory`` is what ``turnledger rewind`` does with the long-term
-    memory its rewound turns wrote: ``keep`` it, or ``supersede`` each live
-    entry (``rewind --memory`` overrides it).
-    """
-
-    shredding: bool = False
-    autosave: bool = True
-    hygiene_hours: float = 0.0
-    rewind_memory: str = "keep"
-
-
-REWIND_MEMORY_RULES: Final = ("keep", "supersede")
-"""The values of ``[memory] rewind_memory``."""
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -367,19 +253,6 @@ def _check_embedding(config: Config) -> None:
                 '"openai-compatible"), found none'
             )
             raise ConfigError(msg)
-
-
-def recall_tuning(recall: RecallConfig) -> RecallTuning:
-    """Return the ``[recall]`` rerank stages (decay, importance, MMR) as a tuning."""
-    return RecallTuning(
-        decay=recall.decay,
-        importance_blend=recall.importance_blend,
-        mmr=recall.mmr,
-        half_life_days=recall.half_life_days,
-        importance_weight=recall.importance_weight,
-        recency_weight=recall.recency_weight,
-        mmr_lambda=recall.mmr_lambda,
-    )
 
 
 def _check_recall(recall: RecallConfig) -> None:

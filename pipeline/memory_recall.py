@@ -14,7 +14,7 @@ from typing import Any, Final
 import msgspec
 
 from turnledger.ledger.events import RecallRef
-from turnledger.pipeline.config import recall_tuning
+from turnledger.pipeline.config_sections import recall_tuning
 from turnledger.pipeline.memory_catchup import MemoryCatchUp
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.recall import make_recall_selector

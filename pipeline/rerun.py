@@ -44,7 +44,8 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.pipeline.bootstrap import Runtime, bootstrap
-from turnledger.pipeline.config import Config, MemoryConfig
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.config_sections import MemoryConfig
 from turnledger.pipeline.rerun_diff import RerunReport, TurnFacts, compare, facts
 from turnledger.pipeline.rerun_replay import (
     RecordedTurn,

@@ -27,7 +27,7 @@ from turnledger.ledger.events import (
 
 if TYPE_CHECKING:
     from turnledger.ledger.envelope import Recorded
-    from turnledger.pipeline.config import RuntimeConfig
+    from turnledger.pipeline.config_sections import RuntimeConfig
     from turnledger.pipeline.sessions import SessionRef
 
 __all__ = ["RerunReport", "TurnDiff", "TurnFacts", "compare", "facts"]

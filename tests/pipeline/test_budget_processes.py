@@ -24,7 +24,7 @@ from turnledger.ledger.events import ModelCalled, TurnFailed
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.budget_guard import BudgetGuard
-from turnledger.pipeline.config import BudgetConfig
+from turnledger.pipeline.config_sections import BudgetConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_CALL = 0.12  # the child's pricing: 100 input and 10 output tokens

@@ -1,9 +1,10 @@
 """Every configuration key that is parsed is read somewhere (never silently ignored).
 
-A static check: each field of every ``msgspec.Struct`` in ``pipeline/config.py`` must
-be read (``.name``) or named (``"name"``) by a module of the packages other than the
-config modules themselves (``config.py``, ``config_layout.py``), or be translated by the config module into policy settings
-(``name=section.name``). A key nothing reads fails here with its section and name.
+A static check: each field of every ``msgspec.Struct`` in ``pipeline/config.py`` and
+``pipeline/config_sections.py`` must be read (``.name``) or named (``"name"``) by a
+module of the packages other than the config modules themselves (``config.py``,
+``config_sections.py``, ``config_layout.py``), or be translated by a config module into
+policy settings (``name=section.name``). A key nothing reads fails here with its section and name.
 """
 
 from __future__ import annotations
@@ -14,26 +15,31 @@ from pathlib import Path
 import msgspec
 
 from turnledger.pipeline import config as config_module
+from turnledger.pipeline import config_sections
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("ledger", "policies", "projections", "pipeline", "adapters")
 
 
 def _config_fields() -> list[tuple[str, str]]:
-    fields = []
-    for name, value in vars(config_module).items():
-        if (
-            isinstance(value, type)
-            and issubclass(value, msgspec.Struct)
-            and value.__module__ == config_module.__name__
-        ):
-            fields.extend((name, field) for field in value.__struct_fields__)
+    fields = set()
+    for module in (config_module, config_sections):
+        for name, value in vars(module).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, msgspec.Struct)
+                and value.__module__ == module.__name__
+            ):
+                fields.update((name, field) for field in value.__struct_fields__)
     return sorted(fields)
 
 
 def _sources(*, leave_out: tuple[str, ...] = ()) -> tuple[str, str]:
-    config_path = ROOT / "pipeline" / "config.py"
-    skipped = {config_path, ROOT / "pipeline" / "config_layout.py"}
+    config_paths = (
+        ROOT / "pipeline" / "config.py",
+        ROOT / "pipeline" / "config_sections.py",
+    )
+    skipped = {*config_paths, ROOT / "pipeline" / "config_layout.py"}
     skipped |= {ROOT / name for name in leave_out}
     others = "\n".join(
         path.read_text()
@@ -41,7 +47,7 @@ def _sources(*, leave_out: tuple[str, ...] = ()) -> tuple[str, str]:
         for path in sorted((ROOT / package).rglob("*.py"))
         if path not in skipped
     )
-    return others, config_path.read_text()
+    return others, "\n".join(path.read_text() for path in config_paths)
 
 
 def _ignored(others: str, own: str) -> list[str]:

@@ -33,7 +33,7 @@ from turnledger.ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from turnledger.pipeline.config import RuntimeConfig
+from turnledger.pipeline.config_sections import RuntimeConfig
 from turnledger.pipeline.prompt_cache import PromptCache
 from turnledger.pipeline.prompting import assemble_prompt
 from turnledger.policies.recall import MEMORY_CONTEXT_OPEN

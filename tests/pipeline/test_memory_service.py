@@ -7,12 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from turnledger.ledger.store import open_store
-from turnledger.pipeline.config import (
-    Config,
-    ConfigError,
+from turnledger.pipeline.config import Config, ConfigError, parse_config
+from turnledger.pipeline.config_sections import (
     MemoryConfig,
     RecallConfig,
-    parse_config,
     recall_tuning,
 )
 from turnledger.pipeline.memory_service import MemoryService, rerank

@@ -13,7 +13,8 @@ import pytest
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
-from turnledger.pipeline.config import AgentConfig, Config, MemoryConfig
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.config_sections import AgentConfig, MemoryConfig
 from turnledger.pipeline.memory_service import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
 from turnledger.pipeline.strategy import DefaultMemoryStrategy, strategy_for

@@ -13,7 +13,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from tests.pipeline.test_engine import EchoTool, FakeProvider, answer, call
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
-from turnledger.pipeline.config import TelemetryConfig, parse_config
+from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.config_sections import TelemetryConfig
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.telemetry import export_run
 
