@@ -237,3 +237,17 @@ def test_several_notices_are_not_taken_for_a_recorded_result():
     """Two notices are ambiguous: the text is bounded as a raw output."""
     text = "a" * 30 + truncation_notice(5) + "b" * 30 + truncation_notice(7) + "c" * 30
     assert rebound_recorded(text, 40) == bound_tool_result(text, 40)
+
+
+def test_a_recorded_result_bounded_again_under_a_smaller_limit():
+    """Re-bounding cuts the kept head and tail further; one notice, the true total."""
+    recorded = bound_tool_result("a" * 300 + "b" * 300, 100)
+    again = rebound_recorded(recorded.text, 40)
+    assert again.truncated
+    assert again.kept_chars == 40
+    assert again.original_chars == 600
+    assert again.elided_chars == 560
+    assert again.text.count("characters truncated") == 1
+    assert again.text.startswith("a")
+    assert again.text.endswith("b")
+    assert truncation_notice(560) in again.text

@@ -26,7 +26,11 @@ from turnledger.policies.scrubbing import (
     scrub_text,
     summarize,
 )
-from turnledger.policies.secret_shapes import entropy_bits, high_entropy
+from turnledger.policies.secret_shapes import (
+    entropy_bits,
+    high_entropy,
+    scrub_secretish_values,
+)
 from turnledger.policies.structured_scrubbing import (
     scrub_json,
     scrub_json_text,
@@ -558,3 +562,18 @@ class TestDepth:
         assert "[nested too deep]" in msgspec.json.encode(scrubbed).decode()
         assert scrub_json(scrubbed) == scrubbed
         assert scrub_json({"a": ("b", [1])}) == {"a": ("b", [1])}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my_token   = Zx8Qm2Lp9Rt4Vb7Nc1Kd5",
+        '"my_token" : Zx8Qm2Lp9Rt4Vb7Nc1Kd5',
+        "my_token\t= Zx8Qm2Lp9Rt4Vb7Nc1Kd5",
+    ],
+)
+def test_secretish_values_after_spaced_or_quoted_keys(text):
+    """Spaces or a closing quote between the key and its separator still name the key."""
+    scrubbed = scrub_secretish_values(text, lambda key: "token" in key)
+    assert scrubbed.endswith("[REDACTED]")
+    assert "Zx8Qm2Lp9Rt4Vb7Nc1Kd5" not in scrubbed
