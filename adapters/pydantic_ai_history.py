@@ -47,7 +47,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.policies import bound_tool_result, make_message, trim_to_budget
 from turnledger.policies.messages import BREADCRUMB_TEXT, Message, ToolCall, ToolResult
 from turnledger.policies.pairing_repair import INTERRUPTED_TEXT
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history_read import visible_messages
 from turnledger.projections.queries import SessionHistories
 
 DEFAULT_AGENT: Final = "pydantic-ai"

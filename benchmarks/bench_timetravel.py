@@ -74,7 +74,7 @@ from turnledger.pipeline.rerun import rerun_session
 from turnledger.pipeline.sessions import resolve_session
 from turnledger.pipeline.timetravel import fork_session
 from turnledger.policies.messages import ToolCall
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.queries import SessionHistories
 
 FORK_GOAL_MS = 5.0

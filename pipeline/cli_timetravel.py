@@ -19,7 +19,7 @@ from turnledger.pipeline.timetravel import (
     fork_tree,
     rewind_session,
 )
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.queries import SessionHistories
 
 

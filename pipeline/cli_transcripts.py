@@ -41,7 +41,7 @@ from turnledger.pipeline.sessions import (
     resolve_session,
 )
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.lineage import lineage
 from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
 

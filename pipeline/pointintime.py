@@ -26,7 +26,7 @@ from turnledger.pipeline.sessions import SessionRef
 from turnledger.policies.messages import Message
 from turnledger.policies.recall import RecalledMemory, render_memory_block
 from turnledger.projections.costs import CostTotals, grand_total
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.lineage import lineage
 from turnledger.projections.memory_at import MemoryAt, memory_as_of
 from turnledger.projections.queries import SessionHistories, cost_records

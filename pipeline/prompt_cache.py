@@ -53,11 +53,8 @@ from turnledger.policies.messages import (
     starts_turn,
 )
 from turnledger.policies.token_estimates import estimate_history_tokens
-from turnledger.projections.history import (
-    HistoryEntry,
-    SessionHistoryState,
-    current_instructions,
-)
+from turnledger.projections.history import HistoryEntry, SessionHistoryState
+from turnledger.projections.history_read import current_instructions
 
 if TYPE_CHECKING:
     from hashlib import _Hash

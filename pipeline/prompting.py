@@ -31,8 +31,8 @@ from turnledger.pipeline.export import ExportOptions, prepare_history
 from turnledger.policies.messages import Message
 from turnledger.policies.token_estimates import estimate_history_tokens
 from turnledger.policies.trimming import REASON_BUDGET_EXCEEDED, TrimDecision
-from turnledger.projections.history import (
-    SessionHistoryState,
+from turnledger.projections.history import SessionHistoryState
+from turnledger.projections.history_read import (
     current_instructions,
     history_digest,
     visible_messages,

@@ -16,8 +16,8 @@ import msgspec
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import text_digest
 from turnledger.ledger.store import EventStore
-from turnledger.projections.history import (
-    SESSION_HISTORY,
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.history_read import (
     current_instructions,
     history_digest,
     visible_messages,

@@ -34,11 +34,8 @@ from turnledger.ledger.events import Event, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.prompt_cache import PromptCache
 from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.history import (
-    SESSION_HISTORY,
-    SessionHistoryState,
-    fold_stream,
-)
+from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
+from turnledger.projections.history_fold import fold_stream
 from turnledger.projections.queries import SessionHistories
 
 CACHED_SESSIONS: Final = 1024

@@ -12,11 +12,8 @@ from turnledger.projections.catalog import (
     projection_named,
 )
 from turnledger.projections.costs import COST_RECORDS
-from turnledger.projections.history import (
-    SESSION_HISTORY,
-    history_digest,
-    visible_messages,
-)
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.history_read import history_digest, visible_messages
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH
 from turnledger.projections.observer import OBSERVER_VIEW
 from turnledger.projections.runner import ProjectionRunner

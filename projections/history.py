@@ -12,14 +12,15 @@ Two instances of the fold: :data:`SESSION_HISTORY` (the read model the engine an
 readers use, persisted as the session's snapshot) drops the entries a trim made
 invisible and keeps only their count, so its size is bounded by what the provider
 sees, not by the session's length; :data:`SESSION_TRANSCRIPT` keeps every entry,
-for the commands that audit the whole record.
+for the commands that audit the whole record. This module is the fold event by
+event; folding a whole stream at once is :mod:`turnledger.projections.history_fold`
+and reading a state out (provider messages, the digest) is
+:mod:`turnledger.projections.history_read`.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Sequence
-from typing import Final, cast
+from typing import Final
 
 import msgspec
 
@@ -41,7 +42,6 @@ from turnledger.ledger.events import (
 )
 from turnledger.policies.lifecycle import LifecycleDeclaration
 from turnledger.policies.messages import (
-    BREADCRUMB_TEXT,
     Message,
     ToolCall,
     ToolResult,
@@ -49,7 +49,6 @@ from turnledger.policies.messages import (
 )
 from turnledger.projections.history_rewind import (
     RewindEffect,
-    compact,
     rewind,
     rewind_effect,
     trim,
@@ -69,16 +68,10 @@ __all__ = [
     "SessionHistory",
     "SessionHistoryState",
     "TrimMark",
-    "compacted",
-    "current_instructions",
-    "exact_history",
-    "fold_stream",
-    "history_digest",
     "media_reference",
-    "provider_messages",
+    "message_entry",
     "rewind_effect",
     "tool_result_text",
-    "visible_messages",
 ]
 
 
@@ -162,12 +155,12 @@ class SessionHistory:
             case TurnStarted(turn_id=turn_id):
                 return _append_entry(
                     msgspec.structs.replace(state, open_turn=turn_id),
-                    _message_entry(recorded.event, version),
+                    message_entry(recorded.event, version),
                 )
             case MediaAttached() as media:
                 return _attach(state, media)
             case AssistantMessage() | ToolResultRecorded():
-                return _append_entry(state, _message_entry(recorded.event, version))
+                return _append_entry(state, message_entry(recorded.event, version))
             case HistoryTrimmed(dropped_through_version=through):
                 return trim(
                     state, max(state.trimmed_through, through), version, self.compact
@@ -237,11 +230,7 @@ def _fork(state: SessionHistoryState, forked: SessionForked) -> SessionHistorySt
     )
 
 
-_MESSAGE_EVENTS: Final = (TurnStarted, AssistantMessage, ToolResultRecorded)
-"""The events that only append one message (what :func:`fold_stream` batches)."""
-
-
-def _message_entry(
+def message_entry(
     event: TurnStarted | AssistantMessage | ToolResultRecorded, version: int
 ) -> HistoryEntry:
     """Return the history entry a message-producing event appends."""
@@ -267,137 +256,6 @@ def _append_entry(
     return msgspec.structs.replace(state, entries=(*state.entries, entry))
 
 
-def fold_stream(
-    projection: SessionHistory,
-    state: SessionHistoryState,
-    events: Iterable[Recorded],
-) -> SessionHistoryState:
-    """Fold one session stream's events into its state, in linear time.
-
-    The same fold as ``projection.evolve`` event by event (a test holds the two
-    equal), but runs of message events are appended to the entries once, not one
-    tuple copy per event, so a long session folds in time linear in its length.
-    """
-    wanted = projection.event_types
-    events = events if isinstance(events, list) else list(events)
-    horizon = _horizon(events) if projection.compact else 0
-    pending: list[HistoryEntry] = []
-    last = state.last_version
-    opened = state.open_turn
-    offset = state.version_offset
-    completed = 0
-    kinds: dict[type, int] = {}  # 0 skipped, 1 a message, 2 an end, 3 by evolve
-    for recorded in events:
-        event = recorded.event
-        kind = kinds.get(type(event))
-        if kind is None:
-            kind = _kind(event, wanted)
-            kinds[type(event)] = kind
-        if kind == 1:
-            said = cast("TurnStarted | AssistantMessage | ToolResultRecorded", event)
-            version = recorded.version + offset
-            if version <= horizon:  # a later trim hides it: only counted
-                entry = HistoryEntry(
-                    version=version, turn_id=said.turn_id, message=_TRIMMED_LATER
-                )
-            else:
-                entry = _message_entry(said, version)
-            pending.append(entry)
-            last = recorded.version
-            if isinstance(said, TurnStarted):
-                opened = said.turn_id
-        elif kind == 2:  # a completed turn: no message, no tuple copy
-            completed += 1
-            last, opened = recorded.version, None
-        elif kind == 3:
-            state = _flush(state, pending, last, opened, completed)
-            pending, completed = [], 0
-            state = projection.evolve(state, recorded)
-            last, opened = state.last_version, state.open_turn
-            offset = state.version_offset
-    return _flush(state, pending, last, opened, completed)
-
-
-_TRIMMED_LATER: Final = make_message("user", "", kind="normal")
-"""What :func:`fold_stream` keeps for a message a later trim hides (never shown)."""
-
-
-def _horizon(events: list[Recorded]) -> int:
-    """The version a compacting fold of ``events`` is sure to drop through.
-
-    The highest trim boundary among them, unless a rewind is among them (it
-    may undo a trim) or one of them is not folded in order: messages at or
-    below it are dropped by that trim before the fold ends, so only their
-    versions (the trims count them) matter. A fork's events count through its
-    offset; a boundary is a lineage version, so the horizon is one too.
-    """
-    horizon = 0
-    for event in [r.event for r in events if type(r.event) in _HORIZON_TYPES]:
-        if not isinstance(event, HistoryTrimmed):
-            return 0
-        horizon = max(horizon, event.dropped_through_version)
-    return horizon
-
-
-_HORIZON_TYPES: Final = frozenset(
-    {HistoryTrimmed, SessionRewound, SessionForked, ItemsRemoved}
-)
-
-
-def _kind(event: Event, wanted: tuple[type[Event], ...]) -> int:
-    """How :func:`fold_stream` folds an event of this type."""
-    if not isinstance(event, wanted):
-        return 0
-    if isinstance(event, _MESSAGE_EVENTS):
-        return 1
-    return 2 if isinstance(event, TurnCompleted) else 3
-
-
-def _flush(
-    state: SessionHistoryState,
-    pending: list[HistoryEntry],
-    last: int,
-    opened: str | None,
-    completed: int,
-) -> SessionHistoryState:
-    if not pending and not completed:
-        return state
-    return msgspec.structs.replace(
-        state,
-        entries=(*state.entries, *pending) if pending else state.entries,
-        last_version=last,
-        open_turn=opened,
-        turns_completed=state.turns_completed + completed,
-    )
-
-
-def exact_history(
-    events: Sequence[Recorded], state: SessionHistoryState | None = None
-) -> SessionHistoryState:
-    """Return one session's history folded from its events (a lineage), exactly.
-
-    Args:
-        events: All of the session's events (relabeled as one stream).
-        state: The compacting fold of them, when the caller has it already.
-
-    Returns:
-        The compacting fold; or, when a rewind undid a trim whose messages
-        that fold had dropped (``missing_through``), the transcript fold
-        compacted the same way, which still holds them.
-    """
-    if state is None:
-        state = fold_stream(SESSION_HISTORY, SESSION_HISTORY.initial(""), events)
-    if not state.missing_through:
-        return state
-    whole = fold_stream(SESSION_TRANSCRIPT, SESSION_TRANSCRIPT.initial(""), events)
-    return compacted(whole)
-
-
-def compacted(state: SessionHistoryState) -> SessionHistoryState:
-    """Return a transcript-fold state as the compacting fold holds it."""
-    return compact(msgspec.structs.replace(state, compacted=True, missing_through=0))
-
-
 def _attach(state: SessionHistoryState, media: MediaAttached) -> SessionHistoryState:
     """Add a media reference to the turn's user message."""
     for index in range(len(state.entries) - 1, -1, -1):
@@ -412,59 +270,8 @@ def _attach(state: SessionHistoryState, media: MediaAttached) -> SessionHistoryS
     return state
 
 
-def visible_messages(state: SessionHistoryState) -> list[Message]:
-    """Return the provider-visible history: a breadcrumb for trims, then the rest."""
-    kept = [e.message for e in state.entries if e.version > state.trimmed_through]
-    if state.trimmed_entries:
-        return [make_message("user", BREADCRUMB_TEXT, kind="breadcrumb"), *kept]
-    return kept
-
-
-def current_instructions(state: SessionHistoryState) -> str | None:
-    """Return the system prompt in effect (the last one recorded), if any."""
-    return state.instructions[-1].message.text if state.instructions else None
-
-
-def provider_messages(state: SessionHistoryState) -> list[Message]:
-    """Return the history as a provider is sent it: system prompts included.
-
-    The recorded system prompts older than the first visible message come first
-    (oldest first; a trim never drops them), then the breadcrumb when trims hid
-    messages, then the visible messages with any later system prompt in place.
-    """
-    visible = visible_messages(state)
-    if not state.instructions:
-        return visible
-    kept = [e for e in state.entries if e.version > state.trimmed_through]
-    first = kept[0].version if kept else state.last_version + state.version_offset + 1
-    lead = [i.message for i in state.instructions if i.version < first]
-    later = [i for i in state.instructions if i.version >= first]
-    crumb = visible[: len(visible) - len(kept)]
-    body: list[Message] = []
-    waiting = 0
-    for entry in kept:
-        while waiting < len(later) and later[waiting].version < entry.version:
-            body.append(later[waiting].message)
-            waiting += 1
-        body.append(entry.message)
-    body.extend(i.message for i in later[waiting:])
-    return [*lead, *crumb, *body]
-
-
 SESSION_HISTORY: Final = SessionHistory("session_history", compact=True)
 """The session-history projection: the provider-visible history, bounded."""
 
 SESSION_TRANSCRIPT: Final = SessionHistory("session_transcript", compact=False)
 """The same fold keeping every recorded message (audits of the whole record)."""
-
-
-_DIGEST_ENCODER: Final = msgspec.json.Encoder()
-
-
-def history_digest(messages: Sequence[Message]) -> str:
-    """Return the digest a prompt records for its history section.
-
-    The turn engine records it when it assembles a prompt; replay re-derives it
-    from the ledger and compares.
-    """
-    return hashlib.sha256(_DIGEST_ENCODER.encode(tuple(messages))).hexdigest()

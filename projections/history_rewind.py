@@ -6,7 +6,7 @@ system prompt the session recorded is visible after it exactly when it was
 visible then (:func:`rewind_effect`), however many rewinds and redos lie
 between. The compacting fold drops what a trim hides; when a rewind undoes
 such a trim it marks the state ``missing_through`` and readers fold the
-transcript instead (:func:`turnledger.projections.history.exact_history`).
+transcript instead (:func:`turnledger.projections.history_fold.exact_history`).
 """
 
 from __future__ import annotations

@@ -27,9 +27,8 @@ from turnledger.projections.history import (
     SESSION_TRANSCRIPT,
     SessionHistory,
     SessionHistoryState,
-    exact_history,
-    fold_stream,
 )
+from turnledger.projections.history_fold import exact_history, fold_stream
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
 from turnledger.projections.lineage import fork_event, lineage
 from turnledger.projections.runner import ProjectionRunner

@@ -41,7 +41,7 @@ from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
 from turnledger.projections.costs import grand_total
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
 from turnledger.projections.observer_export import render_item
 from turnledger.projections.observer_items import observe

@@ -38,7 +38,7 @@ from turnledger.pipeline.sessions import load_history
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pairing import audit_pairing
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history_read import visible_messages
 
 Step = ChatResponse | ProviderError | Callable[[ChatRequest], ChatResponse]
 

@@ -83,7 +83,7 @@ from turnledger.pipeline.timetravel import fork_session, rewind_session
 from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.policies.pairing import audit_pairing
-from turnledger.projections.history import visible_messages
+from turnledger.projections.history_read import visible_messages
 
 AGENT = "ops"
 SESSION = "e2e"

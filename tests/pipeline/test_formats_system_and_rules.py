@@ -15,7 +15,7 @@ from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import parse_transcript
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.sessions import load_history
-from turnledger.projections.history import provider_messages
+from turnledger.projections.history_read import provider_messages
 
 SYSTEM = "You are a release assistant. Answer in one line."
 

@@ -38,7 +38,8 @@ from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history
 from turnledger.policies.pairing import audit_pairing
 from turnledger.projections.base import digest, fold
-from turnledger.projections.history import SESSION_HISTORY, visible_messages
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.history_read import visible_messages
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 

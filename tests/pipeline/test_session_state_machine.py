@@ -73,13 +73,9 @@ from turnledger.pipeline.sessions import load_history
 from turnledger.policies.pairing import audit_pairing
 from turnledger.projections.base import digest, fold
 from turnledger.projections.catalog import PROJECTIONS
-from turnledger.projections.history import (
-    SESSION_HISTORY,
-    SESSION_TRANSCRIPT,
-    fold_stream,
-    history_digest,
-    visible_messages,
-)
+from turnledger.projections.history import SESSION_HISTORY, SESSION_TRANSCRIPT
+from turnledger.projections.history_fold import fold_stream
+from turnledger.projections.history_read import history_digest, visible_messages
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 

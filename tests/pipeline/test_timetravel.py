@@ -39,11 +39,8 @@ from turnledger.pipeline.timetravel import (
     rewind_session,
 )
 from turnledger.projections.base import fold
-from turnledger.projections.history import (
-    SESSION_HISTORY,
-    provider_messages,
-    visible_messages,
-)
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.history_read import provider_messages, visible_messages
 from turnledger.projections.lineage import last_version_at, lineage
 from turnledger.projections.queries import SessionHistories, cost_records
 

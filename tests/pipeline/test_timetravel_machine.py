@@ -78,9 +78,9 @@ from turnledger.projections.history import (
     SESSION_HISTORY,
     SESSION_TRANSCRIPT,
     SessionHistoryState,
-    compacted,
-    provider_messages,
 )
+from turnledger.projections.history_fold import compacted
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.lineage import segments
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner

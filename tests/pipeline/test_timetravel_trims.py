@@ -22,11 +22,9 @@ from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import resolve_session
 from turnledger.pipeline.timetravel import rewind_session
-from turnledger.projections.history import (
-    SESSION_HISTORY,
-    compacted,
-    provider_messages,
-)
+from turnledger.projections.history import SESSION_HISTORY
+from turnledger.projections.history_fold import compacted
+from turnledger.projections.history_read import provider_messages
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
