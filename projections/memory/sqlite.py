@@ -4,7 +4,8 @@ One row per (agent, key): storing a key again updates the row in place and keeps
 its id and creation time. Keyword search is FTS5 (external content, kept in step
 by triggers); vectors are float32 BLOBs searched by brute-force cosine over an
 in-memory matrix. Memory events are applied together with the ledger position
-in one transaction, so each event takes effect exactly once.
+in one transaction, so each event takes effect exactly once. Reads by key and filter
+(``get``, ``list``, ``count``, ``export``) come from the ``_sqlite_reads`` mixin.
 
 Recall (see :meth:`SQLiteMemory.recall`):
 
@@ -30,7 +31,6 @@ before ranking, normalising and limiting. An "unlimited" limit (0) means 1,024.
 
 from __future__ import annotations
 
-import builtins
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -47,18 +47,15 @@ from turnledger.projections.memory._hybrid import fuse
 from turnledger.projections.memory._sqlite_embedding import EmbeddingStage
 from turnledger.projections.memory._sqlite_fts import FrequentTerms, keyword_search
 from turnledger.projections.memory._sqlite_like import like_search
+from turnledger.projections.memory._sqlite_reads import (
+    SQLiteReads,
+)
 from turnledger.projections.memory._sqlite_schema import (
-    COLUMNS,
     Database,
     entry_from_row,
     hydrate,
 )
-from turnledger.projections.memory._sqlite_scope import (
-    Scope,
-    make_scope,
-    newest_sql,
-    scope_sql,
-)
+from turnledger.projections.memory._sqlite_scope import make_scope
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
 from turnledger.projections.memory.cache import DEFAULT_CACHE_SIZE
 from turnledger.projections.memory.embedders import (
@@ -84,12 +81,9 @@ SEARCH_MODES: Final = frozenset({"hybrid", "bm25", "embedding"})
 REINDEX_BATCH: Final = 64
 """How many rows one reindex batch embeds and commits."""
 
-LIST_CEILING: Final = 10_000
-"""The most rows one ``list`` returns (a limit of 0 means this)."""
-
 
 @typed_memory_errors("sqlite")
-class SQLiteMemory:
+class SQLiteMemory(SQLiteReads):
     """Long-term memory in one SQLite file.
 
     Args:
@@ -315,86 +309,6 @@ class SQLiteMemory:
             found = like_search(conn, query, scope, count)
         return [entry_from_row(row, score) for row, score in found]
 
-    def get(self, key: str, *, agents: Sequence[str]) -> MemoryEntry | None:
-        """Return the live row with that key, the first agent in ``agents`` winning."""
-        order = list(dict.fromkeys(agents))
-        if not order:
-            return None
-        marks = ",".join("?" * len(order))
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE key = ? "
-                f"AND agent IN ({marks}) AND superseded_by IS NULL",
-                [key, *order],
-            ).fetchall()
-        if not rows:
-            return None
-        return entry_from_row(min(rows, key=lambda row: order.index(row[2])))
-
-    def list(
-        self,
-        *,
-        agents: Sequence[str],
-        category: str | None = None,
-        session: str | None = None,
-        limit: int = 1000,
-    ) -> list[MemoryEntry]:
-        """Return live rows, newest first (strict session filter).
-
-        ``limit`` 0 means :data:`LIST_CEILING`, and no limit exceeds it.
-
-        Raises:
-            ValueError: ``limit`` is negative.
-        """
-        if limit < 0:
-            msg = f"Expected a list limit >= 0, found {limit}"
-            raise ValueError(msg)
-        scope = make_scope(agents, session=session, strict=True, category=category)
-        if not scope.agents:
-            return []
-        return self._newest(scope, min(limit or LIST_CEILING, LIST_CEILING))
-
-    def count(self, *, agents: Sequence[str]) -> int:
-        """Return how many live rows ``agents`` have."""
-        scope = make_scope(agents)
-        if not scope.agents:
-            return 0
-        where, params = scope_sql(scope)
-        with self._db.read() as conn:
-            row = conn.execute(
-                f"SELECT count(*) FROM memories AS m WHERE {where}", params
-            ).fetchone()
-        return int(row[0])
-
-    def export(
-        self,
-        *,
-        agents: Sequence[str],
-        session: str | None = None,
-        category: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> builtins.list[MemoryEntry]:
-        """Return every live row matching the filters, oldest first."""
-        scope = make_scope(
-            agents,
-            session=session,
-            since=since,
-            until=until,
-            strict=True,
-            category=category,
-        )
-        if not scope.agents:
-            return []
-        where, params = scope_sql(scope)
-        with self._db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {COLUMNS} FROM memories AS m WHERE {where} "
-                "ORDER BY created_us, id",
-                params,
-            ).fetchall()
-        return [entry_from_row(row) for row in rows]
-
     def health(self) -> bool:
         """Return whether the database answers."""
         try:
@@ -450,12 +364,6 @@ class SQLiteMemory:
         elif isinstance(event, MemorySuperseded):
             gone = writes.supersede(conn, event.agent, event.key, event.superseded_by)
             self._embedding.drop(gone)
-
-    def _newest(self, scope: Scope, limit: int) -> builtins.list[MemoryEntry]:
-        sql, params = newest_sql(scope, limit)
-        with self._db.read() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [entry_from_row(row) for row in rows]
 
 
 def _check_settings(vector: float, keyword: float, mode: str, cache: int) -> None:
