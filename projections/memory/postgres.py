@@ -15,14 +15,14 @@ filters for real; stop words are never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
 ``float4[]`` column with cosine computed in numpy over the keyword and recency
 candidates), blended 0.7/0.3 like SQLite; session-less core/daily facts are
-visible from every session on every path.
+visible from every session on every path. The connection, its transactions and
+the schema migration are :mod:`turnledger.projections.memory._postgres_connection`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
@@ -33,14 +33,16 @@ from psycopg import sql
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
+from turnledger.projections.memory._postgres_connection import (
+    LOCK_TIMEOUT_MS,
+    Connection,
+    PostgresConnection,
+)
 from turnledger.projections.memory._postgres_sql import (
     COLUMNS,
-    CREATE,
     KEYWORD,
-    META_TABLE,
     NEAREST,
     PGVECTOR_SIMILARITY,
-    TABLE,
     UPSERT,
     Vector,
     VectorKind,
@@ -63,10 +65,6 @@ from turnledger.projections.memory.protocol import (
 )
 
 _Entries: TypeAlias = list[MemoryEntry]
-_Connection: TypeAlias = "psycopg.Connection[tuple[Any, ...]]"
-
-LOCK_TIMEOUT_MS = 5000
-"""How long a statement waits for a row or table lock (the busy timeout)."""
 
 __all__ = [
     "LOCK_TIMEOUT_MS",
@@ -78,7 +76,7 @@ __all__ = [
 
 
 @typed_memory_errors("postgres")
-class PostgresMemory:
+class PostgresMemory(PostgresConnection):
     """Long-term memory in a PostgreSQL schema.
 
     Args:
@@ -108,83 +106,6 @@ class PostgresMemory:
         vectors_on = embedder is not None and embedder.identity.dims > 0
         self.capabilities = Capabilities(vectors=vectors_on)
         self.vector_kind: VectorKind = self._migrate(vectors)
-
-    def _connect(self) -> _Connection:
-        conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10)
-        conn.execute("SET TIME ZONE 'UTC'")
-        # The busy timeout: a lock held longer fails typed (MemoryLockedError).
-        conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
-        # A view is rebuilt from the ledger, and its effects commit together with
-        # its position, so a lost tail after a server crash is replayed, never torn.
-        conn.execute("SET synchronous_commit = off")
-        return conn
-
-    @contextmanager
-    def _transaction(self) -> Iterator[_Connection]:
-        """Hold the lock and a transaction (a savepoint when nested)."""
-        with self._lock:
-            if self._conn.closed or self._conn.broken:
-                self._conn = self._connect()
-            with self._conn.transaction():
-                yield self._conn
-
-    def _sql(self, template: str, **parts: sql.Composable | str) -> sql.Composed:
-        """Fill a template: schema-qualified names, and SQL text for str parts."""
-        text = {k: sql.SQL(v) if isinstance(v, str) else v for k, v in parts.items()}
-        return sql.SQL(template).format(
-            schema=sql.Identifier(self.schema),
-            table=sql.Identifier(self.schema, TABLE),
-            meta=sql.Identifier(self.schema, META_TABLE),
-            **text,
-        )
-
-    def _migrate(self, wanted: str) -> VectorKind:
-        with self._transaction() as conn:
-            conn.execute(self._sql(CREATE[0]))
-            kind = self._vector_kind(conn, wanted)
-            column = sql.SQL("vector" if kind == "pgvector" else "float4[]")
-            for statement in CREATE[1:]:
-                conn.execute(self._sql(statement, column=column))
-            self._adopt_identity(conn)
-        return kind
-
-    def _vector_kind(self, conn: _Connection, wanted: str) -> VectorKind:
-        found = conn.execute(
-            "SELECT atttypid::regtype::text FROM pg_attribute"
-            " WHERE attname = 'embedding'"
-            " AND attrelid = to_regclass(format('%%I.%%I', %s::text, %s::text))",
-            (self.schema, TABLE),
-        ).fetchone()
-        if found is not None:
-            return "pgvector" if found[0] == "vector" else "array"
-        if wanted == "array":
-            return "array"
-        try:
-            with conn.transaction():
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except psycopg.Error:
-            if wanted == "pgvector":
-                raise
-            return "array"
-        return "pgvector"
-
-    def _adopt_identity(self, conn: _Connection) -> None:
-        """Clear vectors made by another embedder (content is kept)."""
-        if not self.capabilities.vectors or self._embedder is None:
-            return
-        identity = "|".join(map(str, self._embedder.identity))
-        found = conn.execute(
-            self._sql("SELECT value FROM {meta} WHERE name = 'embedder'")
-        ).fetchone()
-        if found is not None and found[0] != identity:
-            conn.execute(self._sql("UPDATE {table} SET embedding = NULL"))
-        conn.execute(
-            self._sql(
-                "INSERT INTO {meta} VALUES ('embedder', %s)"
-                " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
-            ),
-            (identity,),
-        )
 
     def _vector(self, text: str) -> Vector | None:
         if not self.capabilities.vectors or self._embedder is None:
@@ -395,7 +316,7 @@ class PostgresMemory:
         with self._transaction() as conn:
             return self._position(conn)
 
-    def _position(self, conn: _Connection, *, lock: bool = False) -> int:
+    def _position(self, conn: Connection, *, lock: bool = False) -> int:
         query = "SELECT value FROM {meta} WHERE name = 'applied_position'"
         row = conn.execute(
             self._sql(query + (" FOR UPDATE" if lock else ""))
