@@ -47,22 +47,15 @@ from turnledger.ledger.frame import (
     FRAME_FORMAT,
     HEADER,
     TIME,
-    datetime_from_us,
-    now_us,
 )
 from turnledger.ledger.frame_decode import decode_frame
 
-# datetime_from_us and now_us are re-exported: pipeline/session_cursor.py imports
-# them from here (another change was editing it when the clock moved to
-# ledger.frame, their home now).
 __all__ = [
     "DecodedEvent",
     "MsgspecMapper",
     "MsgspecTranscoder",
     "PendingEvent",
-    "datetime_from_us",
     "describe_row",
-    "now_us",
 ]
 
 _ENCODER: Final = msgspec.json.Encoder()

@@ -79,16 +79,11 @@ from turnledger.policies.scoping import (
     normalize_backend,
 )
 
-# RuntimeConfig and StorageConfig are re-exported: pipeline/prompting.py,
-# pipeline/prompt_cache.py and two time-travel tests import them from here
-# (other changes' files); new code imports the sections from config_sections.
 __all__ = [
     "CONFIG_ENV",
     "CONFIG_NAME",
     "Config",
     "ConfigError",
-    "RuntimeConfig",
-    "StorageConfig",
     "load_config",
     "parse_config",
     "validate",

@@ -43,7 +43,7 @@ from turnledger.ledger.events import (
     PromptSection,
     SystemPromptSet,
 )
-from turnledger.pipeline.config import RuntimeConfig
+from turnledger.pipeline.config_sections import RuntimeConfig
 from turnledger.pipeline.export import ExportOptions, prepare_history
 from turnledger.pipeline.prompting import AssembledPrompt, assemble_prompt, sha256_hex
 from turnledger.policies.messages import (

@@ -26,7 +26,7 @@ from turnledger.ledger.events import (
     PromptSection,
     SystemPromptSet,
 )
-from turnledger.pipeline.config import RuntimeConfig
+from turnledger.pipeline.config_sections import RuntimeConfig
 from turnledger.pipeline.export import ExportOptions, prepare_history
 from turnledger.policies.messages import Message
 from turnledger.policies.token_estimates import estimate_history_tokens

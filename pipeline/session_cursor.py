@@ -21,7 +21,6 @@ from typing import Final
 from uuid import UUID
 
 from turnledger.ledger.aio import AsyncLedger
-from turnledger.ledger.codec import datetime_from_us, now_us
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import (
     ConcurrencyError,
@@ -31,6 +30,7 @@ from turnledger.ledger.errors import (
     StoreUnavailableError,
 )
 from turnledger.ledger.events import Event, SessionOpened
+from turnledger.ledger.frame import datetime_from_us, now_us
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.prompt_cache import PromptCache
 from turnledger.policies.paths import sanitize_session_key

@@ -56,7 +56,8 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import Runtime, bootstrap
-from turnledger.pipeline.config import Config, RuntimeConfig, StorageConfig
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.config_sections import RuntimeConfig, StorageConfig
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
     ExportOptions,

@@ -16,7 +16,8 @@ import pytest
 from turnledger.ledger.events import HistoryTrimmed, SessionRewound
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.bootstrap import bootstrap
-from turnledger.pipeline.config import Config, RuntimeConfig
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.config_sections import RuntimeConfig
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.replay import replay_session
