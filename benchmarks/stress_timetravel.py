@@ -12,6 +12,7 @@ Run::
     .venv/bin/python benchmarks/stress_timetravel.py                  # 100 x 40
     .venv/bin/python benchmarks/stress_timetravel.py --examples 20 --steps 20
     .venv/bin/python benchmarks/stress_timetravel.py --backend sqlite
+    .venv/bin/python benchmarks/stress_timetravel.py --quick    # smoke: 1 x 4
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def main() -> int:
     parser.add_argument(
         "--backend", choices=("sqlite", "postgres", "both"), default="both"
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes (smoke): 1 x 4 on SQLite"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.examples, args.steps, args.backend = 1, 4, "sqlite"
     env = {
         **os.environ,
         "TURNLEDGER_MACHINE_EXAMPLES": str(args.examples),
