@@ -100,9 +100,18 @@ class Backend(Protocol):
         ...
 
     def select_stream(
-        self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
+        self,
+        stream_id: UUID,
+        *,
+        gt: int,
+        lte: int | None,
+        limit: int | None,
+        topics: Sequence[str] = (),
     ) -> list[StoredRow]:
-        """Return a stream's rows with versions in ``(gt, lte]``, in version order."""
+        """Return a stream's rows with versions in ``(gt, lte]``, in version order.
+
+        With ``topics``, only rows of those topics (the others are not read out).
+        """
         ...
 
     def select_all(

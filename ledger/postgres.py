@@ -202,9 +202,15 @@ class PostgresBackend:
         return self._guard(run)
 
     def select_stream(
-        self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
+        self,
+        stream_id: UUID,
+        *,
+        gt: int,
+        lte: int | None,
+        limit: int | None,
+        topics: Sequence[str] = (),
     ) -> list[StoredRow]:
-        """Return a stream's rows with versions in ``(gt, lte]``."""
+        """Return a stream's rows with versions in ``(gt, lte]`` (of ``topics``)."""
         sql = SQL(
             "SELECT notification_id, originator_version, topic, state "
             "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s"
@@ -213,6 +219,9 @@ class PostgresBackend:
         if lte is not None:
             sql += SQL(" AND originator_version <= %s")
             params.append(lte)
+        if topics:
+            sql += SQL(" AND topic = ANY(%s)")
+            params.append(list(topics))
         sql += SQL(" ORDER BY originator_version")
         if limit is not None:
             sql += SQL(" LIMIT %s")

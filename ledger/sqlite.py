@@ -225,15 +225,24 @@ class SQLiteBackend:
         return self._guard(run)
 
     def select_stream(
-        self, stream_id: UUID, *, gt: int, lte: int | None, limit: int | None
+        self,
+        stream_id: UUID,
+        *,
+        gt: int,
+        lte: int | None,
+        limit: int | None,
+        topics: Sequence[str] = (),
     ) -> list[StoredRow]:
-        """Return a stream's rows with versions in ``(gt, lte]``."""
+        """Return a stream's rows with versions in ``(gt, lte]`` (of ``topics``)."""
         sql = f"SELECT rowid, originator_version, topic, state FROM {TABLE} "
         sql += "WHERE originator_id=? AND originator_version>?"
         params: list[object] = [stream_id.hex, gt]
         if lte is not None:
             sql += " AND originator_version<=?"
             params.append(lte)
+        if topics:
+            sql += f" AND topic IN ({','.join('?' * len(topics))})"
+            params.extend(topics)
         sql += " ORDER BY originator_version"
         if limit is not None:
             sql += " LIMIT ?"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TypeVar
 from uuid import UUID
 
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.projections.base import Projection, fold
@@ -30,7 +31,7 @@ from turnledger.projections.history import (
 )
 from turnledger.projections.history_fold import exact_history, fold_stream
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
-from turnledger.projections.lineage import fork_event, lineage
+from turnledger.projections.lineage import fork_event, last_version_at, lineage
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import ViewStore
 
@@ -112,11 +113,36 @@ class SessionHistories:
     def _fold(
         self, projection: SessionHistory, stream_id: UUID, at: int | None
     ) -> SessionHistoryState:
+        plain = self._plain_prefix(projection, stream_id, at)
+        if plain is not None:
+            self.events_read += len(plain)
+            state = fold_stream(projection, projection.initial(""), plain)
+            if not state.missing_through:
+                return state
         events = lineage(self.store, stream_id, at=at)
         self.events_read += len(events)
         # A lineage is one stream (prefix events relabeled): folded linearly.
         state = fold_stream(projection, projection.initial(""), events)
         return exact_history(events, state) if state.missing_through else state
+
+    def _plain_prefix(
+        self, projection: SessionHistory, stream_id: UUID, at: int | None
+    ) -> list[Recorded] | None:
+        """A stream that is no fork, up to ``at``: only the events the fold reads.
+
+        The fold skips every other type, so leaving them unread (and undecoded)
+        gives the same state; a fork (its lineage composes streams) gives None.
+        """
+        first = self.store.read_stream(stream_id, limit=1)
+        if not first or fork_event(first) is not None:
+            return None
+        head = self.store.stream_version(stream_id)
+        last = head if at is None else last_version_at(self.store, stream_id, at, head)
+        if last == 0:
+            return []
+        return self.store.read_stream(
+            stream_id, until=last, types=projection.event_types
+        )
 
 
 def cost_records(

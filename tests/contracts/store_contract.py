@@ -161,6 +161,23 @@ class StoreContract:
         ]
         assert len(store.read_stream(stream, limit=2)) == 2
 
+    def test_read_stream_filters_by_type(self, store: EventStore):
+        """A stream read by type keeps versions and order, and leaves the rest out."""
+        stream = new_stream()
+        store.append(stream, turn_events("t1"), expected_version=0)
+        store.append(new_stream(), turn_events("t2"), expected_version=0)
+        said = store.read_stream(stream, types=[AssistantMessage, "turn.completed"])
+        assert [(r.version, type(r.event)) for r in said] == [
+            (3, AssistantMessage),
+            (7, AssistantMessage),
+            (8, TurnCompleted),
+        ]
+        bounded = store.read_stream(stream, after=3, until=7, types=[ModelCalled])
+        assert [r.version for r in bounded] == [6]
+        assert [r.version for r in store.read_stream(stream, types=())] == list(
+            range(1, 9)
+        )
+
     def test_group_commit_isolates_conflicts(self, store: EventStore):
         """In one batch a conflicting append fails alone; the others commit."""
         a, b, c = new_stream(), new_stream(), new_stream()
