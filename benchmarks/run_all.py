@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sqlite3
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def run_one(name: str, out: Path, *, quick: bool, timeout: float) -> dict[str, A
         return {"status": "missing"}
     target = out / f"{name}.json"
     command = [sys.executable, str(script)]
-    if '"--json"' in script.read_text():  # not every script writes JSON figures
+    if re.search(r'add_argument\(\s*"--json"', script.read_text()):  # not all do
         command += ["--json", str(target)]
     if quick:
         command.append("--quick")
