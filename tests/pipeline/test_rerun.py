@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.pipeline.demo_ledgers import demo_db, run  # noqa: F401 - demo_db is the db fixture
 from turnledger.ledger.events import ToolResultRecorded
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
-from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.demo import demo_config
 from turnledger.pipeline.providers.base import (
@@ -30,29 +30,6 @@ from turnledger.policies.messages import ToolCall
 
 # The demo records its session under these limits (pipeline/demo.py).
 RECORDED = ("--budget-tokens", "450", "--max-tool-result-chars", "600")
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture(name="db", params=["sqlite", "postgres"])
-def _db(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> str:
-    monkeypatch.chdir(tmp_path)
-    if request.param == "sqlite":
-        url = str(tmp_path / "turnledger.db")
-    else:
-        url = str(request.getfixturevalue("postgres_url"))
-    code, _, err = run(capsys, "--db", url, "demo")
-    assert code == 0, err
-    return url
 
 
 def test_rerun_under_the_recorded_policies_is_identical(

@@ -3,37 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.pipeline.demo_ledgers import demo_db, run  # noqa: F401 - demo_db is the db fixture
 from turnledger.ledger.events import TurnStarted
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.sessions import resolve_session
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture(name="db", params=["sqlite", "postgres"])
-def _db(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> str:
-    monkeypatch.chdir(tmp_path)  # the demo's memory files sit beside a URL's cwd
-    if request.param == "sqlite":
-        url = str(tmp_path / "turnledger.db")
-    else:
-        url = str(request.getfixturevalue("postgres_url"))
-    code, _, err = run(capsys, "--db", url, "demo")
-    assert code == 0, err
-    return url
 
 
 def turns(url: str, key: str) -> list[str]:

@@ -7,36 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipeline.demo_ledgers import demo_db, run  # noqa: F401 - demo_db is the db fixture
 from turnledger.ledger.events import MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
-from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import ConfigError, parse_config
 from turnledger.pipeline.config_sections import REWIND_MEMORY_RULES
 from turnledger.pipeline.timetravel import MEMORY_RULES, TimeTravelError, as_memory_rule
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture(name="db", params=["sqlite", "postgres"])
-def _db(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> str:
-    monkeypatch.chdir(tmp_path)
-    if request.param == "sqlite":
-        url = str(tmp_path / "turnledger.db")
-    else:
-        url = str(request.getfixturevalue("postgres_url"))
-    code, _, err = run(capsys, "--db", url, "demo")
-    assert code == 0, err
-    return url
 
 
 def _config(tmp_path: Path, rule: str) -> str:

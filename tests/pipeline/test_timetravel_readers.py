@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipeline.demo_ledgers import demo_db, run  # noqa: F401 - demo_db is the db fixture
 from turnledger.ledger.events import ModelCalled, TurnStarted
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
-from turnledger.pipeline.cli import main
 from turnledger.pipeline.demo import demo_config
 from turnledger.pipeline.providers.base import ChatResponse, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
@@ -19,29 +19,6 @@ from turnledger.pipeline.sessions import resolve_session
 from turnledger.projections.base import fold
 from turnledger.projections.costs import COST_RECORDS, totals
 from turnledger.projections.lineage import session_timeline
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture(name="db", params=["sqlite", "postgres"])
-def _db(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> str:
-    monkeypatch.chdir(tmp_path)
-    if request.param == "sqlite":
-        url = str(tmp_path / "turnledger.db")
-    else:
-        url = str(request.getfixturevalue("postgres_url"))
-    code, _, err = run(capsys, "--db", url, "demo")
-    assert code == 0, err
-    return url
 
 
 async def _turn_on(db: str, data: Path, key: str) -> None:
