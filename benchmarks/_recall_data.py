@@ -257,7 +257,7 @@ ABSTAIN = [
     "is it going to rain tomorrow",
 ]
 
-_SUBJECTS = [
+SUBJECTS = [
     "the quarterly report",
     "the budget review",
     "the hiring plan",
@@ -337,7 +337,7 @@ def build(distractors: int, seed: int = 7) -> DataSet:
     noise = [
         (
             f"note_{i}",
-            f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
+            f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
             f"{rng.choice(_WHEN)} {rng.choice(_EXTRA)}".strip(),
         )
         for i in range(distractors)

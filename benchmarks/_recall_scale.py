@@ -34,6 +34,7 @@ from pathlib import Path
 from uuid import UUID
 
 import numpy as np
+from _recall_data import SUBJECTS
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
@@ -55,24 +56,6 @@ _LEADS = [
     "is there a deadline for",
     "what happened with",
 ]
-_TOPICS = [
-    "the quarterly report",
-    "the budget review",
-    "the hiring plan",
-    "the data migration",
-    "the security audit",
-    "the kitchen renovation",
-    "the garden shed",
-    "the tax return",
-    "the marketing launch",
-    "the onboarding guide",
-    "the API redesign",
-    "the load test",
-    "the school fundraiser",
-    "the book club",
-    "the photo backup",
-    "the insurance claim",
-]
 _TAILS = ["", "this week", "before Friday", "in April"]
 
 
@@ -81,7 +64,7 @@ def template_queries(count: int, seed: int) -> list[str]:
     every = [
         f"{lead} {topic} {tail}".strip()
         for lead in _LEADS
-        for topic in _TOPICS
+        for topic in SUBJECTS
         for tail in _TAILS
     ]
     random.Random(seed).shuffle(every)
