@@ -60,20 +60,8 @@ def parse_adk(data: bytes, *, name: str) -> ParsedTranscript:
         load_json(data, expected=EXPECTED), key="events", expected=EXPECTED
     )
     sink = Sink()
-    contents: list[object] = []
-    origins: list[str] = []
-    for index, event in items.objects(sink):
-        content = _content(event, sink)
-        if content is not None:
-            contents.append(content)
-            origins.append(items.origins[index])
     session_id = get_str(envelope, "id") if envelope is not None else None
-    found = conversation(
-        conversation_id=session_id or name,
-        indexed=gemini_messages(Items(contents, origins), sink),
-        origins=origins,
-        source=name,
-    )
+    found = _conversation(items, session_id or name, name, sink)
     return sink.transcript("adk", [found])
 
 
