@@ -1,4 +1,12 @@
-"""A slow embedder inside a memory tool never stalls other sessions' turns."""
+"""No memory work of a turn blocks the event loop: other sessions keep moving.
+
+Session A's memory work waits on an embedder that does not answer until
+session B has finished three whole turns on the same engine and event loop;
+B finishing first proves A's wait ran off the loop. Each case puts the wait in
+a different place: the turn's own recall (the engine embeds A's input to
+recall for it), the ``memory_store`` tool (its read-back applies the entry,
+which embeds it) and the ``memory_recall`` tool (it embeds its query).
+"""
 
 from __future__ import annotations
 
@@ -69,14 +77,33 @@ def _embeddings() -> Iterator[SlowEmbeddings]:
     server.server.server_close()
 
 
-def test_other_sessions_keep_moving_while_a_tool_waits_on_the_embedder(
-    tmp_path: Path, embeddings: SlowEmbeddings
-):
-    """Session B completes its turns while session A's memory_recall is embedding.
+CASES = {
+    "turn recall": (f"what about {SLOW_MARK} deploys?", None),
+    "memory_store tool": (
+        "please remember it",
+        ToolCall(
+            id="c1",
+            name="memory_store",
+            arguments=json.dumps({"key": "slow", "content": f"{SLOW_MARK} on fridays"}),
+        ),
+    ),
+    "memory_recall tool": (
+        "please remember it",
+        ToolCall(
+            id="c1",
+            name="memory_recall",
+            arguments=json.dumps({"query": f"{SLOW_MARK} deploys"}),
+        ),
+    ),
+}
 
-    One runtime, one event loop; agent beta has no memory backend, so nothing
-    but the event loop is shared with alpha's blocked embedding call.
-    """
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_other_sessions_finish_while_a_turns_memory_waits(
+    tmp_path: Path, embeddings: SlowEmbeddings, case: str
+):
+    """B completes three turns while A's memory work waits on the embedder."""
+    user_input, call = CASES[case]
     config = parse_config(
         f'ledger = "{tmp_path / "l.db"}"\ndata_dir = "{tmp_path / "data"}"\n'
         "[memory]\nautosave = false\n"
@@ -84,44 +111,37 @@ def test_other_sessions_keep_moving_while_a_tool_waits_on_the_embedder(
         f'[embedding]\nprovider = "openai-compatible"\nbase_url = "{embeddings.url}"\n'
         f'model = "tiny"\ndims = {DIMS}\n'
     )
-    # Recall embeds its query in the call (a store embeds when the backend
-    # applies the event, at the next catch-up): the tool blocks on the embedder.
-    store_call = ToolCall(
-        id="c1",
-        name="memory_recall",
-        arguments=json.dumps({"query": f"{SLOW_MARK} deploys"}),
-    )
 
     def answer(request: ChatRequest) -> ChatResponse:
-        turn = request.messages[
-            max(i for i, m in enumerate(request.messages) if starts_turn(m)) :
-        ]
-        if "remember" in turn[0].text and not any(m.role == "tool" for m in turn):
-            return ChatResponse(tool_calls=(store_call,))
+        start = max(i for i, m in enumerate(request.messages) if starts_turn(m))
+        turn = request.messages[start:]
+        asked = call is not None and turn[0].text.endswith(user_input)
+        if asked and not any(m.role == "tool" for m in turn):
+            return ChatResponse(tool_calls=(call,))
         return ChatResponse(text="done")
 
     provider = ScriptedProvider([answer] * 10)
 
     async def run() -> list[str]:
         async with bootstrap(config, provider=provider) as runtime:
-            a = b = runtime
             runtime.memory.store_entry(
                 "alpha", "deploys", "deploys happen on fridays", category="core"
             )
+            runtime.memory.backend("alpha")  # applied (embedded) before the turns
 
             async def session_a() -> None:
-                outcome = await a.engine.run_turn("alpha", "a", "please remember it")
+                outcome = await runtime.engine.run_turn("alpha", "a", user_input)
                 assert outcome.completed
                 embeddings.order.append("a done")
 
             async def session_b() -> None:
                 for i in range(3):
-                    outcome = await b.engine.run_turn("beta", "b", f"question {i}")
+                    outcome = await runtime.engine.run_turn("beta", "b", f"q {i}")
                     assert outcome.completed
                 embeddings.order.append("b done")
                 embeddings.release.set()
 
-            await asyncio.gather(session_a(), session_b())
+            await asyncio.wait_for(asyncio.gather(session_a(), session_b()), 60)
         return embeddings.order
 
     order = asyncio.run(run())
