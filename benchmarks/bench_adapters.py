@@ -19,7 +19,11 @@ have committed). Savers:
 - ``TurnledgerSaver`` on a SQLite ledger (WAL, ``synchronous=FULL``);
 - the ceiling, ``InMemorySaver`` (nothing persisted; the thread's state still
   carries over between turns): its turns/s over SqliteSaver's is the most any
-  backend could reach, and the output says when the goal lies above it.
+  backend could reach, and the output says when the goal lies above it;
+- ``NullSaver``, a ``BaseCheckpointSaver`` that persists nothing (``put`` and
+  ``put_writes`` return at once, ``get_tuple`` returns ``None``), each turn fed
+  the whole conversation as input so the graph does the same work: the ceiling
+  with no saver cost at all, reported beside InMemorySaver's.
 
 Measures: turns/s over ``--turns`` turns of one thread (the whole ``invoke``
 timed; median of per-repetition ratios), bytes per turn at ``--turns`` (database
@@ -64,6 +68,7 @@ except ImportError:  # run as a script: benchmarks/ is on sys.path
 
 SPEED_GOAL = 5.0  # turns/s, TurnledgerSaver / SqliteSaver
 CEILING = "InMemorySaver"  # no persistence: no backend can run the graph faster
+NULL_SAVER = "NullSaver"  # persists nothing: get_tuple None, put returns at once
 BYTES_GOAL = 20  # bytes per turn, SqliteSaver / TurnledgerSaver
 GROWTH_GOAL = 1.10  # bytes per turn late / early in one long thread
 
@@ -138,6 +143,27 @@ def _in_memory_saver(_path: Path) -> tuple[Any, Callable[[], None]]:
     return InMemorySaver(), lambda: None
 
 
+def _null_saver(_path: Path) -> tuple[Any, Callable[[], None]]:
+    """A checkpointer that persists nothing: put/put_writes return at once."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: PLC0415
+
+    class NullSaver(BaseCheckpointSaver):  # type: ignore[type-arg]
+        def get_tuple(self, _config: Any) -> None:
+            return None
+
+        def list(self, *_args: Any, **_kwargs: Any) -> Any:
+            return iter(())
+
+        def put(self, config: Any, checkpoint: Any, *_args: Any) -> Any:
+            conf = {**config["configurable"], "checkpoint_id": checkpoint["id"]}
+            return {"configurable": conf}
+
+        def put_writes(self, *_args: Any, **_kwargs: Any) -> None:
+            return None
+
+    return NullSaver(), lambda: None
+
+
 def _turnledger_saver(path: Path) -> tuple[Any, Callable[[], None]]:
     from turnledger.adapters.langgraph import TurnledgerSaver  # noqa: PLC0415
 
@@ -151,6 +177,9 @@ SAVERS: dict[str, Callable[[Path], tuple[Any, Callable[[], None]]]] = {
     # The ceiling: the same graph with nothing persisted (LangGraph's own saver
     # in memory, so the thread's state still carries over between turns).
     CEILING: _in_memory_saver,
+    # The true ceiling: nothing stored at all, so each turn is fed the whole
+    # conversation (the state InMemorySaver would have carried over) as input.
+    NULL_SAVER: _null_saver,
 }
 DURABLE = ("SqliteSaver", "TurnledgerSaver")
 
@@ -178,10 +207,13 @@ def langgraph_thread(
     config = {"configurable": {"thread_id": "bench-thread"}}
     seconds = 0.0
     at: dict[int, int] = {}
+    history: list[Any] = []  # carried by the benchmark for NullSaver only
     for i, message in enumerate(inputs, start=1):
         start = time.perf_counter()
-        graph.invoke({"messages": [message]}, config)
+        result = graph.invoke({"messages": [*history, message]}, config)
         seconds += time.perf_counter() - start
+        if saver_name == NULL_SAVER:
+            history = result["messages"]
         if i in marks:
             at[i] = settle(path) - empty
     close()
@@ -229,7 +261,13 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
             by_name[CEILING],
             by_name["SqliteSaver"],
         )
-        print_ratios([speed, ceiling])
+        null = Ratio(
+            f"ceiling: turns/s at {turns} turns, {NULL_SAVER} (persists nothing, "
+            "whole conversation as input) / SqliteSaver",
+            by_name[NULL_SAVER],
+            by_name["SqliteSaver"],
+        )
+        print_ratios([speed, ceiling, null])
         theirs = statistics.median(bytes_seen["SqliteSaver"])
         ours = statistics.median(bytes_seen["TurnledgerSaver"])
         per = [
@@ -243,6 +281,7 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
         lines = [
             f"{speed.verdict} {speed.name}: {speed.median:.2f}",
             ceiling_line(ceiling, SPEED_GOAL, "TurnledgerSaver"),
+            ceiling_line(null, SPEED_GOAL, "TurnledgerSaver"),
             (
                 f"{verdict} bytes/turn at {turns} turns, SqliteSaver / "
                 f"TurnledgerSaver: {theirs:,.0f} B vs {ours:,.0f} B per turn -> "
