@@ -128,8 +128,11 @@ def read_only_server(recorded: Recorded) -> Iterator[str]:
     stop_server(process)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    # Module scope: Playwright's sync API keeps an event loop running in this
+    # thread while it is open, so it must close before any later test module
+    # calls asyncio.run (a session-scoped browser broke them).
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = shutil.which("chromium")
     if executable is None:
