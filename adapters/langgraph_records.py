@@ -24,6 +24,7 @@ from turnledger.adapters.langgraph_codec import (
     message_event,
     residual_of,
 )
+from turnledger.adapters.langgraph_format import KIND_OF, compact
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     encode_ts,
@@ -34,7 +35,6 @@ from turnledger.adapters.langgraph_state import (
     StoredCheckpoint,
     ThreadState,
     Version,
-    extends,
 )
 from turnledger.ledger.events import Event, ItemRecorded, TurnCompleted
 
@@ -112,15 +112,7 @@ class RecordEncoder:
         extra = {k: v for k, v in checkpoint.items() if k not in KNOWN_KEYS}
         if extra:
             record["x"] = dump_blob(self.serde, extra)
-        events.append(
-            ItemRecorded(
-                turn_id=cursor.turn_id,
-                framework=FRAMEWORK,
-                kind="checkpoint",
-                fields=encode_json(record),
-                typed=False,
-            )
-        )
+        events.append(_item(state, cursor.turn_id, "checkpoint", record))
         return events, own
 
     def value_spec(
@@ -171,7 +163,6 @@ class RecordEncoder:
     ) -> Specs:
         """Refer to messages as typed events, recording the new ones."""
         refs: Specs = []
-        firsts: dict[int, dict[str, Any]] = {}
         for message in added:
             at = state.recorded_version(message)
             if at is None:
@@ -181,12 +172,11 @@ class RecordEncoder:
                 if known is None:
                     known = events[at - state.next_version]
                 residual = residual_of(message, known)
-                first = state.residuals.get(at, firsts.get(at))
                 if residual is None:
                     refs.append(dump_blob(self.serde, message))
                 else:
                     own[at] = message  # the fold keeps this very object
-                    refs.append([at] if residual == first else [at, residual])
+                    refs.append([at, residual])
                 continue
             # Writes can be saved out of order: a write's message becomes an event
             # only if it comes next in the conversation (else its checkpoint
@@ -201,8 +191,7 @@ class RecordEncoder:
             events.append(event)
             cursor.observe(event)
             own[at] = message
-            firsts[at] = residual
-            refs.append([at, residual] if residual else [at])
+            refs.append([at, residual])
             if isinstance(message, AIMessage) and not message.tool_calls:
                 events.append(
                     TurnCompleted(
@@ -250,13 +239,7 @@ class RecordEncoder:
         }
         if ns:
             record["ns"] = ns
-        event = ItemRecorded(
-            turn_id=state.cursor.turn_id,
-            framework=FRAMEWORK,
-            kind="writes",
-            fields=encode_json(record),
-            typed=False,
-        )
+        event = _item(state, state.cursor.turn_id, "writes", record)
         return [*events, event], own
 
     def typed_messages(
@@ -273,6 +256,19 @@ class RecordEncoder:
         if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
             return value
         return None
+
+
+def _item(
+    state: ThreadState, turn_id: str, kind: str, record: dict[str, Any]
+) -> ItemRecorded:
+    """A record as the event the saver appends: in the compact form."""
+    return ItemRecorded(
+        turn_id=turn_id,
+        framework=FRAMEWORK,
+        kind=KIND_OF[kind],
+        fields=encode_json(compact(kind, record, state)),
+        typed=False,
+    )
 
 
 def _add_versions(
@@ -325,3 +321,13 @@ def _metadata(
         if md == successor:
             return 1
     return dump_blob(serde, md)
+
+
+def extends(value: Sequence[Any], base: Sequence[Any]) -> bool:
+    """Whether ``value`` starts with every item of ``base``."""
+    if len(value) < len(base):
+        return False
+    try:
+        return all(a is b or a == b for a, b in zip(value, base, strict=False))
+    except Exception:  # noqa: BLE001 - a value whose == raises is simply not an extension
+        return False

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 from uuid import UUID
@@ -34,6 +33,7 @@ from turnledger.adapters.langgraph_codec import (
     load_blob,
     rebuild_message,
 )
+from turnledger.adapters.langgraph_format import COMPACT_KINDS, expand
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     decode_ts,
@@ -122,6 +122,9 @@ class ThreadState:
     objects: dict[int, BaseMessage] = field(default_factory=dict)
     identity: dict[int, int] = field(default_factory=dict)
     residuals: dict[int, dict[str, Any]] = field(default_factory=dict)
+    latest: dict[int, dict[str, Any]] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    name_index: dict[str, int] = field(default_factory=dict)
     memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
 
     def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
@@ -158,24 +161,32 @@ class ThreadState:
             self.cursor.observe(event)
             self.typed[version] = event
         elif isinstance(event, ItemRecorded) and event.framework == FRAMEWORK:
-            record = decode_json(event.fields)
-            if event.kind == "checkpoint":
-                self._apply_checkpoint(record, serde, own or {})
-            elif event.kind == "writes":
-                self._apply_writes(record, own or {})
-            elif event.kind == "removed":
-                self._remove(record)
+            self._apply_record(event, serde, own or {})
         elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
-            self.checkpoints.clear()
-            self.order.clear()
-            self.nodes.clear()
-            self.writes.clear()
-            self.typed.clear()
-            self.objects.clear()
-            self.identity.clear()
-            self.residuals.clear()
+            for part in (self.checkpoints, self.order, self.nodes, self.writes):
+                part.clear()
+            for fold in (self.typed, self.objects, self.identity, self.residuals):
+                fold.clear()
+            self.latest.clear()
             self.memo.clear()
             self.live_from = version + 1
+
+    def _apply_record(
+        self,
+        event: ItemRecorded,
+        serde: SerializerProtocol,
+        own: dict[int, BaseMessage],
+    ) -> None:
+        record = decode_json(event.fields)
+        kind = COMPACT_KINDS.get(event.kind, event.kind)
+        if kind != event.kind:  # the compact form (langgraph_format)
+            record = expand(event.kind, record, self)
+        if kind == "checkpoint":
+            self._apply_checkpoint(record, serde, own)
+        elif kind == "writes":
+            self._apply_writes(record, own)
+        elif kind == "removed":
+            self._remove(record)
 
     def _apply_checkpoint(
         self,
@@ -259,6 +270,7 @@ class ThreadState:
             at = ref[0]
             residual = ref[1] if len(ref) > 1 else self.residuals.get(at, {})
             self.residuals.setdefault(at, residual)
+            self.latest[at] = residual
             message = own.get(at)
             if message is None:
                 message = rebuild_message(self.typed[at], residual)
@@ -386,13 +398,3 @@ def _whole(node: Node, serde: SerializerProtocol) -> Any:
 def _loaded(item: BaseMessage | Blob, serde: SerializerProtocol) -> BaseMessage:
     """A message of a node: typed (kept) or a blob (loaded)."""
     return load_blob(serde, item) if isinstance(item, list) else item
-
-
-def extends(value: Sequence[Any], base: Sequence[Any]) -> bool:
-    """Whether ``value`` starts with every item of ``base``."""
-    if len(value) < len(base):
-        return False
-    try:
-        return all(a is b or a == b for a, b in zip(value, base, strict=False))
-    except Exception:  # noqa: BLE001 - a value whose == raises is simply not an extension
-        return False

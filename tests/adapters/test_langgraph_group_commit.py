@@ -73,7 +73,7 @@ def test_writes_queued_together_commit_in_one_transaction(sqlite_path: str) -> N
             r.recorded_at
             for t in configs
             for r in store.read_stream(session_stream_id("langgraph", t))
-            if isinstance(r.event, ItemRecorded) and r.event.kind == "writes"
+            if isinstance(r.event, ItemRecorded) and r.event.kind == "wr"
         }
         assert len(at) == 1  # one append_batch: one timestamp for all 16
     with TurnledgerSaver.from_url(sqlite_path) as fresh:

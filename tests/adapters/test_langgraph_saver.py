@@ -189,7 +189,7 @@ def test_checkpoint_records_do_not_grow_with_the_thread(sqlite_path: str) -> Non
         records = [
             len(r.event.fields)
             for r in store.read_stream(session_stream_id("langgraph", "t"))
-            if isinstance(r.event, ItemRecorded) and r.event.kind == "checkpoint"
+            if isinstance(r.event, ItemRecorded) and r.event.kind == "cp"
         ]
     assert len(records) == 200
     assert records[199] <= records[9] + 16  # a few more digits in the versions
