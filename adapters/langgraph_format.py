@@ -126,16 +126,78 @@ def _unpack_refs(refs: list[Any], latest: dict[int, Any]) -> list[Any]:
     return out
 
 
-def _pack_spec(spec: list[Any], latest: dict[int, Any]) -> list[Any]:
-    if spec[0] in ("m", "s"):
-        return [*spec[:2], _pack_refs(spec[2], latest), *spec[3:]]
+_SHORT_SPECS: Final = (["e"], ["n"])
+"""Value specs a compact record writes as their index here."""
+
+
+def _pack_spec(spec: list[Any], latest: dict[int, Any], names: Names) -> Any:
+    if spec in _SHORT_SPECS:
+        return _SHORT_SPECS.index(spec)
+    if spec[0] == "m":
+        return [*spec[:2], _pack_refs(spec[2], latest)]
+    if spec[0] == "s":
+        refs = _pack_refs(spec[2], latest)
+        return [spec[0], spec[1], refs, spec[3], names.ref(spec[4])]
     return spec
 
 
-def _unpack_spec(spec: list[Any], latest: dict[int, Any]) -> list[Any]:
-    if spec[0] in ("m", "s"):
-        return [*spec[:2], _unpack_refs(spec[2], latest), *spec[3:]]
-    return spec
+def _unpack_spec(spec: Any, latest: dict[int, Any], names: list[str]) -> list[Any]:
+    if isinstance(spec, int):
+        return list(_SHORT_SPECS[spec])
+    if spec[0] == "m":
+        return [*spec[:2], _unpack_refs(spec[2], latest)]
+    if spec[0] == "s":
+        refs = _unpack_refs(spec[2], latest)
+        return [spec[0], spec[1], refs, spec[3], names[spec[4]]]
+    return list(spec)
+
+
+def successor(parent: dict[str, Any], md: int | dict[str, Any]) -> dict[str, Any]:
+    """The metadata a record's ``md`` stands for, given its parent's metadata.
+
+    ``1``: the parent's with the next ``step``; a dict: those keys set as well
+    (written only when that rebuilds the metadata exactly).
+    """
+    changed = md if isinstance(md, dict) else {}
+    return {**parent, "step": parent["step"] + 1, **changed}
+
+
+def _json_exact(value: Any) -> bool:
+    """Whether JSON gives ``value`` back with the very same types."""
+    kind = type(value)
+    if kind in (str, int, float, bool) or value is None:
+        return True
+    if kind is list:
+        return all(_json_exact(v) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _json_exact(v) for k, v in value.items())
+    return False
+
+
+def metadata_delta(
+    parent: dict[str, Any] | None, md: dict[str, Any]
+) -> int | dict[str, Any] | None:
+    """How a record can give ``md`` as its parent's successor, or ``None``.
+
+    ``1`` when ``md`` is the parent's metadata with the next step; else the keys
+    that differ (JSON-exact values), when keys are only changed or added.
+    """
+    step = None if parent is None else parent.get("step")
+    if parent is None or type(step) is not int:
+        return None
+    base = successor(parent, 1)
+    if not set(base) <= set(md):
+        return None
+    delta = {
+        k: v
+        for k, v in md.items()
+        if k not in base or type(base[k]) is not type(v) or base[k] != v
+    }
+    if not delta:
+        return 1
+    if not _json_exact(delta) or successor(parent, delta) != md:
+        return None
+    return delta
 
 
 _CP_RARE: Final = ("v", "ns", "x", "cv", "cvd", "vsd")
@@ -161,7 +223,8 @@ def compact(kind: str, record: Record, state: ThreadState) -> list[Any]:
         rare = {"ns": record["ns"]} if "ns" in record else {}
     else:
         vals = [
-            [names.ref(e[0]), _pack_spec(e[1], latest), *e[2:]] for e in record["vals"]
+            [names.ref(e[0]), _pack_spec(e[1], latest, names), *e[2:]]
+            for e in record["vals"]
         ]
         vs = [
             [names.ref(node), [[names.ref(c), v] for c, v in seen.items()]]
@@ -218,7 +281,9 @@ def expand(kind: str, data: list[Any], state: ThreadState) -> Record:
         "ts": data[2],
         "u": data[3],
         "md": data[4],
-        "vals": [[names[e[0]], _unpack_spec(e[1], latest), *e[2:]] for e in data[5]],
+        "vals": [
+            [names[e[0]], _unpack_spec(e[1], latest, names), *e[2:]] for e in data[5]
+        ],
         "vs": {names[node]: {names[c]: v for c, v in seen} for node, seen in data[6]},
     }
     record |= {k: rare[k] for k in _CP_RARE if k in rare}

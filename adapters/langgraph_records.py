@@ -24,7 +24,7 @@ from turnledger.adapters.langgraph_codec import (
     message_event,
     residual_of,
 )
-from turnledger.adapters.langgraph_format import KIND_OF, compact
+from turnledger.adapters.langgraph_format import KIND_OF, compact, metadata_delta
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     encode_ts,
@@ -313,14 +313,10 @@ def _short(blob: Blob) -> Blob | int:
 
 def _metadata(
     serde: SerializerProtocol, parent: StoredCheckpoint | None, md: dict[str, Any]
-) -> Blob | int:
-    """The metadata's blob, or ``1``: the parent's with the next step."""
-    step = None if parent is None else parent.metadata.get("step")
-    if parent is not None and isinstance(step, int):
-        successor = {**parent.metadata, "step": step + 1}
-        if md == successor:
-            return 1
-    return dump_blob(serde, md)
+) -> Blob | int | dict[str, Any]:
+    """The metadata's blob, or how it follows the parent's (``metadata_delta``)."""
+    delta = metadata_delta(None if parent is None else parent.metadata, md)
+    return dump_blob(serde, md) if delta is None else delta
 
 
 def extends(value: Sequence[Any], base: Sequence[Any]) -> bool:

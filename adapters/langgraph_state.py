@@ -33,7 +33,7 @@ from turnledger.adapters.langgraph_codec import (
     load_blob,
     rebuild_message,
 )
-from turnledger.adapters.langgraph_format import COMPACT_KINDS, expand
+from turnledger.adapters.langgraph_format import COMPACT_KINDS, expand, successor
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     decode_ts,
@@ -209,8 +209,8 @@ class ThreadState:
                 seen.pop(name, None)
         else:
             versions, seen = dict(record["cv"]), dict(record["vs"])
-        if isinstance(record["md"], int) and parent is not None:
-            metadata = {**parent.metadata, "step": parent.metadata["step"] + 1}
+        if isinstance(record["md"], int | dict) and parent is not None:
+            metadata = successor(parent.metadata, record["md"])
             md_blob = dump_blob(serde, metadata)
         else:
             md_blob = record["md"]
