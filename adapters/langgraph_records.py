@@ -1,10 +1,12 @@
 """How the saver writes a checkpoint or a task's writes as ledger events.
 
-A checkpoint record (``item.recorded``, kind ``checkpoint``) holds what changed
-since its parent; see :mod:`turnledger.adapters.langgraph_state` for how it folds
-back. New messages of the messages channel become typed events, each once: a
-message object already recorded (by a write or an earlier checkpoint) is referred
-to by the version of its event.
+A checkpoint record (``item.recorded``) holds what changed since its parent; it is
+built as a dict and written in the compact form of
+:mod:`turnledger.adapters.langgraph_format` (kinds ``cp`` and ``wr``); see
+:mod:`turnledger.adapters.langgraph_state` for how it folds back. New messages of
+the messages channel become typed events, each once: a message object already
+recorded (by a write or an earlier checkpoint) is referred to by the version of
+its event.
 """
 
 from __future__ import annotations

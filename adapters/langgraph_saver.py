@@ -17,9 +17,10 @@ changes).
 
 ``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
 writes are gone for the saver and for views that honour the event; the ledger
-keeps the trail. Every write is committed (one ledger transaction each) before its
-call returns. Messages handed back by ``get_tuple`` are shared with the saver's
-cache of the thread: treat them as immutable, as LangGraph's reducers do.
+keeps the trail. Every write is committed before its call returns (calls that
+overlap share one transaction, see ``langgraph_commit``). Messages handed back by
+``get_tuple`` are shared with the saver's cache of the thread: treat them as
+immutable, as LangGraph's reducers do.
 """
 
 from __future__ import annotations

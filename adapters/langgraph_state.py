@@ -4,8 +4,8 @@ The saver keeps this fold per thread as a cache of a stream prefix: before every
 call it reads the events recorded after the fold's head (by any process), so the
 ledger stays the truth. Records are the saver's ``item.recorded`` events
 (``framework="langgraph"``): ``checkpoint`` (a checkpoint as what changed since its
-parent) and ``writes`` (a task's pending writes); ``items.removed`` is a
-``delete_thread``.
+parent) and ``writes`` (a task's pending writes), kinds ``cp``/``wr`` when compact
+(``langgraph_format``); ``items.removed`` is a ``delete_thread``.
 
 A stored channel value (namespace, channel, version) is a node: ``e`` empty, ``b``
 a full blob, ``a`` a list extending the value at a base version by a blob of the
