@@ -178,11 +178,22 @@ def _mapped_fields(event: Event) -> tuple[type[BaseMessage], dict[str, Any]]:
     raise TypeError(msg)
 
 
+_FOUND: dict[int, tuple[Event, dict[str, Any], BaseMessage]] = {}
+"""The last residual found per typed event (by identity; events are immutable):
+the event, the residual and the message they rebuild (treat both as read-only)."""
+_FOUND_MAX: Final = 4096
+
+
 def residual_of(message: BaseMessage, event: Event) -> dict[str, Any] | None:
     """Return the JSON residual that, with ``event``, rebuilds ``message`` exactly.
 
-    ``None`` when no JSON residual does (the message is then kept as a blob).
+    ``None`` when no JSON residual does (the message is then kept as a blob). A
+    message equal to the one the event's last residual rebuilt gets that residual
+    again without building anything (the same equality the first call checked).
     """
+    found = _FOUND.get(id(event))
+    if found is not None and found[0] is event and found[2] == message:
+        return found[1]
     cls, mapped = _mapped_fields(event)
     probe = cls(**mapped)
     residual = {
@@ -200,7 +211,12 @@ def residual_of(message: BaseMessage, event: Event) -> dict[str, Any] | None:
         rebuilt = cls(**{**mapped, **data})
     except (TypeError, ValueError):
         return None
-    return data if rebuilt == message else None
+    if rebuilt != message:
+        return None
+    if len(_FOUND) >= _FOUND_MAX:
+        _FOUND.clear()
+    _FOUND[id(event)] = (event, data, rebuilt)
+    return data
 
 
 def rebuild_message(event: Event, residual: dict[str, Any]) -> BaseMessage:
