@@ -202,7 +202,7 @@ def residual_of(message: BaseMessage, event: Event) -> dict[str, Any] | None:
         if getattr(message, name) != getattr(probe, name)
     }
     try:
-        data = decode_json(encode_json(residual))
+        data: dict[str, Any] = decode_json(encode_json(residual))
     except (TypeError, msgspec.EncodeError, msgspec.DecodeError):
         return None
     if data != residual:

@@ -28,6 +28,9 @@ import base64
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+from turnledger.adapters.langgraph_codec import decode_json
+from turnledger.ledger.events import ItemRecorded
+
 if TYPE_CHECKING:
     from turnledger.adapters.langgraph_state import ThreadState
 
@@ -255,9 +258,7 @@ def expand(kind: str, data: list[Any], state: ThreadState) -> Record:
     ``kind`` is the compact kind (``cp`` or ``wr``).
     """
     rare: Record = data[-1] if isinstance(data[-1], dict) else {}
-    for name in rare.get("n", ()):
-        state.name_index.setdefault(name, len(state.names))
-        state.names.append(name)
+    _declare(state, rare.get("n", ()))
     names, latest = state.names, state.latest
     if kind == "wr":
         entries = [
@@ -290,3 +291,37 @@ def expand(kind: str, data: list[Any], state: ThreadState) -> Record:
     if not rare.get("f"):
         record["d"] = 1
     return record
+
+
+def _declare(state: ThreadState, new: list[str]) -> None:
+    """Extend the thread's name table with the names a record declares."""
+    for name in new:
+        state.name_index.setdefault(name, len(state.names))
+        state.names.append(name)
+
+
+_BUILT: dict[int, tuple[ItemRecorded, Record, list[Any]]] = {}
+"""Records this process just built, by their event's identity (see :func:`built`)."""
+_BUILT_MAX: Final = 1024
+
+
+def built(event: ItemRecorded, record: Record, data: list[Any]) -> None:
+    """Remember the dict ``record`` a writer wrote as ``event`` (compact ``data``).
+
+    The writer's own fold then applies that dict (:func:`record_of`) instead of
+    decoding and expanding the JSON it has just encoded: the same record, as
+    :func:`expand` gives it back.
+    """
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.clear()
+    _BUILT[id(event)] = (event, record, data)
+
+
+def record_of(event: ItemRecorded, state: ThreadState) -> Record:
+    """The dict record of a compact event (the one built for it, if remembered)."""
+    found = _BUILT.pop(id(event), None)
+    if found is not None and found[0] is event:
+        data = found[2]
+        _declare(state, data[-1].get("n", []) if isinstance(data[-1], dict) else [])
+        return found[1]
+    return expand(event.kind, decode_json(event.fields), state)

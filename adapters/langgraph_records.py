@@ -26,7 +26,12 @@ from turnledger.adapters.langgraph_codec import (
     message_event,
     residual_of,
 )
-from turnledger.adapters.langgraph_format import KIND_OF, compact, metadata_delta
+from turnledger.adapters.langgraph_format import (
+    KIND_OF,
+    built,
+    compact,
+    metadata_delta,
+)
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     encode_ts,
@@ -264,13 +269,16 @@ def _item(
     state: ThreadState, turn_id: str, kind: str, record: dict[str, Any]
 ) -> ItemRecorded:
     """A record as the event the saver appends: in the compact form."""
-    return ItemRecorded(
+    data = compact(kind, record, state)
+    event = ItemRecorded(
         turn_id=turn_id,
         framework=FRAMEWORK,
         kind=KIND_OF[kind],
-        fields=encode_json(compact(kind, record, state)),
+        fields=encode_json(data),
         typed=False,
     )
+    built(event, record, data)
+    return event
 
 
 def _add_versions(

@@ -33,7 +33,7 @@ from turnledger.adapters.langgraph_codec import (
     load_blob,
     rebuild_message,
 )
-from turnledger.adapters.langgraph_format import COMPACT_KINDS, expand, successor
+from turnledger.adapters.langgraph_format import COMPACT_KINDS, record_of, successor
 from turnledger.adapters.langgraph_header import (
     DEFAULT_V,
     decode_ts,
@@ -177,10 +177,9 @@ class ThreadState:
         serde: SerializerProtocol,
         own: dict[int, BaseMessage],
     ) -> None:
-        record = decode_json(event.fields)
         kind = COMPACT_KINDS.get(event.kind, event.kind)
-        if kind != event.kind:  # the compact form (langgraph_format)
-            record = expand(event.kind, record, self)
+        compact = kind != event.kind  # the compact form (langgraph_format)
+        record = record_of(event, self) if compact else decode_json(event.fields)
         if kind == "checkpoint":
             self._apply_checkpoint(record, serde, own)
         elif kind == "writes":
