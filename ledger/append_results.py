@@ -26,30 +26,32 @@ def append_results(
     :class:`~ledger.errors.IdempotencyKeyError` in its request's place.
     """
     remaining = iter(outcomes)
-    results: list[AppendResult | ConcurrencyError] = []
-    for request in requests:
-        if not request.rows:
-            results.append(_empty(request))
-            continue
-        outcome = next(remaining)
-        if isinstance(outcome, Replayed):
-            results.append(_replayed(request, outcome))  # type: ignore[arg-type]
-        elif isinstance(outcome, Conflict):
-            results.append(
-                ConcurrencyError(
-                    request.stream_id, request.expected_version, outcome.found
-                )
-            )
-        else:
-            results.append(
-                AppendResult(
-                    stream_id=request.stream_id,
-                    first_version=request.expected_version + 1,
-                    last_version=request.expected_version + len(request.rows),
-                    positions=outcome,
-                )
-            )
-    return results
+    return [
+        append_result(request, next(remaining) if request.rows else None)
+        for request in requests
+    ]
+
+
+def append_result(
+    request: AppendRequest, outcome: tuple[Position, ...] | Conflict | Replayed | None
+) -> AppendResult | ConcurrencyError:
+    """Pair one request with its outcome (``None`` for an empty request)."""
+    if outcome is None:
+        return _empty(request)
+    if isinstance(outcome, Replayed):
+        # An IdempotencyKeyError is the ConcurrencyError slot's sibling (see
+        # ``EventStore.write_requests``): both are LedgerErrors.
+        return _replayed(request, outcome)  # type: ignore[return-value]
+    if isinstance(outcome, Conflict):
+        return ConcurrencyError(
+            request.stream_id, request.expected_version, outcome.found
+        )
+    return AppendResult(
+        stream_id=request.stream_id,
+        first_version=request.expected_version + 1,
+        last_version=request.expected_version + len(request.rows),
+        positions=outcome,
+    )
 
 
 def _empty(request: AppendRequest) -> AppendResult:

@@ -79,7 +79,8 @@ class WriteCache:
     """What one writer connection knows between its groups (see the module doc).
 
     Valid only for ``connection`` and only while ``PRAGMA data_version`` read
-    under the write lock still equals ``data_version``.
+    under the write lock still equals ``data_version``. Heads are keyed by the
+    stream id's ``int`` (hashed in C; a ``UUID`` hashes in Python).
     """
 
     __slots__ = ("connection", "data_version", "heads", "next_position")
@@ -88,18 +89,18 @@ class WriteCache:
         self.connection: sqlite3.Connection | None = None
         self.data_version = -1
         self.next_position = 0
-        self.heads: dict[UUID, tuple[int, bytes]] = {}
+        self.heads: dict[int, tuple[int, bytes]] = {}
 
     def start(
         self, raw: sqlite3.Connection
-    ) -> tuple[int, int, dict[UUID, tuple[int, bytes]]]:
+    ) -> tuple[int, int, dict[int, tuple[int, bytes]]]:
         """Under the write lock: the data version, the next position, known heads.
 
         What is remembered is used only when no other connection committed
         since this connection's last commit; otherwise the next position is
         read from the database and no head is known.
         """
-        data_version = int(raw.execute(_DATA_VERSION).fetchone()[0])
+        data_version = raw.execute(_DATA_VERSION).fetchone()[0]
         if self.connection is raw and self.data_version == data_version:
             return data_version, self.next_position, self.heads
         self.forget()
@@ -110,7 +111,7 @@ class WriteCache:
         raw: sqlite3.Connection,
         data_version: int,
         next_position: int,
-        heads: dict[UUID, tuple[int, bytes]],
+        heads: dict[int, tuple[int, bytes]],
     ) -> None:
         """After a commit on ``raw``: keep the heads it wrote and read."""
         # Our own commit does not move data_version: what we know stays valid.
@@ -178,7 +179,7 @@ def _lookup(raw: sqlite3.Connection, key: str) -> Replayed | None:
     return Replayed(UUID(found[0]), int(found[1]), int(found[2]), positions)
 
 
-def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one place
+def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
     raw: sqlite3.Connection,
     requests: Sequence[AppendRequest],
     *,
@@ -188,13 +189,13 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
 ) -> list[Outcome]:
     results: list[Outcome] = []
     raw.execute("BEGIN IMMEDIATE")
-    committed = False
     try:
         data_version, next_position, known = cache.start(raw)
-        heads: dict[UUID, tuple[int, bytes]] = {}
+        heads: dict[int, tuple[int, bytes]] = {}
         keys: dict[str, Replayed] = {}
         rows: list[Row] = []
         key_rows: list[KeyRow] = []
+        conflicts = False
         for request in requests:
             key = request.idempotency_key
             if key is not None:
@@ -203,28 +204,32 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
                     results.append(replay)
                     continue
             stream = request.stream_id
-            head = heads.get(stream) or known.get(stream) or read_head(raw, stream)
-            heads[stream] = head
+            sid = stream.int
+            head = heads.get(sid) or known.get(sid) or read_head(raw, stream)
             if head[0] != request.expected_version:
+                heads[sid] = head
                 results.append(Conflict(head[0]))
+                conflicts = True
                 continue
             mine, prev = chain_rows(
                 request.rows, stream, stream.hex, next_position, head[1]
             )
-            positions = tuple(range(next_position, next_position + len(mine)))
+            count = len(mine)
+            positions = tuple(range(next_position, next_position + count))
             key_row = None if key is None else _key_row(request, positions)
             if savepoints and not _insert_savepoint(raw, mine, key_row):
                 found = read_head(raw, stream)
-                heads[stream] = found
+                heads[sid] = found
                 results.append(Conflict(found[0]))
+                conflicts = True
                 continue
-            rows.extend(mine)
+            rows += mine
             if key_row is not None:
                 key_rows.append(key_row)
                 keys[key_row[0]] = _replayed(request, positions)
             results.append(positions)
-            next_position += len(mine)
-            heads[stream] = (head[0] + len(mine), prev)
+            next_position += count
+            heads[sid] = (head[0] + count, prev)
         if not savepoints:
             try:
                 raw.executemany(_INSERT, rows)
@@ -232,18 +237,21 @@ def _write(  # noqa: C901, PLR0912, PLR0915 - the group's plan, kept in one plac
                     raw.executemany(_KEY_INSERT, key_rows)
             except sqlite3.IntegrityError as e:
                 raise _RowRefusedError from e
-        out = _commit(raw, results, atomic=atomic)
-        committed = not (atomic and any(isinstance(r, Conflict) for r in results))
+        if atomic and conflicts:
+            # All or nothing: one conflict abandons the whole group.
+            raw.execute("ROLLBACK")
+            cache.forget()
+            return [r if isinstance(r, Conflict) else () for r in results]
+        # Every row went in at the position its link covers (explicit rowids): no
+        # read-back is needed to know the positions are right.
+        raw.execute("COMMIT")
     except BaseException:
         cache.forget()
         if raw.in_transaction:
             raw.execute("ROLLBACK")
         raise
-    if committed:
-        cache.remember(raw, data_version, next_position, heads)
-    else:
-        cache.forget()
-    return out
+    cache.remember(raw, data_version, next_position, heads)
+    return results
 
 
 def _key_row(request: AppendRequest, positions: tuple[int, ...]) -> KeyRow | None:
@@ -282,16 +290,3 @@ def _insert_savepoint(
         return False
     raw.execute("RELEASE turnledger_append")
     return True
-
-
-def _commit(
-    raw: sqlite3.Connection, results: list[Outcome], *, atomic: bool
-) -> list[Outcome]:
-    if atomic and any(isinstance(r, Conflict) for r in results):
-        # All or nothing: one conflict abandons the whole group.
-        raw.execute("ROLLBACK")
-        return [r if isinstance(r, Conflict) else () for r in results]
-    # Every row went in at the position its link covers (explicit rowids): no
-    # read-back is needed to know the positions are right.
-    raw.execute("COMMIT")
-    return results

@@ -20,7 +20,7 @@ from uuid import UUID
 from eventsourcing.cryptography import AESCipher
 from eventsourcing.utils import Environment
 
-from turnledger.ledger.append_results import append_results
+from turnledger.ledger.append_results import append_result, append_results
 from turnledger.ledger.backend import AppendRequest, Backend, StoredRow
 from turnledger.ledger.codec import MsgspecMapper
 from turnledger.ledger.envelope import AppendResult, Recorded
@@ -145,9 +145,12 @@ class EventStore(StoreReading):
             StoreUnavailableError: The database failed (its subclasses name a
                 lock held past the busy timeout, a full disk, a read-only file).
         """
-        result = self.append_batch(
-            [Append(stream_id, events, expected_version, idempotency_key)]
-        )[0]
+        request = self.encode(
+            stream_id, events, expected_version + 1, now_us(), idempotency_key
+        )
+        # One append: the same steps as ``append_batch``, without its lists.
+        outcome = self.backend.insert_batch([request])[0] if request.rows else None
+        result = append_result(request, outcome)
         if isinstance(result, LedgerError):
             raise result
         return result
