@@ -10,13 +10,16 @@ high-water mark instead (``ledger.postgres_order``). Added in
 version gaps (a superuser can still disable them; ``verify`` detects what is then
 done) and a periodic wake-up of the subscription (library issue #305: a lost
 NOTIFY must not stall a follower). Added here: the hash chain, idempotency keys,
-group commit with a savepoint per append (``ledger.postgres_write``) and typed
-driver errors. Pipeline mode is not used for writes: large pipelined
-transactions can hang (psycopg #685).
+group commit with a savepoint per append (``ledger.postgres_write``), typed
+driver errors, and the followers' wake-up: a NOTIFY sent after each write has
+committed, in a transaction of its own (``ledger.postgres_order.wake_followers``:
+a NOTIFY inside the write would serialise the writers' commits). Pipeline mode
+is not used for writes: large pipelined transactions can hang (psycopg #685).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -40,7 +43,7 @@ from turnledger.ledger.errors import (
     StoreUnavailableError,
 )
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
-from turnledger.ledger.postgres_order import HighWater, begin_write
+from turnledger.ledger.postgres_order import HighWater, begin_write, wake_followers
 from turnledger.ledger.postgres_recorder import (
     TABLE,
     PostgresURL,
@@ -49,6 +52,7 @@ from turnledger.ledger.postgres_recorder import (
 )
 from turnledger.ledger.postgres_write import (
     SEALS_TABLE,
+    HeadCache,
     Statements,
     write_group,
 )
@@ -92,9 +96,7 @@ class PostgresBackend:
             msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
             raise StoreUnavailableError(msg) from e
         table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
-        self._begin_write = begin_write(
-            self.url.schema, Identifier(self._recorder.channel_name), lock_timeout
-        )
+        self._wake = wake_followers(Identifier(self._recorder.channel_name))
         self._high_water = HighWater(
             self._datastore,
             self.url.schema,
@@ -109,7 +111,12 @@ class PostgresBackend:
             "WHERE originator_id = %s"
         ).format(**table)
         self._table = table
-        self._write_sql = Statements(self.url.schema, TABLE)
+        self._write_sql = Statements(
+            self.url.schema,
+            TABLE,
+            begin_write(self.url.schema, lock_timeout).as_bytes(None),
+        )
+        self._heads = HeadCache()
 
     def _create_tables(self) -> None:
         # Processes opening one ledger at once would race on the DDL (deadlocks
@@ -132,9 +139,10 @@ class PostgresBackend:
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False
     ) -> list[tuple[int, ...] | Conflict | Replayed]:
-        """Write appends in one transaction (writers run in parallel), a savepoint each.
+        """Write appends in one transaction (writers run in parallel).
 
-        With ``atomic``, any conflict rolls back the whole transaction.
+        A conflict fails only its own append (``ledger.postgres_write``); with
+        ``atomic``, any conflict writes nothing.
 
         Raises:
             LedgerLockedError: A lock was not granted within the timeout.
@@ -143,15 +151,13 @@ class PostgresBackend:
         started = time.monotonic()
         try:
             with self._datastore.get_connection() as conn:
-                results: list[tuple[int, ...] | Conflict | Replayed] = []
-                with conn.transaction(), conn.cursor() as cursor:
-                    cursor.execute(self._begin_write)
-                    results = write_group(conn, cursor, self._write_sql, requests)
-                    if atomic and any(isinstance(r, Conflict) for r in results):
-                        # All or nothing: leaves the block, rolling it all back.
-                        raise psycopg.Rollback
+                results = write_group(
+                    conn, self._write_sql, requests, self._heads, atomic=atomic
+                )
                 if atomic and any(isinstance(r, Conflict) for r in results):
                     return [r if isinstance(r, Conflict) else () for r in results]
+                if any(r and not isinstance(r, (Conflict, Replayed)) for r in results):
+                    _wake(conn, self._wake)  # rows were written
                 return results
         except (psycopg.Error, PersistenceError, OSError) as e:
             raise translate(e, time.monotonic() - started) from e
@@ -314,6 +320,7 @@ class PostgresBackend:
 
     def drop_schema(self) -> None:
         """Drop the backend's schema with everything in it (tests use this)."""
+        self._heads = HeadCache()
         with self._datastore.get_connection() as conn:
             conn.execute(
                 SQL("DROP SCHEMA IF EXISTS {0} CASCADE").format(
@@ -351,6 +358,20 @@ def translate(error: BaseException, waited: float) -> LedgerError:
             f"The PostgreSQL ledger is gone (its schema or table was dropped): {cause}"
         )
     return StoreUnavailableError(f"PostgreSQL ledger: {cause}")
+
+
+def _wake(conn: psycopg.Connection[Any], wake: Any) -> None:
+    """Wake the followers after a durable commit; a failure here fails no append.
+
+    The rows are committed: reporting an error would make a caller retry a
+    write that happened. A follower that misses this wake-up wakes within a
+    second anyway (``WakingSubscription``).
+    """
+    try:
+        conn.execute(wake)
+    except psycopg.Error:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")  # a failed wake leaves its block open
 
 
 def _head(row: dict[str, Any] | None) -> int:

@@ -44,16 +44,30 @@ def writers_key(schema: str) -> int:
     return zlib.crc32(f"turnledger-writers:{schema}".encode()) & 0x7FFFFFFF
 
 
-def begin_write(schema: str, channel: Any, lock_timeout: int) -> Composed:
-    """Return the statements that open a write transaction (lock, notify)."""
+def begin_write(schema: str, lock_timeout: int) -> Composed:
+    """Return the statements that open a write transaction (timeout, lock)."""
     return SQL(
         "SET LOCAL lock_timeout = '{timeout}s'; "
-        "SELECT pg_advisory_xact_lock_shared({key}); NOTIFY {channel}"
-    ).format(
-        timeout=SQL(str(int(lock_timeout))),
-        key=SQL(str(writers_key(schema))),
-        channel=channel,
-    )
+        "SELECT pg_advisory_xact_lock_shared({key})"
+    ).format(timeout=SQL(str(int(lock_timeout))), key=SQL(str(writers_key(schema))))
+
+
+def wake_followers(channel: Any) -> Composed:
+    """Return the transaction that wakes listening followers after a write commits.
+
+    Not part of the write transaction: PostgreSQL serialises every transaction
+    that sent a NOTIFY on one cluster-wide lock held until its commit has been
+    flushed (``PreCommit_Notify`` in ``async.c``), so a NOTIFY inside the write
+    transaction made the writers' commits, fsyncs included, take turns. This
+    one writes nothing and commits without waiting for the flush
+    (``synchronous_commit`` off for it alone), so the lock is held for
+    microseconds. It runs once the write has committed durably; a follower it
+    wakes reads that write. If it is lost (the process dies in between),
+    followers still wake every second (``WakingSubscription``).
+    """
+    return SQL(
+        "BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY {channel}; COMMIT"
+    ).format(channel=channel)
 
 
 class HighWater:

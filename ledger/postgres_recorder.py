@@ -2,7 +2,8 @@
 
 :class:`PostgresURL` reads the parts of a ``postgresql://`` URL (with its
 ``schema`` parameter); :func:`trigger_statements` is the DDL added to the
-library's table: triggers refusing UPDATE, DELETE, TRUNCATE and version gaps,
+library's table: triggers refusing UPDATE, DELETE, TRUNCATE and version gaps
+(one check per INSERT statement),
 and the idempotency-key and seal tables; :class:`Recorder` is the library's
 application recorder with that DDL and its notification selection capped at the
 settled position; :class:`WakingSubscription` is the library's LISTEN/NOTIFY
@@ -22,8 +23,9 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresSubscription,
 )
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, LINK_OFFSET
 from turnledger.ledger.errors import ConfigurationError
 from turnledger.ledger.postgres_write import KEYS_TABLE, SEALS_TABLE
 
@@ -79,20 +81,46 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
             "BEFORE TRUNCATE ON {schema}.{table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_append_only()"
         ).format(**ident),
+        # Contiguity, checked once per INSERT statement (a row-level trigger cost
+        # half the server's CPU of an insert): every new row above version 1
+        # needs its predecessor, visible to this transaction, and when both are
+        # chained, its ``prev`` must be that predecessor's link (its first 16
+        # bytes). With the primary key (no version twice) a stream's versions
+        # are then exactly 1..head, and a writer cannot chain a row to a head it
+        # only remembers (``ledger.postgres_write.HeadCache``).
         SQL(
-            "CREATE OR REPLACE FUNCTION {schema}.turnledger_contiguous() "
-            "RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE head bigint; BEGIN "
-            "SELECT max(originator_version) INTO head FROM {schema}.{table} "
-            "WHERE originator_id = NEW.originator_id; "
-            "IF NEW.originator_version <> coalesce(head, 0) + 1 THEN "
-            "RAISE EXCEPTION 'turnledger: stream versions must be contiguous' "
-            "USING ERRCODE = 'unique_violation'; END IF; RETURN NEW; END $$"
-        ).format(**ident),
+            "CREATE OR REPLACE FUNCTION {schema}.turnledger_contiguous_rows() "
+            "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF EXISTS (SELECT FROM turnledger_new n "
+            "WHERE n.originator_version <> 1 AND NOT EXISTS (SELECT FROM "
+            "{schema}.{table} t WHERE t.originator_id = n.originator_id "
+            "AND t.originator_version = n.originator_version - 1 "
+            "AND (substring(n.state from 1 for 1) <> {chained} "
+            "OR substring(t.state from 1 for 1) <> {chained} "
+            "OR substring(t.state from {link} for 16) = "
+            "substring(n.state from {prev} for 16)))) THEN "
+            "RAISE EXCEPTION 'turnledger: stream versions must be contiguous, "
+            "each chained to the one before' "
+            "USING ERRCODE = 'unique_violation'; END IF; RETURN NULL; END $$"
+        ).format(
+            chained=SQL(f"'\\x{CHAIN_FORMAT:02x}'::bytea"),
+            link=SQL(str(LINK_OFFSET + 1)),
+            prev=SQL(str(HEADER_SIZE + 8 + 1)),
+            **ident,
+        ),
         SQL(
-            "CREATE OR REPLACE TRIGGER turnledger_contiguous "
-            "BEFORE INSERT ON {schema}.{table} "
-            "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_contiguous()"
+            "CREATE OR REPLACE TRIGGER turnledger_contiguous_rows "
+            "AFTER INSERT ON {schema}.{table} REFERENCING NEW TABLE AS turnledger_new "
+            "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_contiguous_rows()"
         ).format(**ident),
+        # The row-level trigger of ledgers created before it (dropped only when
+        # present: DROP TRIGGER locks the table even when there is none).
+        SQL(
+            "DO $$ BEGIN IF EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
+            "{qualified}::regclass AND tgname = 'turnledger_contiguous') THEN "
+            "DROP TRIGGER turnledger_contiguous ON {schema}.{table}; "
+            "DROP FUNCTION IF EXISTS {schema}.turnledger_contiguous(); END IF; END $$"
+        ).format(qualified=Literal(f'"{schema}"."{table}"'), **ident),
         SQL(
             "CREATE TABLE IF NOT EXISTS {schema}.{keys} (key text PRIMARY KEY, "
             "stream uuid NOT NULL, first_version bigint NOT NULL, "

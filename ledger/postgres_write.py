@@ -1,107 +1,252 @@
 """The PostgreSQL write path: one group per transaction, hash chain, idempotency keys.
 
-A group costs a fixed number of round trips whatever its size: every head
-(version and link) at once, every idempotency key at once, the positions reserved
-from the table's sequence, one INSERT of every accepted row with its position,
-one INSERT of the new keys. Writers run in parallel: a writer that read a head
-another writer is about to move meets the primary key (it waits for that commit,
-then fails); the group is then redone a savepoint per append, so the conflict
-fails only its own append, and a keyed append whose key the other writer just
-committed returns that first outcome. Rows go in sorted by stream and version,
-keys sorted, so two writers never wait on each other in a cycle.
+A group (appends the caller gathered) normally costs four round trips whatever
+its size: ``BEGIN``, the writers' lock and every position it needs, in one
+message; one INSERT of every accepted row, each with its position and chain link
+(binary parameters: the text form of a bytea array costs a regex substitution per
+row in the client and a parse in the server); ``COMMIT``; then the followers'
+wake-up (``ledger.postgres_order.wake_followers``). What it needs to know first
+is read before ``BEGIN``, and only when not known: the heads (version and link)
+of streams this process has not seen committed at the expected version
+(:class:`HeadCache`; a stream's first append needs none), and the idempotency
+keys of keyed appends. Those reads are optimistic: nothing is written from a
+stale one. The primary key refuses a version twice, the contiguity trigger a
+version whose predecessor is missing or whose ``prev`` is not that
+predecessor's link, and the keys table a key twice; any such refusal (another
+writer got there first, a forgotten process's stale head) rolls the group back
+and redoes it in one transaction, reading everything inside it, a savepoint per
+append, so the conflict fails only its own append and a keyed append whose key
+the other writer just committed returns that first outcome. Rows go in sorted
+by stream and version, keys sorted, so two writers never wait on each other in a
+cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import threading
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 from uuid import UUID
 
 import msgspec
 import psycopg
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed
-from turnledger.ledger.chain import (
-    CHAIN_FORMAT,
-    GENESIS,
-    LINK_OFFSET,
-    chain_state,
-    head_link,
-)
+from turnledger.ledger.chain import CHAIN_FORMAT, GENESIS, LINK_OFFSET, head_link
+from turnledger.ledger.postgres_rows import Outcome, insert_rows, plan_group, settled
 
 KEYS_TABLE: Final = "turnledger_appends"
 SEALS_TABLE: Final = "turnledger_seals"
 LINK_SIZE: Final = 32
 
-Outcome = tuple[int, ...] | Conflict | Replayed
-
 
 class Statements:
-    """The write path's SQL for one schema and table."""
+    """The write path's SQL for one schema and table (rendered once, as bytes).
 
-    def __init__(self, schema: str, table: str) -> None:
+    Args:
+        schema: The ledger's schema.
+        table: The events table.
+        begin_write: The statements that take the writers' lock inside a
+            transaction (``ledger.postgres_order.begin_write``).
+    """
+
+    def __init__(self, schema: str, table: str, begin_write: bytes) -> None:
         ident = {
             "schema": Identifier(schema),
             "table": Identifier(table),
             "keys": Identifier(KEYS_TABLE),
         }
-        self.heads: Composed = SQL(
-            "SELECT DISTINCT ON (originator_id) originator_id, "
-            "originator_version AS head, get_byte(state, 0) AS fmt, "
-            f"substring(state from {LINK_OFFSET + 1} for 32) AS link "
-            "FROM {schema}.{table} WHERE originator_id = ANY(%s) "
-            "ORDER BY originator_id, originator_version DESC"
-        ).format(**ident)
-        self.stream: Composed = SQL(
-            "SELECT notification_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE originator_id = %s ORDER BY originator_version"
-        ).format(**ident)
-        self.keys: Composed = SQL(
-            "SELECT key, stream, first_version, last_version, positions "
-            "FROM {schema}.{keys} WHERE key = ANY(%s)"
-        ).format(**ident)
+        self.begin_write = begin_write
+        self.heads = (
+            SQL(
+                "SELECT DISTINCT ON (originator_id) originator_id, "
+                "originator_version AS head, get_byte(state, 0) AS fmt, "
+                f"substring(state from {LINK_OFFSET + 1} for 32) AS link "
+                "FROM {schema}.{table} WHERE originator_id = ANY(%s) "
+                "ORDER BY originator_id, originator_version DESC"
+            )
+            .format(**ident)
+            .as_bytes(None)
+        )
+        self.stream = (
+            SQL(
+                "SELECT notification_id, originator_version, topic, state FROM "
+                "{schema}.{table} WHERE originator_id = %s ORDER BY originator_version"
+            )
+            .format(**ident)
+            .as_bytes(None)
+        )
+        self.keys = (
+            SQL(
+                "SELECT key, stream, first_version, last_version, positions "
+                "FROM {schema}.{keys} WHERE key = ANY(%s)"
+            )
+            .format(**ident)
+            .as_bytes(None)
+        )
         self.sequence = f'"{schema}"."{table}_notification_id_seq"'
-        self.reserve: Composed = SQL(
-            "SELECT nextval(%s::regclass) AS p FROM generate_series(1, %s) ORDER BY 1"
-        ).format()
-        self.insert: Composed = SQL(
-            "INSERT INTO {schema}.{table} "
-            "(originator_id, originator_version, topic, state, notification_id) "
-            "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], "
-            "%s::bytea[], %s::bigint[])"
-        ).format(**ident)
-        self.insert_keys: Composed = SQL(
-            "INSERT INTO {schema}.{keys} SELECT * FROM unnest(%s::text[], "
-            "%s::uuid[], %s::bigint[], %s::bigint[], %s::text[])"
-        ).format(**ident)
+        self.reserve = (
+            b"SELECT array_agg(p ORDER BY p) AS p FROM (SELECT nextval('"
+            + self.sequence.encode()
+            + b"'::regclass) AS p FROM generate_series(1, %d)) AS r"
+        )
+        self.insert = (
+            SQL(
+                "INSERT INTO {schema}.{table} "
+                "(originator_id, originator_version, topic, state, notification_id) "
+                "SELECT * FROM unnest(%b::uuid[], %b::bigint[], %b::text[], "
+                "%b::bytea[], %b::bigint[])"
+            )
+            .format(**ident)
+            .as_bytes(None)
+        )
+        self.insert_keys = (
+            SQL(
+                "INSERT INTO {schema}.{keys} SELECT * FROM unnest(%b::text[], "
+                "%b::uuid[], %b::bigint[], %b::bigint[], %b::text[])"
+            )
+            .format(**ident)
+            .as_bytes(None)
+        )
+
+    def begin(self, rows: int) -> bytes:
+        """``BEGIN``, the writers' lock and ``rows`` positions: one message."""
+        return b"BEGIN; " + self.begin_write + b"; " + self.reserve % rows
+
+
+class HeadCache:
+    """Stream heads (version, first 16 bytes of the link) this process saw committed.
+
+    A hint, never trusted alone: an append planned on a stale head is refused by
+    the database (primary key, contiguity and link trigger) and redone from what
+    the database holds. Thread-safe; bounded (cleared when full).
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._heads: dict[UUID, tuple[int, bytes]] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def prev(self, stream: UUID, version: int) -> bytes | None:
+        """The link prefix of ``stream`` at ``version``, if that is its known head."""
+        found = self._heads.get(stream)
+        return found[1] if found is not None and found[0] == version else None
+
+    def remember(self, heads: dict[UUID, tuple[int, bytes]]) -> None:
+        """Record committed heads."""
+        with self._lock:
+            if len(self._heads) + len(heads) > self._limit:
+                self._heads.clear()
+            self._heads.update(heads)
+
+    def forget(self, streams: Iterable[UUID]) -> None:
+        """Drop what is known of ``streams``."""
+        with self._lock:
+            for stream in streams:
+                self._heads.pop(stream, None)
 
 
 def write_group(
+    conn: psycopg.Connection[Any],
+    sql: Statements,
+    requests: Sequence[AppendRequest],
+    cache: HeadCache,
+    *,
+    atomic: bool,
+) -> list[Outcome]:
+    """Write a group in one transaction of its own (on an autocommit connection).
+
+    With ``atomic``, a conflict anywhere writes nothing (every outcome is still
+    reported; ``insert_batch`` blanks the others).
+    """
+    with conn.cursor() as cursor:
+        try:
+            return _fast(cursor, sql, requests, cache, atomic=atomic)
+        except psycopg.errors.IntegrityError:
+            cache.forget(r.stream_id for r in requests)
+        outcomes: list[Outcome] = []
+        with conn.transaction():
+            cursor.execute(sql.begin_write)
+            outcomes = _one_by_one(conn, cursor, sql, requests)
+            if atomic and any(isinstance(o, Conflict) for o in outcomes):
+                raise psycopg.Rollback  # all or nothing: leaves the block
+        return outcomes
+
+
+def _fast(
+    cursor: psycopg.Cursor[Any],
+    sql: Statements,
+    requests: Sequence[AppendRequest],
+    cache: HeadCache,
+    *,
+    atomic: bool,
+) -> list[Outcome]:
+    """The whole group in one transaction, from what is known or read up front."""
+    heads: dict[UUID, tuple[int, bytes]] = {}
+    unknown: dict[UUID, None] = {}
+    for request in requests:
+        stream = request.stream_id
+        if stream in heads or stream in unknown:
+            continue  # the group's first append to a stream says its head
+        prev = (
+            GENESIS
+            if request.expected_version == 0
+            else cache.prev(stream, request.expected_version)
+        )
+        if prev is None:
+            unknown[stream] = None
+        else:
+            heads[stream] = (request.expected_version, prev)
+    if unknown:
+        heads.update(_heads(cursor, sql, list(unknown)))
+    plan, accepted = plan_group(requests, heads, _keys(cursor, sql, requests))
+    if not accepted or (atomic and any(isinstance(p, Conflict) for p in plan)):
+        return settled(plan)
+    prevs = {stream: head[1] for stream, head in heads.items()}
+    try:
+        cursor.execute(sql.begin(accepted))
+        while cursor.nextset():
+            pass  # to the last result: the positions
+        row = cursor.fetchone()
+        positions = list(row["p"]) if row else []
+        results = insert_rows(
+            cursor, (sql.insert, sql.insert_keys), plan, positions, prevs
+        )
+        cursor.execute(b"COMMIT")
+    except BaseException:
+        conn = cursor.connection
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):  # a lost connection: no block
+                conn.execute(b"ROLLBACK")
+        raise
+    written = {step.stream_id for step in plan if isinstance(step, AppendRequest)}
+    cache.remember({stream: (heads[stream][0], prevs[stream]) for stream in written})
+    return results
+
+
+def _one_by_one(
     conn: psycopg.Connection[Any],
     cursor: psycopg.Cursor[Any],
     sql: Statements,
     requests: Sequence[AppendRequest],
 ) -> list[Outcome]:
-    """Write a group inside the caller's transaction (and table lock)."""
-    try:
-        with conn.transaction():
-            return _write(cursor, sql, requests)
-    except psycopg.errors.IntegrityError:
-        outcomes: list[Outcome] = []
-        for request in requests:
-            try:
-                with conn.transaction():
-                    outcomes.extend(_write(cursor, sql, [request]))
-            except psycopg.errors.IntegrityError:
-                key = request.idempotency_key
-                replay = _keys(cursor, sql, [request]).get(key) if key else None
-                if replay is not None:
-                    outcomes.append(replay)
-                    continue
-                head = _heads(cursor, sql, [request.stream_id]).get(request.stream_id)
-                outcomes.append(Conflict(head[0] if head else 0))
-        return outcomes
+    """Each append in its own savepoint, reading heads and keys inside the lock."""
+    outcomes: list[Outcome] = []
+    for request in requests:
+        try:
+            with conn.transaction():
+                outcomes.extend(_write(cursor, sql, [request]))
+        except psycopg.errors.IntegrityError:
+            key = request.idempotency_key
+            replay = _keys(cursor, sql, [request]).get(key) if key else None
+            if replay is not None:
+                outcomes.append(replay)
+                continue
+            head = _heads(cursor, sql, [request.stream_id]).get(request.stream_id)
+            outcomes.append(Conflict(head[0] if head else 0))
+    return outcomes
 
 
 def _heads(
@@ -151,114 +296,13 @@ def _keys(
 def _write(
     cursor: psycopg.Cursor[Any], sql: Statements, requests: Sequence[AppendRequest]
 ) -> list[Outcome]:
+    """Plan and write inside the caller's transaction, reading heads and keys."""
     heads = _heads(cursor, sql, list({r.stream_id: None for r in requests}))
     prevs = {stream: head[1] for stream, head in heads.items()}
-    used = _keys(cursor, sql, requests)
-    # Each step: an outcome already known, the index of an earlier request in the
-    # group holding the same key, or a request to write.
-    plan: list[Outcome | int | AppendRequest] = []
-    first_with: dict[str, int] = {}
-    accepted = 0
-    for index, request in enumerate(requests):
-        key = request.idempotency_key
-        if key is not None and key in used:
-            plan.append(used[key])
-            continue
-        if key is not None and key in first_with:
-            plan.append(first_with[key])
-            continue
-        head = heads.get(request.stream_id, (0, GENESIS))
-        if head[0] != request.expected_version:
-            plan.append(Conflict(head[0]))
-            continue
-        plan.append(request)
-        accepted += len(request.rows)
-        heads[request.stream_id] = (head[0] + len(request.rows), head[1])
-        if key is not None:
-            first_with[key] = index
+    plan, accepted = plan_group(requests, heads, _keys(cursor, sql, requests))
     if not accepted:
-        return [p for p in plan if not isinstance(p, (int, AppendRequest))]
-    cursor.execute(sql.reserve, (sql.sequence, accepted))
-    positions = [int(r["p"]) for r in cursor.fetchall()]
-    return _insert(cursor, sql, plan, positions, prevs)
-
-
-def _insert(
-    cursor: psycopg.Cursor[Any],
-    sql: Statements,
-    plan: list[Outcome | int | AppendRequest],
-    positions: list[int],
-    prevs: dict[UUID, bytes],
-) -> list[Outcome]:
-    columns: tuple[list[Any], ...] = ([], [], [], [], [])
-    keys: tuple[list[Any], ...] = ([], [], [], [], [])
-    results: list[Outcome] = []
-    taken = 0
-    for step in plan:
-        if isinstance(step, int):
-            first = results[step]
-            assert isinstance(first, Replayed)  # noqa: S101 - set just below
-            results.append(first)
-            continue
-        if not isinstance(step, AppendRequest):
-            results.append(step)
-            continue
-        prev = prevs.get(step.stream_id, GENESIS)
-        written = tuple(positions[taken : taken + len(step.rows)])
-        taken += len(step.rows)
-        for row, position in zip(step.rows, written, strict=True):
-            state, link = chain_state(
-                row.state,
-                step.stream_id,
-                version=row.originator_version,
-                position=position,
-                topic=row.topic,
-                prev=prev,
-            )
-            prev = link[:16]
-            for column, value in zip(
-                columns,
-                (step.stream_id, row.originator_version, row.topic, state, position),
-                strict=True,
-            ):
-                column.append(value)
-        prevs[step.stream_id] = prev
-        if step.idempotency_key is None:
-            results.append(written)
-            continue
-        first_version = step.expected_version + 1
-        last_version = step.expected_version + len(written)
-        # Recorded as a Replayed so later duplicates in the group can point at it;
-        # turned back into plain positions below.
-        results.append(Replayed(step.stream_id, first_version, last_version, written))
-        for column, value in zip(
-            keys,
-            (
-                step.idempotency_key,
-                step.stream_id,
-                first_version,
-                last_version,
-                msgspec.json.encode(list(written)).decode(),
-            ),
-            strict=True,
-        ):
-            column.append(value)
-    cursor.execute(
-        sql.insert, _sorted(columns, key=lambda i: (columns[0][i].bytes, columns[1][i]))
-    )
-    if keys[0]:
-        cursor.execute(sql.insert_keys, _sorted(keys, key=lambda i: keys[0][i]))
-    return [_own(step, result) for step, result in zip(plan, results, strict=True)]
-
-
-def _sorted(
-    columns: tuple[list[Any], ...], *, key: Callable[[int], Any]
-) -> tuple[list[Any], ...]:
-    order = sorted(range(len(columns[0])), key=key)
-    return tuple([column[i] for i in order] for column in columns)
-
-
-def _own(step: Outcome | int | AppendRequest, result: Outcome) -> Outcome:
-    if isinstance(step, AppendRequest) and isinstance(result, Replayed):
-        return result.positions
-    return result
+        return settled(plan)
+    cursor.execute(sql.reserve % accepted)
+    row = cursor.fetchone()
+    positions = list(row["p"]) if row else []
+    return insert_rows(cursor, (sql.insert, sql.insert_keys), plan, positions, prevs)
