@@ -6,13 +6,18 @@ An adapter names its ledger as a path or URL (``"turnledger.db"``,
 path or URL in one process shares one :class:`AsyncLedger` (so concurrent sessions
 are group-committed, one fsync for all), reference-counted: the last
 :meth:`LedgerHandle.release` closes it. Appends return once durable; reads run in
-a worker thread, so nothing blocks the event loop.
+a worker thread, so nothing blocks the event loop. The one exception is
+:meth:`LedgerHandle.head`, a stream's head version read on the calling thread from
+a local SQLite ledger (one indexed lookup, a few microseconds, never waiting on a
+lock), so an adapter can tell that nothing new was appended without a thread hop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 import threading
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -22,6 +27,7 @@ from uuid import UUID
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.events import Event
+from turnledger.ledger.sqlite_write import TABLE
 from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
 
 LedgerTarget: TypeAlias = str | os.PathLike[str] | EventStore | AsyncLedger | None
@@ -31,6 +37,7 @@ store, or an async ledger."""
 _T = TypeVar("_T")
 _LOCK = threading.Lock()
 _SHARED: dict[str, tuple[AsyncLedger, int]] = {}
+_HEAD_SQL = f"SELECT max(originator_version) FROM {TABLE} WHERE originator_id=?"
 
 
 def _key(target: str | os.PathLike[str] | None) -> str:
@@ -66,11 +73,23 @@ class LedgerHandle:
                 _SHARED[key] = (shared[0], shared[1] + 1)
             self.ledger = shared[0]
             self._key = key
+        self._probe = _HeadProbe(self.ledger.store)
 
     @property
     def store(self) -> EventStore:
         """The underlying synchronous store."""
         return self.ledger.store
+
+    def head(self, stream_id: UUID) -> int | None:
+        """Return a stream's head version, read now on the calling thread, or None.
+
+        Only a local SQLite ledger answers (one indexed lookup on a read-only
+        connection of this handle, a few microseconds; a lock it would have to
+        wait for, or any database error, gives ``None`` instead of waiting). The
+        head is what was committed when it was read, by any process. ``None``:
+        use :meth:`read_stream` (a worker thread) instead.
+        """
+        return self._probe.version(stream_id)
 
     async def read_stream(self, stream_id: UUID, *, after: int = 0) -> list[Recorded]:
         """Return a stream's events after version ``after`` (in a worker thread)."""
@@ -97,6 +116,7 @@ class LedgerHandle:
         if self._released:
             return
         self._released = True
+        self._probe.close()
         if self._owned:
             _close_sync(self.ledger)
             return
@@ -109,6 +129,54 @@ class LedgerHandle:
                 return
             del _SHARED[self._key]
         _close_sync(ledger)
+
+
+class _HeadProbe:
+    """A read-only connection to a local SQLite ledger for :meth:`LedgerHandle.head`.
+
+    It never waits: ``busy_timeout`` is 0 and a probe already in use by another
+    thread is not waited for either; both answer ``None``.
+    """
+
+    def __init__(self, store: EventStore) -> None:
+        path = getattr(store.backend, "path", None) if store.kind == "sqlite" else None
+        self._uri: str | None = None
+        if isinstance(path, str) and not path.startswith("file:"):
+            self._uri = Path(path).resolve().as_uri() + "?mode=ro"
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def version(self, stream_id: UUID) -> int | None:
+        if self._uri is None or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    self._uri,
+                    uri=True,
+                    timeout=0,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            # fetchall steps the statement to its end: no read stays open.
+            rows = self._conn.execute(_HEAD_SQL, (stream_id.hex,)).fetchall()
+            return int(rows[0][0] or 0)
+        except sqlite3.Error:
+            self._drop()
+            return None
+        finally:
+            self._lock.release()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+            self._uri = None
 
 
 def _close_sync(ledger: AsyncLedger) -> None:

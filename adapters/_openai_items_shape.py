@@ -81,17 +81,20 @@ def place_text(kind: str, skeleton: Item, text: str) -> Item:
     return skeleton
 
 
+def usual_kinds(event: Event) -> list[str]:
+    """The kinds of the items a typed event records when nothing completes it."""
+    if isinstance(event, AssistantMessage):
+        kinds = ["message"] if event.text or not event.tool_calls else []
+        return kinds + ["function_call"] * len(event.tool_calls)
+    if isinstance(event, TurnStarted):
+        return ["user"]
+    return ["function_call_output"]
+
+
 def typed_items(event: Event, shapes: list[Any] | None) -> Iterator[tuple[str, Item]]:
     """The items a typed event records (with their shapes when given)."""
     if shapes is None:
-        if isinstance(event, AssistantMessage):
-            kinds = ["message"] if event.text or not event.tool_calls else []
-            kinds += ["function_call"] * len(event.tool_calls)
-        elif isinstance(event, TurnStarted):
-            kinds = ["user"]
-        else:
-            kinds = ["function_call_output"]
-        shapes = [[k, None] for k in kinds]
+        shapes = [[k, None] for k in usual_kinds(event)]
     calls = iter(event.tool_calls) if isinstance(event, AssistantMessage) else iter(())
     for kind, delta in shapes:
         item = undelta(str(kind), delta)

@@ -11,9 +11,12 @@ session key ``session_id``; items become typed events and come back exactly
 ``clear_session`` append an ``items.removed`` event: the items leave the history
 (this session's and the history projection's), the ledger keeps them. Every call
 is async and durable when it returns (appends are group-committed with other
-sessions on the same ledger; reads run in a worker thread). Several instances, in
-several processes, may share one session: an append made on a stale view is
-refused by the stream version, re-read and retried.
+sessions on the same ledger). The session keeps its items folded in memory and
+advances them with what it appends; ``get_items`` first checks the stream's head
+(on a local SQLite ledger one indexed lookup on the event loop's thread, else a
+read in a worker thread) and reads only events it has not folded yet. Several
+instances, in several processes, may share one session: an append made on a stale
+view is refused by the stream version, re-read and retried.
 """
 
 from __future__ import annotations
@@ -44,14 +47,21 @@ from turnledger.adapters.openai_agents_fold import (
 )
 from turnledger.adapters.openai_agents_items import (
     FRAMEWORK,
+    Recording,
     decode_item,
     is_call,
     is_output,
-    items_to_events,
     normalize,
+    record_items,
 )
 from turnledger.ledger.errors import ConcurrencyError
-from turnledger.ledger.events import Event, ItemsRemoved, SessionOpened, TurnStarted
+from turnledger.ledger.events import (
+    AssistantMessage,
+    Event,
+    ItemsRemoved,
+    SessionOpened,
+    TurnStarted,
+)
 from turnledger.ledger.ids import session_stream_id
 
 if TYPE_CHECKING:
@@ -116,8 +126,15 @@ class TurnledgerSession(SessionABC):
             raise RuntimeError(msg)
 
     async def _refresh(self) -> None:
-        """Fold what was appended to the stream since this instance last looked."""
+        """Fold what was appended to the stream since this instance last looked.
+
+        When the stream's head can be read at once and is the version already
+        folded, nothing is read.
+        """
         self._check_open()
+        head = self._handle.head(self.stream_id)
+        if head is not None and head <= self._version:
+            return
         new = await self._handle.read_stream(self.stream_id, after=self._version)
         if new:
             self._fold(new)
@@ -163,7 +180,7 @@ class TurnledgerSession(SessionABC):
         if not items:
             return
         normalized = [normalize(item) for item in items]
-        await finish_despite_cancel(self._write(lambda: self._record(normalized)))
+        await finish_despite_cancel(self._write(lambda: self._recording(normalized)))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the most recent item and return it (``None`` when empty).
@@ -213,14 +230,21 @@ class TurnledgerSession(SessionABC):
         await finish_despite_cancel(self._write(events, fresh=True))
 
     def _record(self, items: list[dict[str, Any]], offset: int = 0) -> list[Event]:
+        return self._recording(items, offset).events
+
+    def _recording(self, items: list[dict[str, Any]], offset: int = 0) -> Recording:
+        """The events recording ``items`` after the current view (opening first)."""
         opening = self._opening()
-        events, _ = items_to_events(
+        recording = record_items(
             items,
             turn_id=self._turn,
             first_version=self._version + len(opening) + offset + 1,
             tool_names=dict(self._tool_names),
         )
-        return [*opening, *events]
+        if not opening:
+            return recording
+        placed = [(a + 1, b + 1, data) for a, b, data in recording.placed]
+        return Recording([*opening, *recording.events], recording.turn_id, placed)
 
     def _opening(self) -> list[Event]:
         if self._version:
@@ -234,6 +258,8 @@ class TurnledgerSession(SessionABC):
     async def _write(self, build: Any, *, fresh: bool = False) -> None:
         """Append what ``build`` returns, retrying on a conflict.
 
+        ``build`` returns the events, or a :class:`Recording` (the items it
+        records are then folded as they are, not mapped back from the events).
         The append expects the version this instance last saw: when another
         writer moved the stream on, it is refused, the view is refreshed and
         ``build`` runs again on it. With ``fresh`` (``build`` decides on the
@@ -248,22 +274,45 @@ class TurnledgerSession(SessionABC):
                 await self._refresh()
             attempted = self._version
             for _ in range(_RETRIES):
-                events: list[Event] = build()
+                built: list[Event] | Recording = build()
+                events = built.events if isinstance(built, Recording) else built
                 if not events:
                     return
                 attempted = self._version
                 try:
-                    result = await self._handle.append(
+                    result = await self._handle.ledger.append(
                         self.stream_id, events, expected_version=attempted
                     )
                 except ConcurrencyError:
                     await self._refresh()
                     continue
                 first = result.first_version
-                self._fold([Versioned(first + i, e) for i, e in enumerate(events)])
+                if isinstance(built, Recording):
+                    self._fold_recording(first, built)
+                else:
+                    self._fold([Versioned(first + i, e) for i, e in enumerate(events)])
                 return
         head = await self._handle.ledger.stream_version(self.stream_id)
         raise ConcurrencyError(self.stream_id, attempted, head)
+
+    def _fold_recording(self, first: int, recording: Recording) -> None:
+        """Fold this instance's own append at ``first`` from its recording.
+
+        A read may have folded the append already (it is then skipped whole: an
+        append commits all its events or none).
+        """
+        if first <= self._version:
+            return
+        self._items.extend(
+            FoldedItem(first + a, first + b, data) for a, b, data in recording.placed
+        )
+        for event in recording.events:
+            if isinstance(event, TurnStarted):
+                self._turn = event.turn_id
+            elif isinstance(event, AssistantMessage):
+                for call in event.tool_calls:
+                    self._tool_names[call.id] = call.name
+        self._version = first + len(recording.events) - 1
 
     def _loop_lock(self) -> asyncio.Lock:
         """The lock serializing this instance's writes on the running loop."""

@@ -16,7 +16,7 @@ This module holds the items' JSON form and the recording.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from turnledger.adapters._openai_items_shape import (
     ABSENT,
@@ -26,6 +26,7 @@ from turnledger.adapters._openai_items_shape import (
     Item,
     ItemError,
     typed_items,
+    usual_kinds,
 )
 from turnledger.ledger.events import (
     AssistantMessage,
@@ -135,6 +136,22 @@ def _delta(kind: str, skeleton: Item) -> Item | None:
     return delta or None
 
 
+class Recording(NamedTuple):
+    """The events recording some items, and those items as the fold gives them back.
+
+    Attributes:
+        events: The events, in order.
+        turn_id: The turn the next items belong to.
+        placed: Per item, in order: the offsets (in ``events``) of the event that
+            records it and of the last event recording it, and the item's JSON
+            bytes exactly as folding ``events`` gives them back.
+    """
+
+    events: list[Event]
+    turn_id: str
+    placed: list[tuple[int, int, bytes]]
+
+
 def items_to_events(
     items: Sequence[Item],
     *,
@@ -153,40 +170,44 @@ def items_to_events(
     Returns:
         The events and the turn the next items belong to.
     """
+    recording = record_items(
+        items, turn_id=turn_id, first_version=first_version, tool_names=tool_names
+    )
+    return recording.events, recording.turn_id
+
+
+def record_items(
+    items: Sequence[Item],
+    *,
+    turn_id: str,
+    first_version: int,
+    tool_names: dict[str, str],
+) -> Recording:
+    """:func:`items_to_events`, with where each item lands (see :class:`Recording`)."""
     events: list[Event] = []
+    placed: list[tuple[int, int, bytes]] = []
     index = 0
     while index < len(items):
         item = items[index]
         kind = _kind(item)
-        version = first_version + len(events)
+        at = len(events)
+        version = first_version + at
         if kind is None:
             events.append(_raw(item, turn_id))
+            placed.append((at, at, ENCODER.encode(item)))
             index += 1
-        elif kind == "user":
+            continue
+        if kind == "user":
             turn_id = f"t{version}"
             text, _ = _text_of(item["content"])
             events.append(
                 TurnStarted(turn_id=turn_id, origin="channel", user_input=text)
             )
-            _extras(events, turn_id, [(kind, item)])
+            group = [(kind, item)]
             index += 1
         elif kind == "function_call_output":
-            output = item.get("output")
-            text = (
-                output if isinstance(output, str) else ENCODER.encode(output).decode()
-            )
-            call_id = str(item["call_id"])
-            events.append(
-                ToolResultRecorded(
-                    turn_id=turn_id,
-                    call_id=call_id or "?",
-                    tool=tool_names.get(call_id, ""),
-                    output=text,
-                    original_chars=len(text),
-                    kept_chars=len(text),
-                )
-            )
-            _extras(events, turn_id, [(kind, item)])
+            events.append(_result(item, turn_id, tool_names))
+            group = [(kind, item)]
             index += 1
         else:
             group = [(kind, item)]
@@ -195,8 +216,24 @@ def items_to_events(
                 group.append(("function_call", items[index]))
                 index += 1
             events.append(_assistant(group, turn_id, tool_names))
-            _extras(events, turn_id, group)
-    return events, turn_id
+        rebuilt = _extras(events, turn_id, group)
+        last = len(events) - 1
+        placed.extend((at, last, ENCODER.encode(i)) for i in rebuilt)
+    return Recording(events, turn_id, placed)
+
+
+def _result(item: Item, turn_id: str, tool_names: dict[str, str]) -> Event:
+    output = item.get("output")
+    text = output if isinstance(output, str) else ENCODER.encode(output).decode()
+    call_id = str(item["call_id"])
+    return ToolResultRecorded(
+        turn_id=turn_id,
+        call_id=call_id or "?",
+        tool=tool_names.get(call_id, ""),
+        output=text,
+        original_chars=len(text),
+        kept_chars=len(text),
+    )
 
 
 def _assistant(
@@ -231,23 +268,30 @@ def _raw(item: Item, turn_id: str) -> ItemRecorded:
     )
 
 
-def _extras(events: list[Event], turn_id: str, group: list[tuple[str, Item]]) -> None:
-    """Add the ``item.recorded`` completing the typed event, when one is needed."""
+def _extras(
+    events: list[Event], turn_id: str, group: list[tuple[str, Item]]
+) -> list[Item]:
+    """Add the ``item.recorded`` completing the typed event, when one is needed.
+
+    Returns the group's items as folding the events gives them back.
+    """
     typed = events[-1]
     shapes: list[Any] = [[k, _delta(k, _skeleton(k, item))] for k, item in group]
-    if list(typed_items(typed, shapes)) != group:
+    rebuilt = list(typed_items(typed, shapes))
+    if rebuilt != group:
         shapes = [[k, _delta(k, item) or {}] for k, item in group]
-    usual = [k for k, _ in typed_items(typed, None)] == [k for k, _ in group]
-    if usual and all(delta is None for _, delta in shapes):
-        return
-    events.append(
-        ItemRecorded(
-            turn_id=turn_id,
-            framework=FRAMEWORK,
-            kind=group[0][0],
-            fields=ENCODER.encode(shapes).decode(),
+        rebuilt = list(typed_items(typed, shapes))
+    usual = usual_kinds(typed) == [k for k, _ in group]
+    if not usual or any(delta is not None for _, delta in shapes):
+        events.append(
+            ItemRecorded(
+                turn_id=turn_id,
+                framework=FRAMEWORK,
+                kind=group[0][0],
+                fields=ENCODER.encode(shapes).decode(),
+            )
         )
-    )
+    return [item for _, item in rebuilt]
 
 
 def is_call(item: Mapping[str, Any]) -> bool:
