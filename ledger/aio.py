@@ -32,6 +32,7 @@ from turnledger.ledger.frame import now_us
 from turnledger.ledger.store import EventStore
 
 _STOP: Final = object()
+_new_job: Final = tuple.__new__  # a NamedTuple built without its Python __new__
 
 
 class _Job(NamedTuple):
@@ -98,7 +99,7 @@ class AsyncLedger:
         if batch is None:
             batch = self._batches[loop] = []
             loop.call_soon(self._flush, loop)
-        batch.append(_Job(request, loop, future))
+        batch.append(_new_job(_Job, (request, loop, future)))
         return await future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -158,12 +159,12 @@ class AsyncLedger:
         while not (stopping and not backlog):
             if not backlog and not stopping:
                 stopping = self._take(self._queue.get(), backlog)
+            # The only consumer: a queue that is not empty has an item to take
+            # (no queue.Empty raised on every group).
             while len(backlog) < self.max_group and not stopping:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
+                if self._queue.empty():
                     break
-                stopping = self._take(item, backlog)
+                stopping = self._take(self._queue.get_nowait(), backlog)
             size = min(len(backlog), self.max_group)
             if size:
                 self._commit([backlog.popleft() for _ in range(size)])
@@ -196,15 +197,13 @@ class AsyncLedger:
 
 def _settle(settled: list[tuple[_Job, object]]) -> None:
     for job, result in settled:
+        future = job.future
+        if future.done():  # its caller was cancelled
+            continue
         if isinstance(result, AppendResult):
-            _succeed(job.future, result)
+            future.set_result(result)
         else:
-            _fail(job.future, result)  # type: ignore[arg-type]
-
-
-def _succeed(future: asyncio.Future[AppendResult], result: AppendResult) -> None:
-    if not future.done():
-        future.set_result(result)
+            future.set_exception(result)  # type: ignore[arg-type]
 
 
 def _fail(future: asyncio.Future[AppendResult], error: BaseException) -> None:
