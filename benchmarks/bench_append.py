@@ -24,6 +24,12 @@ checks, insert, commit; or select and decode).
 4. Concurrency: 64 sessions appending turns at once through ``AsyncLedger`` (group
    commit) vs raw sqlite3 writing the same turns 64 per transaction. Goal: turns/s
    >= 0.7 x raw. Also reported: raw group commit / raw one commit per turn.
+5. The hash chain alone (``chain_state`` over a turn's frames, no I/O) vs case 1's
+   durable turn appends. Goal: >= 10 (the chain is <= 10 % of an append).
+6. Diagnostic, no goal: case 1's two paths with ``synchronous=OFF``, timed in
+   the thread's CPU seconds: what each path costs the CPU, the part of case 1
+   the code controls (case 1 adds the same fsync to both), steady when a
+   loaded disk makes case 1's per-repeat ratios spread.
 
 Each repetition runs every case once, round-robin (a fresh database file per run
 for the writes); the figures are medians over repetitions and each ratio is the
@@ -327,21 +333,28 @@ def raw_stream_rows(
 
 
 def ours_turn_appends(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int
+    files: Files, turns: Sequence[Sequence[Event]], sessions: int, *, cpu: bool = False
 ) -> Callable[[int], float]:
-    """Ours: ``store.append`` of one 8-event turn per call (one commit each)."""
+    """Ours: ``store.append`` of one 8-event turn per call (one commit each).
+
+    With ``cpu`` (a diagnostic): ``synchronous=OFF``, timed in this thread's CPU
+    seconds, so the figure is the append path's own CPU cost, whatever the disk
+    and the machine's load do.
+    """
 
     def run(n: int) -> float:
         path = files.fresh()
-        store = open_store(str(path))
+        store = open_store(str(path), synchronous="OFF" if cpu else "FULL")
         plan = stream_plan(n, [uuid4() for _ in range(sessions)])
         work = [(s, turns[i % len(turns)], v) for i, (s, v) in enumerate(plan)]
+        started = time.thread_time()
         with Stopwatch() as sw:
             for stream, events, version in work:
                 store.append(stream, events, expected_version=version)
+        seconds = time.thread_time() - started if cpu else sw.seconds
         store.close()
         files.drop(path)
-        return sw.seconds
+        return seconds
 
     return run
 
@@ -462,26 +475,34 @@ def raw_group_commits(
 
 
 def raw_turn_commits(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int
+    files: Files, turns: Sequence[Sequence[Event]], sessions: int, *, cpu: bool = False
 ) -> Callable[[int], float]:
-    """Raw: one transaction per turn (8 rows, one fsync)."""
+    """Raw: one transaction per turn (8 rows, one fsync).
+
+    With ``cpu`` (a diagnostic): ``synchronous=OFF``, timed in this thread's CPU
+    seconds (see :func:`ours_turn_appends`).
+    """
 
     def run(n: int) -> float:
         path = files.fresh()
         conn = raw_connect(path)
+        if cpu:
+            conn.execute("PRAGMA synchronous=OFF")
         plan = stream_plan(n, [uuid4() for _ in range(sessions)])
         work = [
             turn_rows(s.hex, v + 1, turns[i % len(turns)])
             for i, (s, v) in enumerate(plan)
         ]
+        started = time.thread_time()
         with Stopwatch() as sw:
             for rows in work:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(INSERT, rows)
                 conn.execute("COMMIT")
+        seconds = time.thread_time() - started if cpu else sw.seconds
         conn.close()
         files.drop(path)
-        return sw.seconds
+        return seconds
 
     return run
 
@@ -623,6 +644,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "store.append(8 events)",
             ),
             Case(
+                "6.raw_turn_cpu",
+                args.turns,
+                raw_turn_commits(files, turns, args.sessions, cpu=True),
+                "turn",
+                "as 1.raw_turn_commit, sync OFF, CPU seconds",
+            ),
+            Case(
+                "6.ours_turn_cpu",
+                args.turns,
+                ours_turn_appends(files, turns, args.sessions, cpu=True),
+                "turn",
+                "as 1.ours_turn_append, sync OFF, CPU seconds",
+            ),
+            Case(
                 "5.chain_only",
                 args.turns,
                 chain_only(turns),
@@ -696,6 +731,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             by["5.chain_only"],
             by["1.ours_turn_append"],
             10.0,
+        ),
+        Ratio(
+            "6 diagnostic, case 1's paths with sync OFF in thread CPU time (turns per "
+            "CPU second; = raw CPU per turn / ours; steadier than 1 under load)",
+            by["6.ours_turn_cpu"],
+            by["6.raw_turn_cpu"],
         ),
         Ratio(
             "2 bulk append (events/s)",
