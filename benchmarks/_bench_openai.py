@@ -15,7 +15,12 @@ own share of a turn.
 
 The ceiling: the same ``Runner.run`` turns with no session at all (nothing
 loaded, nothing saved), over ``SQLiteSession``: no session store can make the
-Runner faster than that.
+Runner faster than that. With no session the Runner also has no history to
+process, so the ceiling for a session store is lower: the store ceiling, the same
+turns on an in-memory session (a list in the process, each item given back as a
+fresh copy; nothing durable), a store that costs nothing. Its ratio over
+``SQLiteSession`` is the most any session store can reach in the run, and the
+``TurnledgerSession`` / in-memory ratio is how close the ledger comes to it.
 """
 
 from __future__ import annotations
@@ -104,13 +109,51 @@ def _no_session(_path: Path, _key: str) -> tuple[Any, Callable[[], None]]:
     return None, lambda: None
 
 
+def _memory_session(_path: Path, key: str) -> tuple[Any, Callable[[], None]]:
+    """A session store that costs nothing: a list, items copied in and out."""
+    import msgspec  # noqa: PLC0415
+    from agents.memory import SessionABC  # noqa: PLC0415
+
+    def copy(item: Any) -> Any:
+        return msgspec.json.decode(msgspec.json.encode(item))
+
+    class MemorySession(SessionABC):  # type: ignore[misc]
+        session_settings = None
+
+        def __init__(self) -> None:
+            self.session_id = key
+            self.items: list[Any] = []
+
+        async def get_items(self, limit: int | None = None) -> list[Any]:
+            if limit is None or limit < 0:
+                return [copy(item) for item in self.items]
+            return [copy(item) for item in self.items[-limit:]] if limit else []
+
+        async def add_items(self, items: list[Any]) -> None:
+            self.items.extend(copy(item) for item in items)
+
+        async def pop_item(self) -> Any:
+            return self.items.pop() if self.items else None
+
+        async def clear_session(self) -> None:
+            self.items.clear()
+
+    return MemorySession(), lambda: None
+
+
 OPENAI_STORES: dict[str, Callable[[Path, str], tuple[Any, Callable[[], None]]]] = {
     "SQLiteSession": _sdk_session,
     "TurnledgerSession": _ledger_session,
 }
 CEILING = "no session"
 """The Runner with no session: nothing loaded or saved (``Runner.run`` shapes only)."""
-RUNNER_STORES = {**OPENAI_STORES, CEILING: _no_session}
+STORE_CEILING = "in-memory session"
+"""A session store costing nothing (``Runner.run`` shapes only; diagnostic)."""
+RUNNER_STORES = {
+    **OPENAI_STORES,
+    CEILING: _no_session,
+    STORE_CEILING: _memory_session,
+}
 SPEED_GOAL = 1.3
 
 
@@ -251,14 +294,26 @@ def bench_openai_agents(args: argparse.Namespace) -> list[str]:
             )
             ratios = [speed]
             if runner:
-                ratios.append(
+                ratios += [
                     Ratio(
                         f"ceiling: Runner.run turns/s, {sessions} session(s), "
                         f"{CEILING} / SQLiteSession",
                         by_name[CEILING],
                         by_name["SQLiteSession"],
-                    )
-                )
+                    ),
+                    Ratio(
+                        f"store ceiling: Runner.run turns/s, {sessions} session(s), "
+                        f"{STORE_CEILING} / SQLiteSession",
+                        by_name[STORE_CEILING],
+                        by_name["SQLiteSession"],
+                    ),
+                    Ratio(
+                        f"Runner.run turns/s, {sessions} session(s), "
+                        f"TurnledgerSession / {STORE_CEILING} (1.00: costs nothing)",
+                        by_name["TurnledgerSession"],
+                        by_name[STORE_CEILING],
+                    ),
+                ]
             print_ratios(ratios)
             values = speed.values
             ours = sessions * by_name["TurnledgerSession"].ops_per_s
@@ -275,6 +330,12 @@ def bench_openai_agents(args: argparse.Namespace) -> list[str]:
             )
             if runner:
                 lines.append(ceiling_line(ratios[1], SPEED_GOAL, "TurnledgerSession"))
+                lines.append(ceiling_line(ratios[2], SPEED_GOAL, "TurnledgerSession"))
+                near = ratios[3]
+                lines.append(
+                    f"info {near.name}: ratio {near.median:.2f} (per-repeat "
+                    f"{min(near.values):.2f}-{max(near.values):.2f})"
+                )
         for line in lines:
             print(line)
         return lines
