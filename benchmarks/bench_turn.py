@@ -36,6 +36,10 @@ so one disk for all):
   validation, encoding, chaining, the writer thread's commit and the
   acknowledgement, with no engine code at all. ``engine_step - ledger_step`` is
   what the engine adds; ``ledger_step / raw_commit`` is the limit before it.
+- ``store_step`` (diagnostic): the same appends through ``EventStore.append``
+  in the calling thread (no writer thread, no event loop): ``ledger_step -
+  store_step`` is what the async facade's hand-off to its writer thread and
+  back costs.
 
 Goal: ``engine_step`` time <= 1.5 x ``raw_commit`` time (the median of the
 per-repetition ratios). Also printed: the overhead beyond the commit
@@ -271,6 +275,25 @@ def ledger_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
     return run
 
 
+def store_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
+    """Diagnostic: the same appends through ``EventStore.append``, no thread hop."""
+
+    def run(n: int) -> float:
+        if n > len(steps):
+            msg = f"Expected at most {len(steps)} steps to replay, found {n}"
+            raise ValueError(msg)
+        path = files.fresh()
+        with open_store(str(path)) as store, Stopwatch() as sw:
+            for stream, key, first, events in steps[:n]:
+                store.append(
+                    stream, events, expected_version=first - 1, idempotency_key=key
+                )
+        files.drop(path)
+        return sw.seconds
+
+    return run
+
+
 class StepCounter:
     """Steps and turns run by the engine cases, per case (for the report)."""
 
@@ -442,6 +465,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warmup_n=warmup_n,
             ),
         ]
+        cases.append(
+            Case(
+                "store_step",
+                n,
+                store_steps(files, recorded),
+                "step",
+                "same appends, EventStore.append, no thread",
+                warmup_n=warmup_n,
+            )
+        )
         series = run_rounds(cases, repeat=args.repeat, warmup=args.warmup)
     finally:
         files.cleanup()
@@ -462,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ledger_step_us": floor.us_per_op,
         "ledger_ratio": statistics.median(time_ratios(floor, raw)),
         "engine_beyond_ledger_us": engine.us_per_op - floor.us_per_op,
+        "store_step_us": by["store_step"].us_per_op,
+        "store_ratio": statistics.median(time_ratios(by["store_step"], raw)),
+        "hop_us": floor.us_per_op - by["store_step"].us_per_op,
         "goal": GOAL,
         "verdict": verdict,
         "steps_per_turn": counter.per_turn("engine_step") or steps_per_turn,
@@ -518,6 +554,12 @@ def report(
         f"{figures['ledger_step_us']:,.0f} µs per step "
         f"({figures['ledger_ratio']:.2f}x a commit); the engine adds "
         f"{figures['engine_beyond_ledger_us']:,.0f} µs per step beyond them"
+    )
+    print(
+        f"info  diagnostic: the same appends through EventStore.append in the "
+        f"calling thread take {figures['store_step_us']:,.0f} µs per step "
+        f"({figures['store_ratio']:.2f}x a commit); the async facade's hand-off "
+        f"to its writer thread and back adds {figures['hop_us']:,.0f} µs"
     )
     print(
         f"{figures['verdict']}  engine step / durable commit = "
