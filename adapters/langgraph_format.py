@@ -15,11 +15,17 @@ kinds ``checkpoint`` and ``writes``, still read as they always did).
 - A canonical UUID (checkpoint ids, task ids) is ``~`` and its 16 bytes in
   unpadded URL-safe base64; any other id is kept as it is, with a leading ``~``
   doubled.
-- A message reference ``[version]`` means the residual this thread's records last
-  gave that message (none yet: ``{}``); a residual that is only a canonical UUID
-  ``id`` is written as that UUID's 22 base64 characters.
+- A message reference ``[version]`` means the residual the thread's earlier
+  records last gave that message (none yet: ``{}``); a residual that is only a
+  canonical UUID ``id`` is written as that UUID's 22 base64 characters.
+- A value spec ``["e"]`` (empty) is ``0`` and ``["n"]`` (null) is ``1``.
 - ``vs`` is ``[[node, [[channel, version], ...]], ...]``; a checkpoint stored whole
   (no parent to be a delta of) carries ``f: 1``.
+- ``md`` (in either form) is a blob, or ``1`` or a dict of keys: the parent's
+  metadata with the next ``step``, and those keys set (:func:`metadata_delta`).
+
+The writer's own fold applies the dict it built rather than decoding what it has
+just encoded (:func:`built`, :func:`record_of`).
 """
 
 from __future__ import annotations
