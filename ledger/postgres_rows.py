@@ -3,16 +3,19 @@
 :func:`plan_group` decides every append of a group from the heads and keys known
 (a conflict, a replay under a key already used, a repeat of a key earlier in the
 group, or rows to write); :func:`insert_rows` chains the accepted rows at their
-reserved positions and inserts them, with their keys, in one statement each
-(binary parameters: the text form of a bytea array costs a regex substitution
-per row in the client and a parse in the server). Rows go in sorted by stream
-and version, keys sorted, so two writers never wait on each other in a cycle.
+reserved positions and writes them with one binary COPY (the server inserts
+them a page at a time, and the client formats rows in C; an INSERT of unnested
+arrays cost ~7 % more CPU per turn, client and server together) and their keys
+with one INSERT (binary parameters: the text form of a bytea array costs a regex
+substitution per row in the client and a parse in the server). Rows go in
+sorted by stream and version, keys sorted, so two writers never wait on each
+other in a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
 import msgspec
@@ -25,6 +28,8 @@ Outcome = tuple[int, ...] | Conflict | Replayed
 Plan = list[Outcome | int | AppendRequest]
 _Row = tuple[bytes, int, UUID, str, bytes, int]
 _Key = tuple[str, UUID, int, int, str]
+_COPY_TYPES: Final = [20, 2950, 25, 17, 20]
+"""The COPY's column types (bigint, uuid, text, bytea, bigint), as OIDs."""
 
 
 def plan_group(
@@ -75,7 +80,8 @@ def insert_rows(
 ) -> list[Outcome]:
     """Chain the accepted rows at their positions and insert them (and keys).
 
-    ``sql`` is the INSERT of rows and the INSERT of keys; ``prevs`` (each
+    ``sql`` is the COPY of rows (columns: version, stream, topic, state,
+    position) and the INSERT of keys; ``prevs`` (each
     stream's head link prefix) ends with each written stream's new one.
     """
     rows: list[_Row] = []
@@ -122,16 +128,10 @@ def insert_rows(
             (step.idempotency_key, stream, first_version, last_version, encoded)
         )
     rows.sort(key=_by_stream_and_version)
-    cursor.execute(
-        sql[0],
-        (
-            [r[2] for r in rows],
-            [r[1] for r in rows],
-            [r[3] for r in rows],
-            [r[4] for r in rows],
-            [r[5] for r in rows],
-        ),
-    )
+    with cursor.copy(sql[0]) as copy:
+        copy.set_types(_COPY_TYPES)
+        for ready in rows:
+            copy.write_row(ready[1:])
     if keys:
         keys.sort(key=_by_key)
         cursor.execute(sql[1], [list(column) for column in zip(*keys, strict=True)])

@@ -1,24 +1,23 @@
 """The PostgreSQL write path: one group per transaction, hash chain, idempotency keys.
 
-A group (appends the caller gathered) normally costs four round trips whatever
-its size: ``BEGIN``, the writers' lock and every position it needs, in one
-message; one INSERT of every accepted row, each with its position and chain link
-(binary parameters: the text form of a bytea array costs a regex substitution per
-row in the client and a parse in the server); ``COMMIT``; then the followers'
-wake-up (``ledger.postgres_order.wake_followers``). What it needs to know first
-is read before ``BEGIN``, and only when not known: the heads (version and link)
-of streams this process has not seen committed at the expected version
-(:class:`HeadCache`; a stream's first append needs none), and the idempotency
-keys of keyed appends. Those reads are optimistic: nothing is written from a
-stale one. The primary key refuses a version twice, the contiguity trigger a
-version whose predecessor is missing or whose ``prev`` is not that
-predecessor's link, and the keys table a key twice; any such refusal (another
-writer got there first, a forgotten process's stale head) rolls the group back
-and redoes it in one transaction, reading everything inside it, a savepoint per
-append, so the conflict fails only its own append and a keyed append whose key
-the other writer just committed returns that first outcome. Rows go in sorted
-by stream and version, keys sorted, so two writers never wait on each other in a
-cycle.
+A group (the appends the caller gathered) normally costs five round trips
+whatever its size: ``BEGIN``, the writers' lock and every position it needs, in
+one message; one binary COPY of every accepted row with its position and chain
+link (two: start, end; ``ledger.postgres_rows``); ``COMMIT``; then the
+followers' wake-up (``ledger.postgres_order.wake_followers``). What the group
+needs to know first is read before ``BEGIN``, and only when not known: the heads
+(version and link) of streams this process has not seen committed at the
+expected version (:class:`HeadCache`; a stream's first append needs none), and
+the idempotency keys of keyed appends. Those reads are optimistic: nothing is
+written from a stale one. The primary key refuses a version twice, the
+contiguity trigger a version whose predecessor is missing or whose ``prev`` is
+not that predecessor's link, and the keys table a key twice; any such refusal
+(another writer got there first, or moved a head this process remembered) rolls
+the group back and redoes it in one transaction that reads everything inside
+it, a savepoint per append, so a conflict fails only its own append and a keyed
+append whose key the other writer just committed returns that first outcome.
+Rows go in sorted by stream and version, keys sorted, so two writers never wait
+on each other in a cycle.
 """
 
 from __future__ import annotations
@@ -94,10 +93,8 @@ class Statements:
         )
         self.insert = (
             SQL(
-                "INSERT INTO {schema}.{table} "
-                "(originator_id, originator_version, topic, state, notification_id) "
-                "SELECT * FROM unnest(%b::uuid[], %b::bigint[], %b::text[], "
-                "%b::bytea[], %b::bigint[])"
+                "COPY {schema}.{table} (originator_version, originator_id, topic, "
+                "state, notification_id) FROM STDIN (FORMAT BINARY)"
             )
             .format(**ident)
             .as_bytes(None)
