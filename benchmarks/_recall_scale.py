@@ -101,13 +101,21 @@ class PoolEmbedder:
 
 
 class GivenEmbedder:
-    """Returns vectors computed beforehand (``hybrid-v``: no model in the timing)."""
+    """Returns vectors computed beforehand (``hybrid-v``: no model in the timing).
+
+    It offers the model's ``bfloat16_product`` (if any), so the vector index
+    searches as it does for ``hybrid``.
+    """
 
     def __init__(
-        self, identity: EmbeddingIdentity, known: dict[str, list[float]]
+        self,
+        identity: EmbeddingIdentity,
+        known: dict[str, list[float]],
+        product: object = None,
     ) -> None:
         self._identity = identity
         self._known = known
+        self.bfloat16_product = product
 
     @property
     def identity(self) -> EmbeddingIdentity:
@@ -192,7 +200,8 @@ def given_embedder(embedder: Embedder, queries: Sequence[str]) -> GivenEmbedder:
     known = dict(zip(queries, embedder.embed(list(queries)), strict=True))
     for warm in ("warm up the caches", "and the matrix"):
         known[warm] = embedder.embed([warm])[0]
-    return GivenEmbedder(embedder.identity, known)
+    product = getattr(embedder, "bfloat16_product", None)
+    return GivenEmbedder(embedder.identity, known, product)
 
 
 def report(timings: Sequence[Timing], rows: int, goal_ms: float) -> None:

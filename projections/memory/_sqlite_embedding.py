@@ -77,7 +77,9 @@ class EmbeddingStage:
             embedder, "similarity_range", (0.0, 1.0)
         )
         self.cache = EmbeddingCache(db.conn, cache_size)
-        self.vectors = VectorIndex(self.identity.dims)
+        self.vectors = VectorIndex(
+            self.identity.dims, getattr(embedder, "bfloat16_product", None)
+        )
         self.failures = 0
         self.last_error: str | None = None
         self._seen_version: int | None = None
@@ -156,10 +158,11 @@ class EmbeddingStage:
         return fresh.get(pending.key)
 
     def close(self) -> None:
-        """Stop the worker thread (after the call it may be running)."""
+        """Stop the worker thread (after the call it may be running) and the scan's."""
         if self._worker is not None:
             self._worker.shutdown(wait=True)
             self._worker = None
+        self.vectors.close()
 
     def _embed_missing(self, missing: dict[str, str]) -> dict[str, bytes]:
         if not missing:

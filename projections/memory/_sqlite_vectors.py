@@ -9,7 +9,10 @@ row by row after its own writes and drops it when another connection has written
 
 A search masks the rows outside the scope BEFORE ranking, so disallowed rows
 can neither crowd out nor outrank allowed ones. The similarities are one
-matrix-vector product on the calling thread (see :func:`_similarities`).
+matrix-vector product; from :data:`SHARE_ROWS` rows on it is shared with a
+helper thread and, when the embedder offers a bfloat16 kernel, read from a
+bfloat16 copy of the rows and re-scored exactly where it matters (see
+:mod:`._vector_scan`: the results are the exact ones).
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from turnledger.projections.memory._sqlite_scope import Scope
+from turnledger.projections.memory._vector_scan import (
+    SCREEN_SLACK,
+    SHARE_ROWS,
+    Product,
+    Scanner,
+    bfloat16_bits,
+    checked_product,
+)
 from turnledger.projections.memory.embedders import EmbedderError
 from turnledger.projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
 
@@ -32,6 +43,7 @@ _NO_SESSION: Final = -1
 _SUBSET_SHARE: Final = 0.5  # below this share of rows, multiply only the subset
 _ARRAYS: Final = (
     "_matrix",
+    "_screen",
     "_rowids",
     "_agents",
     "_sessions",
@@ -78,9 +90,13 @@ class VectorIndex:
 
     Args:
         dims: The vector length; rows of another length are ignored.
+        product: A bfloat16 kernel (checked first); with one, the index also
+            keeps the rows in bfloat16 (half as many bytes again) to screen
+            large searches with.
     """
 
     _matrix: Matrix
+    _screen: npt.NDArray[np.int16]
     _rowids: npt.NDArray[np.int64]
     _agents: npt.NDArray[np.int32]
     _sessions: npt.NDArray[np.int32]
@@ -92,10 +108,21 @@ class VectorIndex:
     _agent_codes: dict[str, int]
     _session_codes: dict[str, int]
 
-    def __init__(self, dims: int) -> None:
+    def __init__(self, dims: int, product: Product | None = None) -> None:
         self.dims = dims
         self.loaded = False
+        self._product = checked_product(product, dims)
+        self._scanner = Scanner()
         self._reset_arrays(_INITIAL)
+
+    @property
+    def screened(self) -> bool:
+        """Whether large searches are screened in bfloat16."""
+        return self._product is not None
+
+    def close(self) -> None:
+        """Stop the helper thread (if a large search started it)."""
+        self._scanner.close()
 
     def reset(self) -> None:
         """Drop everything; the next search needs :meth:`load` again."""
@@ -135,6 +162,8 @@ class VectorIndex:
         norms = np.sqrt(np.einsum("ij,ij->i", raw, raw))
         norms[norms == 0] = np.inf  # zero vectors stay zero (cosine 0)
         np.divide(raw, norms[:, None], out=self._matrix[:n])
+        if self._product is not None:
+            self._screen[:n] = bfloat16_bits(self._matrix[:n])
 
     def put(self, row: VectorRow) -> None:
         """Insert or replace a row; a row without a usable vector is dropped."""
@@ -149,6 +178,8 @@ class VectorIndex:
             self._rowids[slot] = row.rowid
         norm = float(np.linalg.norm(vector))
         self._matrix[slot] = vector / norm if norm > 0 else 0.0
+        if self._product is not None:
+            self._screen[slot] = bfloat16_bits(self._matrix[slot])
         self._ids[slot] = row.entry_id
         self._agents[slot] = self._code(self._agent_codes, row.agent)
         self._sessions[slot] = self._session_code(row.session)
@@ -190,14 +221,19 @@ class VectorIndex:
         candidates = np.flatnonzero(self._mask(scope))
         if candidates.size == 0:
             return []
-        q32 = (q / norm).astype(np.float32)
-        if candidates.size == self._size:
-            sims = _similarities(self._matrix[: self._size], q32)
-        elif candidates.size < _SUBSET_SHARE * self._size:
-            sims = _similarities(self._matrix[candidates], q32)
+        unit = q / norm
+        if candidates.size < _SUBSET_SHARE * self._size:
+            sims = self._product_of(self._matrix[candidates], unit)
+            return self._top(candidates, sims, unit, window, 0.0)
+        if self._product is not None and self._size >= SHARE_ROWS:
+            sims = self._screened(unit)
+            slack = SCREEN_SLACK
         else:
-            sims = _similarities(self._matrix[: self._size], q32)[candidates]
-        return self._top(candidates, sims, q / norm, window)
+            sims = self._product_of(self._matrix[: self._size], unit)
+            slack = 0.0
+        if candidates.size < self._size:
+            sims = sims[candidates]
+        return self._top(candidates, sims, unit, window, slack)
 
     def similarities(
         self, query: npt.ArrayLike, rowids: Iterable[int]
@@ -218,21 +254,51 @@ class VectorIndex:
                 found[rowid] = (self._ids[slot], min(1.0, max(0.0, sim)))
         return found
 
+    def _product_of(
+        self, matrix: Matrix, unit: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float32]:
+        """``matrix @ unit`` in float32, shared with the helper thread when large."""
+        query = unit.astype(np.float32)
+        sims = np.empty(matrix.shape[0], dtype=np.float32)
+
+        def part(start: int, stop: int) -> None:  # the final values in one copy
+            sims[start:stop] = np.einsum("ij,j->i", matrix[start:stop], query)
+
+        self._scanner.run(matrix.shape[0], part)
+        return sims
+
+    def _screened(self, unit: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+        """Every row's screened score (within ``SCREEN_SLACK`` of its cosine)."""
+        product = self._product
+        assert product is not None  # noqa: S101 - only called with a screen
+        screen = self._screen
+        query = bfloat16_bits(unit.astype(np.float32))
+        sims = np.empty(self._size, dtype=np.float32)
+
+        def part(start: int, stop: int) -> None:
+            sims[start:stop] = product(screen[start:stop], query)
+
+        self._scanner.run(self._size, part)
+        return sims
+
     def _top(
         self,
         candidates: npt.NDArray[np.intp],
         sims: npt.NDArray[np.float32],
         q: npt.NDArray[np.float64],
         window: int,
+        slack: float,
     ) -> list[tuple[int, str, float]]:
         if sims.size > window:
             # Keep every row tied with the window's last score, so the id
-            # tie-break below decides, not argpartition's arbitrary order.
+            # tie-break below decides, not argpartition's arbitrary order; with
+            # screened scores, every row that may be in the window once exact.
             floor = np.partition(sims, sims.size - window)[sims.size - window]
-            keep = sims >= floor
+            keep = sims >= floor - 2 * slack
             candidates = candidates[keep]
-        # Re-score the survivors in float64, as the reference does.
-        exact = self._matrix[candidates].astype(np.float64) @ q
+        # Re-score the survivors in float64, as the reference does (row by
+        # row, so a row's score does not depend on how many survived).
+        exact = np.einsum("ij,j->i", self._matrix[candidates].astype(np.float64), q)
         found = [
             (int(self._rowids[slot]), self._ids[int(slot)], min(1.0, float(sim)))
             for slot, sim in zip(candidates, exact, strict=True)
@@ -270,6 +336,8 @@ class VectorIndex:
         self._agent_codes = {}
         self._session_codes = {}
         self._matrix = np.zeros((capacity, self.dims), dtype=np.float32)
+        width = self.dims if self._product is not None else 0
+        self._screen = np.zeros((capacity, width), dtype=np.int16)
         self._agents = np.zeros(capacity, dtype=np.int32)
         self._sessions = np.full(capacity, _NO_SESSION, dtype=np.int32)
         self._durable = np.zeros(capacity, dtype=np.bool_)
@@ -291,6 +359,7 @@ class VectorIndex:
             return bigger
 
         self._matrix = grown(self._matrix)
+        self._screen = grown(self._screen)
         self._rowids = grown(self._rowids)
         self._agents = grown(self._agents)
         self._sessions = grown(self._sessions, _NO_SESSION)
@@ -320,21 +389,6 @@ class VectorIndex:
     @staticmethod
     def _code(codes: dict[str, int], value: str) -> int:
         return codes.setdefault(value, len(codes))
-
-
-def _similarities(
-    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
-) -> npt.NDArray[np.float32]:
-    """``matrix @ query`` on this thread, without the BLAS thread pool.
-
-    The product is bound by memory bandwidth (150 MB at 100k x 384), so a
-    second BLAS thread buys little; and OpenBLAS's threads keep spinning after
-    the call, taking the CPU from the query embedding that runs next (on a
-    2-core machine, measured: the local model's next call took twice as long).
-    ``einsum`` runs numpy's own vectorised loop on the calling thread.
-    """
-    sims: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
-    return sims
 
 
 def _durable(row: VectorRow) -> bool:

@@ -11,10 +11,13 @@ Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, five runs):
 hybrid with it finds 88-93% of the answerable questions' evidence in the top 10
 against 51% for keywords alone, with 100% abstention precision and latest-wins
 (the spread between runs: entry ids are random, and they break score ties);
-the price is the query embedding: about 8 ms of CPU per query in bfloat16 and
-11 ms in float32 on this 2-core machine (p50, loaded), the largest part of a
-hybrid recall. A static (bag of token vectors) embedder would be faster, but no
-packaged one was available, and paraphrases ("which text editor do I program
+the price is the query embedding. One text goes through the same weights op by
+op (``_bert_query``: no ``encode`` or transformers modules around it, weights
+packed once): about 3.5 ms of CPU per query with bfloat16 linear maps and 6 ms
+in float32 on this 2-core machine (p50, loaded; the model's own modules took
+7-8 ms in bfloat16), mostly reading the 21 MB (bfloat16) of weights. A static
+(bag of token vectors) embedder would be faster, but no packaged one was
+available, and paraphrases ("which text editor do I program
 in" / "Helix is the code editor I use") are what the vector leg is for.
 """
 
@@ -23,12 +26,13 @@ from __future__ import annotations
 import copy
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
 import numpy as np
 
+from turnledger.projections.memory._bert_query import BertQueryEncoder
 from turnledger.projections.memory.embedders import (
     EmbedderError,
     EmbedderNotInstalledError,
@@ -110,13 +114,15 @@ class LocalEmbedder:
         model: :data:`PACKAGED_MODEL`, or the path of a sentence-transformers
             model folder.
         threads: Torch CPU threads (1 keeps a shared machine responsive).
-        query_precision: The transformer's number format for a single text (a
-            recall query): ``float32``; ``bfloat16`` (pooling and normalising
-            stay float32; cosine with the float32 vector >= 0.9999 on the
-            recall data set, a third less CPU where the CPU has bfloat16
-            instructions); ``auto``: ``bfloat16`` when the CPU reports
-            ``avx512_bf16`` or ``amx_bf16``, else ``float32``. Batches (writes,
-            reindex) always run in float32.
+        query_precision: The number format of a single text's linear maps (a
+            recall query): ``float32``; ``bfloat16`` (the residual stream,
+            attention, pooling and normalising stay float32; cosine with the
+            float32 vector >= 0.9999, checked on probe texts at load, about
+            half the CPU where the CPU has bfloat16 instructions, and the
+            vector index may screen with :attr:`bfloat16_product`); ``auto``:
+            ``bfloat16`` when the CPU reports ``avx512_bf16`` or ``amx_bf16``,
+            else ``float32``. Batches (writes, reindex) always run in float32
+            through ``encode``.
 
     Raises:
         ValueError: ``query_precision`` is not one of the three.
@@ -144,8 +150,9 @@ class LocalEmbedder:
                 self._model.get_sentence_embedding_dimension
             )
             dims = int(measure() or 0)
+            self._fast = BertQueryEncoder.build(self._model, bfloat16=bfloat16)
             self._query_transformer = self._model[0]
-            if bfloat16:
+            if bfloat16 and self._fast is None:
                 self._query_transformer = copy.deepcopy(self._model[0]).to(
                     torch.bfloat16
                 )
@@ -154,6 +161,7 @@ class LocalEmbedder:
             msg = f"Expected a sentence-transformers model at {folder}: {detail}"
             raise EmbedderError(msg) from e
         self._identity = EmbeddingIdentity("local", model, dims)
+        self._bfloat16 = bfloat16
 
     @property
     def identity(self) -> EmbeddingIdentity:
@@ -169,6 +177,27 @@ class LocalEmbedder:
         model folder of another kind is not rescaled.
         """
         return (0.35, 0.7) if self._identity.model == PACKAGED_MODEL else (0.0, 1.0)
+
+    @property
+    def bfloat16_product(self) -> Callable[[Any, Any], Any] | None:
+        """Torch's bfloat16 matrix-vector product, for a vector index's screen.
+
+        Offered when queries run in bfloat16 (the CPU has the instructions);
+        else None. Arguments are int16 arrays of bfloat16 bit patterns (rows,
+        then the vector); the result is float32 (accumulated in float32 and
+        rounded to bfloat16 by torch, which the index's bound allows for).
+        """
+        if not self._bfloat16:
+            return None
+        torch = self._torch
+
+        def product(matrix: Any, vector: Any) -> Any:
+            rows = torch.from_numpy(matrix).view(torch.bfloat16)
+            with torch.inference_mode():
+                found = torch.mv(rows, torch.from_numpy(vector).view(torch.bfloat16))
+                return found.float().numpy()
+
+        return product
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one unit vector per text.
@@ -194,15 +223,18 @@ class LocalEmbedder:
         return vectors
 
     def _one(self, text: str) -> Any:
-        """One text (a recall query): the model's modules, straight.
+        """One text (a recall query): the fast path, else the model's modules.
 
+        The fast path (:class:`BertQueryEncoder`, when the model is a BERT
+        encoder with mean pooling and it passed its check at load) runs the
+        same weights op by op. Otherwise the model's modules run straight:
         ``encode`` spends a few milliseconds per call around the model (train
         mode off again, the device looked up over every parameter, sorting
-        and batching); one text needs none of it. The modules are the same
-        (tokenizer, transformer, mean pooling, normalisation), so in float32
-        the vector is the one ``encode`` returns; the transformer may run in
-        bfloat16 (``query_precision``).
+        and batching), and one text needs none of it; the transformer may run
+        in bfloat16 (``query_precision``).
         """
+        if self._fast is not None:
+            return self._fast(text)
         with self._torch.inference_mode():
             features = self._query_transformer(self._model.preprocess([text]))
             features["token_embeddings"] = features["token_embeddings"].float()

@@ -1,0 +1,176 @@
+"""The vector search's scan: shared with a helper thread, screened in bfloat16.
+
+Neither may change a result: the screened index must return exactly what the
+plain float32 index returns (ids and scores), whatever the scope, after puts,
+drops and compaction; the shared product must cover every row once stored,
+and the caller must not wait for a helper that is stuck.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from turnledger.projections.memory._sqlite_scope import make_scope
+from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
+from turnledger.projections.memory._vector_scan import (
+    CHUNK_ROWS,
+    SCREEN_SLACK,
+    SHARE_ROWS,
+    Scanner,
+    bfloat16_bits,
+    checked_product,
+)
+
+DIMS = 16
+
+
+def emulated_product(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """A bfloat16 kernel in numpy: exact products of the inputs, result rounded."""
+    rows = (matrix.astype(np.int32) << 16).astype(np.uint32).view(np.float32)
+    query = (vector.astype(np.int32) << 16).astype(np.uint32).view(np.float32)
+    exact = (rows.astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
+    out: np.ndarray = (
+        (bfloat16_bits(exact).astype(np.int32) << 16).astype(np.uint32).view(np.float32)
+    )
+    return out
+
+
+def test_bfloat16_bits_round_to_nearest_even():
+    values = np.array([1.0, -2.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-9], np.float32)
+    assert bfloat16_bits(values).view(np.uint16).tolist() == [
+        0x3F80,
+        0xC000,
+        0x3F80,  # a tie: to the even neighbour, 1.0
+        0x3F82,  # a tie: to the even neighbour, up
+        0x3F80,
+    ]
+
+
+def test_a_kernel_is_used_only_if_it_keeps_the_bound():
+    assert checked_product(emulated_product, DIMS) is emulated_product
+    assert checked_product(None, DIMS) is None
+
+    def sloppy(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        return emulated_product(matrix, vector) + np.float32(2 * SCREEN_SLACK)
+
+    def failing(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        raise RuntimeError(matrix.shape, vector.shape)
+
+    assert checked_product(sloppy, DIMS) is None
+    assert checked_product(failing, DIMS) is None
+
+
+def rows_with_near_duplicates(count: int, seed: int) -> list[VectorRow]:
+    """Vectors in tight clusters (many near-ties), two agents, sessions, times."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, DIMS))
+    picks = rng.integers(0, 40, count)
+    vectors = centres[picks] + rng.standard_normal((count, DIMS)) * 0.01
+    vectors[::97] = vectors[0]  # exact duplicates too: ties broken by id
+    return [
+        VectorRow(
+            rowid=i + 1,
+            entry_id=f"e{i:06d}",
+            agent="a" if i % 5 else "b",
+            session=None if i % 3 else f"s{i % 4}",
+            category="core",
+            created_us=i,
+            vector=vectors[i].astype("<f4").tobytes(),
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(scope="module", name="indexes")
+def _indexes():
+    rows = rows_with_near_duplicates(SHARE_ROWS + 3 * CHUNK_ROWS // 2, seed=3)
+    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, emulated_product)
+    assert screened.screened
+    assert not plain.screened
+    for index in (plain, screened):
+        index.load([tuple(r) for r in rows])
+    yield plain, screened
+    plain.close()
+    screened.close()
+
+
+SCOPES = [
+    make_scope(["a", "b"]),
+    make_scope(["a"]),
+    make_scope(["a", "b"], session="s1"),
+    make_scope(["b"], session="s2"),
+]
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_screen_changes_no_result(indexes, scope):
+    plain, screened = indexes
+    rng = np.random.default_rng(11)
+    for _ in range(25):
+        query = rng.standard_normal(DIMS)
+        for window in (1, 10, 40):
+            assert screened.search(query, scope, window) == plain.search(
+                query, scope, window
+            )
+
+
+def test_the_screen_follows_puts_drops_and_compaction():
+    rows = rows_with_near_duplicates(SHARE_ROWS + 100, seed=5)
+    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, emulated_product)
+    rng = np.random.default_rng(6)
+    try:
+        for index in (plain, screened):
+            index.load([tuple(r) for r in rows])
+            index.drop(range(1, 3_000))  # over the dead-row limit: compacted
+            for row in rows[5_000:5_050]:  # replaced in place
+                index.put(row._replace(vector=rows[0].vector))
+            for i in range(200):  # appended
+                extra = rows[i]._replace(rowid=10**6 + i, entry_id=f"x{i}")
+                index.put(extra)
+        assert len(plain) == len(screened)
+        for _ in range(20):
+            query = rng.standard_normal(DIMS)
+            assert screened.search(query, SCOPES[0], 20) == plain.search(
+                query, SCOPES[0], 20
+            )
+    finally:
+        plain.close()
+        screened.close()
+
+
+@pytest.mark.parametrize("rows", [0, 1, SHARE_ROWS - 1, SHARE_ROWS, 5 * CHUNK_ROWS + 7])
+def test_a_shared_product_covers_every_row(rows):
+    scanner = Scanner()
+    seen = np.zeros(rows, dtype=np.int64)
+    lock = threading.Lock()
+
+    def part(start: int, stop: int) -> None:
+        with lock:
+            seen[start:stop] += 1
+
+    try:
+        scanner.run(rows, part)
+    finally:
+        scanner.close()
+    assert np.all(seen >= 1)  # a chunk may be computed twice, never skipped
+
+
+def test_the_caller_does_not_wait_for_a_stuck_helper():
+    scanner = Scanner()
+    rows = 4 * CHUNK_ROWS
+    release = threading.Event()
+    done = np.zeros(rows, dtype=np.bool_)
+    caller = threading.get_ident()
+
+    def part(start: int, stop: int) -> None:
+        if threading.get_ident() != caller:
+            release.wait()  # the helper is stuck until the caller returned
+        done[start:stop] = True
+
+    scanner.run(rows, part)
+    assert done.all()  # the caller computed the helper's chunk itself
+    release.set()
+    scanner.close()
