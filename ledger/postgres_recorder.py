@@ -3,11 +3,11 @@
 :class:`PostgresURL` reads the parts of a ``postgresql://`` URL (with its
 ``schema`` parameter); :func:`trigger_statements` is the DDL added to the
 library's table: triggers refusing UPDATE, DELETE, TRUNCATE and version gaps
-(one check per INSERT statement),
-and the idempotency-key and seal tables; :class:`Recorder` is the library's
-application recorder with that DDL and its notification selection capped at the
-settled position; :class:`WakingSubscription` is the library's LISTEN/NOTIFY
-subscription, also woken every second (library issue #305).
+(one check per INSERT or COPY statement), and the idempotency-key and seal
+tables; :class:`Recorder` is the library's application recorder with that DDL
+and its notification selection capped at the settled position;
+:class:`WakingSubscription` is the library's LISTEN/NOTIFY subscription, also
+woken every second (library issue #305).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresSubscription,
 )
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, LINK_OFFSET
 from turnledger.ledger.errors import ConfigurationError
@@ -81,8 +81,8 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
             "BEFORE TRUNCATE ON {schema}.{table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_append_only()"
         ).format(**ident),
-        # Contiguity, checked once per INSERT statement (a row-level trigger cost
-        # half the server's CPU of an insert): every new row above version 1
+        # Contiguity, checked once per INSERT or COPY statement (a row-level
+        # trigger cost half the server's CPU of an insert): every new row above 1
         # needs its predecessor, visible to this transaction, and when both are
         # chained, its ``prev`` must be that predecessor's link (its first 16
         # bytes). With the primary key (no version twice) a stream's versions
@@ -113,14 +113,11 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
             "AFTER INSERT ON {schema}.{table} REFERENCING NEW TABLE AS turnledger_new "
             "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_contiguous_rows()"
         ).format(**ident),
-        # The row-level trigger of ledgers created before it (dropped only when
-        # present: DROP TRIGGER locks the table even when there is none).
-        SQL(
-            "DO $$ BEGIN IF EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "
-            "{qualified}::regclass AND tgname = 'turnledger_contiguous') THEN "
-            "DROP TRIGGER turnledger_contiguous ON {schema}.{table}; "
-            "DROP FUNCTION IF EXISTS {schema}.turnledger_contiguous(); END IF; END $$"
-        ).format(qualified=Literal(f'"{schema}"."{table}"'), **ident),
+        # The row-level trigger of ledgers created before it.
+        SQL("DROP TRIGGER IF EXISTS turnledger_contiguous ON {schema}.{table}").format(
+            **ident
+        ),
+        SQL("DROP FUNCTION IF EXISTS {schema}.turnledger_contiguous()").format(**ident),
         SQL(
             "CREATE TABLE IF NOT EXISTS {schema}.{keys} (key text PRIMARY KEY, "
             "stream uuid NOT NULL, first_version bigint NOT NULL, "
