@@ -4,7 +4,8 @@ The backends answer a batch of :class:`~ledger.backend.AppendRequest` with one
 outcome per non-empty request (the positions written, a replay under an
 idempotency key, or a version conflict); :func:`append_results` turns those
 outcomes, in request order, into the store's
-:class:`~ledger.envelope.AppendResult` or typed error for every request.
+:class:`~ledger.envelope.AppendResult` or typed error for every request, one
+:func:`append_result` each (``EventStore.append`` calls that one directly).
 """
 
 from __future__ import annotations
