@@ -192,14 +192,15 @@ def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
     try:
         data_version, next_position, known = cache.start(raw)
         heads: dict[int, tuple[int, bytes]] = {}
-        keys: dict[str, Replayed] = {}
+        keys: dict[str, tuple[AppendRequest, tuple[int, ...]]] = {}
         rows: list[Row] = []
         key_rows: list[KeyRow] = []
         conflicts = False
         for request in requests:
             key = request.idempotency_key
             if key is not None:
-                replay = keys.get(key) or _lookup(raw, key)
+                seen = keys.get(key)  # used earlier in this group
+                replay = _lookup(raw, key) if seen is None else _replayed(*seen)
                 if replay is not None:
                     results.append(replay)
                     continue
@@ -226,7 +227,7 @@ def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
             rows += mine
             if key_row is not None:
                 key_rows.append(key_row)
-                keys[key_row[0]] = _replayed(request, positions)
+                keys[key_row[0]] = (request, positions)
             results.append(positions)
             next_position += count
             heads[sid] = (head[0] + count, prev)

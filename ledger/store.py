@@ -35,6 +35,8 @@ from turnledger.ledger.frame import now_us
 from turnledger.ledger.row_decode import decode_row, decode_rows
 from turnledger.ledger.store_read import StoreReading
 
+_new_request = tuple.__new__
+
 DEFAULT_PATH = "./turnledger.db"
 """Where the ledger lives when no URL is given."""
 
@@ -100,7 +102,10 @@ class EventStore(StoreReading):
             )
             raise InvalidEventError(msg)
         rows = self.mapper.encode_rows(events, first_version, at_us)
-        return AppendRequest(stream_id, first_version - 1, rows, idempotency_key)
+        # Built without the NamedTuple's Python-level __new__ (every append).
+        return _new_request(
+            AppendRequest, (stream_id, first_version - 1, rows, idempotency_key)
+        )
 
     def encode_appends(self, appends: Sequence[Append]) -> list[AppendRequest]:
         """Encode several appends at one recorded time (see :meth:`encode`)."""
