@@ -103,7 +103,7 @@ class PoolEmbedder:
 class GivenEmbedder:
     """Returns vectors computed beforehand (``hybrid-v``: no model in the timing).
 
-    It offers the model's ``bfloat16_product`` (if any), so the vector index
+    It offers the model's ``int8_product`` (if any), so the vector index
     searches as it does for ``hybrid``.
     """
 
@@ -115,7 +115,7 @@ class GivenEmbedder:
     ) -> None:
         self._identity = identity
         self._known = known
-        self.bfloat16_product = product
+        self.int8_product = product
 
     @property
     def identity(self) -> EmbeddingIdentity:
@@ -200,7 +200,7 @@ def given_embedder(embedder: Embedder, queries: Sequence[str]) -> GivenEmbedder:
     known = dict(zip(queries, embedder.embed(list(queries)), strict=True))
     for warm in ("warm up the caches", "and the matrix"):
         known[warm] = embedder.embed([warm])[0]
-    product = getattr(embedder, "bfloat16_product", None)
+    product = getattr(embedder, "int8_product", None)
     return GivenEmbedder(embedder.identity, known, product)
 
 

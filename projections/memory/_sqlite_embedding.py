@@ -78,7 +78,7 @@ class EmbeddingStage:
         )
         self.cache = EmbeddingCache(db.conn, cache_size)
         self.vectors = VectorIndex(
-            self.identity.dims, getattr(embedder, "bfloat16_product", None)
+            self.identity.dims, getattr(embedder, "int8_product", None)
         )
         self.failures = 0
         self.last_error: str | None = None

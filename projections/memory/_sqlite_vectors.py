@@ -10,8 +10,8 @@ row by row after its own writes and drops it when another connection has written
 A search masks the rows outside the scope BEFORE ranking, so disallowed rows
 can neither crowd out nor outrank allowed ones. The similarities are one
 matrix-vector product; from :data:`SHARE_ROWS` rows on it is shared with a
-helper thread and, when the embedder offers a bfloat16 kernel, read from a
-bfloat16 copy of the rows and re-scored exactly where it matters (see
+helper thread and, when the embedder offers an int8 kernel, read from an int8
+copy of the rows and re-scored exactly where it matters (see
 :mod:`._vector_scan`: the results are the exact ones).
 """
 
@@ -25,11 +25,10 @@ import numpy.typing as npt
 
 from turnledger.projections.memory._sqlite_scope import Scope
 from turnledger.projections.memory._vector_scan import (
-    SCREEN_SLACK,
     SHARE_ROWS,
     Product,
     Scanner,
-    bfloat16_bits,
+    Screen,
     checked_product,
 )
 from turnledger.projections.memory.embedders import EmbedderError
@@ -43,7 +42,6 @@ _NO_SESSION: Final = -1
 _SUBSET_SHARE: Final = 0.5  # below this share of rows, multiply only the subset
 _ARRAYS: Final = (
     "_matrix",
-    "_screen",
     "_rowids",
     "_agents",
     "_sessions",
@@ -90,13 +88,13 @@ class VectorIndex:
 
     Args:
         dims: The vector length; rows of another length are ignored.
-        product: A bfloat16 kernel (checked first); with one, the index also
-            keeps the rows in bfloat16 (half as many bytes again) to screen
-            large searches with.
+        product: An exact int8 kernel (checked first); with one, the index
+            also keeps the rows in int8 (a quarter as many bytes again, plus
+            two floats a row) to screen large searches with.
     """
 
     _matrix: Matrix
-    _screen: npt.NDArray[np.int16]
+    _screen: Screen | None
     _rowids: npt.NDArray[np.int64]
     _agents: npt.NDArray[np.int32]
     _sessions: npt.NDArray[np.int32]
@@ -117,7 +115,7 @@ class VectorIndex:
 
     @property
     def screened(self) -> bool:
-        """Whether large searches are screened in bfloat16."""
+        """Whether large searches are screened in int8."""
         return self._product is not None
 
     def close(self) -> None:
@@ -162,8 +160,8 @@ class VectorIndex:
         norms = np.sqrt(np.einsum("ij,ij->i", raw, raw))
         norms[norms == 0] = np.inf  # zero vectors stay zero (cosine 0)
         np.divide(raw, norms[:, None], out=self._matrix[:n])
-        if self._product is not None:
-            self._screen[:n] = bfloat16_bits(self._matrix[:n])
+        if self._screen is not None:
+            self._screen.store(0, self._matrix[:n])
 
     def put(self, row: VectorRow) -> None:
         """Insert or replace a row; a row without a usable vector is dropped."""
@@ -178,8 +176,8 @@ class VectorIndex:
             self._rowids[slot] = row.rowid
         norm = float(np.linalg.norm(vector))
         self._matrix[slot] = vector / norm if norm > 0 else 0.0
-        if self._product is not None:
-            self._screen[slot] = bfloat16_bits(self._matrix[slot])
+        if self._screen is not None:
+            self._screen.store(slot, self._matrix[slot : slot + 1])
         self._ids[slot] = row.entry_id
         self._agents[slot] = self._code(self._agent_codes, row.agent)
         self._sessions[slot] = self._session_code(row.session)
@@ -224,16 +222,14 @@ class VectorIndex:
         unit = q / norm
         if candidates.size < _SUBSET_SHARE * self._size:
             sims = self._product_of(self._matrix[candidates], unit)
-            return self._top(candidates, sims, unit, window, 0.0)
-        if self._product is not None and self._size >= SHARE_ROWS:
-            sims = self._screened(unit)
-            slack = SCREEN_SLACK
-        else:
-            sims = self._product_of(self._matrix[: self._size], unit)
-            slack = 0.0
+            return self._top(candidates, sims, unit, window)
+        if self._screen is not None and self._size >= SHARE_ROWS:
+            survivors = self._screen.survivors(candidates, self._size, unit, window)
+            return self._ranked(survivors, unit, window)
+        sims = self._product_of(self._matrix[: self._size], unit)
         if candidates.size < self._size:
             sims = sims[candidates]
-        return self._top(candidates, sims, unit, window, slack)
+        return self._top(candidates, sims, unit, window)
 
     def similarities(
         self, query: npt.ArrayLike, rowids: Iterable[int]
@@ -267,41 +263,29 @@ class VectorIndex:
         self._scanner.run(matrix.shape[0], part)
         return sims
 
-    def _screened(self, unit: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-        """Every row's screened score (within ``SCREEN_SLACK`` of its cosine)."""
-        product = self._product
-        assert product is not None  # noqa: S101 - only called with a screen
-        screen = self._screen
-        query = bfloat16_bits(unit.astype(np.float32))
-        sims = np.empty(self._size, dtype=np.float32)
-
-        def part(start: int, stop: int) -> None:
-            sims[start:stop] = product(screen[start:stop], query)
-
-        self._scanner.run(self._size, part)
-        return sims
-
     def _top(
         self,
         candidates: npt.NDArray[np.intp],
         sims: npt.NDArray[np.float32],
         q: npt.NDArray[np.float64],
         window: int,
-        slack: float,
     ) -> list[tuple[int, str, float]]:
         if sims.size > window:
             # Keep every row tied with the window's last score, so the id
-            # tie-break below decides, not argpartition's arbitrary order; with
-            # screened scores, every row that may be in the window once exact.
+            # tie-break below decides, not argpartition's arbitrary order.
             floor = np.partition(sims, sims.size - window)[sims.size - window]
-            keep = sims >= floor - 2 * slack
-            candidates = candidates[keep]
-        # Re-score the survivors in float64, as the reference does (row by
-        # row, so a row's score does not depend on how many survived).
-        exact = np.einsum("ij,j->i", self._matrix[candidates].astype(np.float64), q)
+            candidates = candidates[sims >= floor]
+        return self._ranked(candidates, q, window)
+
+    def _ranked(
+        self, slots: npt.NDArray[np.intp], q: npt.NDArray[np.float64], window: int
+    ) -> list[tuple[int, str, float]]:
+        # Re-score in float64, as the reference does (row by row, so a row's
+        # score does not depend on how many rows are re-scored).
+        exact = np.einsum("ij,j->i", self._matrix[slots].astype(np.float64), q)
         found = [
             (int(self._rowids[slot]), self._ids[int(slot)], min(1.0, float(sim)))
-            for slot, sim in zip(candidates, exact, strict=True)
+            for slot, sim in zip(slots, exact, strict=True)
             if sim > 0
         ]
         found.sort(key=lambda hit: (-hit[2], hit[1]))
@@ -336,8 +320,9 @@ class VectorIndex:
         self._agent_codes = {}
         self._session_codes = {}
         self._matrix = np.zeros((capacity, self.dims), dtype=np.float32)
-        width = self.dims if self._product is not None else 0
-        self._screen = np.zeros((capacity, width), dtype=np.int16)
+        self._screen = None
+        if self._product is not None:
+            self._screen = Screen(self.dims, self._product, capacity)
         self._agents = np.zeros(capacity, dtype=np.int32)
         self._sessions = np.full(capacity, _NO_SESSION, dtype=np.int32)
         self._durable = np.zeros(capacity, dtype=np.bool_)
@@ -358,8 +343,9 @@ class VectorIndex:
             bigger[: array.shape[0]] = array
             return bigger
 
+        if self._screen is not None:
+            self._screen.resized(self._matrix.shape[0], capacity)
         self._matrix = grown(self._matrix)
-        self._screen = grown(self._screen)
         self._rowids = grown(self._rowids)
         self._agents = grown(self._agents)
         self._sessions = grown(self._sessions, _NO_SESSION)
@@ -373,8 +359,12 @@ class VectorIndex:
         capacity = max(_INITIAL, 2 * keep.size)
         arrays = {name: getattr(self, name)[keep] for name in _ARRAYS}
         agent_codes, session_codes = self._agent_codes, self._session_codes
+        screen = self._screen
         self._reset_arrays(capacity)
         self._agent_codes, self._session_codes = agent_codes, session_codes
+        if screen is not None:
+            screen.resized(keep, capacity)
+            self._screen = screen
         for name, values in arrays.items():
             getattr(self, name)[: keep.size] = values
         self._ids = ids

@@ -1,25 +1,27 @@
-"""How a vector search reads the matrix: on two threads, and screened in bfloat16.
+"""How a vector search reads the matrix: on two threads, and screened in int8.
 
 A brute-force search over 100k x 384 float32 rows reads 150 MB per query, and
 it is bound by memory bandwidth, not arithmetic. Two things cut its time:
 
-- :class:`Scanner` runs the product in chunks that the calling thread and one
-  helper thread take in turn. A thread that is not scheduled takes none, so a
-  busy machine costs no more than one thread; numpy's ``einsum`` and torch's
-  kernels release the GIL. (Not BLAS's own pool: OpenBLAS keeps its threads
-  spinning after a call, taking the CPU from whatever runs next; on a 2-core
-  machine, measured, the local model's next query embedding took twice as
-  long.)
-- a **screen**: the rows rounded to bfloat16 (half the bytes), multiplied by a
-  bfloat16 kernel (:data:`Product`, offered by an embedder that runs on torch:
-  ``bfloat16_product``). A screened score is within :data:`SCREEN_SLACK` of the
-  exact cosine (rounding of both vectors and of the result, float32
-  accumulation; :func:`checked_product` verifies a kernel against it before it
-  is used). Every row whose screened score is within twice that of the
-  window's last one is re-scored exactly (float64 over the float32 rows), and
-  only those are ranked. So the screen changes no result: a row of the exact
-  top window has exact score >= the window's last screened score minus the
-  slack, hence screened score >= it minus twice the slack.
+- :class:`Scanner` runs the float32 product in chunks that the calling thread
+  and one helper thread take from either end. The caller never waits for the helper
+  (it recomputes a chunk the helper has not finished), so a busy machine costs
+  no more than one thread; numpy's ``einsum`` and torch's kernels release the
+  GIL. (Not BLAS's own pool: OpenBLAS keeps its threads spinning after a call,
+  taking the CPU from whatever runs next; on a 2-core machine, measured, the
+  local model's next query embedding took twice as long.)
+- a :class:`Screen`: each row quantised to int8 with its own scale (a quarter
+  of the bytes), multiplied by an exact integer kernel (:data:`Product`,
+  offered by an embedder that runs on torch: ``int8_product``;
+  :func:`checked_product` verifies it is exact before it is used). Each row
+  also keeps the length of its quantisation error, so a screened score comes
+  with a bound: ``|cosine - screened| <= |q'| * r_row + r_query`` (q' the
+  quantised query, r the error lengths; Cauchy-Schwarz). Every row whose upper
+  bound reaches the window's highest lower bounds is re-scored exactly
+  (float64 over the float32 rows), and only those are ranked. So the screen
+  changes no result: at least ``window`` rows have exact scores >= that lower
+  bound ``L``, so every row of the exact top window has exact score, hence
+  upper bound, >= ``L``.
 """
 
 from __future__ import annotations
@@ -27,67 +29,130 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-Product = Callable[
-    [npt.NDArray[np.int16], npt.NDArray[np.int16]], npt.NDArray[np.float32]
-]
-"""``matrix @ vector`` in bfloat16 (given as int16 bit patterns), accumulated in
-float32; returns float32 (the kernel may round its result to bfloat16)."""
-
-BFLOAT16_UNIT: Final = 2.0**-8
-"""The unit roundoff of bfloat16 (8 significant bits, rounding to nearest)."""
-
-SCREEN_SLACK: Final = 3.1 * BFLOAT16_UNIT + 1e-4
-"""The most a screened score of two unit vectors differs from their cosine.
-
-The row and the query each move by at most one unit roundoff of their length
-when rounded (so the product by at most about twice that), the result's
-rounding adds one more; ``1e-4`` covers float32 accumulation over a few
-thousand dimensions and the float32 rows' own rounding.
-"""
+Product = Callable[[npt.NDArray[np.int8], npt.NDArray[np.int8]], npt.ArrayLike]
+"""``matrix @ vector`` of int8 rows and an int8 vector, exact (integers)."""
 
 CHUNK_ROWS: Final = 8_192
 """Rows per piece of a shared product."""
 
 SHARE_ROWS: Final = 16_384
-"""From this many rows on, a product is shared with the helper thread and a
-screen (when there is one) is used."""
+"""From this many rows on, a float32 product is shared with the helper thread,
+or the screen (when there is one) is used instead."""
+
+_LEVELS: Final = 127
+_MARGIN: Final = 1e-5  # float32 rounding of the bound's own arithmetic and rows
 
 
-def bfloat16_bits(values: npt.NDArray[np.float32]) -> npt.NDArray[np.int16]:
-    """Round float32 values to the nearest bfloat16 (ties to even), as int16 bits."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
-    return rounded.astype(np.uint16).view(np.int16)
+def quantize(
+    rows: npt.NDArray[np.floating[Any]],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Return each row's int8 codes, scale and error length ``|row - scale*codes|``.
+
+    Computed in float64, stored in float32 (the bound's margin covers the
+    rounding). A zero row gets scale 0, codes 0 and error 0.
+    """
+    values = np.atleast_2d(rows).astype(np.float64)
+    peak = np.abs(values).max(axis=1)
+    scales = peak / _LEVELS
+    safe = np.where(scales > 0, scales, 1.0)
+    codes = np.clip(np.rint(values / safe[:, None]), -_LEVELS, _LEVELS)
+    error = np.linalg.norm(values - codes * scales[:, None], axis=1)
+    return codes.astype(np.int8), scales.astype(np.float32), error.astype(np.float32)
 
 
 def checked_product(product: Product | None, dims: int) -> Product | None:
-    """Return ``product`` if it keeps :data:`SCREEN_SLACK` on a seeded sample.
+    """Return ``product`` if it is exact on a seeded sample (with extremes).
 
-    Returns None (no screen) when it is None, fails, or misses the bound.
+    Returns None (no screen) when it is None, fails, or is not exact.
     """
     if product is None or dims <= 0:
         return None
     rng = np.random.default_rng(dims)
-    rows = rng.standard_normal((2_048, dims)).astype(np.float32)
-    rows[: dims // 2 + 1, 0] = 40.0  # rows near the query's direction: large cosines
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    query = rows[0] + rng.standard_normal(dims).astype(np.float32) * 0.01
-    query /= np.linalg.norm(query)
+    rows = rng.integers(-_LEVELS, _LEVELS + 1, (257, dims)).astype(np.int8)
+    rows[0], rows[1] = _LEVELS, -_LEVELS
+    vector = rng.integers(-_LEVELS, _LEVELS + 1, dims).astype(np.int8)
+    vector[0] = _LEVELS
     try:
-        screened = np.asarray(
-            product(bfloat16_bits(rows), bfloat16_bits(query)), dtype=np.float64
-        )
+        found = np.asarray(product(rows, vector))
     except Exception:  # noqa: BLE001 - a kernel that fails is not used
         return None
-    exact = rows.astype(np.float64) @ query.astype(np.float64)
-    if screened.shape != exact.shape:
-        return None
-    return product if bool(np.all(np.abs(screened - exact) <= SCREEN_SLACK)) else None
+    exact = rows.astype(np.int64) @ vector.astype(np.int64)
+    ok = found.shape == exact.shape and bool(np.array_equal(found, exact))
+    return product if ok else None
+
+
+class Screen:
+    """The rows in int8, their scales and error lengths, beside a float32 matrix.
+
+    Args:
+        dims: The vector length.
+        product: The exact int8 kernel (see :func:`checked_product`).
+        capacity: Rows to allocate.
+    """
+
+    def __init__(self, dims: int, product: Product, capacity: int) -> None:
+        self._product = product
+        self.codes = np.zeros((capacity, dims), dtype=np.int8)
+        self.scales = np.zeros(capacity, dtype=np.float32)
+        self.errors = np.zeros(capacity, dtype=np.float32)
+
+    def store(self, start: int, rows: npt.NDArray[np.float32]) -> None:
+        """Quantise ``rows`` into slots ``start`` onwards."""
+        stop = start + rows.shape[0]
+        codes, scales, errors = quantize(rows)
+        self.codes[start:stop], self.scales[start:stop] = codes, scales
+        self.errors[start:stop] = errors
+
+    def resized(self, keep: npt.NDArray[np.intp] | int, capacity: int) -> None:
+        """Keep the rows ``keep`` (slots, or the first N), in ``capacity`` slots."""
+        old = (self.codes, self.scales, self.errors)
+        self.codes = np.zeros((capacity, old[0].shape[1]), dtype=np.int8)
+        self.scales = np.zeros(capacity, dtype=np.float32)
+        self.errors = np.zeros(capacity, dtype=np.float32)
+        picked = [a[:keep] if isinstance(keep, int) else a[keep] for a in old]
+        n = picked[1].shape[0]
+        self.codes[:n], self.scales[:n], self.errors[:n] = picked
+
+    def survivors(
+        self,
+        slots: npt.NDArray[np.intp],
+        rows: int,
+        unit: npt.NDArray[np.float64],
+        window: int,
+    ) -> npt.NDArray[np.intp]:
+        """The slots among ``slots`` that may be in the exact top ``window``.
+
+        One call of the kernel over every row in use, on this thread (a quarter
+        of the float32 matrix's bytes: sharing it with a helper thread cost
+        more in GIL hand-overs than it saved, measured on a busy 2-core machine).
+
+        Args:
+            slots: The rows in scope (sorted slot numbers).
+            rows: How many slots are in use.
+            unit: The unit query (float64).
+            window: How many rows the search keeps.
+        """
+        if slots.size <= window:
+            return slots
+        codes, scale, error = quantize(unit)
+        # In float32: exact up to 1,040 dimensions (sums below 2**24), and
+        # within the margin beyond.
+        dots = np.asarray(self._product(self.codes[:rows], codes[0]), np.float32)
+        whole = slots.size == rows  # every row in scope: no gathering
+        scales = self.scales[:rows] if whole else self.scales[slots]
+        errors = self.errors[:rows] if whole else self.errors[slots]
+        screened = (dots if whole else dots[slots]) * (scales * scale[0])
+        length = np.float32(np.linalg.norm(codes[0] * np.float64(scale[0])))
+        bound = errors * length + np.float32(float(error[0]) + _MARGIN)
+        lower = screened - bound
+        floor = np.partition(lower, slots.size - window)[slots.size - window]
+        kept: npt.NDArray[np.intp] = slots[screened + bound >= floor]
+        return kept
 
 
 class Scanner:

@@ -119,7 +119,7 @@ class LocalEmbedder:
             attention, pooling and normalising stay float32; cosine with the
             float32 vector >= 0.9999, checked on probe texts at load, about
             half the CPU where the CPU has bfloat16 instructions, and the
-            vector index may screen with :attr:`bfloat16_product`); ``auto``:
+            vector index may screen with :attr:`int8_product`); ``auto``:
             ``bfloat16`` when the CPU reports ``avx512_bf16`` or ``amx_bf16``,
             else ``float32``. Batches (writes, reindex) always run in float32
             through ``encode``.
@@ -179,23 +179,22 @@ class LocalEmbedder:
         return (0.35, 0.7) if self._identity.model == PACKAGED_MODEL else (0.0, 1.0)
 
     @property
-    def bfloat16_product(self) -> Callable[[Any, Any], Any] | None:
-        """Torch's bfloat16 matrix-vector product, for a vector index's screen.
+    def int8_product(self) -> Callable[[Any, Any], Any] | None:
+        """Torch's exact int8 matrix-vector product, for a vector index's screen.
 
-        Offered when queries run in bfloat16 (the CPU has the instructions);
-        else None. Arguments are int16 arrays of bfloat16 bit patterns (rows,
-        then the vector); the result is float32 (accumulated in float32 and
-        rounded to bfloat16 by torch, which the index's bound allows for).
+        Offered where queries run in bfloat16 (CPUs with bfloat16 instructions
+        have int8 dot-product ones too); else None. Arguments are an int8
+        matrix and vector (numpy); the result is their int32 products.
         """
         if not self._bfloat16:
             return None
         torch = self._torch
 
         def product(matrix: Any, vector: Any) -> Any:
-            rows = torch.from_numpy(matrix).view(torch.bfloat16)
+            column = torch.from_numpy(vector).reshape(-1, 1)
             with torch.inference_mode():
-                found = torch.mv(rows, torch.from_numpy(vector).view(torch.bfloat16))
-                return found.float().numpy()
+                found = torch._int_mm(torch.from_numpy(matrix), column)  # noqa: SLF001
+                return found[:, 0].numpy()
 
         return product
 

@@ -3,8 +3,8 @@
 The local model is real (packaged weights, offline). The fast path must match
 the float32 batch vectors (what ``encode`` stores) to cosine >= 0.9999 on varied
 texts (empty, unicode, texts the model truncates at its 256 tokens), in both
-precisions, and must not be used when its check fails; the embedder's bfloat16
-kernel must keep the vector index's screening bound.
+precisions, and must not be used when its check fails; the embedder's int8
+kernel must be exact (the vector index's screen relies on it).
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ def test_another_model_shape_is_not_taken():
     assert BertQueryEncoder.build([Module(), Module()], bfloat16=False) is None
 
 
-def test_the_bfloat16_kernel_keeps_the_screening_bound(exact):
+def test_the_int8_kernel_is_exact(exact):
     fast = LocalEmbedder(query_precision="bfloat16")
-    product = fast.bfloat16_product
+    product = fast.int8_product
     assert product is not None
     assert checked_product(product, 384) is product
-    assert exact.bfloat16_product is None  # float32 queries: no screen
+    assert checked_product(product, 7) is product
+    assert exact.int8_product is None  # float32 queries: no screen

@@ -1,4 +1,4 @@
-"""The vector search's scan: shared with a helper thread, screened in bfloat16.
+"""The vector search's scan: shared with a helper thread, screened in int8.
 
 Neither may change a result: the screened index must return exactly what the
 plain float32 index returns (ids and scores), whatever the scope, after puts,
@@ -17,49 +17,49 @@ from turnledger.projections.memory._sqlite_scope import make_scope
 from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 from turnledger.projections.memory._vector_scan import (
     CHUNK_ROWS,
-    SCREEN_SLACK,
     SHARE_ROWS,
     Scanner,
-    bfloat16_bits,
     checked_product,
+    quantize,
 )
 
 DIMS = 16
 
 
-def emulated_product(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """A bfloat16 kernel in numpy: exact products of the inputs, result rounded."""
-    rows = (matrix.astype(np.int32) << 16).astype(np.uint32).view(np.float32)
-    query = (vector.astype(np.int32) << 16).astype(np.uint32).view(np.float32)
-    exact = (rows.astype(np.float64) @ query.astype(np.float64)).astype(np.float32)
-    out: np.ndarray = (
-        (bfloat16_bits(exact).astype(np.int32) << 16).astype(np.uint32).view(np.float32)
-    )
-    return out
+def int8_product(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """An exact int8 kernel in numpy."""
+    found: np.ndarray = matrix.astype(np.int64) @ vector.astype(np.int64)
+    return found
 
 
-def test_bfloat16_bits_round_to_nearest_even():
-    values = np.array([1.0, -2.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-9], np.float32)
-    assert bfloat16_bits(values).view(np.uint16).tolist() == [
-        0x3F80,
-        0xC000,
-        0x3F80,  # a tie: to the even neighbour, 1.0
-        0x3F82,  # a tie: to the even neighbour, up
-        0x3F80,
-    ]
+def test_quantizing_keeps_the_error_it_reports():
+    rng = np.random.default_rng(2)
+    rows = rng.standard_normal((50, DIMS)).astype(np.float32)
+    rows[3] = 0.0
+    codes, scales, errors = quantize(rows)
+    assert codes.dtype == np.int8
+    assert np.abs(codes).max() == 127
+    rebuilt = codes * scales[:, None]
+    assert np.allclose(np.linalg.norm(rows - rebuilt, axis=1), errors)
+    assert errors[3] == 0.0
+    assert scales[3] == 0.0
 
 
-def test_a_kernel_is_used_only_if_it_keeps_the_bound():
-    assert checked_product(emulated_product, DIMS) is emulated_product
+def test_a_kernel_is_used_only_if_it_is_exact():
+    assert checked_product(int8_product, DIMS) is int8_product
     assert checked_product(None, DIMS) is None
 
-    def sloppy(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-        return emulated_product(matrix, vector) + np.float32(2 * SCREEN_SLACK)
+    def rounding(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        return int8_product(matrix, vector).astype(np.float32).astype(np.float16)
+
+    def wrapping(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        return matrix.astype(np.int16) @ vector.astype(np.int16)  # overflows
 
     def failing(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
         raise RuntimeError(matrix.shape, vector.shape)
 
-    assert checked_product(sloppy, DIMS) is None
+    assert checked_product(rounding, DIMS) is None
+    assert checked_product(wrapping, 384) is None
     assert checked_product(failing, DIMS) is None
 
 
@@ -87,7 +87,7 @@ def rows_with_near_duplicates(count: int, seed: int) -> list[VectorRow]:
 @pytest.fixture(scope="module", name="indexes")
 def _indexes():
     rows = rows_with_near_duplicates(SHARE_ROWS + 3 * CHUNK_ROWS // 2, seed=3)
-    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, emulated_product)
+    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, int8_product)
     assert screened.screened
     assert not plain.screened
     for index in (plain, screened):
@@ -119,7 +119,7 @@ def test_the_screen_changes_no_result(indexes, scope):
 
 def test_the_screen_follows_puts_drops_and_compaction():
     rows = rows_with_near_duplicates(SHARE_ROWS + 100, seed=5)
-    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, emulated_product)
+    plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, int8_product)
     rng = np.random.default_rng(6)
     try:
         for index in (plain, screened):
