@@ -10,11 +10,12 @@ high-water mark instead (``ledger.postgres_order``). Added in
 version gaps (a superuser can still disable them; ``verify`` detects what is then
 done) and a periodic wake-up of the subscription (library issue #305: a lost
 NOTIFY must not stall a follower). Added here: the hash chain, idempotency keys,
-group commit with a savepoint per append (``ledger.postgres_write``), typed
-driver errors, and the followers' wake-up: a NOTIFY sent after each write has
-committed, in a transaction of its own (``ledger.postgres_order.wake_followers``:
-a NOTIFY inside the write would serialise the writers' commits). Pipeline mode
-is not used for writes: large pipelined transactions can hang (psycopg #685).
+group commit in a fixed number of round trips, each append atomic on its own
+(``ledger.postgres_write``), typed driver errors, and the followers' wake-up: a
+NOTIFY sent after each write has committed, in a transaction of its own
+(``ledger.postgres_order.wake_followers``: a NOTIFY inside the write would
+serialise the writers' commits). Pipeline mode is not used for writes: large
+pipelined transactions can hang (psycopg #685).
 """
 
 from __future__ import annotations
