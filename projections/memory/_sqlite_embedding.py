@@ -128,12 +128,14 @@ class EmbeddingStage:
         known.update(fresh)
         return [known.get(h) for h in hashes]
 
-    def begin_query(self, text: str) -> QueryVector:
+    def begin_query(self, text: str, *, overlap: bool = True) -> QueryVector:
         """Start computing a query's vector; collect it with :meth:`finish_query`.
 
-        A cached vector is ready at once; otherwise one worker thread (started
-        on first use, one per backend) calls the embedder while the caller
-        goes on.
+        A cached vector is ready at once. Otherwise, with ``overlap`` (the
+        caller has other work meanwhile: the keyword leg), one worker thread
+        (started on first use, one per backend) calls the embedder while the
+        caller goes on; without it, the embedder is called here (a hand-over
+        to a thread would only add its latency).
         """
         if not self.live:
             return QueryVector("", None)
@@ -143,6 +145,10 @@ class EmbeddingStage:
                 known = self.cache.get_many([key])
             if key in known:
                 return QueryVector(key, None, known[key])
+        if not overlap:
+            done: Future[dict[str, bytes]] = Future()
+            done.set_result(self._embed_missing({key: text}))
+            return QueryVector(key, done)
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-embed")
         return QueryVector(key, self._worker.submit(self._embed_missing, {key: text}))

@@ -3,13 +3,13 @@
 A brute-force search over 100k x 384 float32 rows reads 150 MB per query, and
 it is bound by memory bandwidth, not arithmetic. Two things cut its time:
 
-- :class:`Scanner` runs the float32 product in chunks that the calling thread
-  and one helper thread take from either end. The caller never waits for the helper
-  (it recomputes a chunk the helper has not finished), so a busy machine costs
-  no more than one thread; numpy's ``einsum`` and torch's kernels release the
-  GIL. (Not BLAS's own pool: OpenBLAS keeps its threads spinning after a call,
-  taking the CPU from whatever runs next; on a 2-core machine, measured, the
-  local model's next query embedding took twice as long.)
+- :class:`Scanner` runs the float32 product (no screen) in a few pieces that
+  the calling thread and one helper thread take from either end. The caller
+  never waits for a piece the helper has not started, and recomputes one it
+  has not finished; numpy's ``einsum`` releases the GIL. (Not BLAS's own pool:
+  OpenBLAS keeps its threads spinning after a call, taking the CPU from
+  whatever runs next; on a 2-core machine, measured, the local model's next
+  query embedding took twice as long.)
 - a :class:`Screen`: each row quantised to int8 with its own scale (a quarter
   of the bytes), multiplied by an exact integer kernel (:data:`Product`,
   offered by an embedder that runs on torch: ``int8_product``;
@@ -37,12 +37,12 @@ import numpy.typing as npt
 Product = Callable[[npt.NDArray[np.int8], npt.NDArray[np.int8]], npt.ArrayLike]
 """``matrix @ vector`` of int8 rows and an int8 vector, exact (integers)."""
 
-CHUNK_ROWS: Final = 8_192
-"""Rows per piece of a shared product."""
+PIECES: Final = 4
+"""How many pieces a shared product is cut into (few: each is a GIL hand-over)."""
 
 SHARE_ROWS: Final = 16_384
-"""From this many rows on, a float32 product is shared with the helper thread,
-or the screen (when there is one) is used instead."""
+"""From this many rows on, a product is shared with the helper thread and a
+screen (when there is one) is used."""
 
 _LEVELS: Final = 127
 _MARGIN: Final = 1e-5  # float32 rounding of the bound's own arithmetic and rows
@@ -127,13 +127,14 @@ class Screen:
     ) -> npt.NDArray[np.intp]:
         """The slots among ``slots`` that may be in the exact top ``window``.
 
-        One call of the kernel over every row in use, on this thread (a quarter
-        of the float32 matrix's bytes: sharing it with a helper thread cost
-        more in GIL hand-overs than it saved, measured on a busy 2-core machine).
+        One kernel call over every row in use, on this thread: shared with
+        the helper thread (in 2 or 4 pieces) the whole hybrid recall was
+        slower on a busy 2-core machine (p50 31-34 ms vs 25 ms, interleaved),
+        the hand-overs costing more than the second thread's bandwidth.
 
         Args:
             slots: The rows in scope (sorted slot numbers).
-            rows: How many slots are in use.
+            rows: How many slots are in use (the product covers them all).
             unit: The unit query (float64).
             window: How many rows the search keeps.
         """
@@ -181,7 +182,8 @@ class Scanner:
         if rows < SHARE_ROWS:
             part(0, rows)
             return
-        pieces = [(s, min(rows, s + CHUNK_ROWS)) for s in range(0, rows, CHUNK_ROWS)]
+        step = -(-rows // PIECES)
+        pieces = [(s, min(rows, s + step)) for s in range(0, rows, step)]
         ends = [0, len(pieces)]  # the caller's next chunk; the helper's last taken
         finished = [False] * len(pieces)
         lock = self._lock

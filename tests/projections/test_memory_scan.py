@@ -9,19 +9,24 @@ and the caller must not wait for a helper that is stuck.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from tests.contracts.memory_contract import T0
 from turnledger.projections.memory._sqlite_scope import make_scope
 from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 from turnledger.projections.memory._vector_scan import (
-    CHUNK_ROWS,
+    PIECES,
     SHARE_ROWS,
     Scanner,
     checked_product,
     quantize,
 )
+from turnledger.projections.memory.embedders import EmbeddingIdentity
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 DIMS = 16
 
@@ -86,7 +91,7 @@ def rows_with_near_duplicates(count: int, seed: int) -> list[VectorRow]:
 
 @pytest.fixture(scope="module", name="indexes")
 def _indexes():
-    rows = rows_with_near_duplicates(SHARE_ROWS + 3 * CHUNK_ROWS // 2, seed=3)
+    rows = rows_with_near_duplicates(SHARE_ROWS + 3 * SHARE_ROWS // PIECES, seed=3)
     plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, int8_product)
     assert screened.screened
     assert not plain.screened
@@ -141,7 +146,9 @@ def test_the_screen_follows_puts_drops_and_compaction():
         screened.close()
 
 
-@pytest.mark.parametrize("rows", [0, 1, SHARE_ROWS - 1, SHARE_ROWS, 5 * CHUNK_ROWS + 7])
+@pytest.mark.parametrize(
+    "rows", [0, 1, SHARE_ROWS - 1, SHARE_ROWS, SHARE_ROWS * PIECES + 7]
+)
 def test_a_shared_product_covers_every_row(rows):
     scanner = Scanner()
     seen = np.zeros(rows, dtype=np.int64)
@@ -160,7 +167,7 @@ def test_a_shared_product_covers_every_row(rows):
 
 def test_the_caller_does_not_wait_for_a_stuck_helper():
     scanner = Scanner()
-    rows = 4 * CHUNK_ROWS
+    rows = 4 * SHARE_ROWS
     release = threading.Event()
     done = np.zeros(rows, dtype=np.bool_)
     caller = threading.get_ident()
@@ -174,3 +181,31 @@ def test_the_caller_does_not_wait_for_a_stuck_helper():
     assert done.all()  # the caller computed the helper's chunk itself
     release.set()
     scanner.close()
+
+
+class NotingEmbedder:
+    """Vectors from a text's letters; notes the thread of each call."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return EmbeddingIdentity("test", "noting", 4)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.threads.append(threading.current_thread().name)
+        return [[1.0 + t.count(c) for c in "abno"] for t in texts]
+
+
+def test_embedding_mode_embeds_the_query_on_the_callers_thread():
+    embedder = NotingEmbedder()
+    memory = SQLiteMemory(
+        ":memory:", embedder=embedder, cache_size=0, search_mode="embedding"
+    )
+    for key, text in (("k0", "banana boat"), ("k1", "other note")):
+        memory.store(NewMemory(agent="a", key=key, content=text, entry_id=key, at=T0))
+    found = memory.recall("banana", agents=["a"], limit=2)
+    assert embedder.threads[-1] == threading.current_thread().name  # no hand-over
+    assert found[0].key == "k0"
+    memory.close()
