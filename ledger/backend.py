@@ -17,21 +17,35 @@ from turnledger.ledger.chain import Seal
 
 
 class EncodedRow(NamedTuple):
-    """One event ready to insert: what a stored event holds besides its stream."""
+    """One event ready to insert: what a stored event holds besides its stream.
+
+    The frame (format 1, see ``ledger.frame``) in its two parts: ``header``, its
+    12 clear bytes, and ``body``, the payload as stored (encrypted under a
+    cipher); :attr:`state` joins them. Kept apart so that the SQLite writer
+    chains a row without slicing its frame.
+    """
 
     originator_version: int
     topic: str
-    state: bytes
+    header: bytes
+    body: bytes
+
+    @property
+    def state(self) -> bytes:
+        """The frame: ``header | body``."""
+        return self.header + self.body
 
 
 class AppendRequest(NamedTuple):
     """One stream's append inside a group commit.
 
-    ``rows`` hold codec frames (format 1); the backend chains them (see
-    ``ledger.chain``) once it knows their positions. With an ``idempotency_key``
-    the backend first looks the key up inside the write transaction: when an
-    earlier append used it, that append's outcome is returned and nothing is
-    written; otherwise the key is recorded with the rows, in the same savepoint.
+    ``rows`` hold codec frames (format 1; ``EventStore.encode`` makes
+    :class:`EncodedRow` s, a frame's header and body apart); the backend chains
+    them (see ``ledger.chain``) once it knows their positions. With an
+    ``idempotency_key`` the backend first looks the key up inside the write
+    transaction: when an earlier append used it, that append's outcome is
+    returned and nothing is written; otherwise the key is recorded with the
+    rows, in the same savepoint.
     """
 
     stream_id: UUID

@@ -144,9 +144,10 @@ class MsgspecMapper(Mapper[UUID]):
     ) -> list[EncodedRow]:
         """Validate and encode events as consecutive rows (the store's fast path).
 
-        The same frames as :meth:`to_stored_event`, without building the
-        library's intermediate objects: each type's tag, header prefix and
-        validating decoder come from a table built when it was registered.
+        The same frames as :meth:`to_stored_event` (each row's ``header`` and
+        ``body`` apart; ``state`` joins them), without building the library's
+        intermediate objects: each type's tag, header prefix and validating
+        decoder come from a table built when it was registered.
 
         Raises:
             InvalidEventError: An event fails its type's schema.
@@ -177,10 +178,10 @@ class MsgspecMapper(Mapper[UUID]):
             except (UnicodeEncodeError, RecursionError) as e:
                 raise _unencodable(event, plan[0], e) from None
             if clear:
-                state = plan[1] + at + body
+                append(make(EncodedRow, (version, plan[0], plan[1] + at, body)))
             else:
-                state = plan[2] + at + cipher.encrypt(body)  # type: ignore[union-attr]
-            append(make(EncodedRow, (version, plan[0], state)))
+                stored = cipher.encrypt(body)  # type: ignore[union-attr]
+                append(make(EncodedRow, (version, plan[0], plan[2] + at, stored)))
             version += 1
         return rows
 

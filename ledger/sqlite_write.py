@@ -28,11 +28,13 @@ from typing import Final
 from uuid import UUID
 
 import msgspec
+from eventsourcing.persistence import StoredEvent
 
-from turnledger.ledger.backend import AppendRequest, Conflict, Replayed
+from turnledger.ledger.backend import AppendRequest, Conflict, EncodedRow, Replayed
 from turnledger.ledger.chain import (
     CHAIN_FORMAT,
     GENESIS,
+    HEADER_SIZE,
     LINK_OFFSET,
     chain_rows,
     head_link,
@@ -213,7 +215,7 @@ def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
                 conflicts = True
                 continue
             mine, prev = chain_rows(
-                request.rows, stream, stream.hex, next_position, head[1]
+                _parts(request.rows), stream, stream.hex, next_position, head[1]
             )
             count = len(mine)
             positions = tuple(range(next_position, next_position + count))
@@ -253,6 +255,21 @@ def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
         raise
     cache.remember(raw, data_version, next_position, heads)
     return results
+
+
+def _parts(rows: Sequence[EncodedRow | StoredEvent]) -> Sequence[EncodedRow]:
+    """The rows as frame parts (``EventStore.encode`` makes them so already)."""
+    if all(type(row) is EncodedRow for row in rows):
+        return rows  # type: ignore[return-value]
+    return [
+        EncodedRow(
+            row.originator_version,
+            row.topic,
+            row.state[:HEADER_SIZE],
+            row.state[HEADER_SIZE:],
+        )
+        for row in rows
+    ]
 
 
 def _key_row(request: AppendRequest, positions: tuple[int, ...]) -> KeyRow | None:
