@@ -8,8 +8,9 @@ are group-committed, one fsync for all), reference-counted: the last
 :meth:`LedgerHandle.release` closes it. Appends return once durable; reads run in
 a worker thread, so nothing blocks the event loop. The one exception is
 :meth:`LedgerHandle.head`, a stream's head version read on the calling thread from
-a local SQLite ledger (one indexed lookup, a few microseconds, never waiting on a
-lock), so an adapter can tell that nothing new was appended without a thread hop.
+a local SQLite ledger (one indexed lookup, ~2 us on an idle ledger and ~40 us
+while others write, never waiting on a database lock), so an adapter can tell that
+nothing new was appended without a thread hop (~100-200 us).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class LedgerHandle:
         """Return a stream's head version, read now on the calling thread, or None.
 
         Only a local SQLite ledger answers (one indexed lookup on a read-only
-        connection of this handle, a few microseconds; a lock it would have to
+        connection of this handle, tens of microseconds; a lock it would have to
         wait for, or any database error, gives ``None`` instead of waiting). The
         head is what was committed when it was read, by any process. ``None``:
         use :meth:`read_stream` (a worker thread) instead.
