@@ -2,10 +2,11 @@
 
 Writes get their vectors here (cache first, then one embedder call for the
 misses); a failing embedder is recorded and the write goes on without a vector.
-A recall query's vector is computed on a worker thread
+A hybrid recall's query vector is computed on a worker thread
 (:meth:`EmbeddingStage.begin_query`), so the keyword leg runs on the caller's
 thread meanwhile (a model releases the GIL while it computes; the database is
-only ever used on the caller's thread). Queries get the scope's nearest rows
+only ever used on the caller's thread); with no keyword leg it is computed on
+the caller's thread. Queries get the scope's nearest rows
 from the in-memory matrix, which follows this connection's writes row by row
 and is reloaded when another connection has committed (``PRAGMA data_version``
 changed).
