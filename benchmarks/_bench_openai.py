@@ -20,7 +20,11 @@ process, so the ceiling for a session store is lower: the store ceiling, the sam
 turns on an in-memory session (a list in the process, each item given back as a
 fresh copy; nothing durable), a store that costs nothing. Its ratio over
 ``SQLiteSession`` is the most any session store can reach in the run, and the
-``TurnledgerSession`` / in-memory ratio is how close the ledger comes to it.
+``TurnledgerSession`` / in-memory ratio is how close the ledger comes to it. For
+one session, also the durable floor: the in-memory session plus one raw durable
+SQLite commit per ``add_items`` (what a turn costs when each ``add_items`` costs one
+fsync'd commit and nothing else; its spread between repetitions is that of the
+disk, as wide as ours).
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ def _durable_memory_session(path: Path, key: str) -> tuple[Any, Callable[[], Non
 
     The commit is one raw INSERT (the batch's JSON) into a SQLite file (WAL,
     ``synchronous=FULL``), on the event loop's thread: no thread hop, no schema
-    beyond one table. No durable session store can do less per ``add_items``.
+    beyond one table: the least a store durable when ``add_items`` returns does.
     """
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
