@@ -302,9 +302,8 @@ def _diagnostic_line(ratio: Ratio) -> str:
             f" (goal {SPEED_GOAL:g}x)"
         )
     if ratio.name.startswith("durable floor"):
-        verdict = "CEILING" if ratio.median < SPEED_GOAL else "info"
         return (
-            f"{verdict} {head}: the in-memory session plus one raw durable SQLite "
+            f"info {head}: the in-memory session plus one raw durable SQLite "
             "commit per add_items on the loop's thread, i.e. what a store reaches "
             "when each add_items costs one durable commit and nothing more "
             f"(goal {SPEED_GOAL:g}x)"
