@@ -20,7 +20,6 @@ pipelined transactions can hang (psycopg #685).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -97,7 +96,6 @@ class PostgresBackend:
             msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
             raise StoreUnavailableError(msg) from e
         table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
-        self._wake = wake_followers(Identifier(self._recorder.channel_name))
         self._high_water = HighWater(
             self._datastore,
             self.url.schema,
@@ -116,6 +114,7 @@ class PostgresBackend:
             self.url.schema,
             TABLE,
             begin_write(self.url.schema, lock_timeout).as_bytes(None),
+            wake_followers(Identifier(self._recorder.channel_name)).as_bytes(None),
         )
         self._heads = HeadCache()
 
@@ -157,8 +156,6 @@ class PostgresBackend:
                 )
                 if atomic and any(isinstance(r, Conflict) for r in results):
                     return [r if isinstance(r, Conflict) else () for r in results]
-                if any(r and not isinstance(r, (Conflict, Replayed)) for r in results):
-                    _wake(conn, self._wake)  # rows were written
                 return results
         except (psycopg.Error, PersistenceError, OSError) as e:
             raise translate(e, time.monotonic() - started) from e
@@ -359,20 +356,6 @@ def translate(error: BaseException, waited: float) -> LedgerError:
             f"The PostgreSQL ledger is gone (its schema or table was dropped): {cause}"
         )
     return StoreUnavailableError(f"PostgreSQL ledger: {cause}")
-
-
-def _wake(conn: psycopg.Connection[Any], wake: Any) -> None:
-    """Wake the followers after a durable commit; a failure here fails no append.
-
-    The rows are committed: reporting an error would make a caller retry a
-    write that happened. A follower that misses this wake-up wakes within a
-    second anyway (``WakingSubscription``).
-    """
-    try:
-        conn.execute(wake)
-    except psycopg.Error:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("ROLLBACK")  # a failed wake leaves its block open
 
 
 def _head(row: dict[str, Any] | None) -> int:

@@ -1,10 +1,11 @@
 """The PostgreSQL write path: one group per transaction, hash chain, idempotency keys.
 
-A group (the appends the caller gathered) normally costs five round trips
+A group (the appends the caller gathered) normally costs four round trips
 whatever its size: ``BEGIN``, the writers' lock and every position it needs, in
 one message; one binary COPY of every accepted row with its position and chain
-link (two: start, end; ``ledger.postgres_rows``); ``COMMIT``; then the
-followers' wake-up (``ledger.postgres_order.wake_followers``). What the group
+link (two: start, end; ``ledger.postgres_rows``); ``COMMIT`` followed, in the
+same message, by the followers' wake-up (``ledger.postgres_order.wake_followers``,
+a transaction of its own). What the group
 needs to know first is read before ``BEGIN``, and only when not known: the heads
 (version and link) of streams this process has not seen committed at the
 expected version (:class:`HeadCache`; a stream's first append needs none), and
@@ -51,13 +52,19 @@ class Statements:
             transaction (``ledger.postgres_order.begin_write``).
     """
 
-    def __init__(self, schema: str, table: str, begin_write: bytes) -> None:
+    def __init__(
+        self, schema: str, table: str, begin_write: bytes, wake: bytes
+    ) -> None:
         ident = {
             "schema": Identifier(schema),
             "table": Identifier(table),
             "keys": Identifier(KEYS_TABLE),
         }
         self.begin_write = begin_write
+        self.wake = wake
+        # One message: a failure after the data's COMMIT (in the wake-up) is told
+        # apart from a failed COMMIT by the transaction's status (``_commit``).
+        self.commit_and_wake = b"COMMIT; " + wake
         self.heads = (
             SQL(
                 "SELECT DISTINCT ON (originator_id) originator_id, "
@@ -87,7 +94,8 @@ class Statements:
         )
         self.sequence = f'"{schema}"."{table}_notification_id_seq"'
         self.reserve = (
-            b"SELECT array_agg(p ORDER BY p) AS p FROM (SELECT nextval('"
+            b"SELECT array_agg(p ORDER BY p) AS p, pg_current_xact_id()::text AS xid "
+            b"FROM (SELECT nextval('"
             + self.sequence.encode()
             + b"'::regclass) AS p FROM generate_series(1, %d)) AS r"
         )
@@ -169,6 +177,11 @@ def write_group(
             outcomes = _one_by_one(conn, cursor, sql, requests)
             if atomic and any(isinstance(o, Conflict) for o in outcomes):
                 raise psycopg.Rollback  # all or nothing: leaves the block
+        rolled_back = atomic and any(isinstance(o, Conflict) for o in outcomes)
+        if not rolled_back and any(
+            o and not isinstance(o, (Conflict, Replayed)) for o in outcomes
+        ):
+            wake(conn, sql.wake)  # rows were written
         return outcomes
 
 
@@ -206,12 +219,11 @@ def _fast(
         cursor.execute(sql.begin(accepted))
         while cursor.nextset():
             pass  # to the last result: the positions
-        row = cursor.fetchone()
-        positions = list(row["p"]) if row else []
+        positions, xid = _reserved(cursor)
         results = insert_rows(
             cursor, (sql.insert, sql.insert_keys), plan, positions, prevs
         )
-        cursor.execute(b"COMMIT")
+        _commit(cursor, sql, xid)
     except BaseException:
         conn = cursor.connection
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -221,6 +233,54 @@ def _fast(
     written = {step.stream_id for step in plan if isinstance(step, AppendRequest)}
     cache.remember({stream: (heads[stream][0], prevs[stream]) for stream in written})
     return results
+
+
+def _reserved(cursor: psycopg.Cursor[Any]) -> tuple[list[int], str]:
+    """The positions reserved and the transaction's id (the last result)."""
+    row = cursor.fetchone()
+    if row is None:
+        msg = "Expected the reserved positions, found no row"
+        raise psycopg.InternalError(msg)
+    return list(row["p"]), str(row["xid"])
+
+
+def _commit(cursor: psycopg.Cursor[Any], sql: Statements, xid: str) -> None:
+    """Commit, then wake the followers, in one round trip.
+
+    An error there either failed the COMMIT (the rows are not written: raised)
+    or came after it, from the wake-up (the rows are durable: the caller must
+    not hear of a failure, and followers wake within a second anyway). The
+    transaction's status (``pg_xact_status``) says which; a lost connection
+    cannot be asked and is raised, as a COMMIT lost on the way always was.
+    """
+    try:
+        cursor.execute(sql.commit_and_wake)
+    except psycopg.Error:
+        conn = cursor.connection
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute(b"ROLLBACK")  # the wake-up's block, left open
+            found = conn.execute(
+                b"SELECT pg_xact_status(%s::xid8) AS status", (xid,)
+            ).fetchone()
+        except psycopg.Error:
+            found = None
+        if found is None or found["status"] != "committed":
+            raise
+
+
+def wake(conn: psycopg.Connection[Any], statement: bytes) -> None:
+    """Wake the followers after a durable commit; a failure here fails no append.
+
+    The rows are committed: reporting an error would make a caller retry a
+    write that happened. A follower that misses this wake-up wakes within a
+    second anyway (``WakingSubscription``).
+    """
+    try:
+        conn.execute(statement)
+    except psycopg.Error:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(b"ROLLBACK")  # a failed wake leaves its block open
 
 
 def _one_by_one(

@@ -15,7 +15,7 @@ import pytest
 
 from tests.contracts.store_contract import new_stream, turn_events
 from turnledger.ledger.chain import HEADER_SIZE
-from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.errors import ConcurrencyError, StoreUnavailableError
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 
@@ -125,3 +125,18 @@ def test_each_write_wakes_listeners(postgres_url: str):
             store.append(new_stream(), turn_events("t1"), expected_version=0)
             woken = list(listener.notifies(timeout=30, stop_after=1))
         assert [n.channel for n in woken] == [channel]
+
+
+def test_a_failed_wake_up_after_the_commit_fails_no_append(postgres_url: str):
+    """The COMMIT and the wake-up share a message; only the COMMIT's fate counts."""
+    with open_store(postgres_url) as store:
+        sql = store.backend._write_sql
+        sql.commit_and_wake = b"COMMIT; SELECT 1/0"  # fails after the COMMIT
+        stream = new_stream()
+        result = store.append(stream, turn_events("t1"), expected_version=0)
+        assert list(result.positions) == [r.position for r in store.read_all()]
+        sql.commit_and_wake = b"SELECT 1/0; COMMIT"  # fails before it
+        with pytest.raises(StoreUnavailableError, match="division by zero"):
+            store.append(stream, turn_events("t2"), expected_version=8)
+        assert store.stream_version(stream) == 8
+        assert verify(store).ok
