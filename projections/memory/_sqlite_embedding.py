@@ -78,8 +78,12 @@ class EmbeddingStage:
             embedder, "similarity_range", (0.0, 1.0)
         )
         self.cache = EmbeddingCache(db.conn, cache_size)
+        # An embedder offering a kernel runs a model in this process: BLAS's
+        # spinning pool would take its CPU.
         self.vectors = VectorIndex(
-            self.identity.dims, getattr(embedder, "int8_product", None)
+            self.identity.dims,
+            getattr(embedder, "int8_product", None),
+            blas_pool=not hasattr(embedder, "int8_product"),
         )
         self.failures = 0
         self.last_error: str | None = None

@@ -9,10 +9,9 @@ row by row after its own writes and drops it when another connection has written
 
 A search masks the rows outside the scope BEFORE ranking, so disallowed rows
 can neither crowd out nor outrank allowed ones. The similarities are one
-matrix-vector product; from :data:`SHARE_ROWS` rows on it is shared with a
-helper thread and, when the embedder offers an int8 kernel, read from an int8
-copy of the rows and re-scored exactly where it matters (see
-:mod:`._vector_scan`: the results are the exact ones).
+matrix-vector product; with an int8 kernel, from :data:`SHARE_ROWS` rows on,
+an int8 copy of the rows is read instead and re-scored exactly where it
+matters (see :mod:`._vector_scan`: the results are the exact ones).
 """
 
 from __future__ import annotations
@@ -91,6 +90,11 @@ class VectorIndex:
         product: An exact int8 kernel (checked first); with one, the index
             also keeps the rows in int8 (a quarter as many bytes again, plus
             two floats a row) to screen large searches with.
+        blas_pool: Whether a float32 product may be one BLAS call (off beside
+            a model running in this process, whose next query OpenBLAS's
+            spinning threads slowed twofold on 2 cores: numpy's loop then
+            runs, shared with a helper thread). bench_memory at 100k, load
+            3.7-4: 1.05x/1.27x numpy's p50 with BLAS, 1.56x/1.40x shared.
     """
 
     _matrix: Matrix
@@ -106,9 +110,12 @@ class VectorIndex:
     _agent_codes: dict[str, int]
     _session_codes: dict[str, int]
 
-    def __init__(self, dims: int, product: Product | None = None) -> None:
+    def __init__(
+        self, dims: int, product: Product | None = None, *, blas_pool: bool = True
+    ) -> None:
         self.dims = dims
         self.loaded = False
+        self._blas_pool = blas_pool
         self._product = checked_product(product, dims)
         self._scanner = Scanner()
         self._reset_arrays(_INITIAL)
@@ -253,8 +260,15 @@ class VectorIndex:
     def _product_of(
         self, matrix: Matrix, unit: npt.NDArray[np.float64]
     ) -> npt.NDArray[np.float32]:
-        """``matrix @ unit`` in float32, shared with the helper thread when large."""
+        """``matrix @ unit`` in float32: one BLAS call, or shared numpy loops.
+
+        BLAS (its own thread pool) unless ``blas_pool`` is off; then numpy's
+        loop, shared with the helper thread when large.
+        """
         query = unit.astype(np.float32)
+        if self._blas_pool:
+            found: npt.NDArray[np.float32] = np.matmul(matrix, query)
+            return found
         sims = np.empty(matrix.shape[0], dtype=np.float32)
 
         def part(start: int, stop: int) -> None:  # the final values in one copy

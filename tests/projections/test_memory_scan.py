@@ -93,13 +93,14 @@ def rows_with_near_duplicates(count: int, seed: int) -> list[VectorRow]:
 def _indexes():
     rows = rows_with_near_duplicates(SHARE_ROWS + 3 * SHARE_ROWS // PIECES, seed=3)
     plain, screened = VectorIndex(DIMS), VectorIndex(DIMS, int8_product)
+    shared = VectorIndex(DIMS, blas_pool=False)  # numpy's loop, two threads
     assert screened.screened
     assert not plain.screened
-    for index in (plain, screened):
+    for index in (plain, screened, shared):
         index.load([tuple(r) for r in rows])
-    yield plain, screened
-    plain.close()
-    screened.close()
+    yield plain, screened, shared
+    for index in (plain, screened, shared):
+        index.close()
 
 
 SCOPES = [
@@ -111,15 +112,15 @@ SCOPES = [
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_the_screen_changes_no_result(indexes, scope):
-    plain, screened = indexes
+def test_the_screen_and_the_shared_loop_change_no_result(indexes, scope):
+    plain, screened, shared = indexes
     rng = np.random.default_rng(11)
     for _ in range(25):
         query = rng.standard_normal(DIMS)
         for window in (1, 10, 40):
-            assert screened.search(query, scope, window) == plain.search(
-                query, scope, window
-            )
+            expected = plain.search(query, scope, window)
+            assert screened.search(query, scope, window) == expected
+            assert shared.search(query, scope, window) == expected
 
 
 def test_the_screen_follows_puts_drops_and_compaction():
