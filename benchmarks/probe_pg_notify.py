@@ -9,8 +9,10 @@ round-robin within every repetition:
 
 - ``none``: ``BEGIN; INSERT; COMMIT``;
 - ``inside``: the same with a ``NOTIFY`` in the transaction (the old write path);
-- ``after``: the same, then ``BEGIN; SET LOCAL synchronous_commit TO off;
-  NOTIFY; COMMIT`` (what ``ledger.postgres_order.wake_followers`` sends).
+- ``after``: the same, followed in the same message by ``BEGIN; SET LOCAL
+  synchronous_commit TO off; NOTIFY; COMMIT`` (``wake_followers`` in
+  ``ledger.postgres_order``, sent with the write's COMMIT as
+  ``ledger.postgres_write`` does).
 
 It prints commits/s and, per repetition, each way's ratio to ``none``.
 
@@ -42,11 +44,13 @@ def _commit(conn: psycopg.Connection[tuple[object, ...]], table: str, way: str) 
     if way == "inside":
         conn.execute(f"BEGIN; {insert}; NOTIFY tl_probe_notify; COMMIT")
         return
-    conn.execute(f"BEGIN; {insert}; COMMIT")
-    if way == "after":
+    if way == "after":  # in the same message, as the ledger sends it
         conn.execute(
-            "BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY tl_probe_notify; COMMIT"
+            f"BEGIN; {insert}; COMMIT; BEGIN; SET LOCAL synchronous_commit TO off; "
+            "NOTIFY tl_probe_notify; COMMIT"
         )
+        return
+    conn.execute(f"BEGIN; {insert}; COMMIT")
 
 
 def run(url: str, table: str, way: str, threads: int, seconds: float) -> float:
