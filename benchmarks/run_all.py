@@ -63,6 +63,18 @@ def machine() -> dict[str, Any]:
     }
 
 
+def summarise(stdout: str) -> dict[str, Any]:
+    """A script's output tail, and every goal line of the whole output.
+
+    The tail is for reading; the goal lines are kept apart because a script that
+    prints diagnostics after its goals would push them out of any tail.
+    """
+    return {
+        "output": stdout[-3000:],
+        "goals": [line for line in stdout.splitlines() if judged(line)],
+    }
+
+
 def run_one(name: str, out: Path, *, quick: bool, timeout: float) -> dict[str, Any]:
     """Run one benchmark script; return its status, figures and output tail."""
     script = HERE / f"{name}.py"
@@ -89,7 +101,7 @@ def run_one(name: str, out: Path, *, quick: bool, timeout: float) -> dict[str, A
     result: dict[str, Any] = {
         "status": "ok" if done.returncode == 0 else f"exit {done.returncode}",
         "seconds": round(time.perf_counter() - started, 1),
-        "output": done.stdout[-3000:],
+        **summarise(done.stdout),
     }
     if done.returncode != 0:
         result["stderr"] = done.stderr[-2000:]
@@ -117,20 +129,28 @@ def ratios_of(results: dict[str, Any]) -> list[tuple[str, str, float, Any, str]]
     return rows
 
 
+def judged(line: str) -> tuple[str, str] | None:
+    """A goal line's (verdict, text), or None for any other line."""
+    verdict, _, text = line.strip().partition(" ")
+    if verdict in ("PASS", "MISS", "CEILING"):
+        return verdict, text.strip()
+    # Some scripts end a goal line with the verdict: "...; goal < 5 ms: PASS"
+    # or "goal: ... -> MISS".
+    words = line.strip().rsplit(" ", 1)
+    if len(words) == 2 and words[1] in ("PASS", "MISS"):
+        return words[1], words[0].rstrip(":->").strip()
+    return None
+
+
 def verdict_lines(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Every judged goal, as each script printed it: (benchmark, verdict, text)."""
     rows = []
     for bench, result in results.items():
-        for line in str(result.get("output", "")).splitlines():
-            verdict, _, text = line.strip().partition(" ")
-            if verdict in ("PASS", "MISS", "CEILING"):
-                rows.append((bench, verdict, text.strip()))
-                continue
-            # Some scripts end a goal line with the verdict: "...; goal < 5 ms: PASS"
-            # or "goal: ... -> MISS".
-            words = line.strip().rsplit(" ", 1)
-            if len(words) == 2 and words[1] in ("PASS", "MISS"):
-                rows.append((bench, words[1], words[0].rstrip(":->").strip()))
+        lines = result.get("goals") or str(result.get("output", "")).splitlines()
+        for line in lines:
+            found = judged(line)
+            if found is not None:
+                rows.append((bench, *found))
     return rows
 
 

@@ -67,3 +67,15 @@ def test_run_all_reads_each_verdict_style():
     assert verdicts == ["PASS", "MISS", "PASS", "CEILING"]
     assert rows[1][2].endswith("goal >= 0.5")
     assert rows[2][2] == "goal: hybrid >= keyword + 10 points"
+
+
+def test_run_all_keeps_goal_lines_a_long_output_scrolls_past():
+    """A goal printed before pages of diagnostics still reaches the README table."""
+    run_all = _run_all()
+    stdout = "PASS early goal: 2.0 vs 1.0 -> ratio 2.00; goal >= 1.5\n" + (
+        "info a diagnostic line that is long enough to fill the tail quickly\n" * 200
+    )
+    summary = run_all.summarise(stdout)
+    assert "early goal" not in summary["output"]
+    rows = run_all.verdict_lines({"b": summary})
+    assert rows == [("b", "PASS", "early goal: 2.0 vs 1.0 -> ratio 2.00; goal >= 1.5")]
