@@ -367,7 +367,8 @@ def bench_openai_agents(args: argparse.Namespace) -> list[str]:
             )
             diagnostics = _store_ceilings(by_name, sessions) if runner else []
             ratios = [speed, *diagnostics]
-            print_ratios(ratios)
+            # A runner section's goal line is printed once, below, in turns/s.
+            print_ratios(diagnostics if runner else ratios)
             values = speed.values
             ours = sessions * by_name["TurnledgerSession"].ops_per_s
             theirs = sessions * by_name["SQLiteSession"].ops_per_s

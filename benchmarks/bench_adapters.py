@@ -279,7 +279,6 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
         ratio = statistics.median(per)
         verdict = "PASS" if ratio >= BYTES_GOAL else "MISS"
         lines = [
-            f"{speed.verdict} {speed.name}: {speed.median:.2f}",
             ceiling_line(ceiling, SPEED_GOAL, "TurnledgerSaver"),
             ceiling_line(null, SPEED_GOAL, "TurnledgerSaver"),
             (
