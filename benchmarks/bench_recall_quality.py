@@ -29,6 +29,7 @@ abstention precision >= 95% (at the data set's own size); hybrid recall p95 <=
 
     .venv/bin/python benchmarks/bench_recall_quality.py            # 2,000 + 100k rows
     .venv/bin/python benchmarks/bench_recall_quality.py --rows 20000
+    .venv/bin/python benchmarks/bench_recall_quality.py --threads 2  # 2 CPU threads
     .venv/bin/python benchmarks/bench_recall_quality.py --quick    # smoke
 """
 
@@ -302,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--latency-queries", type=int, default=200, help="distinct timed queries"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="the local embedder's CPU threads ([embedding] threads; default 1)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.distractors, args.rows, args.latency_queries = 60, 1_000, 40
@@ -311,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         path = store_everything(root, data)
         stored = time.perf_counter() - started
-        embedder = LocalEmbedder()
+        embedder = LocalEmbedder(threads=args.threads)
         started = time.perf_counter()
         with SQLiteMemory(path, embedder=embedder, cache_size=0) as memory:
             embedded = memory.reindex()
@@ -321,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{len(data.writes):,} writes through the memory service "
             f"in {stored:.1f} s; "
             f"{embedded:,} rows embedded by {embedder.identity.model} in {took:.1f} s; "
-            f"{rows:,} live rows; {len(data.questions)} questions"
+            f"{rows:,} live rows; {len(data.questions)} questions; "
+            f"[embedding] threads = {embedder.threads}"
         )
         # No query cache anywhere: each mode pays for embedding its queries.
         modes = quality_modes(root, path, embedder, data.questions)

@@ -234,9 +234,26 @@ def _check_pricing(config: Config) -> None:
             raise ConfigError(f"pricing.{model}.{e}") from None
 
 
+MAX_EMBEDDING_THREADS = 256
+"""The most ``[embedding] threads`` may ask for (more is a typo, not a machine)."""
+
+
 def _check_embedding(config: Config) -> None:
     if config.embedding.dims is not None and config.embedding.dims < 1:
         msg = f"embedding.dims: expected >= 1, found {config.embedding.dims}"
+        raise ConfigError(msg)
+    threads = config.embedding.threads
+    if not 1 <= threads <= MAX_EMBEDDING_THREADS:
+        msg = (
+            f"embedding.threads: expected 1 to {MAX_EMBEDDING_THREADS}, found {threads}"
+        )
+        raise ConfigError(msg)
+    if threads != 1 and config.embedding.provider != "local":
+        msg = (
+            'embedding.threads: expected only with provider = "local" (it sets '
+            f"the local model's CPU threads), found provider = "
+            f"{config.embedding.provider!r}"
+        )
         raise ConfigError(msg)
     if config.embedding.provider != "none":
         return

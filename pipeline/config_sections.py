@@ -94,6 +94,10 @@ class EmbeddingConfig(
     ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``) or a
     sentence-transformers folder; ``dims``, when set, must be the model's.
     ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
+    ``threads`` (``local`` only): the CPU threads one query's model pass and
+    vector screen use; 1 costs the least CPU per recall (the query is embedded
+    on a worker thread while the keyword leg runs), 2 or more gives the lowest
+    latency (each step of a recall then runs on every thread, one after another).
     """
 
     provider: Literal["none", "openai-compatible", "local"] = "none"
@@ -101,6 +105,7 @@ class EmbeddingConfig(
     model: str | None = None
     dims: int | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    threads: int = 1
 
 
 class ProviderConfig(

@@ -171,7 +171,9 @@ class MemoryWiring:
                 LocalEmbedder,
             )
 
-            local = LocalEmbedder(settings.model or PACKAGED_MODEL)
+            local = LocalEmbedder(
+                settings.model or PACKAGED_MODEL, threads=settings.threads
+            )
             found = local.identity.dims
             if settings.dims is not None and settings.dims != found:
                 msg = f"embedding.dims: expected {found}, found {settings.dims}"

@@ -5,11 +5,12 @@ misses); a failing embedder is recorded and the write goes on without a vector.
 A hybrid recall's query vector is computed on a worker thread
 (:meth:`EmbeddingStage.begin_query`), so the keyword leg runs on the caller's
 thread meanwhile (a model releases the GIL while it computes; the database is
-only ever used on the caller's thread); with no keyword leg it is computed on
-the caller's thread. Queries get the scope's nearest rows
-from the in-memory matrix, which follows this connection's writes row by row
-and is reloaded when another connection has committed (``PRAGMA data_version``
-changed).
+only ever used on the caller's thread); with no keyword leg, or an embedder
+that computes on several threads itself (``computes_in_parallel``: the keyword
+leg would only take a core from it), it is computed on the caller's thread.
+Queries get the scope's nearest rows from the in-memory matrix, which follows
+this connection's writes row by row and is reloaded when another connection has
+committed (``PRAGMA data_version`` changed).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class EmbeddingStage:
             embedder, "similarity_range", (0.0, 1.0)
         )
         self.cache = EmbeddingCache(db.conn, cache_size)
+        # An embedder that computes on several threads gains nothing from a
+        # keyword leg run beside it (begin_query computes on the caller's thread).
+        self._parallel = getattr(embedder, "computes_in_parallel", False) is True
         # An embedder offering a kernel runs a model in this process: BLAS's
         # spinning pool would take its CPU.
         self.vectors = VectorIndex(
@@ -137,10 +141,10 @@ class EmbeddingStage:
         """Start computing a query's vector; collect it with :meth:`finish_query`.
 
         A cached vector is ready at once. Otherwise, with ``overlap`` (the
-        caller has other work meanwhile: the keyword leg), one worker thread
-        (started on first use, one per backend) calls the embedder while the
-        caller goes on; without it, the embedder is called here (a hand-over
-        to a thread would only add its latency).
+        caller has other work meanwhile: the keyword leg) and a single-threaded
+        embedder, one worker thread (started on first use, one per backend)
+        calls the embedder while the caller goes on; else the embedder is called
+        here (a hand-over to a thread would only add its latency).
         """
         if not self.live:
             return QueryVector("", None)
@@ -150,7 +154,7 @@ class EmbeddingStage:
                 known = self.cache.get_many([key])
             if key in known:
                 return QueryVector(key, None, known[key])
-        if not overlap:
+        if not overlap or self._parallel:
             done: Future[dict[str, bytes]] = Future()
             done.set_result(self._embed_missing({key: text}))
             return QueryVector(key, done)

@@ -113,7 +113,10 @@ class LocalEmbedder:
     Args:
         model: :data:`PACKAGED_MODEL`, or the path of a sentence-transformers
             model folder.
-        threads: Torch CPU threads (1 keeps a shared machine responsive).
+        threads: Torch CPU threads for a query's model pass and the vector
+            screen (:attr:`threads`). Torch's thread count is one per process:
+            the last embedder made sets it. 1 keeps a shared machine
+            responsive; 2 or more lowers one query's latency.
         query_precision: The number format of a single text's linear maps (a
             recall query): ``float32``; ``bfloat16`` (the residual stream,
             attention, pooling and normalising stay float32; cosine with the
@@ -162,6 +165,17 @@ class LocalEmbedder:
             raise EmbedderError(msg) from e
         self._identity = EmbeddingIdentity("local", model, dims)
         self._bfloat16 = bfloat16
+        self._threads = max(1, threads)
+
+    @property
+    def threads(self) -> int:
+        """The CPU threads one query's model pass and vector screen use."""
+        return self._threads
+
+    @property
+    def computes_in_parallel(self) -> bool:
+        """Whether one query already runs on several threads (``threads`` > 1)."""
+        return self._threads > 1
 
     @property
     def identity(self) -> EmbeddingIdentity:
