@@ -289,19 +289,20 @@ def run_children(
                 cwd=REPO_ROOT,
                 env=env,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 text=True,
             )
         )
     run = Run(children=len(sessions), turns=turns, sessions=list(sessions))
     for child, proc in enumerate(procs):
         try:
-            out, _ = proc.communicate(timeout=HANG_GUARD)
+            out, err = proc.communicate(timeout=HANG_GUARD)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
+            out, err = proc.communicate()
         if proc.returncode != 0 or not out.strip():
-            run.problems.append(f"child {child} exited {proc.returncode}")
+            last = err.strip().splitlines()[-3:]  # why it exited, for the report
+            run.problems.append(f"child {child} exited {proc.returncode}: {last}")
             continue
         report = json.loads(out.strip().splitlines()[-1])
         run.reports.append(report)
