@@ -14,7 +14,7 @@ makes wall-clock ratios spread. Each case adds one thing to the one before:
 - ``3.data_version``: plus the ``PRAGMA data_version`` the writer reads per group;
 - ``4.encode_chain``: plus validating and encoding the events
   (``MsgspecMapper.encode_rows``) and chaining the rows (``chain_rows``);
-- ``5.ours``: ``EventStore.append`` (the whole public call).
+- ``5.ours``: ``EventStore.append`` (the whole public call; bench_append's case 6).
 
 And the group commit of goal 4, per turn, 64 turns per transaction:
 ``6.raw_group`` (raw rows), ``7.ours_group_writer`` (``EventStore.write_requests``
@@ -54,6 +54,7 @@ try:
         INSERT,
         Files,
         make_turn,
+        ours_turn_appends,
         raw_connect,
         stream_plan,
         turn_rows,
@@ -65,6 +66,7 @@ except ImportError:  # run as a script: benchmarks/ is on sys.path
         INSERT,
         Files,
         make_turn,
+        ours_turn_appends,
         raw_connect,
         stream_plan,
         turn_rows,
@@ -77,6 +79,8 @@ INSERT_AT = (
 GROUP = 64
 ROWID, TRIGGERS, DATA_VERSION, ENCODE_CHAIN = 1, 2, 3, 4
 Turns = Sequence[Sequence[Event]]
+STEPS = ("0.raw", "1.rowid", "2.triggers", "3.data_version", "4.encode_chain")
+"""Cases 0-4, by level (see :func:`step`)."""
 
 
 def _ledger_file(files: Files) -> Path:
@@ -123,25 +127,6 @@ def step(level: int, files: Files, turns: Turns) -> Callable[[int], float]:
             position += len(events)
         seconds = time.thread_time() - started
         conn.close()
-        files.drop(path)
-        return seconds
-
-    return run
-
-
-def ours(files: Files, turns: Turns) -> Callable[[int], float]:
-    """Case 5: ``EventStore.append`` of one turn per call."""
-
-    def run(n: int) -> float:
-        path = files.fresh()
-        store = open_store(str(path), synchronous="OFF")
-        plan = stream_plan(n, [uuid4() for _ in range(GROUP)])
-        work = [(s, turns[i % len(turns)], v) for i, (s, v) in enumerate(plan)]
-        started = time.thread_time()
-        for stream, events, version in work:
-            store.append(stream, events, expected_version=version)
-        seconds = time.thread_time() - started
-        store.close()
         files.drop(path)
         return seconds
 
@@ -221,14 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns = [make_turn(rng, i) for i in range(64)]
     files = Files(args.dir)
     load_before = os.getloadavg()[0]
-    names = ["0.raw", "1.rowid", "2.triggers", "3.data_version", "4.encode_chain"]
     try:
         cases = [
             Case(name, args.turns, step(level, files, turns), "turn", "CPU s")
-            for level, name in enumerate(names)
+            for level, name in enumerate(STEPS)
         ]
         cases += [
-            Case("5.ours", args.turns, ours(files, turns), "turn", "CPU s"),
+            Case(
+                "5.ours",
+                args.turns,
+                ours_turn_appends(files, turns, GROUP, cpu=True),
+                "turn",
+                "CPU s",
+            ),
             Case("6.raw_group", args.turns, raw_group(files, turns), "turn", "CPU s"),
             Case(
                 "7.ours_group_writer",
@@ -265,8 +255,7 @@ def report(
     print_table(series)
     by = {s.name: s.us_per_op for s in series}
     print("\nCPU µs per turn each step adds (medians):")
-    steps = ["0.raw", "1.rowid", "2.triggers", "3.data_version", "4.encode_chain"]
-    for before, after in zip(steps, [*steps[1:], "5.ours"], strict=True):
+    for before, after in zip(STEPS, [*STEPS[1:], "5.ours"], strict=True):
         print(f"  {after:<16} {by[after] - by[before]:+7.1f}  (total {by[after]:.1f})")
     print(f"  ours / raw, one turn per commit: {by['5.ours'] / by['0.raw']:.2f}x CPU")
     group = by["7.ours_group_writer"] + by["8.ours_encode"]
