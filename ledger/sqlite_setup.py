@@ -10,6 +10,8 @@ errors.
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from typing import Final, Literal
 
 from eventsourcing.persistence import InterfaceError, PersistenceError
@@ -110,9 +112,7 @@ class Pool(SQLiteConnectionPool):
         except (sqlite3.Error, TypeError) as e:
             raise InterfaceError(e) from e
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raw.execute("PRAGMA journal_mode=WAL")
+            if set_wal(raw, float(self.lock_timeout or 5)):
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         raw.row_factory = sqlite3.Row
@@ -122,6 +122,40 @@ class Pool(SQLiteConnectionPool):
         raw.execute(f"PRAGMA synchronous={self.synchronous}")
         raw.execute(f"PRAGMA busy_timeout={(self.lock_timeout or 5) * 1000}")
         return raw
+
+
+_BUSY: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def set_wal(
+    raw: sqlite3.Connection,
+    timeout: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Put the database in WAL mode; return whether this call changed it.
+
+    While another process switches a new file to WAL at the same moment, SQLite
+    answers ``PRAGMA journal_mode=WAL`` "database is locked" at once, without
+    its busy handler (4 processes opening one new ledger: about one round in
+    ten failed so). So a busy answer is tried again, with short sleeps, until
+    ``timeout`` seconds have passed; then it is raised as before.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() == "wal":
+                return False
+            raw.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode & 0xFF not in _BUSY or time.monotonic() >= deadline:
+                raise
+            sleep(delay)
+            delay = min(2 * delay, 0.05)
+        else:
+            return True
 
 
 class Datastore(SQLiteDatastore):
