@@ -20,6 +20,7 @@ from typing import IO, Any, Final, Protocol, TypeVar
 import msgspec
 
 from turnledger.ledger.driver_errors import typed_driver_errors
+from turnledger.ledger.sqlite_setup import set_wal
 
 S = TypeVar("S")
 
@@ -78,7 +79,8 @@ class SQLiteViewStore:
         self._conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        # A busy answer while another process switches a new file is tried again.
+        set_wal(self._conn, 30.0)
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute(

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from turnledger.ledger.sqlite_setup import set_wal
 from turnledger.projections.memory._hybrid import Scored
 from turnledger.projections.memory.cache import CACHE_DDL
 from turnledger.projections.memory.embedders import EmbeddingIdentity
@@ -27,7 +28,6 @@ SCHEMA_VERSION: Final = 1
 """The layout version recorded in ``memory_meta``."""
 
 PRAGMAS: Final = {
-    "journal_mode": "WAL",
     "synchronous": "NORMAL",
     # Deleted rows are overwritten, not left in free pages (forget that forgets).
     "secure_delete": "ON",
@@ -36,7 +36,13 @@ PRAGMAS: Final = {
     "cache_size": "-32768",
     "mmap_size": "268435456",
 }
-"""Connection settings: a view store, so NORMAL durability (it is rebuildable)."""
+"""Connection settings: a view store, so NORMAL durability (it is rebuildable).
+
+WAL mode is set first, by ``ledger.sqlite_setup.set_wal`` (a busy answer while
+another process switches a new file is tried again)."""
+
+BUSY_SECONDS: Final = 5.0
+"""How long opening waits for another process's lock (as ``busy_timeout``)."""
 
 DDL: Final = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -143,9 +149,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
         path: A file path, or ``:memory:``.
 
     Returns:
-        The connection, with :data:`PRAGMAS` applied and the schema created.
+        The connection, in WAL mode, with :data:`PRAGMAS` applied and the
+        schema created.
     """
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    set_wal(db, BUSY_SECONDS)
     for name, value in PRAGMAS.items():
         db.execute(f"PRAGMA {name} = {value}")
     # One transaction: the schema and its version appear together, or not at all.
