@@ -30,6 +30,7 @@ abstention precision >= 95% (at the data set's own size); hybrid recall p95 <=
     .venv/bin/python benchmarks/bench_recall_quality.py            # 2,000 + 100k rows
     .venv/bin/python benchmarks/bench_recall_quality.py --rows 20000
     .venv/bin/python benchmarks/bench_recall_quality.py --threads 2  # 2 CPU threads
+    .venv/bin/python benchmarks/bench_recall_quality.py --model all-MiniLM-L6-v2-static
     .venv/bin/python benchmarks/bench_recall_quality.py --quick    # smoke
 """
 
@@ -56,9 +57,15 @@ from turnledger.pipeline.memory_service import MemoryService
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
 from turnledger.policies.relevance import word_tokens
-from turnledger.projections.memory.local_embedder import LocalEmbedder
+from turnledger.projections.memory.embedders import Embedder
+from turnledger.projections.memory.local_embedder import PACKAGED_MODEL, LocalEmbedder
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.static_embedder import (
+    DEFAULT_STATIC_DIMS,
+    STATIC_MODEL,
+    StaticEmbedder,
+)
 
 AGENT = "bench"
 KS = (1, 5, 10)
@@ -239,7 +246,7 @@ def goals(modes: dict[str, Scores], rows: int) -> None:
 def quality_modes(
     root: Path,
     path: Path,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     questions: Sequence[Question],
     raw_name: str = "raw.db",
 ) -> dict[str, Scores]:
@@ -269,7 +276,7 @@ def backend(memory: SQLiteMemory) -> Recall:
 
 
 def latency_at_scale(
-    root: Path, path: Path, embedder: LocalEmbedder, queries: Sequence[str]
+    root: Path, path: Path, embedder: Embedder, queries: Sequence[str]
 ) -> list[Timing]:
     """Time every mode on the grown store, the same queries, one after another."""
     given = given_embedder(embedder, queries)
@@ -304,6 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--model",
+        choices=(PACKAGED_MODEL, STATIC_MODEL),
+        default=PACKAGED_MODEL,
+        help="the local model ([embedding] model; default the transformer)",
+    )
+    parser.add_argument(
+        "--dims",
+        type=int,
+        default=DEFAULT_STATIC_DIMS,
+        help=f"the static model's dims ([embedding] dims; {STATIC_MODEL} only)",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -318,7 +337,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         path = store_everything(root, data)
         stored = time.perf_counter() - started
-        embedder = LocalEmbedder(threads=args.threads)
+        embedder: Embedder = (
+            StaticEmbedder(args.dims)
+            if args.model == STATIC_MODEL
+            else LocalEmbedder(threads=args.threads)
+        )
         started = time.perf_counter()
         with SQLiteMemory(path, embedder=embedder, cache_size=0) as memory:
             embedded = memory.reindex()
@@ -329,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"in {stored:.1f} s; "
             f"{embedded:,} rows embedded by {embedder.identity.model} in {took:.1f} s; "
             f"{rows:,} live rows; {len(data.questions)} questions; "
-            f"[embedding] threads = {embedder.threads}"
+            f"[embedding] threads = {getattr(embedder, 'threads', 1)}"
         )
         # No query cache anywhere: each mode pays for embedding its queries.
         modes = quality_modes(root, path, embedder, data.questions)

@@ -78,6 +78,10 @@ from turnledger.policies.scoping import (
     build_agent_scope,
     normalize_backend,
 )
+from turnledger.projections.memory.static_embedder import (
+    MAX_STATIC_DIMS,
+    STATIC_MODEL,
+)
 
 __all__ = [
     "CONFIG_ENV",
@@ -238,6 +242,24 @@ MAX_EMBEDDING_THREADS = 256
 """The most ``[embedding] threads`` may ask for (more is a typo, not a machine)."""
 
 
+def _check_static(embedding: EmbeddingConfig) -> None:
+    """The static model: ``dims`` within what it distills, and no threads to set."""
+    if embedding.provider != "local" or embedding.model != STATIC_MODEL:
+        return
+    if embedding.dims is not None and embedding.dims > MAX_STATIC_DIMS:
+        msg = (
+            f"embedding.dims: expected 1 to {MAX_STATIC_DIMS} for {STATIC_MODEL}, "
+            f"found {embedding.dims}"
+        )
+        raise ConfigError(msg)
+    if embedding.threads != 1:
+        msg = (
+            f"embedding.threads: expected 1 with model = {STATIC_MODEL!r} (it runs "
+            f"no model at query time), found {embedding.threads}"
+        )
+        raise ConfigError(msg)
+
+
 def _check_embedding(config: Config) -> None:
     if config.embedding.dims is not None and config.embedding.dims < 1:
         msg = f"embedding.dims: expected >= 1, found {config.embedding.dims}"
@@ -255,6 +277,7 @@ def _check_embedding(config: Config) -> None:
             f"{config.embedding.provider!r}"
         )
         raise ConfigError(msg)
+    _check_static(config.embedding)
     if config.embedding.provider != "none":
         return
     for alias, agent in config.agents.items():

@@ -91,7 +91,9 @@ class EmbeddingConfig(
     """``[embedding]``: none (keyword only), local, or an OpenAI-compatible endpoint.
 
     ``local`` runs a model whose weights ship in a package (no network):
-    ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``) or a
+    ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``), its static
+    distillation ``all-MiniLM-L6-v2-static`` (no model runs at query time;
+    ``dims`` 1 to 381, default 128; ``threads`` must stay 1), or a
     sentence-transformers folder; ``dims``, when set, must be the model's.
     ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
     ``threads`` (``local`` only): the CPU threads one query's model pass and

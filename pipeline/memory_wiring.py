@@ -21,6 +21,7 @@ from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
 from turnledger.projections.memory.embedders import (
     Embedder,
+    EmbedderError,
     NoEmbedder,
     OpenAICompatibleEmbedder,
 )
@@ -166,19 +167,7 @@ class MemoryWiring:
         if settings.provider == "none":
             return NoEmbedder()
         if settings.provider == "local":
-            from turnledger.projections.memory.local_embedder import (  # noqa: PLC0415
-                PACKAGED_MODEL,
-                LocalEmbedder,
-            )
-
-            local = LocalEmbedder(
-                settings.model or PACKAGED_MODEL, threads=settings.threads
-            )
-            found = local.identity.dims
-            if settings.dims is not None and settings.dims != found:
-                msg = f"embedding.dims: expected {found}, found {settings.dims}"
-                raise MemoryAccessError(msg)
-            return local
+            return _local_embedder(settings.model, settings.dims, settings.threads)
         import os  # noqa: PLC0415
 
         return OpenAICompatibleEmbedder(
@@ -296,3 +285,39 @@ class MemoryWiring:
         if self._keys is not None:
             self._keys.close()
             self._keys = None
+
+
+def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:
+    """``provider = "local"``: the packaged model, its static distillation, or a folder.
+
+    Raises:
+        MemoryAccessError: ``dims`` is set and is not the model's, or the model
+            cannot be loaded (packages missing, folder unreadable, the static
+            table not writable).
+    """
+    try:
+        return _load_local(model, dims, threads)
+    except EmbedderError as e:
+        raise MemoryAccessError(f"embedding: {e}") from e
+
+
+def _load_local(model: str | None, dims: int | None, threads: int) -> Embedder:
+    from turnledger.projections.memory.static_embedder import (  # noqa: PLC0415
+        DEFAULT_STATIC_DIMS,
+        STATIC_MODEL,
+        StaticEmbedder,
+    )
+
+    if model == STATIC_MODEL:  # config checked: dims in range, one thread
+        return StaticEmbedder(dims or DEFAULT_STATIC_DIMS)
+    from turnledger.projections.memory.local_embedder import (  # noqa: PLC0415
+        PACKAGED_MODEL,
+        LocalEmbedder,
+    )
+
+    local = LocalEmbedder(model or PACKAGED_MODEL, threads=threads)
+    found = local.identity.dims
+    if dims is not None and dims != found:
+        msg = f"embedding.dims: expected {found}, found {dims}"
+        raise MemoryAccessError(msg)
+    return local

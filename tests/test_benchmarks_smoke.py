@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,29 @@ def test_benchmark_runs_quick(script: Path, tmp_path: Path):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip()
+
+
+def test_recall_quality_runs_quick_with_the_static_model(tmp_path: Path):
+    """``--model all-MiniLM-L6-v2-static`` (distilled into a temporary cache)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script / "bench_recall_quality.py"),
+            "--quick",
+            "--model",
+            "all-MiniLM-L6-v2-static",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "TURNLEDGER_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "rows embedded by all-MiniLM-L6-v2-static" in done.stdout
+    assert list((tmp_path / "cache").glob("*.table"))
 
 
 def _run_all():
