@@ -2,12 +2,14 @@
 
 Writes get their vectors here (cache first, then one embedder call for the
 misses); a failing embedder is recorded and the write goes on without a vector.
-A hybrid recall's query vector is computed on a worker thread
-(:meth:`EmbeddingStage.begin_query`), so the keyword leg runs on the caller's
-thread meanwhile (a model releases the GIL while it computes; the database is
-only ever used on the caller's thread); with no keyword leg, or an embedder
-that computes on several threads itself (``computes_in_parallel``: the keyword
-leg would only take a core from it), it is computed on the caller's thread.
+A hybrid recall's query vector is computed, and the matrix searched with it, on
+a worker thread (:meth:`EmbeddingStage.begin_search`), so the keyword leg runs on
+the caller's thread meanwhile (a model and numpy release the GIL while they
+compute; the database is only ever used on the caller's thread, which holds its
+lock until the search is collected, so no write moves the matrix under the
+worker); with no keyword leg, or an embedder that computes on several threads
+itself (``computes_in_parallel``: the keyword leg would only take a core from
+it), both happen on the caller's thread.
 Queries get the scope's nearest rows from the in-memory matrix, which follows
 this connection's writes row by row and is reloaded when another connection has
 committed (``PRAGMA data_version`` changed).
@@ -42,20 +44,23 @@ _VECTOR_COLUMNS = "rowid, id, agent, session, category, created_us, embedding"
 _CHUNK = 500
 
 
-class QueryVector:
-    """A query's vector being computed (``future``) or already known (``ready``)."""
+Hits = dict[int, tuple[str, float]]
+"""``{rowid: (entry id, cosine)}``."""
 
-    __slots__ = ("future", "key", "ready")
+
+class PendingSearch:
+    """A query's vector search under way: its vector and its nearest rows.
+
+    ``future`` gives ``(fresh vectors to cache, the query's vector, hits)``.
+    """
+
+    __slots__ = ("future", "key")
 
     def __init__(
-        self,
-        key: str,
-        future: Future[dict[str, bytes]] | None,
-        ready: bytes | None = None,
+        self, key: str, future: Future[tuple[dict[str, bytes], bytes | None, Hits]]
     ) -> None:
         self.key = key
         self.future = future
-        self.ready = ready
 
 
 class EmbeddingStage:
@@ -80,7 +85,7 @@ class EmbeddingStage:
         )
         self.cache = EmbeddingCache(db.conn, cache_size)
         # An embedder that computes on several threads gains nothing from a
-        # keyword leg run beside it (begin_query computes on the caller's thread).
+        # keyword leg run beside it (begin_search runs on the caller's thread).
         self._parallel = getattr(embedder, "computes_in_parallel", False) is True
         # An embedder offering a kernel runs a model in this process: BLAS's
         # spinning pool would take its CPU.
@@ -137,40 +142,51 @@ class EmbeddingStage:
         known.update(fresh)
         return [known.get(h) for h in hashes]
 
-    def begin_query(self, text: str, *, overlap: bool = True) -> QueryVector:
-        """Start computing a query's vector; collect it with :meth:`finish_query`.
+    def begin_search(
+        self, text: str, scope: Scope, window: int, *, overlap: bool = True
+    ) -> PendingSearch | None:
+        """Start a query's vector search; collect it with :meth:`finish_search`.
 
-        A cached vector is ready at once. Otherwise, with ``overlap`` (the
-        caller has other work meanwhile: the keyword leg) and a single-threaded
-        embedder, one worker thread (started on first use, one per backend)
-        calls the embedder while the caller goes on; else the embedder is called
-        here (a hand-over to a thread would only add its latency).
+        Call it holding the database's lock, and keep holding it until
+        :meth:`finish_search` returns: the matrix is brought up to date here,
+        on the caller's thread, and may then be read by the worker thread.
+        With ``overlap`` (the caller has other work meanwhile: the keyword
+        leg) and a single-threaded embedder, one worker thread (started on
+        first use, one per backend) computes the query's vector (unless
+        cached) and searches the matrix with it while the caller goes on;
+        else both happen here (a hand-over to a thread would only add its
+        latency). None when vectors are off.
         """
         if not self.live:
-            return QueryVector("", None)
+            return None
+        self._load()
         key = content_hash(text)
+        known: dict[str, bytes] = {}
         if self.cache.capacity:
             with self._db.transaction():
                 known = self.cache.get_many([key])
-            if key in known:
-                return QueryVector(key, None, known[key])
+
+        def work() -> tuple[dict[str, bytes], bytes | None, Hits]:
+            fresh = {} if key in known else self._embed_missing({key: text})
+            vector = known.get(key) or fresh.get(key)
+            hits = {} if vector is None else self._search(vector, scope, window)
+            return fresh, vector, hits
+
         if not overlap or self._parallel:
-            done: Future[dict[str, bytes]] = Future()
-            done.set_result(self._embed_missing({key: text}))
-            return QueryVector(key, done)
+            done: Future[tuple[dict[str, bytes], bytes | None, Hits]] = Future()
+            done.set_result(work())
+            return PendingSearch(key, done)
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-embed")
-        return QueryVector(key, self._worker.submit(self._embed_missing, {key: text}))
+        return PendingSearch(key, self._worker.submit(work))
 
-    def finish_query(self, pending: QueryVector) -> bytes | None:
-        """Wait for the query's vector (``None``: no embedder, or it failed)."""
-        if pending.future is None:
-            return pending.ready
-        fresh = pending.future.result()
+    def finish_search(self, pending: PendingSearch) -> tuple[bytes | None, Hits]:
+        """Wait for the search: the query's vector (None: it failed) and hits."""
+        fresh, vector, hits = pending.future.result()
         if fresh and self.cache.capacity:
             with self._db.transaction():
                 self.cache.put_many(fresh)
-        return fresh.get(pending.key)
+        return vector, hits
 
     def close(self) -> None:
         """Stop the worker thread (after the call it may be running) and the scan's."""
@@ -195,11 +211,8 @@ class EmbeddingStage:
             return {}
         return dict(zip(missing, blobs, strict=True))
 
-    def search(
-        self, vector: bytes, scope: Scope, window: int
-    ) -> dict[int, tuple[str, float]]:
-        """Return ``{rowid: (entry id, cosine)}`` of the scope's nearest rows."""
-        self._load()
+    def _search(self, vector: bytes, scope: Scope, window: int) -> Hits:
+        """``{rowid: (entry id, cosine)}`` of the scope's nearest rows (loaded)."""
         query = np.frombuffer(vector, dtype="<f4")
         hits = self.vectors.search(query, scope, window)
         return {rowid: (entry_id, sim) for rowid, entry_id, sim in hits}

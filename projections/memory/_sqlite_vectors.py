@@ -118,6 +118,8 @@ class VectorIndex:
         self._blas_pool = blas_pool
         self._product = checked_product(product, dims)
         self._scanner = Scanner()
+        self._changes = 0  # bumped by every change of rows (the scope cache's key)
+        self._last_scope: tuple[Scope, int, npt.NDArray[np.intp]] | None = None
         self._reset_arrays(_INITIAL)
 
     @property
@@ -172,6 +174,7 @@ class VectorIndex:
 
     def put(self, row: VectorRow) -> None:
         """Insert or replace a row; a row without a usable vector is dropped."""
+        self._changes += 1
         vector = np.frombuffer(row.vector, dtype="<f4") if row.vector else None
         if vector is None or vector.shape[0] != self.dims:
             self.drop([row.rowid])
@@ -194,6 +197,7 @@ class VectorIndex:
 
     def drop(self, rowids: Iterable[int]) -> None:
         """Remove rows (unknown rowids are ignored)."""
+        self._changes += 1
         for rowid in rowids:
             slot = self._slots.pop(rowid, None)
             if slot is not None:
@@ -223,7 +227,7 @@ class VectorIndex:
         norm = float(np.linalg.norm(q))
         if q.shape[0] != self.dims or not norm > 0:
             return []
-        candidates = np.flatnonzero(self._mask(scope))
+        candidates = self._candidates(scope)
         if candidates.size == 0:
             return []
         unit = q / norm
@@ -295,15 +299,32 @@ class VectorIndex:
         self, slots: npt.NDArray[np.intp], q: npt.NDArray[np.float64], window: int
     ) -> list[tuple[int, str, float]]:
         # Re-score in float64, as the reference does (row by row, so a row's
-        # score does not depend on how many rows are re-scored).
-        exact = np.einsum("ij,j->i", self._matrix[slots].astype(np.float64), q)
+        # score does not depend on how many rows are re-scored); only rows
+        # that can be in the window (ties with its last score kept) are listed.
+        exact = np.minimum(
+            np.einsum("ij,j->i", self._matrix[slots].astype(np.float64), q), 1.0
+        )
+        positive = exact > 0
+        slots, exact = slots[positive], exact[positive]
+        if exact.size > window:
+            floor = np.partition(exact, exact.size - window)[exact.size - window]
+            kept = exact >= floor
+            slots, exact = slots[kept], exact[kept]
         found = [
-            (int(self._rowids[slot]), self._ids[int(slot)], min(1.0, float(sim)))
+            (int(self._rowids[slot]), self._ids[int(slot)], float(sim))
             for slot, sim in zip(slots, exact, strict=True)
-            if sim > 0
         ]
         found.sort(key=lambda hit: (-hit[2], hit[1]))
         return found[:window]
+
+    def _candidates(self, scope: Scope) -> npt.NDArray[np.intp]:
+        """The scope's slots; the last scope's are kept until the rows change."""
+        cached = self._last_scope
+        if cached is not None and cached[0] == scope and cached[1] == self._changes:
+            return cached[2]
+        slots = np.flatnonzero(self._mask(scope))
+        self._last_scope = (scope, self._changes, slots)
+        return slots
 
     def _mask(self, scope: Scope) -> npt.NDArray[np.bool_]:
         n = self._size
@@ -326,6 +347,7 @@ class VectorIndex:
         return mask
 
     def _reset_arrays(self, capacity: int) -> None:
+        self._changes += 1
         self._size = 0
         self._dead = 0
         self._slots = {}

@@ -14,8 +14,9 @@ Recall (see :meth:`SQLiteMemory.recall`):
 2. keyword stage: a safe, stop-word-bounded FTS5 query (``_sqlite_fts``)
    returns up to ``2 * limit`` rows scored by query coverage (the IDF-weighted
    share of the query's terms a row holds, comparable across queries);
-3. vector stage (in hybrid mode the query's embedding is computed on a worker
-   thread while the keyword stage runs): the query's embedding against the scope's
+3. vector stage (in hybrid mode the query's embedding is computed, and the
+   matrix searched with it, on a worker thread while the keyword stage runs):
+   the query's embedding against the scope's
    vectors, keeping cosine > 0, up to ``2 * limit``; the keyword candidates'
    cosines are computed too; cosines are rescaled to the embedder's declared
    ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
@@ -276,22 +277,26 @@ class SQLiteMemory(SQLiteReads):
         if not is_meaningful_query(query):
             return []  # stop words or one-letter tokens only: nothing matches
         keyword_live = self.search_mode != "embedding"
-        pending = (  # on the worker thread while the keyword leg runs
-            self._embedding.begin_query(query, overlap=keyword_live)
-            if self.search_mode != "bm25"
-            else None
-        )
         window = 2 * count
         with self._db.read() as conn:
-            keyword = (  # while the query's vector is computed
-                keyword_search(conn, query, scope, window, self._frequent)
-                if keyword_live
-                else {}
+            pending = (  # on the worker thread while the keyword leg runs
+                self._embedding.begin_search(query, scope, window, overlap=keyword_live)
+                if self.search_mode != "bm25"
+                else None
             )
-            vector = None if pending is None else self._embedding.finish_query(pending)
-            near: dict[int, tuple[str, float]] = {}
+            try:
+                keyword = (  # while the query's vector is computed and searched
+                    keyword_search(conn, query, scope, window, self._frequent)
+                    if keyword_live
+                    else {}
+                )
+            finally:  # the worker reads the matrix: never left running unlocked
+                vector, near = (
+                    (None, {})
+                    if pending is None
+                    else self._embedding.finish_search(pending)
+                )
             if vector is not None:
-                near = self._embedding.search(vector, scope, window)
                 missing = [rowid for rowid in keyword if rowid not in near]
                 near |= self._embedding.similarities(vector, missing)
                 low, high = self._embedding.similarity_range

@@ -60,8 +60,8 @@ def test_the_configured_threads_reach_the_model(tmp_path):
     assert torch.get_num_threads() == 2
 
 
-def _embed_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("memory-embed")]
+def _embed_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("memory-embed")}
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -70,6 +70,7 @@ def test_a_multithreaded_model_embeds_a_hybrid_query_on_the_callers_thread(
 ):
     """One thread: the query is embedded beside the keyword leg; more: in line."""
     embedder = LocalEmbedder(threads=threads)
+    earlier = _embed_threads()  # another test's backend may still be closing
     with SQLiteMemory(tmp_path / "memory.db", embedder=embedder, cache_size=0) as mem:
         for key, content in (
             ("editor", "Helix is my editor"),
@@ -80,4 +81,4 @@ def test_a_multithreaded_model_embeds_a_hybrid_query_on_the_callers_thread(
             )
         found = mem.recall("which text editor do I program in", agents=["a"])
         assert [entry.key for entry in found][:1] == ["editor"]
-        assert bool(_embed_threads()) is (threads == 1)
+        assert bool(_embed_threads() - earlier) is (threads == 1)

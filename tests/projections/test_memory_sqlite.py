@@ -826,3 +826,45 @@ def test_cache_size_must_not_be_negative():
     """A negative cache size is refused."""
     with pytest.raises(ValueError, match="Expected a cache size >= 0, found -1"):
         SQLiteMemory(":memory:", embedder=HashingEmbedder(), cache_size=-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["put", "drop"]),
+            st.integers(1, 12),
+            st.sampled_from(["alice", "bob"]),
+            st.floats(-1, 1),
+        ),
+        max_size=40,
+    )
+)
+def test_a_repeated_scope_sees_every_change_of_rows(steps):
+    """The index keeps the last scope's rows: each put and drop must show."""
+    from turnledger.projections.memory._sqlite_scope import make_scope
+    from turnledger.projections.memory._sqlite_vectors import (
+        VectorIndex,
+        VectorRow,
+        vector_blob,
+    )
+
+    index = VectorIndex(2)
+    index.load([])
+    live: dict[int, VectorRow] = {}
+    scope = make_scope(["alice"])
+    for action, rowid, agent, y in steps:
+        if action == "put":
+            row = VectorRow(
+                rowid, f"e{rowid:02d}", agent, None, "core", 0, vector_blob([1.0, y], 2)
+            )
+            index.put(row)
+            live[rowid] = row
+        else:
+            index.drop([rowid])
+            live.pop(rowid, None)
+        fresh = VectorIndex(2)
+        fresh.load([tuple(r) for r in live.values()])
+        assert index.search([1.0, 0.5], scope, 20) == fresh.search(
+            [1.0, 0.5], scope, 20
+        )
