@@ -9,7 +9,7 @@ needed, about 30 s of CPU, and kept in a cache file; later loads read the file
 distilled again and replaced atomically). torch is needed only to distill.
 
 What it costs and gives, measured by ``benchmarks/bench_recall_quality.py``
-(``--model all-MiniLM-L6-v2-static``): a query's embedding takes under 0.1 ms
+(``--model all-MiniLM-L6-v2-static``): a query's embedding takes about 0.1 ms
 instead of 3.5-10 ms, and a 100k-row search reads 128 dimensions instead of
 384; the vector leg finds fewer paraphrases than the transformer's (the
 README's memory section has both side by side). The transformer model stays
