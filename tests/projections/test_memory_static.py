@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -172,10 +174,12 @@ def test_the_static_model_refuses_what_it_cannot_honour(lines, expected):
         parse_config(text)
 
 
-def test_the_configured_static_model_stores_and_recalls_through_the_service(
-    tmp_path, cache, static, monkeypatch
-):
-    monkeypatch.setenv("TURNLEDGER_CACHE_DIR", str(cache))
+@contextmanager
+def _service(
+    tmp_path: Path, cache_dir: Path, env: pytest.MonkeyPatch
+) -> Iterator[MemoryService]:
+    """A memory service over a new ledger, configured with the static model."""
+    env.setenv("TURNLEDGER_CACHE_DIR", str(cache_dir))
     config = parse_config(
         f'[embedding]\nprovider = "local"\nmodel = "{STATIC_MODEL}"\n'
     )
@@ -183,36 +187,38 @@ def test_the_configured_static_model_stores_and_recalls_through_the_service(
     with open_store(ledger) as store:
         service = MemoryService(store, config, ledger_url=ledger)
         try:
-            service.store_entry("a", "pet", "My dog is named Biscuit", category="core")
-            service.store_entry(
-                "a", "budget", "The budget review is on Friday", category="core"
-            )
-            found = service.recall("a", "what is my puppy called")
+            yield service
         finally:
             service.close()
+
+
+def test_the_configured_static_model_stores_and_recalls_through_the_service(
+    tmp_path, cache, static, monkeypatch
+):
+    with _service(tmp_path, cache, monkeypatch) as service:
+        service.store_entry("a", "pet", "My dog is named Biscuit", category="core")
+        service.store_entry(
+            "a", "budget", "The budget review is on Friday", category="core"
+        )
+        found = service.recall("a", "what is my dog called")
     assert [entry.key for entry in found][:1] == ["pet"]
+    assert all(found[0].score > other.score for other in found[1:])
     with sqlite3.connect(tmp_path / "ledger.memory.db") as db:
         meta = dict(db.execute("SELECT name, value FROM memory_meta").fetchall())
         vectors = db.execute("SELECT count(embedding) FROM memories").fetchone()[0]
     assert set(meta.values()) >= {"local", STATIC_MODEL, "128"}  # identity recorded
     assert vectors == 2
+    assert static.table_path.parent == cache  # the distilled table was reused
 
 
 def test_an_unwritable_static_cache_is_refused_by_the_wiring(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    monkeypatch.setenv("TURNLEDGER_CACHE_DIR", str(blocker))
-    config = parse_config(
-        f'[embedding]\nprovider = "local"\nmodel = "{STATIC_MODEL}"\n'
-    )
-    ledger = str(tmp_path / "ledger.db")
-    with open_store(ledger) as store:
-        service = MemoryService(store, config, ledger_url=ledger)
-        try:
-            with pytest.raises(MemoryAccessError, match="embedding: Expected to write"):
-                service.store_entry("a", "k", "text", category="core")
-        finally:
-            service.close()
+    with (
+        _service(tmp_path, blocker, monkeypatch) as service,
+        pytest.raises(MemoryAccessError, match="embedding: Expected to write"),
+    ):
+        service.store_entry("a", "k", "text", category="core")
 
 
 class _Inline:
