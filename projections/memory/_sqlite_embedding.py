@@ -28,11 +28,7 @@ from turnledger.projections.memory._sqlite_schema import (
     stored_identity,
 )
 from turnledger.projections.memory._sqlite_scope import Scope
-from turnledger.projections.memory._sqlite_vectors import (
-    VectorIndex,
-    VectorRow,
-    vector_blob,
-)
+from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 from turnledger.projections.memory.cache import EmbeddingCache, content_hash
 from turnledger.projections.memory.embedders import (
     Embedder,
@@ -46,6 +42,26 @@ _CHUNK = 500
 
 Hits = dict[int, tuple[str, float]]
 """``{rowid: (entry id, cosine)}``."""
+
+
+def vector_blob(vector: Sequence[float], dims: int) -> bytes:
+    """Encode an embedder's vector as little-endian float32 bytes.
+
+    Raises:
+        EmbedderError: It is not ``dims`` finite numbers (in float32 range).
+    """
+    try:
+        array = np.asarray(vector, dtype="<f4")
+    except (TypeError, ValueError):
+        msg = f"Expected {dims} numbers in an embedding, found {type(vector).__name__}"
+        raise EmbedderError(msg) from None
+    if array.shape != (dims,):
+        msg = f"Expected a {dims}-dimension embedding, found shape {array.shape}"
+        raise EmbedderError(msg)
+    if not np.isfinite(array).all():
+        msg = "Expected finite numbers in an embedding"
+        raise EmbedderError(msg)
+    return array.tobytes()
 
 
 class PendingSearch:

@@ -30,7 +30,6 @@ from turnledger.projections.memory._vector_scan import (
     Screen,
     checked_product,
 )
-from turnledger.projections.memory.embedders import EmbedderError
 from turnledger.projections.memory.protocol import DURABLE_GLOBAL_CATEGORIES
 
 Matrix = npt.NDArray[np.float32]
@@ -60,26 +59,6 @@ class VectorRow(NamedTuple):
     category: str
     created_us: int
     vector: bytes
-
-
-def vector_blob(vector: Sequence[float], dims: int) -> bytes:
-    """Encode an embedder's vector as little-endian float32 bytes.
-
-    Raises:
-        EmbedderError: It is not ``dims`` finite numbers (in float32 range).
-    """
-    try:
-        array = np.asarray(vector, dtype="<f4")
-    except (TypeError, ValueError):
-        msg = f"Expected {dims} numbers in an embedding, found {type(vector).__name__}"
-        raise EmbedderError(msg) from None
-    if array.shape != (dims,):
-        msg = f"Expected a {dims}-dimension embedding, found shape {array.shape}"
-        raise EmbedderError(msg)
-    if not np.isfinite(array).all():
-        msg = "Expected finite numbers in an embedding"
-        raise EmbedderError(msg)
-    return array.tobytes()
 
 
 class VectorIndex:

@@ -797,12 +797,9 @@ def test_cosine_of_table_vectors_is_exact():
 
 def test_vector_index_grows_and_compacts():
     """The matrix grows past its first capacity and compacts after many drops."""
+    from turnledger.projections.memory._sqlite_embedding import vector_blob
     from turnledger.projections.memory._sqlite_scope import make_scope
-    from turnledger.projections.memory._sqlite_vectors import (
-        VectorIndex,
-        VectorRow,
-        vector_blob,
-    )
+    from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 
     index = VectorIndex(2)
     index.load([])
@@ -842,12 +839,9 @@ def test_cache_size_must_not_be_negative():
 )
 def test_a_repeated_scope_sees_every_change_of_rows(steps):
     """The index keeps the last scope's rows: each put and drop must show."""
+    from turnledger.projections.memory._sqlite_embedding import vector_blob
     from turnledger.projections.memory._sqlite_scope import make_scope
-    from turnledger.projections.memory._sqlite_vectors import (
-        VectorIndex,
-        VectorRow,
-        vector_blob,
-    )
+    from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 
     index = VectorIndex(2)
     index.load([])
