@@ -13,13 +13,17 @@ on return; the lock is held from the first build to the fold's update, so no
 reader sees a write that is not durable.
 
 A conflict (another process moved a thread's stream on) drops that thread's
-fold and builds its tickets again on a fold read afresh, up to
+fold and builds its tickets again on a fold read afresh, after a short pause
+(jittered, doubling from 1 ms to 50 ms: two writers that retried at once in
+lock step could otherwise lose to each other every time), up to
 :data:`RETRIES` times.
 """
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -33,8 +37,18 @@ if TYPE_CHECKING:
     from turnledger.adapters.langgraph_saver import TurnledgerSaver
     from turnledger.adapters.langgraph_state import ThreadState
 
-RETRIES: Final = 8
-"""Builds of one ticket against a conflicting writer before the conflict is raised."""
+RETRIES: Final = 50
+"""Builds of one ticket against a conflicting writer before the conflict is raised
+(about 2.3 s of pauses in all)."""
+
+_FIRST_PAUSE: Final = 0.001
+_LONGEST_PAUSE: Final = 0.05
+
+
+def pause(tries: int) -> float:
+    """Seconds to wait before build number ``tries + 1`` (0.5x-1.5x, jittered)."""
+    nominal = min(_LONGEST_PAUSE, _FIRST_PAUSE * 2.0 ** min(max(0, tries - 1), 30))
+    return nominal * (0.5 + random.random())  # noqa: S311 - jitter, not a secret
 
 
 @dataclass(eq=False)
@@ -192,6 +206,7 @@ def _write(saver: TurnledgerSaver, plans: list[_Plan], fresh: set[str]) -> bool:
         for ticket in plans[0].tickets:
             ticket.error, ticket.done = e, True
         return False
+    lost = 0  # the most builds a ticket that will be built again has lost
     for plan, result in zip(plans, results, strict=True):
         if not isinstance(result, ConcurrencyError):
             for ticket in plan.tickets:
@@ -199,8 +214,19 @@ def _write(saver: TurnledgerSaver, plans: list[_Plan], fresh: set[str]) -> bool:
             continue
         saver.forget(plan.state.thread_id)
         fresh.add(plan.state.thread_id)
-        for ticket in plan.tickets:
-            ticket.tries += 1
-            if ticket.tries >= RETRIES:
-                ticket.error, ticket.done = result, True
+        lost = max(lost, _lost(plan.tickets, result))
+    if lost:
+        time.sleep(pause(lost))
     return False
+
+
+def _lost(tickets: list[Ticket], conflict: ConcurrencyError) -> int:
+    """Count a lost build on each ticket; fail those out of tries; the most left."""
+    most = 0
+    for ticket in tickets:
+        ticket.tries += 1
+        if ticket.tries >= RETRIES:
+            ticket.error, ticket.done = conflict, True
+        else:
+            most = max(most, ticket.tries)
+    return most
