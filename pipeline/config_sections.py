@@ -97,8 +97,9 @@ class EmbeddingConfig(
     sentence-transformers folder; ``dims``, when set, must be the model's.
     ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
     ``threads`` (``local`` only): the CPU threads one query's model pass and
-    vector screen use; 1 costs the least CPU per recall (the query is embedded
-    on a worker thread while the keyword leg runs), 2 or more gives the lowest
+    vector screen use; 1 costs the least CPU per recall (the query is embedded,
+    and the vectors searched, on a worker thread while the keyword leg runs), 2
+    or more gives the lowest
     latency (each step of a recall then runs on every thread, one after another).
     """
 
