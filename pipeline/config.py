@@ -78,10 +78,6 @@ from turnledger.policies.scoping import (
     build_agent_scope,
     normalize_backend,
 )
-from turnledger.projections.memory.static_embedder import (
-    MAX_STATIC_DIMS,
-    STATIC_MODEL,
-)
 
 __all__ = [
     "CONFIG_ENV",
@@ -244,7 +240,15 @@ MAX_EMBEDDING_THREADS = 256
 
 def _check_static(embedding: EmbeddingConfig) -> None:
     """The static model: ``dims`` within what it distills, and no threads to set."""
-    if embedding.provider != "local" or embedding.model != STATIC_MODEL:
+    if embedding.provider != "local":
+        return
+    # Here, not at the top: loading any config would import the embedders' numpy.
+    from turnledger.projections.memory.static_embedder import (  # noqa: PLC0415
+        MAX_STATIC_DIMS,
+        STATIC_MODEL,
+    )
+
+    if embedding.model != STATIC_MODEL:
         return
     if embedding.dims is not None and embedding.dims > MAX_STATIC_DIMS:
         msg = (

@@ -70,12 +70,11 @@ class PendingSearch:
     ``future`` gives ``(fresh vectors to cache, the query's vector, hits)``.
     """
 
-    __slots__ = ("future", "key")
+    __slots__ = ("future",)
 
     def __init__(
-        self, key: str, future: Future[tuple[dict[str, bytes], bytes | None, Hits]]
+        self, future: Future[tuple[dict[str, bytes], bytes | None, Hits]]
     ) -> None:
-        self.key = key
         self.future = future
 
 
@@ -191,10 +190,10 @@ class EmbeddingStage:
         if not overlap or self._parallel:
             done: Future[tuple[dict[str, bytes], bytes | None, Hits]] = Future()
             done.set_result(work())
-            return PendingSearch(key, done)
+            return PendingSearch(done)
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="memory-embed")
-        return PendingSearch(key, self._worker.submit(work))
+        return PendingSearch(self._worker.submit(work))
 
     def finish_search(self, pending: PendingSearch) -> tuple[bytes | None, Hits]:
         """Wait for the search: the query's vector (None: it failed) and hits."""

@@ -18,7 +18,7 @@ in float32 on this 2-core machine (p50, loaded; the model's own modules took
 7-8 ms in bfloat16), mostly reading the 21 MB (bfloat16) of weights, and more
 where the machine's memory is slower (6.9 ms p50 on 2026-12-02). A static model
 distilled from the same weights (:mod:`.static_embedder`, ``model =
-"all-MiniLM-L6-v2-static"``) embeds a query in about 0.05 ms, but finds fewer
+"all-MiniLM-L6-v2-static"``) embeds a query in about 0.1 ms, but finds fewer
 paraphrases ("which text editor do I program in" / "Helix is the code editor I
 use"), which are what the vector leg is for: this model stays the default.
 """

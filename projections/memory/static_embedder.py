@@ -120,10 +120,9 @@ class StaticEmbedder:
         table = read_table(self.table_path, expected)
         self.distilled = table is None
         if table is None:
+            sentences = library()  # not installed: its own typed error
             try:
-                table = distill(folder, dims, library())
-            except EmbedderError:
-                raise
+                table = distill(folder, dims, sentences)
             except Exception as e:  # the library raises many types; one typed error out
                 detail = " ".join(str(e).split())
                 msg = f"Expected to distill the static model from {folder}: {detail}"
@@ -195,10 +194,10 @@ def read_table(path: Path, expected: dict[str, Any]) -> npt.NDArray[np.float32] 
         return None
     if hashlib.sha256(payload).hexdigest() != digest:
         return None
-    table = np.frombuffer(payload, dtype="<f4").reshape(
+    table: npt.NDArray[np.float32] = np.frombuffer(payload, dtype="<f4").reshape(
         int(expected["rows"]), int(expected["dims"])
     )
-    return table.astype(np.float32)
+    return table  # read-only, over the file's bytes: never written to
 
 
 def write_table(
