@@ -282,6 +282,7 @@ def _check_embedding(config: Config) -> None:
         )
         raise ConfigError(msg)
     _check_static(config.embedding)
+    _check_index(config)
     if config.embedding.provider != "none":
         return
     for alias, agent in config.agents.items():
@@ -292,6 +293,36 @@ def _check_embedding(config: Config) -> None:
                 '"openai-compatible"), found none'
             )
             raise ConfigError(msg)
+
+
+MAX_PROBES = 65_536
+"""The most ``[embedding] probes`` may ask for (a million rows have 1,000 lists)."""
+
+
+def _check_index(config: Config) -> None:
+    """``index = "ivf"`` only with vectors; ``probes`` only with it, in range.
+
+    It acts on SQLite memory (the default backend, also of any agent not
+    listed); PostgreSQL and Qdrant search vectors their own way.
+    """
+    embedding = config.embedding
+    if embedding.probes is not None and embedding.index != "ivf":
+        msg = (
+            'embedding.probes: expected only with index = "ivf" (it sets how '
+            f"many inverted lists a search scores), found index = {embedding.index!r}"
+        )
+        raise ConfigError(msg)
+    if embedding.probes is not None and not 1 <= embedding.probes <= MAX_PROBES:
+        msg = f"embedding.probes: expected 1 to {MAX_PROBES}, found {embedding.probes}"
+        raise ConfigError(msg)
+    if embedding.index != "ivf":
+        return
+    if embedding.provider == "none":
+        msg = (
+            'embedding.index: expected "exact" with provider = "none" (there are '
+            'no vectors to index), found "ivf"'
+        )
+        raise ConfigError(msg)
 
 
 def _check_recall(recall: RecallConfig) -> None:

@@ -101,6 +101,11 @@ class EmbeddingConfig(
     and the vectors searched, on a worker thread while the keyword leg runs), 2
     or more gives the lowest
     latency (each step of a recall then runs on every thread, one after another).
+    ``index`` (SQLite memory): ``exact`` (the default) scores every row in
+    scope; ``ivf`` partitions the vectors into inverted lists and scores only
+    the rows of the query's ``probes`` nearest lists (default 24) once a scope
+    holds 16,384 rows or more: faster, and approximate (a nearest row in an
+    unprobed list is missed; scopes stay exact).
     """
 
     provider: Literal["none", "openai-compatible", "local"] = "none"
@@ -109,6 +114,8 @@ class EmbeddingConfig(
     dims: int | None = None
     api_key_env: str = "OPENAI_API_KEY"
     threads: int = 1
+    index: Literal["exact", "ivf"] = "exact"
+    probes: int | None = None
 
 
 class ProviderConfig(

@@ -177,6 +177,15 @@ class MemoryWiring:
             api_key=os.environ.get(settings.api_key_env),
         )
 
+    def _vector_probes(self) -> int | None:
+        """``[embedding] index``: None (exact) or the inverted lists a search scores."""
+        settings = self.config.embedding
+        if settings.index != "ivf":
+            return None
+        from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES  # noqa: PLC0415
+
+        return settings.probes or DEFAULT_VECTOR_PROBES
+
     def workspace(self, agent: str) -> Path:
         """The agent's workspace (its Markdown memory lives there)."""
         return self._workspace(agent)
@@ -215,7 +224,11 @@ class MemoryWiring:
         if kind == "sqlite":
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
-            return SQLiteMemory(self.sqlite_path(ref), embedder=self._embedder())
+            return SQLiteMemory(
+                self.sqlite_path(ref),
+                embedder=self._embedder(),
+                vector_probes=self._vector_probes(),
+            )
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
             from turnledger.projections.memory.markdown_peers import MarkdownPeers  # noqa: PLC0415

@@ -85,13 +85,21 @@ class EmbeddingStage:
         db: The memory database.
         embedder: The embedder (dims 0: the stage is off).
         cache_size: How many vectors the cache keeps.
+        probes: The vector index's inverted lists per search (None: exact).
 
     Attributes:
         failures: How many embedder calls failed since the backend opened.
         last_error: The last failure, as ``Type: message``.
     """
 
-    def __init__(self, db: Database, embedder: Embedder, cache_size: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        cache_size: int,
+        *,
+        probes: int | None = None,
+    ) -> None:
         self._db = db
         self._embedder = embedder
         self.identity: EmbeddingIdentity = embedder.identity
@@ -108,6 +116,7 @@ class EmbeddingStage:
             self.identity.dims,
             getattr(embedder, "int8_product", None),
             blas_pool=not hasattr(embedder, "int8_product"),
+            probes=probes,
         )
         self.failures = 0
         self.last_error: str | None = None

@@ -11,7 +11,10 @@ A search masks the rows outside the scope BEFORE ranking, so disallowed rows
 can neither crowd out nor outrank allowed ones. The similarities are one
 matrix-vector product; with an int8 kernel, from :data:`SHARE_ROWS` rows on,
 an int8 copy of the rows is read instead and re-scored exactly where it
-matters (see :mod:`._vector_scan`: the results are the exact ones).
+matters (see :mod:`._vector_scan`: the results are the exact ones). With
+``probes`` set, a search whose scope holds :data:`IVF_MIN_ROWS` rows or more
+scores only the rows of the query's nearest inverted lists (see
+:mod:`._vector_ivf`: approximate, opt-in).
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ import numpy as np
 import numpy.typing as npt
 
 from turnledger.projections.memory._sqlite_scope import Scope
+from turnledger.projections.memory._vector_ivf import (
+    IVF_MIN_ROWS,
+    InvertedLists,
+    assign,
+    train,
+)
 from turnledger.projections.memory._vector_scan import (
     SHARE_ROWS,
     Product,
@@ -74,6 +83,9 @@ class VectorIndex:
             spinning threads slowed twofold on 2 cores: numpy's loop then
             runs, shared with a helper thread). bench_memory at 100k, load
             3.7-4: 1.05x/1.27x numpy's p50 with BLAS, 1.56x/1.40x shared.
+        probes: None: every search is exact. A number: searches of
+            :data:`IVF_MIN_ROWS` rows in scope or more score only the rows of
+            the query's ``probes`` nearest inverted lists (approximate).
     """
 
     _matrix: Matrix
@@ -84,21 +96,33 @@ class VectorIndex:
     _durable: npt.NDArray[np.bool_]
     _created: npt.NDArray[np.int64]
     _alive: npt.NDArray[np.bool_]
+    _ivf: InvertedLists | None
     _slots: dict[int, int]
     _ids: list[str]
     _agent_codes: dict[str, int]
     _session_codes: dict[str, int]
 
     def __init__(
-        self, dims: int, product: Product | None = None, *, blas_pool: bool = True
+        self,
+        dims: int,
+        product: Product | None = None,
+        *,
+        blas_pool: bool = True,
+        probes: int | None = None,
     ) -> None:
+        if probes is not None and probes < 1:
+            msg = f"Expected probes >= 1 (or None: exact), found {probes}"
+            raise ValueError(msg)
         self.dims = dims
+        self.probes = probes
         self.loaded = False
         self._blas_pool = blas_pool
         self._product = checked_product(product, dims)
         self._scanner = Scanner()
         self._changes = 0  # bumped by every change of rows (the scope cache's key)
-        self._last_scope: tuple[Scope, int, npt.NDArray[np.intp]] | None = None
+        self._last_scope: (
+            tuple[Scope, int, npt.NDArray[np.bool_], npt.NDArray[np.intp]] | None
+        ) = None
         self._reset_arrays(_INITIAL)
 
     @property
@@ -159,6 +183,10 @@ class VectorIndex:
             self.drop([row.rowid])
             return
         slot = self._slots.get(row.rowid)
+        if slot is not None and self._ivf is not None and slot < self._ivf.arranged:
+            # Its list may change with its vector: it moves to the tail.
+            self.drop([row.rowid])
+            slot = None
         if slot is None:
             slot = self._append()
             self._slots[row.rowid] = slot
@@ -206,10 +234,17 @@ class VectorIndex:
         norm = float(np.linalg.norm(q))
         if q.shape[0] != self.dims or not norm > 0:
             return []
-        candidates = self._candidates(scope)
+        candidates = self._scope_rows(scope)[1]
         if candidates.size == 0:
             return []
         unit = q / norm
+        if self.probes is not None and candidates.size >= IVF_MIN_ROWS:
+            lists = self._arranged()
+            in_scope = self._scope_rows(scope)[0]  # the slots may have moved
+            picked, sims = lists.probe(
+                self._matrix, in_scope, unit, self.probes, window
+            )
+            return self._top(picked, sims, unit, window)
         if candidates.size < _SUBSET_SHARE * self._size:
             sims = self._product_of(self._matrix[candidates], unit)
             return self._top(candidates, sims, unit, window)
@@ -296,14 +331,49 @@ class VectorIndex:
         found.sort(key=lambda hit: (-hit[2], hit[1]))
         return found[:window]
 
-    def _candidates(self, scope: Scope) -> npt.NDArray[np.intp]:
-        """The scope's slots; the last scope's are kept until the rows change."""
+    def _arranged(self) -> InvertedLists:
+        """The inverted lists, (re)trained and the rows rearranged when stale."""
+        lists = self._ivf
+        live = len(self._slots)
+        retrain, rearrange = (
+            (True, True) if lists is None else lists.stale(live, self._size)
+        )
+        if not rearrange and lists is not None:
+            return lists
+        alive = np.flatnonzero(self._alive[: self._size])
+        if retrain or lists is None:
+            centroids = train(self._matrix[alive])
+            owner = assign(self._matrix[alive], centroids)
+            trained = live
+        else:
+            centroids, trained = lists.centroids, lists.trained_rows
+            head = alive < lists.arranged
+            owner = np.empty(alive.size, dtype=np.int32)
+            of_slot = np.repeat(
+                np.arange(centroids.shape[0], dtype=np.int32), np.diff(lists.starts)
+            )
+            owner[head] = of_slot[alive[head]]
+            owner[~head] = assign(self._matrix[alive[~head]], centroids)
+        self._compact(alive[np.argsort(owner, kind="stable")])
+        counts = np.bincount(owner, minlength=centroids.shape[0]).astype(np.intp)
+        arranged = InvertedLists(centroids, counts, trained)
+        self._ivf = arranged
+        return arranged
+
+    def _scope_rows(
+        self, scope: Scope
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+        """The scope's mask over the slots in use, and its slots.
+
+        The last scope's are kept until the rows change.
+        """
         cached = self._last_scope
         if cached is not None and cached[0] == scope and cached[1] == self._changes:
-            return cached[2]
-        slots = np.flatnonzero(self._mask(scope))
-        self._last_scope = (scope, self._changes, slots)
-        return slots
+            return cached[2], cached[3]
+        mask = self._mask(scope)
+        slots = np.flatnonzero(mask)
+        self._last_scope = (scope, self._changes, mask, slots)
+        return mask, slots
 
     def _mask(self, scope: Scope) -> npt.NDArray[np.bool_]:
         n = self._size
@@ -343,6 +413,7 @@ class VectorIndex:
         self._durable = np.zeros(capacity, dtype=np.bool_)
         self._created = np.zeros(capacity, dtype=np.int64)
         self._alive = np.zeros(capacity, dtype=np.bool_)
+        self._ivf = None
 
     def _append(self) -> int:
         if self._size == self._matrix.shape[0]:
@@ -368,8 +439,15 @@ class VectorIndex:
         self._created = grown(self._created)
         self._alive = grown(self._alive, fill=False)
 
-    def _compact(self) -> None:
-        keep = np.flatnonzero(self._alive[: self._size])
+    def _compact(self, keep: npt.NDArray[np.intp] | None = None) -> None:
+        """Keep the live rows (or the slots ``keep``, in that order) at the front.
+
+        Without ``keep``, the inverted lists keep their centroids and every
+        row becomes tail (rearranged by the next search that uses them).
+        """
+        lists = self._ivf
+        if keep is None:
+            keep = np.flatnonzero(self._alive[: self._size])
         ids = [self._ids[int(slot)] for slot in keep]
         capacity = max(_INITIAL, 2 * keep.size)
         arrays = {name: getattr(self, name)[keep] for name in _ARRAYS}
@@ -377,6 +455,9 @@ class VectorIndex:
         screen = self._screen
         self._reset_arrays(capacity)
         self._agent_codes, self._session_codes = agent_codes, session_codes
+        if lists is not None:
+            none = np.zeros(lists.centroids.shape[0], dtype=np.intp)
+            self._ivf = InvertedLists(lists.centroids, none, lists.trained_rows)
         if screen is not None:
             screen.resized(keep, capacity)
             self._screen = screen

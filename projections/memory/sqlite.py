@@ -57,6 +57,7 @@ from turnledger.projections.memory._sqlite_schema import (
     hydrate,
 )
 from turnledger.projections.memory._sqlite_scope import make_scope
+from turnledger.projections.memory._vector_ivf import DEFAULT_PROBES
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
 from turnledger.projections.memory.cache import DEFAULT_CACHE_SIZE
 from turnledger.projections.memory.embedders import (
@@ -83,6 +84,10 @@ REINDEX_BATCH: Final = 64
 """How many rows one reindex batch embeds and commits."""
 
 
+DEFAULT_VECTOR_PROBES: Final = DEFAULT_PROBES
+"""The inverted lists a search scores with ``[embedding] index = "ivf"``."""
+
+
 @typed_memory_errors("sqlite")
 class SQLiteMemory(SQLiteReads):
     """Long-term memory in one SQLite file.
@@ -94,10 +99,14 @@ class SQLiteMemory(SQLiteReads):
         vector_weight: The vector modality's weight in fused scores.
         keyword_weight: The keyword modality's weight in fused scores.
         search_mode: ``hybrid``, ``bm25`` or ``embedding``.
+        vector_probes: None (the default): vector searches are exact. A
+            number: a search over 16,384 rows or more in scope scores only the
+            rows of the query's nearest inverted lists, this many lists
+            (approximate; ``[embedding] index = "ivf"``, see ``_vector_ivf``).
 
     Raises:
         ValueError: A weight is negative, both are zero, the cache size is
-            negative, or the search mode is unknown.
+            negative, the search mode is unknown, or ``vector_probes`` < 1.
     """
 
     name = "sqlite"
@@ -111,13 +120,19 @@ class SQLiteMemory(SQLiteReads):
         vector_weight: float = 0.7,
         keyword_weight: float = 0.3,
         search_mode: SearchMode = "hybrid",
+        vector_probes: int | None = None,
     ) -> None:
         _check_settings(vector_weight, keyword_weight, search_mode, cache_size)
+        if vector_probes is not None and vector_probes < 1:
+            msg = f"Expected vector_probes >= 1 (or None: exact), found {vector_probes}"
+            raise ValueError(msg)
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
         self.search_mode: SearchMode = search_mode
         self._db = Database(path, on_rollback=self._forget_vectors)
-        self._embedding = EmbeddingStage(self._db, embedder or NoEmbedder(), cache_size)
+        self._embedding = EmbeddingStage(
+            self._db, embedder or NoEmbedder(), cache_size, probes=vector_probes
+        )
         self.capabilities = Capabilities(vectors=self._embedding.live)
         self._frequent: FrequentTerms = {}
         self._embedding.adopt_identity()

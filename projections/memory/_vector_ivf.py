@@ -1,0 +1,160 @@
+"""Inverted lists over the vector matrix: an approximate search (opt-in).
+
+The reference scans every vector ([gap]: no ANN index). An exact scan of 100k
+rows reads the whole matrix (150 MB at 384 dims), bound by memory bandwidth.
+With ``[embedding] index = "ivf"`` the rows are partitioned into about
+``sqrt(rows)`` lists by spherical k-means (each row belongs to the list of its
+nearest centroid), and the matrix is kept in list order, so each list is one
+contiguous block: a query ranks the centroids and multiplies only the blocks
+of its ``probes`` nearest lists, reading a few percent of the matrix, without
+copying it. Rows written since the last arrangement (the tail) are always
+scored. The price is recall: a row of the exact top window that sits in an
+unprobed list is missed.
+
+Scopes are not approximated: the probed rows outside the scope are dropped
+before ranking, and when fewer than the window remain the probes double until
+they reach it or every list is probed (a scope smaller than
+:data:`IVF_MIN_ROWS` is searched exactly).
+
+Training is seeded by the number of rows, so the same rows give the same
+lists. It runs on the first search that needs it, again once the live rows
+have doubled or halved since, and after every reload of the matrix (another
+connection wrote); the rows are rearranged in list order then and once the
+tail reaches :func:`tail_limit` rows. bench_recall_quality prints the cost.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+IVF_MIN_ROWS: Final = 16_384
+"""Below this many rows in scope a search is exact (a full scan is cheap)."""
+
+DEFAULT_PROBES: Final = 16
+"""Lists a query scores by default (chosen on bench_recall_quality)."""
+
+_SAMPLE_PER_LIST: Final = 64  # k-means trains on at most this many rows a list
+_ITERATIONS: Final = 8
+_CHUNK: Final = 8_192  # rows assigned per matrix product (bounds the temporary)
+_TAIL_SHARE: Final = 32  # rearrange once the tail holds 1/32 of the rows...
+_TAIL_MIN: Final = 2_048  # ...and at least this many
+
+Matrix = npt.NDArray[np.float32]
+Slots = npt.NDArray[np.intp]
+
+
+def list_count(rows: int) -> int:
+    """How many lists ``rows`` rows are partitioned into (about sqrt, >= 1)."""
+    return max(1, round(float(np.sqrt(rows))))
+
+
+def tail_limit(rows: int) -> int:
+    """How many rows the unarranged tail may hold before a rearrangement."""
+    return max(_TAIL_MIN, rows // _TAIL_SHARE)
+
+
+def train(rows: Matrix) -> Matrix:
+    """Return unit centroids of ``rows`` (unit rows) by spherical k-means.
+
+    Seeded by the row count: deterministic for the same rows in the same order.
+    A list left empty by an iteration is re-seeded with a sampled row.
+    """
+    n = rows.shape[0]
+    k = min(n, list_count(n))
+    rng = np.random.default_rng(n)
+    size = min(n, k * _SAMPLE_PER_LIST)
+    sample = rows[np.sort(rng.choice(n, size, replace=False))]
+    centroids: Matrix = sample[rng.choice(size, k, replace=False)].copy()
+    for _ in range(_ITERATIONS):
+        owner = assign(sample, centroids)
+        order = np.argsort(owner, kind="stable")
+        counts = np.bincount(owner, minlength=k)
+        sums = np.zeros((k, rows.shape[1]), dtype=np.float64)
+        full = np.flatnonzero(counts)
+        starts = np.concatenate(([0], np.cumsum(counts[full])[:-1]))
+        sums[full] = np.add.reduceat(sample[order].astype(np.float64), starts)
+        empty = np.flatnonzero(counts == 0)
+        sums[empty] = sample[rng.choice(size, empty.size, replace=False)]
+        norms = np.linalg.norm(sums, axis=1)
+        norms[norms == 0] = 1.0
+        centroids = (sums / norms[:, None]).astype(np.float32)
+    return centroids
+
+
+def assign(rows: Matrix, centroids: Matrix) -> npt.NDArray[np.int32]:
+    """Return each row's nearest centroid (highest dot product)."""
+    owner = np.empty(rows.shape[0], dtype=np.int32)
+    for start in range(0, rows.shape[0], _CHUNK):
+        block = rows[start : start + _CHUNK] @ centroids.T
+        owner[start : start + block.shape[0]] = np.argmax(block, axis=1)
+    return owner
+
+
+class InvertedLists:
+    """Centroids and the list blocks of a list-ordered matrix.
+
+    Args:
+        centroids: The lists' unit centroids.
+        counts: How many rows each list holds; list ``i``'s rows are the
+            slots ``[starts[i], starts[i + 1])``, the arranged part is
+            ``[0, sum(counts))`` and later slots are the tail.
+        trained_rows: The live rows the centroids were trained on.
+    """
+
+    def __init__(
+        self, centroids: Matrix, counts: npt.NDArray[np.intp], trained_rows: int
+    ) -> None:
+        self.centroids = centroids
+        self.starts = np.concatenate(([0], np.cumsum(counts))).astype(np.intp)
+        self.arranged = int(self.starts[-1])
+        self.trained_rows = trained_rows
+
+    def stale(self, live: int, size: int) -> tuple[bool, bool]:
+        """``(retrain, rearrange)``: rows doubled/halved; the tail is full."""
+        retrain = not self.trained_rows // 2 <= live <= 2 * self.trained_rows
+        return retrain, retrain or size - self.arranged > tail_limit(live)
+
+    def probe(
+        self,
+        matrix: Matrix,
+        in_scope: npt.NDArray[np.bool_],
+        unit: npt.NDArray[np.float64],
+        probes: int,
+        window: int,
+    ) -> tuple[Slots, npt.NDArray[np.float32]]:
+        """The in-scope slots of the nearest lists and the tail, with their products.
+
+        Args:
+            matrix: The list-ordered rows, ``in_scope.size`` of them in use.
+            in_scope: Which slots may match (the scope, live rows only).
+            unit: The unit query.
+            probes: How many lists to score at first.
+            window: How many rows the search keeps; the probes double until at
+                least this many in-scope rows are scored or every list is.
+        """
+        query = unit.astype(np.float32)
+        k = self.centroids.shape[0]
+        order = np.argsort(-(self.centroids @ query), kind="stable")
+        blocks = [(self.arranged, in_scope.size)]  # the tail: always scored
+        slots: list[Slots] = []
+        sims: list[npt.NDArray[np.float32]] = []
+        done, take = 0, min(k, probes)
+        while True:
+            blocks += [(self.starts[i], self.starts[i + 1]) for i in order[done:take]]
+            for start, stop in blocks:
+                if stop > start:
+                    kept = np.flatnonzero(in_scope[start:stop])
+                    if kept.size:
+                        part = np.einsum("ij,j->i", matrix[start:stop], query)
+                        slots.append(kept + start)
+                        sims.append(part[kept])
+            blocks, done = [], take
+            if sum(s.size for s in slots) >= window or take >= k:
+                break
+            take = min(k, 2 * take)
+        if not slots:
+            return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float32)
+        return np.concatenate(slots), np.concatenate(sims)
