@@ -103,7 +103,7 @@ class EmbeddingConfig(
     latency (each step of a recall then runs on every thread, one after another).
     ``index`` (SQLite memory): ``exact`` (the default) scores every row in
     scope; ``ivf`` partitions the vectors into inverted lists and scores only
-    the rows of the query's ``probes`` nearest lists (default 24) once a scope
+    the rows of the query's ``probes`` nearest lists (default 32) once a scope
     holds 16,384 rows or more: faster, and approximate (a nearest row in an
     unprobed list is missed; scopes stay exact).
     """

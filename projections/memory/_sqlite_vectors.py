@@ -29,8 +29,7 @@ from turnledger.projections.memory._sqlite_scope import Scope
 from turnledger.projections.memory._vector_ivf import (
     IVF_MIN_ROWS,
     InvertedLists,
-    assign,
-    train,
+    arrangement,
 )
 from turnledger.projections.memory._vector_scan import (
     SHARE_ROWS,
@@ -341,21 +340,10 @@ class VectorIndex:
         if not rearrange and lists is not None:
             return lists
         alive = np.flatnonzero(self._alive[: self._size])
-        if retrain or lists is None:
-            centroids = train(self._matrix[alive])
-            owner = assign(self._matrix[alive], centroids)
-            trained = live
-        else:
-            centroids, trained = lists.centroids, lists.trained_rows
-            head = alive < lists.arranged
-            owner = np.empty(alive.size, dtype=np.int32)
-            of_slot = np.repeat(
-                np.arange(centroids.shape[0], dtype=np.int32), np.diff(lists.starts)
-            )
-            owner[head] = of_slot[alive[head]]
-            owner[~head] = assign(self._matrix[alive[~head]], centroids)
+        centroids, owner = arrangement(self._matrix, alive, lists, retrain=retrain)
+        trained = live if retrain or lists is None else lists.trained_rows
         self._compact(alive[np.argsort(owner, kind="stable")])
-        counts = np.bincount(owner, minlength=centroids.shape[0]).astype(np.intp)
+        counts = np.bincount(owner, minlength=centroids.shape[0] + 1).astype(np.intp)
         arranged = InvertedLists(centroids, counts, trained)
         self._ivf = arranged
         return arranged
@@ -456,7 +444,7 @@ class VectorIndex:
         self._reset_arrays(capacity)
         self._agent_codes, self._session_codes = agent_codes, session_codes
         if lists is not None:
-            none = np.zeros(lists.centroids.shape[0], dtype=np.intp)
+            none = np.zeros(lists.centroids.shape[0] + 1, dtype=np.intp)
             self._ivf = InvertedLists(lists.centroids, none, lists.trained_rows)
         if screen is not None:
             screen.resized(keep, capacity)
