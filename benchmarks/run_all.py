@@ -35,6 +35,7 @@ BENCHMARKS = (
     "bench_policies",
     "bench_memory",
     "bench_recall_quality",
+    "bench_vector_index",
     "bench_replay",
     "bench_turn",
     "bench_session_open",
