@@ -45,6 +45,7 @@ SHARE_ROWS: Final = 16_384
 screen (when there is one) is used."""
 
 _LEVELS: Final = 127
+_STORE_ROWS: Final = 1_024  # rows quantised at a time (temporaries in cache)
 _MARGIN: Final = 1e-5  # float32 rounding of the bound's own arithmetic and rows
 
 
@@ -102,11 +103,20 @@ class Screen:
         self.errors = np.zeros(capacity, dtype=np.float32)
 
     def store(self, start: int, rows: npt.NDArray[np.float32]) -> None:
-        """Quantise ``rows`` into slots ``start`` onwards."""
-        stop = start + rows.shape[0]
-        codes, scales, errors = quantize(rows)
-        self.codes[start:stop], self.scales[start:stop] = codes, scales
-        self.errors[start:stop] = errors
+        """Quantise ``rows`` into slots ``start`` onwards.
+
+        In pieces of :data:`_STORE_ROWS` rows (each row is quantised on its
+        own, so the result is the same): the float64 temporaries of a whole
+        matrix at once (100k x 384: several of 300 MB) took 3.9 s of a 4.7 s
+        first load; in pieces that stay in cache, the load took 1.0 s.
+        """
+        for offset in range(0, rows.shape[0], _STORE_ROWS):
+            piece = rows[offset : offset + _STORE_ROWS]
+            first = start + offset
+            stop = first + piece.shape[0]
+            codes, scales, errors = quantize(piece)
+            self.codes[first:stop], self.scales[first:stop] = codes, scales
+            self.errors[first:stop] = errors
 
     def resized(self, keep: npt.NDArray[np.intp] | int, capacity: int) -> None:
         """Keep the rows ``keep`` (slots, or the first N), in ``capacity`` slots."""

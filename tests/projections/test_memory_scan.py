@@ -21,6 +21,7 @@ from turnledger.projections.memory._vector_scan import (
     PIECES,
     SHARE_ROWS,
     Scanner,
+    Screen,
     checked_product,
     quantize,
 )
@@ -48,6 +49,18 @@ def test_quantizing_keeps_the_error_it_reports():
     assert np.allclose(np.linalg.norm(rows - rebuilt, axis=1), errors)
     assert errors[3] == 0.0
     assert scales[3] == 0.0
+
+
+def test_a_screen_stores_in_pieces_what_quantize_gives_whole():
+    rows = np.random.default_rng(4).standard_normal((2_500, DIMS)).astype(np.float32)
+    screen = Screen(DIMS, int8_product, capacity=3_000)
+    screen.store(7, rows)  # three pieces, from slot 7 on
+    codes, scales, errors = quantize(rows)
+    assert np.array_equal(screen.codes[7:2_507], codes)
+    assert np.array_equal(screen.scales[7:2_507], scales)
+    assert np.array_equal(screen.errors[7:2_507], errors)
+    assert not screen.codes[:7].any()
+    assert not screen.codes[2_507:].any()
 
 
 def test_a_kernel_is_used_only_if_it_is_exact():
