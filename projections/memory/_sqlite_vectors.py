@@ -340,7 +340,8 @@ class VectorIndex:
         if not rearrange and lists is not None:
             return lists
         alive = np.flatnonzero(self._alive[: self._size])
-        centroids, owner = arrangement(self._matrix, alive, lists, retrain=retrain)
+        kept = None if retrain or lists is None else lists.centroids
+        centroids, owner = arrangement(self._matrix, alive, kept)
         trained = live if retrain or lists is None else lists.trained_rows
         self._compact(alive[np.argsort(owner, kind="stable")])
         counts = np.bincount(owner, minlength=centroids.shape[0] + 1).astype(np.intp)

@@ -68,27 +68,25 @@ def tail_limit(rows: int) -> int:
     return max(_TAIL_MIN, rows // _TAIL_SHARE)
 
 
-def train(rows: Matrix) -> Matrix:
-    """Return unit centroids of ``rows`` (unit rows) by spherical k-means.
+def train(matrix: Matrix, alive: Slots) -> Matrix:
+    """Return unit centroids of the rows ``alive`` (unit) by spherical k-means.
 
     Seeded by the row count: deterministic for the same rows in the same order.
     A list left empty by an iteration is re-seeded with a sampled row.
     """
-    n = rows.shape[0]
+    n = alive.size
     k = min(n, list_count(n))
     rng = np.random.default_rng(n)
     size = min(n, k * _SAMPLE_PER_LIST)
-    sample = rows[np.sort(rng.choice(n, size, replace=False))]
+    sample = matrix[alive[np.sort(rng.choice(n, size, replace=False))]]
+    every = np.arange(size)
     centroids: Matrix = sample[rng.choice(size, k, replace=False)].copy()
     for _ in range(_ITERATIONS):
-        owner = assign(sample, centroids)
-        order = np.argsort(owner, kind="stable")
-        counts = np.bincount(owner, minlength=k)
-        sums = np.zeros((k, rows.shape[1]), dtype=np.float64)
-        full = np.flatnonzero(counts)
-        starts = np.concatenate(([0], np.cumsum(counts[full])[:-1]))
-        sums[full] = np.add.reduceat(sample[order].astype(np.float64), starts)
-        empty = np.flatnonzero(counts == 0)
+        owner = assign(sample, every, centroids)[0]
+        members = np.zeros((k, size), dtype=np.float32)
+        members[owner, every] = 1.0
+        sums = members @ sample  # each list's sum, one matrix product
+        empty = np.flatnonzero(np.bincount(owner, minlength=k) == 0)
         sums[empty] = sample[rng.choice(size, empty.size, replace=False)]
         norms = np.linalg.norm(sums, axis=1)
         norms[norms == 0] = 1.0
@@ -97,36 +95,18 @@ def train(rows: Matrix) -> Matrix:
 
 
 def arrangement(
-    matrix: Matrix,
-    alive: Slots,
-    lists: InvertedLists | None,
-    *,
-    retrain: bool,
+    matrix: Matrix, alive: Slots, centroids: Matrix | None
 ) -> tuple[Matrix, npt.NDArray[np.int32]]:
-    """Centroids and each live row's block (``k``: the outliers).
+    """Centroids (trained when None) and each live row's block (``k``: outliers).
 
     Args:
         matrix: The rows (unit), slots as the index keeps them.
         alive: The live slots, ascending.
-        lists: The current lists (their blocks are reused unless ``retrain``).
-        retrain: Train new centroids on the live rows.
+        centroids: The current lists' centroids, or None to train new ones.
     """
-    if retrain or lists is None:
-        centroids = train(matrix[alive])
-        owner = assign(matrix[alive], centroids)
-    else:
-        centroids = lists.centroids
-        k = centroids.shape[0]
-        block = np.repeat(np.arange(k + 1, dtype=np.int32), np.diff(lists.starts))
-        owner = np.full(alive.size, k, dtype=np.int32)
-        filed = alive < lists.arranged
-        owner[filed] = block[alive[filed]]
-        again = owner == k  # the tail and the former outliers
-        owner[again] = assign(matrix[alive[again]], centroids)
-    fit = np.empty(alive.size, dtype=np.float32)
-    for start in range(0, alive.size, _CHUNK):
-        part = slice(start, start + _CHUNK)
-        fit[part] = np.einsum("ij,ij->i", matrix[alive[part]], centroids[owner[part]])
+    if centroids is None:
+        centroids = train(matrix, alive)
+    owner, fit = assign(matrix, alive, centroids)
     outliers = alive.size // _OUTLIER_SHARE
     if outliers:
         cut = np.argpartition(fit, outliers - 1)[:outliers]
@@ -134,13 +114,19 @@ def arrangement(
     return centroids, owner
 
 
-def assign(rows: Matrix, centroids: Matrix) -> npt.NDArray[np.int32]:
-    """Return each row's nearest centroid (highest dot product)."""
-    owner = np.empty(rows.shape[0], dtype=np.int32)
-    for start in range(0, rows.shape[0], _CHUNK):
-        block = rows[start : start + _CHUNK] @ centroids.T
-        owner[start : start + block.shape[0]] = np.argmax(block, axis=1)
-    return owner
+def assign(
+    matrix: Matrix, slots: Slots, centroids: Matrix
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    """Each row's nearest centroid (highest dot product), and that product."""
+    owner = np.empty(slots.size, dtype=np.int32)
+    fit = np.empty(slots.size, dtype=np.float32)
+    for start in range(0, slots.size, _CHUNK):
+        block = matrix[slots[start : start + _CHUNK]] @ centroids.T
+        best = np.argmax(block, axis=1)
+        stop = start + block.shape[0]
+        owner[start:stop] = best
+        fit[start:stop] = block[np.arange(block.shape[0]), best]
+    return owner, fit
 
 
 class InvertedLists:

@@ -252,7 +252,8 @@ def test_training_is_deterministic_and_keeps_every_list_filled():
         [np.frombuffer(r.vector, dtype="<f4") for r in clustered(5_000, seed=7)]
     )
     rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
-    first, second = train(rows), train(rows)
+    every = np.arange(rows.shape[0])
+    first, second = train(rows, every), train(rows, every)
     assert np.array_equal(first, second)
     assert first.shape == (list_count(5_000), DIMS)
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
