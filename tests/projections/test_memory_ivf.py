@@ -10,6 +10,7 @@ scores, after puts, drops, compaction, rearrangement and retraining.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
@@ -105,10 +106,13 @@ def cosine(row: VectorRow, query: np.ndarray) -> float:
     return float(vector @ query / np.linalg.norm(vector) / np.linalg.norm(query))
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # the rows' created_us is their index
 SCOPE = st.builds(
     make_scope,
     st.lists(st.sampled_from("abcz"), min_size=1, max_size=3, unique=True),
     session=st.none() | st.sampled_from(["s1", "s2", "s9"]),
+    since=st.none() | st.sampled_from([EPOCH + timedelta(microseconds=5_000)]),
+    until=st.none() | st.sampled_from([EPOCH + timedelta(microseconds=35_000)]),
     strict=st.booleans(),
 )
 
