@@ -248,19 +248,10 @@ def goals(modes: dict[str, Scores], rows: int) -> None:
     )
 
 
-def quality_modes(
-    root: Path,
-    path: Path,
-    embedder: Embedder,
-    questions: Sequence[Question],
-    *,
-    raw_name: str = "raw.db",
-    probes: int | None = None,
-) -> dict[str, Scores]:
-    """Every mode's quality scores on the store at ``path``, as it is now.
-
-    With ``probes``, also the embedding and hybrid modes over inverted lists.
-    """
+def opened(
+    path: Path, embedder: Embedder, probes: int | None
+) -> dict[str, SQLiteMemory]:
+    """The store at ``path`` in each mode (the ivf ones with ``probes`` only)."""
     memories = {
         "keyword": SQLiteMemory(path, search_mode="bm25"),
         "local": SQLiteMemory(
@@ -279,6 +270,23 @@ def quality_modes(
         memories["hybrid-ivf"] = SQLiteMemory(
             path, embedder=embedder, cache_size=0, vector_probes=probes
         )
+    return memories
+
+
+def quality_modes(
+    root: Path,
+    path: Path,
+    embedder: Embedder,
+    questions: Sequence[Question],
+    *,
+    raw_name: str = "raw.db",
+    probes: int | None = None,
+) -> dict[str, Scores]:
+    """Every mode's quality scores on the store at ``path``, as it is now.
+
+    With ``probes``, also the embedding and hybrid modes over inverted lists.
+    """
+    memories = opened(path, embedder, probes)
     live = memories["keyword"].export(agents=[AGENT])
     try:
         for memory in memories.values():  # warm caches, the matrix, the lists
@@ -308,39 +316,26 @@ def latency_at_scale(
     The first ivf recall trains the lists and arranges the rows: it is timed
     apart (``lists``), before the warm-up of the ivf modes.
     """
+    memories = opened(path, embedder, probes)
     given = given_embedder(embedder, queries)
-    keyword = SQLiteMemory(path, search_mode="bm25")
-    local = SQLiteMemory(path, embedder=embedder, search_mode="embedding", cache_size=0)
-    hybrid = SQLiteMemory(path, embedder=embedder, cache_size=0)
-    hybrid_v = SQLiteMemory(path, embedder=given, cache_size=0)
-    local_ivf = SQLiteMemory(
-        path,
-        embedder=embedder,
-        search_mode="embedding",
-        cache_size=0,
-        vector_probes=probes,
-    )
-    hybrid_ivf = SQLiteMemory(
-        path, embedder=embedder, cache_size=0, vector_probes=probes
-    )
-    raw = raw_fts(root, keyword.export(agents=[AGENT]), name="raw_scale.db")
-    memories = (keyword, local, hybrid, hybrid_v, local_ivf, hybrid_ivf)
+    memories["hybrid-v"] = SQLiteMemory(path, embedder=given, cache_size=0)
+    raw = raw_fts(root, memories["keyword"].export(agents=[AGENT]), name="raw_scale.db")
     try:
         # Its first recall loads the matrix, trains the lists, arranges the rows.
-        lists = timed("lists", backend(local_ivf), ["the first recall"], warm=False)
-        return [
+        first = backend(memories["local-ivf"])
+        lists = timed("lists", first, ["the first recall"], warm=False)
+        timings = [
             timed("raw_fts5", raw, queries),
-            timed("keyword", backend(keyword), queries),
+            timed("keyword", backend(memories["keyword"]), queries),
             timed("embed", lambda q: embedder.embed([q]), queries),
-            timed("local", backend(local), queries),
-            timed("hybrid", backend(hybrid), queries),
-            timed("hybrid-v", backend(hybrid_v), queries),
-            timed("local-ivf", backend(local_ivf), queries),
-            timed("hybrid-ivf", backend(hybrid_ivf), queries),
-            lists,
         ]
+        timings.extend(
+            timed(name, backend(memories[name]), queries)
+            for name in ("local", "hybrid", "hybrid-v", "local-ivf", "hybrid-ivf")
+        )
+        return [*timings, lists]
     finally:
-        for memory in memories:
+        for memory in memories.values():
             memory.close()
 
 

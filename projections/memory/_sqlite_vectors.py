@@ -30,6 +30,7 @@ from turnledger.projections.memory._vector_ivf import (
     IVF_MIN_ROWS,
     InvertedLists,
     arrangement,
+    check_probes,
 )
 from turnledger.projections.memory._vector_scan import (
     SHARE_ROWS,
@@ -109,9 +110,7 @@ class VectorIndex:
         blas_pool: bool = True,
         probes: int | None = None,
     ) -> None:
-        if probes is not None and probes < 1:
-            msg = f"Expected probes >= 1 (or None: exact), found {probes}"
-            raise ValueError(msg)
+        check_probes(probes)
         self.dims = dims
         self.probes = probes
         self.loaded = False
@@ -332,17 +331,16 @@ class VectorIndex:
 
     def _arranged(self) -> InvertedLists:
         """The inverted lists, (re)trained and the rows rearranged when stale."""
-        lists = self._ivf
-        live = len(self._slots)
-        retrain, rearrange = (
-            (True, True) if lists is None else lists.stale(live, self._size)
-        )
-        if not rearrange and lists is not None:
-            return lists
+        lists, live = self._ivf, len(self._slots)
+        kept, trained = None, live  # train new centroids on the live rows...
+        if lists is not None:
+            retrain, rearrange = lists.stale(live, self._size)
+            if not rearrange:
+                return lists
+            if not retrain:  # ...or keep the lists' and refile the rows
+                kept, trained = lists.centroids, lists.trained_rows
         alive = np.flatnonzero(self._alive[: self._size])
-        kept = None if retrain or lists is None else lists.centroids
         centroids, owner = arrangement(self._matrix, alive, kept)
-        trained = live if retrain or lists is None else lists.trained_rows
         self._compact(alive[np.argsort(owner, kind="stable")])
         counts = np.bincount(owner, minlength=centroids.shape[0] + 1).astype(np.intp)
         arranged = InvertedLists(centroids, counts, trained)

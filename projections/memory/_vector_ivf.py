@@ -61,6 +61,17 @@ Matrix = npt.NDArray[np.float32]
 Slots = npt.NDArray[np.intp]
 
 
+def check_probes(probes: int | None, name: str = "probes") -> None:
+    """Refuse a probe count below 1 (None: exact search, allowed).
+
+    Raises:
+        ValueError: Naming ``name`` and the value found.
+    """
+    if probes is not None and probes < 1:
+        msg = f"Expected {name} >= 1 (or None: exact), found {probes}"
+        raise ValueError(msg)
+
+
 def list_count(rows: int) -> int:
     """How many lists ``rows`` rows are partitioned into (about sqrt, >= 1)."""
     return max(1, round(float(np.sqrt(rows))))

@@ -57,7 +57,7 @@ from turnledger.projections.memory._sqlite_schema import (
     hydrate,
 )
 from turnledger.projections.memory._sqlite_scope import make_scope
-from turnledger.projections.memory._vector_ivf import DEFAULT_PROBES
+from turnledger.projections.memory._vector_ivf import DEFAULT_PROBES, check_probes
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
 from turnledger.projections.memory.cache import DEFAULT_CACHE_SIZE
 from turnledger.projections.memory.embedders import (
@@ -123,9 +123,7 @@ class SQLiteMemory(SQLiteReads):
         vector_probes: int | None = None,
     ) -> None:
         _check_settings(vector_weight, keyword_weight, search_mode, cache_size)
-        if vector_probes is not None and vector_probes < 1:
-            msg = f"Expected vector_probes >= 1 (or None: exact), found {vector_probes}"
-            raise ValueError(msg)
+        check_probes(vector_probes, "vector_probes")  # before the file opens
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
         self.search_mode: SearchMode = search_mode

@@ -30,6 +30,7 @@ from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
 from turnledger.projections.memory._vector_ivf import (
     DEFAULT_PROBES,
     IVF_MIN_ROWS,
+    InvertedLists,
     list_count,
     tail_limit,
     train,
@@ -223,6 +224,20 @@ def test_writes_after_the_lists_are_followed():
         assert full.search(query, scope, 25) == exact.search(query, scope, 25)
 
 
+def put_and_compare(
+    exact: VectorIndex, full: VectorIndex, rows: list[VectorRow], query: np.ndarray
+) -> InvertedLists:
+    """Put ``rows`` in both; the same results; the lists of ``full`` after."""
+    for index in (exact, full):
+        for row in rows:
+            index.put(row)
+    scope = make_scope(["a", "b", "c"])
+    assert full.search(query, scope, 30) == exact.search(query, scope, 30)
+    lists = full._ivf
+    assert lists is not None
+    return lists
+
+
 def test_the_tail_is_rearranged_and_doubling_retrains():
     rows = clustered(ROWS, seed=3)
     exact, full = loaded(rows, None), loaded(rows, EVERY_LIST)
@@ -233,25 +248,15 @@ def test_the_tail_is_rearranged_and_doubling_retrains():
     assert lists is not None
     assert lists.centroids.shape[0] == list_count(ROWS)
     extra = clustered(tail_limit(ROWS) + 1, seed=4, first_rowid=10**6)
-    for index in (exact, full):
-        for row in extra:
-            index.put(row)
-    assert full.search(query, scope, 30) == exact.search(query, scope, 30)
-    rearranged = full._ivf
-    assert rearranged is not None
+    rearranged = put_and_compare(exact, full, extra, query)
     assert rearranged.arranged == len(full)  # the tail was filed into lists
     assert rearranged.centroids is lists.centroids  # not retrained
     more = clustered(ROWS + 5_000, seed=5, first_rowid=2 * 10**6)
-    for index in (exact, full):
-        for row in more:
-            index.put(row)
-    assert full.search(query, scope, 30) == exact.search(query, scope, 30)
-    retrained = full._ivf
-    assert retrained is not None
+    retrained = put_and_compare(exact, full, more, query)
     assert retrained.centroids.shape[0] == list_count(len(full))
 
 
-def test_training_is_deterministic_and_keeps_every_list_filled():
+def test_training_is_deterministic_with_unit_centroids():
     rows = np.stack(
         [np.frombuffer(r.vector, dtype="<f4") for r in clustered(5_000, seed=7)]
     )
@@ -348,25 +353,21 @@ def test_the_config_turns_the_lists_on_and_rejects_what_would_be_ignored(
         parse_config(base + 'index = "hnsw"\n')
 
 
-def test_the_configured_probes_reach_the_sqlite_memory(tmp_path: Path):
-    config = parse_config(
-        '[embedding]\nprovider = "openai-compatible"\nindex = "ivf"\nprobes = 4\n'
-    )
+@pytest.mark.parametrize(
+    ("setting", "probes"), [("probes = 4\n", 4), ("", DEFAULT_PROBES), (None, None)]
+)
+def test_the_configured_probes_reach_the_sqlite_memory(
+    tmp_path: Path, setting: str | None, probes: int | None
+):
+    text = '[embedding]\nprovider = "openai-compatible"\n'
+    if setting is not None:  # None: index left at "exact"
+        text += f'index = "ivf"\n{setting}'
     ledger = str(tmp_path / "ledger.db")
     with open_store(ledger) as store:
-        wiring = MemoryWiring(store, config, ledger_url=ledger)
+        wiring = MemoryWiring(store, parse_config(text), ledger_url=ledger)
         try:
             backend = wiring._served("a")[1]
             assert isinstance(backend, SQLiteMemory)
-            assert backend._embedding.vectors.probes == 4
-        finally:
-            wiring.close()
-    plain = parse_config('[embedding]\nprovider = "openai-compatible"\nindex = "ivf"\n')
-    with open_store(ledger) as store:
-        wiring = MemoryWiring(store, plain, ledger_url=ledger)
-        try:
-            backend = wiring._served("a")[1]
-            assert isinstance(backend, SQLiteMemory)
-            assert backend._embedding.vectors.probes == DEFAULT_PROBES
+            assert backend._embedding.vectors.probes == probes
         finally:
             wiring.close()
