@@ -28,7 +28,7 @@ from uuid import UUID
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.events import Event
-from turnledger.ledger.sqlite_write import TABLE
+from turnledger.ledger.sqlite.write import TABLE
 from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
 
 LedgerTarget: TypeAlias = str | os.PathLike[str] | EventStore | AsyncLedger | None

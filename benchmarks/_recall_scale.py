@@ -42,9 +42,9 @@ from _recall_data import SUBJECTS
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.projections.memory._vector_ivf import IVF_MIN_ROWS, list_count
-from turnledger.projections.memory.embedders import Embedder, EmbeddingIdentity
+from turnledger.projections.memory.embedding import Embedder, EmbeddingIdentity
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS, list_count
 
 PAGE = 5_000
 NOISE = 0.05  # the filler vector's noise, relative to the unit vector

@@ -65,7 +65,7 @@ from turnledger.ledger import MemoryStored
 from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.store import open_store
-from turnledger.projections.memory.embedders import EmbeddingIdentity
+from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
 try:

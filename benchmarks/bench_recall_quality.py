@@ -58,19 +58,19 @@ from _recall_scale import report as report_latency
 
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
 from turnledger.policies.relevance import word_tokens
-from turnledger.projections.memory.embedders import Embedder
-from turnledger.projections.memory.local_embedder import PACKAGED_MODEL, LocalEmbedder
-from turnledger.projections.memory.protocol import MemoryEntry
-from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES, SQLiteMemory
-from turnledger.projections.memory.static_embedder import (
+from turnledger.projections.memory.embedding import Embedder
+from turnledger.projections.memory.embedding.local import PACKAGED_MODEL, LocalEmbedder
+from turnledger.projections.memory.embedding.static import (
     DEFAULT_STATIC_DIMS,
     STATIC_MODEL,
     StaticEmbedder,
 )
+from turnledger.projections.memory.protocol import MemoryEntry
+from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES, SQLiteMemory
 
 AGENT = "bench"
 KS = (1, 5, 10)

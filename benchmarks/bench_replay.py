@@ -71,7 +71,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.formats import read_transcript
 from turnledger.pipeline.importer import conversation_events, import_transcript
-from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.timetravel.replay import replay_session
 
 try:
     from benchmarks._harness import (

@@ -56,7 +56,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.projections.history import SESSION_HISTORY
 from turnledger.projections.runner import ProjectionRunner
-from turnledger.projections.views_pg import PostgresViewStore
+from turnledger.projections.views.postgres import PostgresViewStore
 
 APP_NAME = "turnledger_bench_scale"
 """The application name of the writers' connections (their backends' CPU is read)."""

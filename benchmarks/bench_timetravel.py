@@ -70,11 +70,11 @@ from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.rerun import rerun_session
 from turnledger.pipeline.sessions import resolve_session
 from turnledger.pipeline.timetravel import fork_session
+from turnledger.pipeline.timetravel.rerun import rerun_session
 from turnledger.policies.messages import ToolCall
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 from turnledger.projections.queries import SessionHistories
 
 FORK_GOAL_MS = 5.0

@@ -43,17 +43,17 @@ from pathlib import Path
 
 import numpy as np
 
-from turnledger.projections.memory._sqlite_scope import make_scope
-from turnledger.projections.memory._sqlite_vectors import VectorIndex
-from turnledger.projections.memory._vector_ivf import IVF_MIN_ROWS, list_count
-from turnledger.projections.memory.embedders import Embedder
-from turnledger.projections.memory.local_embedder import PACKAGED_MODEL, LocalEmbedder
-from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES
-from turnledger.projections.memory.static_embedder import (
+from turnledger.projections.memory.embedding import Embedder
+from turnledger.projections.memory.embedding.local import PACKAGED_MODEL, LocalEmbedder
+from turnledger.projections.memory.embedding.static import (
     DEFAULT_STATIC_DIMS,
     STATIC_MODEL,
     StaticEmbedder,
 )
+from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES
+from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS, list_count
+from turnledger.projections.memory.sqlite._scope import make_scope
+from turnledger.projections.memory.sqlite._vectors import VectorIndex
 
 WINDOW = 10
 AGREEMENT_GOAL = 0.90

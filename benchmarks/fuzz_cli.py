@@ -53,7 +53,7 @@ from hypothesis import strategies as st
 from tests.pipeline import test_cli_fuzz as fz
 from turnledger.ledger.errors import LedgerError
 from turnledger.pipeline.cli import COMMANDS, main
-from turnledger.pipeline.cli_common import check_arguments
+from turnledger.pipeline.cli.common import check_arguments
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.inputs import read_input_file
 from turnledger.policies.errors import PolicyError

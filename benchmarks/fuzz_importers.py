@@ -82,7 +82,7 @@ from turnledger.pipeline.formats import (
 )
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.sessions import load_history
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 FORMATS = ("auto", *FORMAT_NAMES)

@@ -11,8 +11,8 @@ round-robin within every repetition:
 - ``inside``: the same with a ``NOTIFY`` in the transaction (the old write path);
 - ``after``: the same, followed in the same message by ``BEGIN; SET LOCAL
   synchronous_commit TO off; NOTIFY; COMMIT`` (``wake_followers`` in
-  ``ledger.postgres_order``, sent with the write's COMMIT as
-  ``ledger.postgres_write`` does).
+  ``ledger.postgres.order``, sent with the write's COMMIT as
+  ``ledger.postgres.write`` does).
 
 It prints commits/s and, per repetition, each way's ratio to ``none``.
 

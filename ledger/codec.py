@@ -18,7 +18,7 @@ chain tail between header and body (``ledger.chain``). Both decode.
 This module is the mapper: encoding (validated, one plan per type) and the
 library's decode entry points. The frame layout and clock are in
 ``ledger.frame``; the registry of tags, decoders and upcasters (built once per
-event type, house style R5) in ``ledger.event_registry``; decoding a frame
+event type, house style R5) in ``ledger.events.registry``; decoding a frame
 (older schema versions decoded untyped, upcast, then converted) in
 ``ledger.frame_decode``.
 """
@@ -40,8 +40,8 @@ from eventsourcing.persistence import (
 
 from turnledger.ledger.backend import EncodedRow
 from turnledger.ledger.errors import InvalidEventError
-from turnledger.ledger.event_registry import DECODERS, PLANS, TYPES, fast_decoders
 from turnledger.ledger.events import Event, tag_of
+from turnledger.ledger.events.registry import DECODERS, PLANS, TYPES, fast_decoders
 from turnledger.ledger.frame import (
     FLAG_ENCRYPTED,
     FRAME_FORMAT,
@@ -135,7 +135,7 @@ class MsgspecMapper(Mapper[UUID]):
     def fast_decoders(self) -> dict[str, tuple[bytes, msgspec.json.Decoder[Any]]]:
         """Per tag: the clear prefix of its current version, and its decoder.
 
-        See :func:`ledger.event_registry.fast_decoders`.
+        See :func:`ledger.events.registry.fast_decoders`.
         """
         return fast_decoders()
 

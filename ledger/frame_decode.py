@@ -18,8 +18,8 @@ from eventsourcing.persistence import Cipher
 
 from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.errors import CorruptRecordError, UnknownEventTypeError
-from turnledger.ledger.event_registry import DECODERS, TYPES, UPCASTERS, type_for_tag
 from turnledger.ledger.events import Event
+from turnledger.ledger.events.registry import DECODERS, TYPES, UPCASTERS, type_for_tag
 from turnledger.ledger.frame import (
     FLAG_ENCRYPTED,
     FRAME_FORMAT,

@@ -15,8 +15,8 @@ from uuid import UUID
 
 from turnledger.ledger.backend import Backend, StoredRow
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.event_registry import type_for_tag
 from turnledger.ledger.events import Event
+from turnledger.ledger.events.registry import type_for_tag
 from turnledger.ledger.subscription import Subscription
 
 

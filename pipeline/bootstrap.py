@@ -27,9 +27,9 @@ from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
 from turnledger.pipeline.media import MediaStore
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.memory.strategy import strategy_for
 from turnledger.pipeline.providers.base import Provider
-from turnledger.pipeline.strategy import strategy_for
 from turnledger.pipeline.telemetry import export_run
 from turnledger.pipeline.tools.base import Tool
 from turnledger.pipeline.tools.registry import default_tools
@@ -64,7 +64,7 @@ def open_view_store(where: str) -> ViewStore:
     """Open a view store: PostgreSQL for a URL, else a SQLite file."""
     if where.startswith(_POSTGRES):
         # PostgreSQL support is an optional extra: import it only when used.
-        from turnledger.projections.views_pg import PostgresViewStore  # noqa: PLC0415
+        from turnledger.projections.views.postgres import PostgresViewStore  # noqa: PLC0415
 
         return PostgresViewStore(where)
     return SQLiteViewStore(where)

@@ -28,7 +28,7 @@ from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pricing import ModelPrice
 from turnledger.projections.costs import grand_total, totals
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 from turnledger.projections.queries import SessionHistories, cost_records
 
 AGENT = "demo"

@@ -97,6 +97,6 @@ def load_history(
     Every recorded message is kept, trimmed ones included (audits and exports of
     the record read this), a fork's source prefix included; the provider-visible
     part is
-    :func:`turnledger.projections.history_read.visible_messages` of it.
+    :func:`turnledger.projections.history.read.visible_messages` of it.
     """
     return SessionHistories(store).transcript(stream_id, at=at)

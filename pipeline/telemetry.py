@@ -49,7 +49,7 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.ledger.store import EventStore
-from turnledger.pipeline.config_sections import TelemetryConfig
+from turnledger.pipeline.config.sections import TelemetryConfig
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scrubbing import scrub_text, summarize
 

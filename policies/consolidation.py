@@ -1,7 +1,7 @@
 """Consolidation: turning one finished turn into a daily entry and a durable fact.
 
-The shell (``pipeline/strategy.py``) makes ONE provider call per qualifying turn
-and applies these decisions, in this order (reference §2.8):
+The shell (``pipeline/memory/strategy/``) makes ONE provider call per qualifying
+turn and applies these decisions, in this order (reference §2.8):
 
 1. trigger: :func:`decide_consolidation` (autosave on, user message of at least
    20 characters, not synthetic text);

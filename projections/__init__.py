@@ -13,7 +13,7 @@ from turnledger.projections.catalog import (
 )
 from turnledger.projections.costs import COST_RECORDS
 from turnledger.projections.history import SESSION_HISTORY
-from turnledger.projections.history_read import history_digest, visible_messages
+from turnledger.projections.history.read import history_digest, visible_messages
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH
 from turnledger.projections.observer import OBSERVER_VIEW
 from turnledger.projections.runner import ProjectionRunner

@@ -21,7 +21,7 @@ from turnledger.ledger.errors import CorruptRecordError
 from turnledger.ledger.events import SessionForked
 from turnledger.ledger.store import EventStore
 from turnledger.projections.observer import DEFAULT_LIMIT, ObserverView, timeline
-from turnledger.projections.observer_items import ObserverItem
+from turnledger.projections.observer.items import ObserverItem
 
 MAX_FORK_DEPTH: Final = 1000
 """How many forks deep a lineage may go before it is refused as corrupt."""

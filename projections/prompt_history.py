@@ -7,7 +7,7 @@ each ``prompt.assembled`` (:func:`histories_before_prompts`: what that prompt's
 history section was built from), and a state's digest (:func:`state_digest`).
 Each state is exact: when a rewind undid a trim whose messages the compacting
 fold had dropped, it is folded from the transcript
-(:func:`turnledger.projections.history_fold.exact_history`).
+(:func:`turnledger.projections.history.fold.exact_history`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import PromptAssembled
 from turnledger.projections.base import digest, fold
 from turnledger.projections.history import SESSION_HISTORY, SessionHistoryState
-from turnledger.projections.history_fold import exact_history
+from turnledger.projections.history.fold import exact_history
 
 
 def history_of(events: Sequence[Recorded]) -> SessionHistoryState:

@@ -29,7 +29,7 @@ from turnledger.projections.history import (
     SessionHistory,
     SessionHistoryState,
 )
-from turnledger.projections.history_fold import exact_history, fold_stream
+from turnledger.projections.history.fold import exact_history, fold_stream
 from turnledger.projections.knowledge import KNOWLEDGE_GRAPH, NodeState
 from turnledger.projections.lineage import fork_event, last_version_at, lineage
 from turnledger.projections.runner import ProjectionRunner

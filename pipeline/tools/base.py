@@ -11,7 +11,7 @@ from turnledger.pipeline.providers.base import ToolSpec
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
-    from turnledger.pipeline.memory_service import MemoryService
+    from turnledger.pipeline.memory import MemoryService
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from turnledger.ledger.errors import LedgerError
-from turnledger.pipeline.memory_service import MemoryAccessError
+from turnledger.pipeline.memory import MemoryAccessError
 from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools._arguments import (
     ArgumentError,

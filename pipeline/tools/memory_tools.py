@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from turnledger.ledger.errors import LedgerError
-from turnledger.pipeline.memory_service import MemoryAccessError
+from turnledger.pipeline.memory import MemoryAccessError
 from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools._arguments import (
     ArgumentError,

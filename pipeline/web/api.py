@@ -28,23 +28,23 @@ from turnledger.pipeline.export import (
     prepare_history,
     render,
 )
-from turnledger.pipeline.memory_service import MemoryAccessError
-from turnledger.pipeline.replay import replay_session
+from turnledger.pipeline.memory import MemoryAccessError
 from turnledger.pipeline.sessions import SessionRef, load_history
 from turnledger.pipeline.timetravel import (
     TimeTravelError,
     fork_session,
     rewind_session,
 )
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.pipeline.web.pages import session_ref
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
 from turnledger.projections.costs import grand_total
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
-from turnledger.projections.observer_export import render_item
-from turnledger.projections.observer_items import observe
+from turnledger.projections.observer.export import render_item
+from turnledger.projections.observer.items import observe
 from turnledger.projections.queries import cost_records
 from turnledger.projections.record import memory_keys_at, recall_after, recall_before
 

@@ -22,7 +22,7 @@ from starlette.routing import Route
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import tag_of
 from turnledger.pipeline.export import EXPORT_FORMATS
-from turnledger.pipeline.memory_service import MemoryAccessError
+from turnledger.pipeline.memory import MemoryAccessError
 from turnledger.pipeline.sessions import SessionRef
 from turnledger.pipeline.web.queries import (
     PAGE_EVENTS,

@@ -14,7 +14,7 @@ The ledger is append-only, so what a stream holds up to a version never changes:
 version and, when new events arrive, has
 :func:`~turnledger.projections.record.advance_record` fold only those.
 Point-in-time reads (the scrubber) use :func:`pipeline.sessions.load_history`
-and :func:`pipeline.replay.replay_session`, the fold of the prefix
+and :func:`pipeline.timetravel.replay.replay_session`, the fold of the prefix
 ``turnledger replay --at`` uses.
 """
 

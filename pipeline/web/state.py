@@ -17,7 +17,7 @@ from markupsafe import Markup, escape
 
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.web.queries import SessionCache, anchor
 from turnledger.policies.scrubbing import scrub_text
 

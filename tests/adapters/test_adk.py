@@ -21,7 +21,7 @@ from google.adk.runners import Runner
 from google.genai import types
 
 from turnledger.adapters.adk import TurnledgerSessionService
-from turnledger.adapters.adk_events import StateError
+from turnledger.adapters.adk.events import StateError
 from turnledger.ledger.events import ItemRecorded, ItemsRemoved
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify

@@ -10,7 +10,7 @@ from google.adk.events import Event
 from google.genai import types
 
 from turnledger.adapters.adk import TurnledgerSessionService
-from turnledger.adapters.adk_memory import TurnledgerMemoryService
+from turnledger.adapters.adk.memory import TurnledgerMemoryService
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from tests.adapters.test_langgraph_saver import Driver, same, step
 from turnledger.adapters.langgraph import TurnledgerSaver
-from turnledger.adapters.langgraph_codec import decode_json, encode_json
-from turnledger.adapters.langgraph_format import (
+from turnledger.adapters.langgraph.codec import decode_json, encode_json
+from turnledger.adapters.langgraph.format import (
     COMPACT_KINDS,
     expand,
     metadata_delta,
@@ -27,7 +27,7 @@ from turnledger.adapters.langgraph_format import (
     successor,
     unpack_id,
 )
-from turnledger.adapters.langgraph_state import ThreadState
+from turnledger.adapters.langgraph.state import ThreadState
 from turnledger.ledger.events import Event, ItemRecorded
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.base.id import uuid6
 
-from turnledger.adapters.langgraph_header import (
+from turnledger.adapters.langgraph.header import (
     decode_ts,
     decode_updated,
     encode_ts,

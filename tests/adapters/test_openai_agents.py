@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnledger.adapters.openai_agents import TurnledgerSession
-from turnledger.adapters.openai_agents_items import ItemError
+from turnledger.adapters.openai_agents.items import ItemError
 from turnledger.ledger.events import ItemRecorded, ItemsRemoved
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify

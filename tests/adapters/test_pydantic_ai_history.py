@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from turnledger.adapters.openai_agents import TurnledgerSession
 from turnledger.adapters.pydantic_ai import TurnledgerConversationStore
-from turnledger.adapters.pydantic_ai_history import (
+from turnledger.adapters.pydantic_ai.history import (
     TurnledgerHistoryProcessor,
     conversation_from_session,
 )

@@ -20,8 +20,8 @@ from turnledger.ledger.errors import (
     InvalidEventError,
     UnknownEventTypeError,
 )
-from turnledger.ledger.event_registry import register_event_type, register_upcaster
 from turnledger.ledger.events import EVENT_TYPES, Event, TurnStarted, tag_of
+from turnledger.ledger.events.registry import register_event_type, register_upcaster
 from turnledger.ledger.frame import HEADER_SIZE, datetime_from_us
 from turnledger.ledger.store import _cipher
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from turnledger.ledger.sqlite_setup import set_wal
+from turnledger.ledger.sqlite.setup import set_wal
 from turnledger.ledger.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import pytest
 
 from turnledger.ledger.errors import LedgerFullError, StoreUnavailableError
 from turnledger.projections.views import SQLiteViewStore
-from turnledger.projections.views_pg import PostgresViewStore
+from turnledger.projections.views.postgres import PostgresViewStore
 
 
 def test_sqlite_view_store_full_is_typed(tmp_path):

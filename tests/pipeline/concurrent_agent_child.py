@@ -66,7 +66,7 @@ from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config, parse_config
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.tools.base import Tool
 from turnledger.pipeline.tools.knowledge_tools import knowledge_tools

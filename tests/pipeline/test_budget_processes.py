@@ -23,8 +23,8 @@ from tests.pipeline.test_engine import FakeProvider, answer, events_of
 from turnledger.ledger.events import ModelCalled, TurnFailed
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
-from turnledger.pipeline.budget_guard import BudgetGuard
-from turnledger.pipeline.config_sections import BudgetConfig
+from turnledger.pipeline.config.sections import BudgetConfig
+from turnledger.pipeline.engine.budget_guard import BudgetGuard
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ONE_CALL = 0.12  # the child's pricing: 100 input and 10 output tokens

@@ -11,9 +11,9 @@ from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import ModelCalled, TurnFailed
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import Runtime, bootstrap
-from turnledger.pipeline.budget_guard import BudgetGuard
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.config_sections import BudgetConfig
+from turnledger.pipeline.config.sections import BudgetConfig
+from turnledger.pipeline.engine.budget_guard import BudgetGuard
 
 PRICED = (
     "[runtime]\nmax_tool_iterations = 3\ncontext_budget_tokens = 0\n"

@@ -28,7 +28,7 @@ from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.config_sections import TelemetryConfig
+from turnledger.pipeline.config.sections import TelemetryConfig
 from turnledger.pipeline.providers.anthropic import AnthropicProvider
 from turnledger.pipeline.providers.base import ChatRequest, Provider, Usage
 from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider

@@ -19,13 +19,13 @@ from tests.conftest import drop_schema, fresh_schema_url
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import load_config
-from turnledger.pipeline.memory_service import (
+from turnledger.pipeline.memory import (
     MemoryService,
     ledger_digest,
     memory_home,
 )
-from turnledger.projections.memory._postgres_sql import TABLE
 from turnledger.projections.memory.postgres import split_url
+from turnledger.projections.memory.postgres._sql import TABLE
 
 
 @pytest.fixture(autouse=True)

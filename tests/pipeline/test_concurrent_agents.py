@@ -34,8 +34,8 @@ from turnledger.pipeline.appending import (
     append_decided,
 )
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.memory_service import MemoryService, StaleEntryError
-from turnledger.pipeline.session_lock import SessionBusyError, SessionLocks
+from turnledger.pipeline.engine.session_lock import SessionBusyError, SessionLocks
+from turnledger.pipeline.memory import MemoryService, StaleEntryError
 
 AGENT = "ops"
 TURNS = 12
@@ -177,7 +177,7 @@ HOLDER = """
 import asyncio, sys
 from uuid import UUID
 from turnledger.ledger.store import open_store
-from turnledger.pipeline.session_lock import SessionLocks
+from turnledger.pipeline.engine.session_lock import SessionLocks
 
 async def main():
     locks = SessionLocks(open_store(sys.argv[1]))

@@ -1,7 +1,7 @@
 """Every configuration key that is parsed is read somewhere (never silently ignored).
 
-A static check: each field of every ``msgspec.Struct`` in ``pipeline/config.py`` and
-``pipeline/config_sections.py`` must be read (``.name``) or named (``"name"``) by a
+A static check: each field of every ``msgspec.Struct`` in ``pipeline/config/__init__.py`` and
+``pipeline/config/sections.py`` must be read (``.name``) or named (``"name"``) by a
 module of the packages other than the config modules themselves (``config.py``,
 ``config_sections.py``, ``config_layout.py``), or be translated by a config module into
 policy settings (``name=section.name``). A key nothing reads fails here with its section and name.
@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from turnledger.pipeline import config as config_module
-from turnledger.pipeline import config_sections
+from turnledger.pipeline.config import sections as config_sections
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("ledger", "policies", "projections", "pipeline", "adapters")
@@ -36,10 +36,10 @@ def _config_fields() -> list[tuple[str, str]]:
 
 def _sources(*, leave_out: tuple[str, ...] = ()) -> tuple[str, str]:
     config_paths = (
-        ROOT / "pipeline" / "config.py",
-        ROOT / "pipeline" / "config_sections.py",
+        ROOT / "pipeline" / "config" / "__init__.py",
+        ROOT / "pipeline" / "config" / "sections.py",
     )
-    skipped = {*config_paths, ROOT / "pipeline" / "config_layout.py"}
+    skipped = {*config_paths, ROOT / "pipeline" / "config" / "layout.py"}
     skipped |= {ROOT / name for name in leave_out}
     others = "\n".join(
         path.read_text()

@@ -25,7 +25,7 @@ from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
 from turnledger.pipeline.engine import TurnEngine
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -33,12 +33,12 @@ from turnledger.pipeline.providers.base import (
     ToolSpec,
     Usage,
 )
-from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pairing import audit_pairing
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 
 Step = ChatResponse | ProviderError | Callable[[ChatRequest], ChatResponse]
 

@@ -51,7 +51,7 @@ from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.sessions import load_history
 from turnledger.policies.pairing import audit_pairing
 from turnledger.projections.history import SessionHistoryState
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = "tests.pipeline.crash_turn_child"

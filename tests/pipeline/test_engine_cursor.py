@@ -30,9 +30,9 @@ from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.engine.session_lock import SessionBusyError, SessionLocks
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.session_lock import SessionBusyError, SessionLocks
 from turnledger.policies.pairing import audit_pairing
 
 

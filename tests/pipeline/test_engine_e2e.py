@@ -71,19 +71,19 @@ from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config, parse_config
 from turnledger.pipeline.media import MediaRef, MediaStore, attachment_event
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.memory.strategy import DefaultMemoryStrategy
+from turnledger.pipeline.memory.strategy.types import StrategySettings
 from turnledger.pipeline.providers.anthropic import AnthropicProvider
 from turnledger.pipeline.providers.base import Provider
 from turnledger.pipeline.providers.openai_compatible import OpenAICompatibleProvider
-from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history, resolve_session
-from turnledger.pipeline.strategy import DefaultMemoryStrategy
-from turnledger.pipeline.strategy_types import StrategySettings
 from turnledger.pipeline.timetravel import fork_session, rewind_session
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.pipeline.tools.registry import default_tools
 from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.policies.pairing import audit_pairing
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 
 AGENT = "ops"
 SESSION = "e2e"

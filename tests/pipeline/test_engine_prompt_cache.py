@@ -1,7 +1,7 @@
 """The engine's incremental prompt assembly equals the reference assembly.
 
-:class:`~turnledger.pipeline.prompt_cache.PromptCache` answers from what it kept
-of earlier prompts; :func:`~turnledger.pipeline.prompting.assemble_prompt`
+:class:`~turnledger.pipeline.engine.prompt_cache.PromptCache` answers from what it kept
+of earlier prompts; :func:`~turnledger.pipeline.engine.prompting.assemble_prompt`
 shapes the whole history every time. A Hypothesis property folds random session
 streams (clean and broken pairing, reused and orphan call ids, budget trims,
 media, system prompt changes, removals, rewinds, memory blocks, tight budgets,
@@ -33,9 +33,9 @@ from turnledger.ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from turnledger.pipeline.config_sections import RuntimeConfig
-from turnledger.pipeline.prompt_cache import PromptCache
-from turnledger.pipeline.prompting import assemble_prompt
+from turnledger.pipeline.config.sections import RuntimeConfig
+from turnledger.pipeline.engine.prompt_cache import PromptCache
+from turnledger.pipeline.engine.prompting import assemble_prompt
 from turnledger.policies.recall import MEMORY_CONTEXT_OPEN
 from turnledger.projections.base import fold
 from turnledger.projections.history import (

@@ -47,7 +47,7 @@ from openai.types.responses import (
 from tests.conftest import CORPUS, IN_CI
 from tests.pipeline.test_formats_fuzz import FUZZ, _mutate, json_values, paths
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.cli_transcripts import cmd_import
+from turnledger.pipeline.cli.transcripts import cmd_import
 from turnledger.pipeline.formats import (
     FORMAT_NAMES,
     ParsedTranscript,

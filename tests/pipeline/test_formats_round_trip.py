@@ -29,7 +29,7 @@ from turnledger.pipeline.formats.counts import match_messages, rule_for
 from turnledger.pipeline.formats.writers import DROPS_SYSTEM
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.sessions import load_history
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 
 EXPECTED = CORPUS / "EXPECTED.tsv"
 WHOLE = ExportOptions(budget_tokens=0, max_tool_result_chars=0)

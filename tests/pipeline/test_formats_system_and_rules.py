@@ -15,7 +15,7 @@ from turnledger.pipeline.cli import main
 from turnledger.pipeline.formats import parse_transcript
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.sessions import load_history
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 
 SYSTEM = "You are a release assistant. Answer in one line."
 
@@ -417,7 +417,7 @@ async def test_the_engine_records_its_system_prompt_when_it_changes(tmp_path, ca
     from turnledger.ledger.events import PromptAssembled
     from turnledger.pipeline.bootstrap import bootstrap
     from turnledger.pipeline.config import parse_config
-    from turnledger.pipeline.replay import replay_session
+    from turnledger.pipeline.timetravel.replay import replay_session
 
     config = parse_config(f'data_dir = "{tmp_path / "data"}"\n')
     path = str(tmp_path / "l.db")

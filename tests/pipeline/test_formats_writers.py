@@ -36,7 +36,7 @@ from turnledger.pipeline.formats import count_pairing, parse_transcript
 from turnledger.pipeline.importer import import_transcript
 from turnledger.pipeline.sessions import load_history
 from turnledger.policies.messages import ToolCall, ToolResult, make_message
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 
 SYSTEM = "Be terse."
 

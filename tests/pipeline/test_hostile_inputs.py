@@ -18,7 +18,7 @@ from turnledger.ledger.events import SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.cli_common import MAX_ARGUMENT_BYTES, check_arguments
+from turnledger.pipeline.cli.common import MAX_ARGUMENT_BYTES, check_arguments
 from turnledger.pipeline.inputs import (
     InputFileError,
     read_input_file,

@@ -44,7 +44,7 @@ from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.structured_scrubbing import scrub_json_text, scrub_message
 from turnledger.projections.costs import COST_RECORDS, CostBucket
 from turnledger.projections.observer import ObserverState, ObserverView
-from turnledger.projections.observer_export import emit_observer_items, export_spans
+from turnledger.projections.observer.export import emit_observer_items, export_spans
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 

@@ -12,8 +12,8 @@ from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.hygiene import HygieneSchedule
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.memory.hygiene import HygieneSchedule
 
 
 def test_the_schedule_runs_when_due_and_records_events(tmp_path):

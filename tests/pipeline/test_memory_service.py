@@ -8,12 +8,12 @@ import pytest
 
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config, ConfigError, parse_config
-from turnledger.pipeline.config_sections import (
+from turnledger.pipeline.config.sections import (
     MemoryConfig,
     RecallConfig,
     recall_tuning,
 )
-from turnledger.pipeline.memory_service import MemoryService, rerank
+from turnledger.pipeline.memory import MemoryService, rerank
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.shred import is_sealed
 

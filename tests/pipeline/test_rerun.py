@@ -23,8 +23,8 @@ from turnledger.pipeline.providers.base import (
     Usage,
 )
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.rerun import rerun_session
 from turnledger.pipeline.sessions import resolve_session
+from turnledger.pipeline.timetravel.rerun import rerun_session
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import ToolCall
 

@@ -21,7 +21,7 @@ from turnledger.projections.history import (
     SESSION_TRANSCRIPT,
     SessionHistoryState,
 )
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
@@ -148,7 +148,7 @@ def test_history_and_transcript_show_the_same_visible_messages(tmp_path: Path):
 
 def test_the_linear_stream_fold_equals_the_event_by_event_fold(tmp_path: Path):
     """fold_stream gives exactly the fold's state, for both history folds."""
-    from turnledger.projections.history_fold import fold_stream
+    from turnledger.projections.history.fold import fold_stream
 
     ledger = str(tmp_path / "l.db")
     record_long_session(ledger, 3_000)

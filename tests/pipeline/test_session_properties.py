@@ -34,12 +34,12 @@ from turnledger.pipeline.export import (
 )
 from turnledger.pipeline.formats import count_pairing, parse_transcript
 from turnledger.pipeline.importer import import_transcript
-from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import load_history
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.policies.pairing import audit_pairing
 from turnledger.projections.base import digest, fold
 from turnledger.projections.history import SESSION_HISTORY
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 

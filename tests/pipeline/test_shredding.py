@@ -6,7 +6,7 @@ from pathlib import Path
 
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.projections.memory.shred import FORGOTTEN
 
 FORGETTABLE = "the vault code is 48151623"

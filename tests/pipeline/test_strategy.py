@@ -14,15 +14,15 @@ from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySupers
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.config_sections import AgentConfig, MemoryConfig
-from turnledger.pipeline.memory_service import MemoryService
-from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
-from turnledger.pipeline.strategy import DefaultMemoryStrategy, strategy_for
-from turnledger.pipeline.strategy_types import (
+from turnledger.pipeline.config.sections import AgentConfig, MemoryConfig
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.memory.strategy import DefaultMemoryStrategy, strategy_for
+from turnledger.pipeline.memory.strategy.types import (
     ConsolidationReport,
     NoStrategy,
     StrategySettings,
 )
+from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ProviderError
 from turnledger.policies.consolidation import CONSOLIDATION_SYSTEM_PROMPT
 
 AGENT = "ops"

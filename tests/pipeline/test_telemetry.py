@@ -14,7 +14,7 @@ from tests.pipeline.test_engine import EchoTool, FakeProvider, answer, call
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.config_sections import TelemetryConfig
+from turnledger.pipeline.config.sections import TelemetryConfig
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.telemetry import export_run
 

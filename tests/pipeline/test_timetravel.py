@@ -29,7 +29,6 @@ from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import list_sessions, load_history, resolve_session
 from turnledger.pipeline.timetravel import (
     TimeTravelError,
@@ -38,9 +37,10 @@ from turnledger.pipeline.timetravel import (
     resolve_at,
     rewind_session,
 )
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.projections.base import fold
 from turnledger.projections.history import SESSION_HISTORY
-from turnledger.projections.history_read import provider_messages, visible_messages
+from turnledger.projections.history.read import provider_messages, visible_messages
 from turnledger.projections.lineage import last_version_at, lineage
 from turnledger.projections.queries import SessionHistories, cost_records
 

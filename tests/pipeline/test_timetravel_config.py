@@ -12,7 +12,7 @@ from turnledger.ledger.events import MemorySuperseded
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.config_sections import REWIND_MEMORY_RULES
+from turnledger.pipeline.config.sections import REWIND_MEMORY_RULES
 from turnledger.pipeline.timetravel import MEMORY_RULES, TimeTravelError, as_memory_rule
 
 

@@ -57,7 +57,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import Runtime, bootstrap
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.config_sections import RuntimeConfig, StorageConfig
+from turnledger.pipeline.config.sections import RuntimeConfig, StorageConfig
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
     ExportOptions,
@@ -66,10 +66,10 @@ from turnledger.pipeline.export import (
 )
 from turnledger.pipeline.formats import count_pairing, parse_transcript
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse, ToolSpec
-from turnledger.pipeline.replay import replay_session
-from turnledger.pipeline.rerun import rerun_session
 from turnledger.pipeline.sessions import SessionRef, list_sessions, load_history
 from turnledger.pipeline.timetravel import TimeTravelError, fork_session, rewind_session
+from turnledger.pipeline.timetravel.replay import replay_session
+from turnledger.pipeline.timetravel.rerun import rerun_session
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import ToolCall
 from turnledger.policies.pairing import audit_pairing
@@ -80,8 +80,8 @@ from turnledger.projections.history import (
     SESSION_TRANSCRIPT,
     SessionHistoryState,
 )
-from turnledger.projections.history_fold import compacted
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.fold import compacted
+from turnledger.projections.history.read import provider_messages
 from turnledger.projections.lineage import segments
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner

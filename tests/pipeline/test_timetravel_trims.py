@@ -17,15 +17,15 @@ from turnledger.ledger.events import HistoryTrimmed, SessionRewound
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.config_sections import RuntimeConfig
+from turnledger.pipeline.config.sections import RuntimeConfig
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.replay import replay_session
 from turnledger.pipeline.sessions import resolve_session
 from turnledger.pipeline.timetravel import rewind_session
+from turnledger.pipeline.timetravel.replay import replay_session
 from turnledger.projections.history import SESSION_HISTORY
-from turnledger.projections.history_fold import compacted
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.fold import compacted
+from turnledger.projections.history.read import provider_messages
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore

@@ -11,7 +11,7 @@ from turnledger.ledger.events import KnowledgeCaptured, MemoryStored
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.memory_service import MemoryService
+from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.pipeline.tools.file_tools import MAX_WRITE_BYTES
 from turnledger.pipeline.tools.memory_tools import format_recall

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.contracts.memory_contract import T0
-from turnledger.projections.memory.embedders import (
+from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbedderNotInstalledError,
     EmbeddingIdentity,

@@ -15,8 +15,8 @@ import pytest
 from tests.contracts.memory_contract import T0
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.memory_wiring import MemoryWiring
-from turnledger.projections.memory.local_embedder import LocalEmbedder
+from turnledger.pipeline.memory.wiring import MemoryWiring
+from turnledger.projections.memory.embedding.local import LocalEmbedder
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 

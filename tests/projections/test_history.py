@@ -24,7 +24,7 @@ from turnledger.policies.messages import BREADCRUMB_TEXT
 from turnledger.policies.pairing import audit_pairing
 from turnledger.projections.base import digest, fold
 from turnledger.projections.history import SESSION_HISTORY
-from turnledger.projections.history_read import visible_messages
+from turnledger.projections.history.read import visible_messages
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")
 T = datetime(2026, 11, 30, tzinfo=UTC)

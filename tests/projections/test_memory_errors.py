@@ -33,8 +33,7 @@ from turnledger.ledger.errors import (
     StoreUnavailableError,
 )
 from turnledger.ledger.events import MemoryStored
-from turnledger.projections.memory._postgres_sql import TABLE
-from turnledger.projections.memory.embedders import EmbeddingIdentity
+from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.errors import (
     MemoryFullError,
     MemoryLockedError,
@@ -45,6 +44,7 @@ from turnledger.projections.memory.errors import (
 from turnledger.projections.memory.lucid import LucidMemory
 from turnledger.projections.memory.markdown import MarkdownMemory
 from turnledger.projections.memory.postgres import PostgresMemory, split_url
+from turnledger.projections.memory.postgres._sql import TABLE
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.qdrant import QdrantMemory
 from turnledger.projections.memory.shred import KeyStore

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from turnledger.projections.memory import _bert_query
-from turnledger.projections.memory._bert_query import BertQueryEncoder
-from turnledger.projections.memory._vector_scan import checked_product
-from turnledger.projections.memory.local_embedder import LocalEmbedder
+from turnledger.projections.memory.embedding import _bert_query
+from turnledger.projections.memory.embedding._bert_query import BertQueryEncoder
+from turnledger.projections.memory.embedding.local import LocalEmbedder
+from turnledger.projections.memory.sqlite._scan import checked_product
 
 LONG = "the quarterly budget review moved to Thursday, Sam says " * 40
 TEXTS = [

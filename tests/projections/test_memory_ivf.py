@@ -24,10 +24,10 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.memory_wiring import MemoryWiring
-from turnledger.projections.memory._sqlite_scope import Scope, make_scope
-from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
-from turnledger.projections.memory._vector_ivf import (
+from turnledger.pipeline.memory.wiring import MemoryWiring
+from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._ivf import (
     DEFAULT_PROBES,
     IVF_MIN_ROWS,
     InvertedLists,
@@ -35,8 +35,8 @@ from turnledger.projections.memory._vector_ivf import (
     tail_limit,
     train,
 )
-from turnledger.projections.memory.embedders import EmbeddingIdentity
-from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._scope import Scope, make_scope
+from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
 DIMS = 12
 ROWS = 2 * IVF_MIN_ROWS + 8_000  # two agents' rows, or a session's, use the lists

@@ -16,7 +16,7 @@ import pytest
 from tests.contracts.memory_contract import T0
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.projections.memory.local_embedder import LocalEmbedder
+from turnledger.projections.memory.embedding.local import LocalEmbedder
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 

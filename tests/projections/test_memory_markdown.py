@@ -20,7 +20,7 @@ from turnledger.projections.memory.markdown import (
     format_line,
     parse_line,
 )
-from turnledger.projections.memory.markdown_peers import MarkdownPeers
+from turnledger.projections.memory.markdown.peers import MarkdownPeers
 from turnledger.projections.memory.protocol import NewMemory, Unsupported
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")

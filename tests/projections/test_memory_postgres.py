@@ -18,8 +18,7 @@ from tests.conftest import drop_schema, fresh_schema_url, require_postgres
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.projections.memory._postgres_sql import blend
-from turnledger.projections.memory.embedders import (
+from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
     NoEmbedder,
@@ -30,6 +29,7 @@ from turnledger.projections.memory.postgres import (
     query_words,
     split_url,
 )
+from turnledger.projections.memory.postgres._sql import blend
 
 pytestmark = pytest.mark.postgres
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
-from turnledger.projections.memory.embedders import EmbeddingIdentity, NoEmbedder
+from turnledger.projections.memory.embedding import EmbeddingIdentity, NoEmbedder
 from turnledger.projections.memory.protocol import NewMemory, Unsupported
 from turnledger.projections.memory.qdrant import (
     NO_VECTORS_REASON,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tests.contracts.memory_contract import T0
-from turnledger.projections.memory.embedders import EmbeddingIdentity
-from turnledger.projections.memory.local_embedder import (
+from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.embedding.local import (
     LocalEmbedder,
     cpu_has_bfloat16,
 )

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from tests.contracts.memory_contract import T0
-from turnledger.projections.memory._sqlite_scope import make_scope
-from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
-from turnledger.projections.memory._vector_scan import (
+from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._scan import (
     PIECES,
     SHARE_ROWS,
     Scanner,
@@ -25,9 +26,8 @@ from turnledger.projections.memory._vector_scan import (
     checked_product,
     quantize,
 )
-from turnledger.projections.memory.embedders import EmbeddingIdentity
-from turnledger.projections.memory.protocol import NewMemory
-from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._scope import make_scope
+from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
 DIMS = 16
 

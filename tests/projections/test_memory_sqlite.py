@@ -20,16 +20,16 @@ from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.policies.relevance import keyword_score
-from turnledger.projections.memory._sqlite_fts import (
+from turnledger.projections.memory.embedding import EmbedderError, EmbeddingIdentity
+from turnledger.projections.memory.errors import MemoryStoreError
+from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._fts import (
     MATCH_BUDGET,
     Term,
     plan_query,
     query_terms,
 )
-from turnledger.projections.memory.embedders import EmbedderError, EmbeddingIdentity
-from turnledger.projections.memory.errors import MemoryStoreError
-from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
-from turnledger.projections.memory.sqlite import SQLiteMemory
 
 DIMS = 64
 STREAM = UUID("00000000-0000-4000-8000-0000000000cc")
@@ -549,7 +549,7 @@ class TestStopWordSafety:
 
     @pytest.fixture(name="busy")
     def _busy(self, monkeypatch):
-        monkeypatch.setattr("turnledger.projections.memory._sqlite_fts.MATCH_BUDGET", 3)
+        monkeypatch.setattr("turnledger.projections.memory.sqlite._fts.MATCH_BUDGET", 3)
         memory = SQLiteMemory(":memory:")
         events = [
             recorded(i + 1, MemoryStored(agent="alice", key=f"f{i}", content=text))
@@ -749,7 +749,7 @@ class TestApplyAndLimits:
 
     def test_apply_is_all_or_nothing(self, monkeypatch):
         """A failure mid-apply leaves neither effects nor position."""
-        from turnledger.projections.memory import _sqlite_writes
+        from turnledger.projections.memory.sqlite import _writes as _sqlite_writes
 
         memory = SQLiteMemory(":memory:", embedder=HashingEmbedder())
         memory.store(new("seed", "pear"))
@@ -797,9 +797,9 @@ def test_cosine_of_table_vectors_is_exact():
 
 def test_vector_index_grows_and_compacts():
     """The matrix grows past its first capacity and compacts after many drops."""
-    from turnledger.projections.memory._sqlite_embedding import vector_blob
-    from turnledger.projections.memory._sqlite_scope import make_scope
-    from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
+    from turnledger.projections.memory.sqlite._embedding import vector_blob
+    from turnledger.projections.memory.sqlite._scope import make_scope
+    from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
     index = VectorIndex(2)
     index.load([])
@@ -839,9 +839,9 @@ def test_cache_size_must_not_be_negative():
 )
 def test_a_repeated_scope_sees_every_change_of_rows(steps):
     """The index keeps the last scope's rows: each put and drop must show."""
-    from turnledger.projections.memory._sqlite_embedding import vector_blob
-    from turnledger.projections.memory._sqlite_scope import make_scope
-    from turnledger.projections.memory._sqlite_vectors import VectorIndex, VectorRow
+    from turnledger.projections.memory.sqlite._embedding import vector_blob
+    from turnledger.projections.memory.sqlite._scope import make_scope
+    from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
     index = VectorIndex(2)
     index.load([])

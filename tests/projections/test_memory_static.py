@@ -18,19 +18,19 @@ import pytest
 from tests.contracts.memory_contract import T0
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.pipeline.memory_service import MemoryService
-from turnledger.pipeline.memory_wiring import MemoryAccessError
-from turnledger.projections.memory._static_distill import project, sif_weights
-from turnledger.projections.memory.embedders import EmbedderError
-from turnledger.projections.memory.protocol import NewMemory
-from turnledger.projections.memory.sqlite import SQLiteMemory
-from turnledger.projections.memory.static_embedder import (
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.memory.wiring import MemoryAccessError
+from turnledger.projections.memory.embedding import EmbedderError
+from turnledger.projections.memory.embedding._static_distill import project, sif_weights
+from turnledger.projections.memory.embedding.static import (
     MAX_STATIC_DIMS,
     STATIC_MODEL,
     StaticEmbedder,
     read_table,
     write_table,
 )
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 pytest.importorskip("sentence_transformers")
 

@@ -46,13 +46,13 @@ from turnledger.projections.observer import (
     ObserverView,
     timeline,
 )
-from turnledger.projections.observer_export import (
+from turnledger.projections.observer.export import (
     OpenTelemetryNotInstalledError,
     emit_observer_items,
     export_spans,
     render_item,
 )
-from turnledger.projections.observer_items import NOT_JSON, observe
+from turnledger.projections.observer.items import NOT_JSON, observe
 from turnledger.projections.runner import ProjectionRunner
 from turnledger.projections.views import SQLiteViewStore
 

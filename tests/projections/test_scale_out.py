@@ -12,7 +12,7 @@ import time
 from turnledger.ledger.store import open_store
 from turnledger.projections.base import digest, fold
 from turnledger.projections.catalog import PROJECTIONS
-from turnledger.projections.views_pg import PostgresViewStore
+from turnledger.projections.views.postgres import PostgresViewStore
 
 
 def _turnledger() -> str:

@@ -16,7 +16,7 @@ from turnledger.ledger.events import HistoryTrimmed, MemoryRecalled, ToolResultR
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.sessions import load_history
 from turnledger.projections.costs import grand_total
-from turnledger.projections.history_read import provider_messages
+from turnledger.projections.history.read import provider_messages
 from turnledger.projections.queries import cost_records
 
 pytestmark = pytest.mark.slow

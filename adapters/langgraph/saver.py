@@ -1,0 +1,370 @@
+"""``TurnledgerSaver``: a LangGraph checkpointer that is a turnledger session.
+
+Each LangGraph thread is one session stream of the ledger (agent ``agent``,
+session key the thread id, channel ``langgraph``). A checkpoint is stored as what
+changed since its parent, never as a snapshot: the channel versions and
+``versions_seen`` entries that differ, and for each channel in ``new_versions``
+either its value (the serializer's blob), or, when the value is a list extending
+the parent's value, only the new items. New messages of the root namespace's
+messages channel are the ledger's own typed events (user input, assistant message
+with tool calls, tool result, and ``turn.completed`` after a final answer), each
+recorded once: by the task write that carries it when it comes next in the
+conversation, else by the checkpoint that holds it; records refer to them by
+stream version. So ``turnledger history``, ``audit``, ``export`` and ``replay``
+read the session, and bytes per checkpoint do not grow with the history of an
+append-reducer channel (a value that is not a list is recorded whole each time it
+changes).
+
+``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
+writes are gone for the saver and for views that honour the event; the ledger
+keeps the trail. Every write is committed before its call returns (calls that
+overlap share one transaction, see ``langgraph_commit``). Messages handed back by
+``get_tuple`` are shared with the saver's cache of the thread: treat them as
+immutable, as LangGraph's reducers do.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any, Final, Self, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from turnledger.adapters.langgraph import admin as langgraph_admin
+from turnledger.adapters.langgraph.aio import AsyncTwins
+from turnledger.adapters.langgraph.codec import load_blob
+from turnledger.adapters.langgraph.commit import Ticket, WriteQueue, commit, flush
+from turnledger.adapters.langgraph.records import Built, RecordEncoder
+from turnledger.adapters.langgraph.state import (
+    FRAMEWORK,
+    MISSING,
+    StoredCheckpoint,
+    ThreadState,
+)
+from turnledger.ledger.events import ItemsRemoved, SessionOpened
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore, open_store
+
+CHANNEL: Final = "langgraph"
+"""The ``channel`` of the sessions the saver opens."""
+
+# The class defines ``list`` (LangGraph's method), so its annotations use aliases.
+Names = list[str]
+Found = list[tuple[ThreadState, StoredCheckpoint]]
+
+
+class TurnledgerSaver(AsyncTwins):
+    """A LangGraph checkpointer on the turnledger ledger (SQLite or PostgreSQL).
+
+    Args:
+        store: The ledger.
+        agent: The agent the threads' sessions belong to.
+        serde: LangGraph's serializer for values no typed event models
+            (default: LangGraph's ``JsonPlusSerializer``).
+        messages_channel: The root-namespace channel whose messages become typed
+            events.
+        max_cached_threads: Threads whose fold is kept in memory (older ones are
+            folded again from the ledger when next used).
+        close_store: Whether :meth:`close` closes ``store``.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        agent: str = "langgraph",
+        serde: SerializerProtocol | None = None,
+        messages_channel: str = "messages",
+        max_cached_threads: int = 1024,
+        close_store: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not agent:
+            msg = "Expected a non-empty agent, found ''"
+            raise ValueError(msg)
+        self.store = store
+        self.agent = agent
+        self.messages_channel = messages_channel
+        self.max_cached_threads = max_cached_threads
+        self.close_store = close_store
+        self._records = RecordEncoder(self.serde, messages_channel)
+        self._threads: OrderedDict[str, ThreadState] = OrderedDict()
+        self.channel = CHANNEL
+        self.lock = threading.RLock()
+        self.write_queue = WriteQueue()
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **kwargs: Any) -> TurnledgerSaver:
+        """Open the ledger at ``url`` (see ``open_store``) and a saver owning it."""
+        return cls(open_store(url), close_store=True, **kwargs)
+
+    def close(self) -> None:
+        """Drop the cache; close the store if the saver owns it."""
+        with self.lock:
+            self._threads.clear()
+        if self.close_store:
+            self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- folding -------------------------------------------------------------------
+
+    def thread_state(self, thread_id: str, *, catch_up: bool = True) -> ThreadState:
+        """The thread's fold, caught up with the ledger (call under the lock).
+
+        Without ``catch_up`` a cached fold is returned as it is (an append made
+        on it fails if another writer has moved the stream on).
+        """
+        state = self._threads.get(thread_id)
+        if state is None:
+            if not thread_id:
+                msg = "Expected a non-empty thread_id, found ''"
+                raise ValueError(msg)
+            state = ThreadState(thread_id, session_stream_id(self.agent, thread_id))
+            self._threads[thread_id] = state
+            while len(self._threads) > self.max_cached_threads:
+                self._threads.popitem(last=False)
+        else:
+            self._threads.move_to_end(thread_id)
+            if not catch_up:
+                return state
+        for recorded in self.store.read_stream(state.stream, after=state.head):
+            state.apply(recorded.version, recorded.event, self.serde)
+        return state
+
+    def forget(self, thread_id: str) -> None:
+        """Drop a thread's cached fold (the next use folds it from the ledger)."""
+        self._threads.pop(thread_id, None)
+
+    def append_built(self, thread_id: str, build: Any) -> None:
+        """Append what ``build(state)`` returns at the thread's head (under the lock).
+
+        ``build`` returns ``(events, own messages by version)``; see
+        :mod:`~turnledger.adapters.langgraph.commit` for the retries on conflict.
+        """
+        ticket = Ticket(thread_id, build)
+        flush(self, [ticket])
+        if ticket.error is not None:
+            raise ticket.error
+
+    # -- reads ---------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Return a checkpoint (the thread's latest when the config names none)."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        with self.lock:
+            state = self.thread_state(thread_id)
+            checkpoint = state.live(ns, get_checkpoint_id(config))
+            return (
+                None if checkpoint is None else self.checkpoint_tuple(state, checkpoint)
+            )
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's keyword
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Return matching checkpoints, newest (highest id) first."""
+        conf = (config or {}).get("configurable", {})
+        before_id = get_checkpoint_id(before) if before else None
+        wanted_id = conf.get("checkpoint_id")
+        with self.lock:
+            if "thread_id" in conf:
+                threads = [str(conf["thread_id"])]
+            else:
+                threads = self.thread_ids()
+            found: Found = []
+            for thread_id in threads:
+                state = self.thread_state(thread_id)
+                for ns, by_id in state.checkpoints.items():
+                    if "checkpoint_ns" in conf and ns != conf["checkpoint_ns"]:
+                        continue
+                    found.extend(
+                        (state, c)
+                        for c in by_id.values()
+                        if (wanted_id is None or c.id == wanted_id)
+                        and (before_id is None or c.id < before_id)
+                        and _matches(c.metadata, filter)
+                    )
+            found.sort(key=lambda pair: pair[1].id, reverse=True)
+            chosen = found if limit is None else found[:limit]
+            tuples = [self.checkpoint_tuple(state, c) for state, c in chosen]
+        yield from tuples
+
+    def thread_ids(self) -> Names:
+        """Every thread id the saver's agent has a session for (deleted ones too)."""
+        return [
+            r.event.session_key
+            for r in self.store.iter_all(types=[SessionOpened])
+            if isinstance(r.event, SessionOpened)
+            and r.event.agent == self.agent
+            and r.event.channel == CHANNEL
+        ]
+
+    def checkpoint_tuple(
+        self, state: ThreadState, c: StoredCheckpoint
+    ) -> CheckpointTuple:
+        """A stored checkpoint as LangGraph reads it (call under the lock)."""
+        values: dict[str, Any] = {}
+        for channel, version in c.versions.items():
+            value = state.value(c.ns, channel, version, self.serde)
+            if value is not MISSING:
+                values[channel] = value
+        checkpoint: dict[str, Any] = {
+            "v": c.v,
+            "id": c.id,
+            "ts": c.ts,
+            "channel_values": values,
+            "channel_versions": dict(c.versions),
+            "versions_seen": state.seen_copy(c),
+            "updated_channels": None if c.updated is None else list(c.updated),
+        }
+        if c.extra is not None:
+            checkpoint.update(load_blob(self.serde, c.extra))
+        configurable = {"thread_id": state.thread_id, "checkpoint_ns": c.ns}
+        parent = (
+            {"configurable": {**configurable, "checkpoint_id": c.parent}}
+            if c.parent
+            else None
+        )
+        return CheckpointTuple(
+            config={"configurable": {**configurable, "checkpoint_id": c.id}},
+            checkpoint=cast("Checkpoint", checkpoint),
+            metadata=load_blob(self.serde, c.metadata_blob),
+            parent_config=cast("RunnableConfig | None", parent),
+            pending_writes=state.pending_writes(c.ns, c.id, self.serde),
+        )
+
+    # -- writes --------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Record a checkpoint as what changed since its parent; durable on return."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        md = dict(get_checkpoint_metadata(config, metadata))
+
+        def build(state: ThreadState) -> Built:
+            return self._records.checkpoint(
+                state,
+                ns=ns,
+                parent_id=parent_id,
+                checkpoint=checkpoint,
+                md=md,
+                new_versions=dict(new_versions),
+            )
+
+        commit(self, Ticket(thread_id, build))
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Record a task's pending writes (a write already stored is not repeated)."""
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "")
+        checkpoint_id = conf["checkpoint_id"]
+
+        def build(state: ThreadState) -> Built:
+            return self._records.writes(
+                state,
+                ns=ns,
+                checkpoint_id=checkpoint_id,
+                task_id=task_id,
+                task_path=task_path,
+                writes=writes,
+            )
+
+        commit(self, Ticket(thread_id, build))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Append the removal of the thread's checkpoints and writes (all kept)."""
+        thread_id = str(thread_id)
+
+        def build(state: ThreadState) -> Built:
+            if not state.has_checkpoints() and not state.writes:
+                return [], {}
+            removed = ItemsRemoved(
+                first_version=state.live_from,
+                last_version=state.head,
+                framework=FRAMEWORK,
+                reason="delete_thread",
+            )
+            return [removed], {}
+
+        commit(self, Ticket(thread_id, build))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Append the removal of every checkpoint (and its writes) of those runs."""
+        with self.lock:
+            langgraph_admin.delete_for_runs(self, run_ids)
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        """Keep each namespace's latest checkpoint (``keep_latest``), or none.
+
+        Raises:
+            ValueError: Another strategy.
+        """
+        with self.lock:
+            langgraph_admin.prune(self, thread_ids, strategy)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Write the source's checkpoints and writes to the target, oldest first.
+
+        The target records them as a thread of its own (its messages as its own
+        typed events), each checkpoint as what changed since its parent.
+        """
+        with self.lock:
+            langgraph_admin.copy_thread(
+                self, str(source_thread_id), str(target_thread_id)
+            )
+
+
+def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    return not wanted or all(metadata.get(k) == v for k, v in wanted.items())

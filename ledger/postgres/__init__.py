@@ -1,0 +1,369 @@
+"""The PostgreSQL backend, built on eventsourcing's PostgreSQL application recorder.
+
+From the library: the datastore (psycopg pool, timeouts, composite type adapters),
+the table layout (``turnledger_events`` with a ``bigserial`` notification id),
+notification selection and the LISTEN/NOTIFY subscription. Not taken: the library's
+``LOCK TABLE ... IN EXCLUSIVE MODE`` per insert, which serialises every writer
+until its commit's fsync; writers here commit in parallel and followers stop at a
+high-water mark instead (``ledger.postgres.order``). Added in
+``ledger.postgres.recorder``: triggers refusing UPDATE, DELETE and TRUNCATE and
+version gaps (a superuser can still disable them; ``verify`` detects what is then
+done) and a periodic wake-up of the subscription (library issue #305: a lost
+NOTIFY must not stall a follower). Added here: the hash chain, idempotency keys,
+group commit in a fixed number of round trips, each append atomic on its own
+(``ledger.postgres.write``), typed driver errors, and the followers' wake-up: a
+NOTIFY sent after each write has committed, in a transaction of its own
+(``ledger.postgres.order.wake_followers``: a NOTIFY inside the write would
+serialise the writers' commits). Pipeline mode is not used for writes: large
+pipelined transactions can hang (psycopg #685).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import Notification, PersistenceError
+from eventsourcing.postgres import (
+    PostgresDatastore,
+)
+from psycopg.sql import SQL, Identifier
+
+from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
+from turnledger.ledger.errors import (
+    ConfigurationError,
+    LedgerError,
+    LedgerFullError,
+    LedgerLockedError,
+    LedgerReadOnlyError,
+    StoreUnavailableError,
+)
+from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
+from turnledger.ledger.postgres.order import HighWater, begin_write, wake_followers
+from turnledger.ledger.postgres.recorder import (
+    TABLE,
+    PostgresURL,
+    Recorder,
+    WakingSubscription,
+)
+from turnledger.ledger.postgres.write import (
+    SEALS_TABLE,
+    HeadCache,
+    Statements,
+    write_group,
+)
+
+_T = TypeVar("_T")
+
+
+class PostgresBackend:
+    """The ledger's PostgreSQL storage.
+
+    Args:
+        url: ``postgresql://user[:password]@host[:port]/dbname[?schema=name]``.
+        lock_timeout: Seconds a writer waits for a lock (and a follower for the
+            writers in flight) before a typed :class:`LedgerLockedError`.
+    """
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, lock_timeout: int = 5) -> None:
+        self.url = PostgresURL(url)
+        try:
+            self._datastore = PostgresDatastore(
+                dbname=self.url.dbname,
+                host=self.url.host,
+                port=self.url.port,
+                user=self.url.user,
+                password=self.url.password,
+                pool_size=2,
+                max_overflow=8,
+                lock_timeout=lock_timeout,
+                idle_in_transaction_session_timeout=60,
+                schema=self.url.schema,
+                connect_timeout=10,
+            )
+            self._recorder = Recorder(self._datastore)
+            self._create_tables()
+        except ConfigurationError:
+            raise
+        except Exception as e:
+            where = f"{self.url.host}:{self.url.port}/{self.url.dbname}"
+            msg = f"Cannot open the PostgreSQL ledger at {where}: {e}"
+            raise StoreUnavailableError(msg) from e
+        table = {"schema": Identifier(self.url.schema), "table": Identifier(TABLE)}
+        self._high_water = HighWater(
+            self._datastore,
+            self.url.schema,
+            table=f'"{self.url.schema}"."{TABLE}"',
+            sequence=f'"{self.url.schema}"."{TABLE}_notification_id_seq"',
+            # A writer may itself wait ``lock_timeout`` for a lock: allow more.
+            timeout=max(30, 3 * lock_timeout),
+        )
+        self._recorder.settled = self.max_position
+        self._head_sql = SQL(
+            "SELECT max(originator_version) AS head FROM {schema}.{table} "
+            "WHERE originator_id = %s"
+        ).format(**table)
+        self._table = table
+        self._write_sql = Statements(
+            self.url.schema,
+            TABLE,
+            begin_write(self.url.schema, lock_timeout).as_bytes(None),
+            wake_followers(Identifier(self._recorder.channel_name)).as_bytes(None),
+        )
+        self._heads = HeadCache()
+
+    def _create_tables(self) -> None:
+        # Processes opening one ledger at once would race on the DDL (deadlocks
+        # between CREATE OR REPLACE FUNCTION and CREATE OR REPLACE TRIGGER, unique
+        # violations in the catalogs): a session advisory lock, per schema, makes
+        # them take turns.
+        key = f"turnledger:{self.url.schema}"
+        with self._datastore.get_connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            try:
+                conn.execute(
+                    SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(
+                        Identifier(self.url.schema)
+                    )
+                )
+                self._recorder.create_table()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+    def insert_batch(
+        self, requests: Sequence[AppendRequest], *, atomic: bool = False
+    ) -> list[tuple[int, ...] | Conflict | Replayed]:
+        """Write appends in one transaction (writers run in parallel).
+
+        A conflict fails only its own append (``ledger.postgres.write``); with
+        ``atomic``, any conflict writes nothing.
+
+        Raises:
+            LedgerLockedError: A lock was not granted within the timeout.
+            StoreUnavailableError: The server failed or the connection was lost.
+        """
+        started = time.monotonic()
+        try:
+            with self._datastore.get_connection() as conn:
+                results = write_group(
+                    conn, self._write_sql, requests, self._heads, atomic=atomic
+                )
+                if atomic and any(isinstance(r, Conflict) for r in results):
+                    return [r if isinstance(r, Conflict) else () for r in results]
+                return results
+        except (psycopg.Error, PersistenceError, OSError) as e:
+            raise translate(e, time.monotonic() - started) from e
+
+    def _guard(self, action: Callable[[], _T]) -> _T:
+        started = time.monotonic()
+        try:
+            return action()
+        except (psycopg.Error, PersistenceError, OSError) as e:
+            raise translate(e, time.monotonic() - started) from e
+
+    def _fetch(self, sql: Any, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall())
+
+        return self._guard(run)
+
+    def insert_seal(self, body: bytes, mac: str) -> int:
+        """Record a seal; return its id."""
+        sql = SQL(
+            "INSERT INTO {schema}.{seals} (body, mac) VALUES (%s, %s) RETURNING id"
+        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+
+        def run() -> int:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql, (body, mac))
+                row = cursor.fetchone()
+                return int(row["id"]) if row else 0
+
+        return self._guard(run)
+
+    def latest_seal(self) -> Seal | None:
+        """Return the newest seal, if any."""
+        sql = SQL(
+            "SELECT id, body, mac FROM {schema}.{seals} ORDER BY id DESC LIMIT 1"
+        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+
+        def run() -> Seal | None:
+            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
+                cursor.execute(sql)
+                row = cursor.fetchone()
+                if row is None:
+                    return None
+                return Seal(int(row["id"]), bytes(row["body"]), str(row["mac"]))
+
+        return self._guard(run)
+
+    def select_stream(
+        self,
+        stream_id: UUID,
+        *,
+        gt: int,
+        lte: int | None,
+        limit: int | None,
+        topics: Sequence[str] = (),
+    ) -> list[StoredRow]:
+        """Return a stream's rows with versions in ``(gt, lte]`` (of ``topics``)."""
+        sql = SQL(
+            "SELECT notification_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s"
+        ).format(**self._table)
+        params: list[object] = [stream_id, gt]
+        if lte is not None:
+            sql += SQL(" AND originator_version <= %s")
+            params.append(lte)
+        if topics:
+            sql += SQL(" AND topic = ANY(%s)")
+            params.append(list(topics))
+        sql += SQL(" ORDER BY originator_version")
+        if limit is not None:
+            sql += SQL(" LIMIT %s")
+            params.append(limit)
+        return [
+            StoredRow(
+                int(r["notification_id"]),
+                stream_id,
+                int(r["originator_version"]),
+                r["topic"],
+                bytes(r["state"]),
+            )
+            for r in self._fetch(sql, params)
+        ]
+
+    def select_all(
+        self, *, gt: int, limit: int, topics: Sequence[str], lte: int | None
+    ) -> list[StoredRow]:
+        """Return rows with positions in ``(gt, lte]`` in order."""
+        notifications = self._guard(
+            lambda: self._recorder.select_notifications(
+                start=gt,
+                limit=limit,
+                stop=lte,
+                topics=list(topics),
+                inclusive_of_start=False,
+            )
+        )
+        return [_row(n) for n in notifications]
+
+    def stream_version(self, stream_id: UUID) -> int:
+        """Return a stream's head version (0 when empty)."""
+        rows = self._fetch(self._head_sql, (stream_id,))
+        return _head(rows[0] if rows else None)
+
+    def max_position(self) -> int:
+        """Return the settled position: every row at or below it is final.
+
+        Writers commit in parallel, so a higher position may be committed while a
+        lower one is still in flight; this is the high-water mark below which
+        nothing can appear any more (``ledger.postgres.order``). Positions may
+        have gaps (rolled-back appends).
+        """
+        return self._guard(self._high_water.settled)
+
+    def stream_ids(self) -> list[UUID]:
+        """Return every stream id, sorted."""
+        sql = SQL("SELECT DISTINCT originator_id FROM {schema}.{table}").format(
+            **self._table
+        )
+        return sorted(r["originator_id"] for r in self._fetch(sql))
+
+    def count_rows(self) -> int:
+        """Return the number of rows."""
+        sql = SQL("SELECT count(*) AS n FROM {schema}.{table}").format(**self._table)
+        rows = self._fetch(sql)
+        return int(rows[0]["n"]) if rows else 0
+
+    def first_encrypted(self, scan_rows: int) -> StoredRow | None:
+        """Return the first encrypted row among the first ``scan_rows`` settled."""
+        sql = SQL(
+            "SELECT * FROM (SELECT notification_id, originator_id, "
+            "originator_version, topic, state FROM {schema}.{table} "
+            "WHERE notification_id <= %s ORDER BY notification_id LIMIT %s) AS f "
+            "WHERE length(state) >= {header} AND get_byte(state, 0) IN ({formats}) "
+            "AND get_byte(state, 1) & {flag} <> 0 ORDER BY notification_id LIMIT 1"
+        ).format(
+            header=SQL(str(HEADER_SIZE)),
+            formats=SQL(f"{FRAME_FORMAT}, {CHAIN_FORMAT}"),
+            flag=SQL(str(FLAG_ENCRYPTED)),
+            **self._table,
+        )
+        rows = self._fetch(sql, (self.max_position(), scan_rows))
+        if not rows:
+            return None
+        found = rows[0]
+        return StoredRow(
+            int(found["notification_id"]),
+            found["originator_id"],
+            int(found["originator_version"]),
+            str(found["topic"]),
+            bytes(found["state"]),
+        )
+
+    def subscribe(self, *, gt: int, topics: Sequence[str]) -> WakingSubscription:
+        """Subscribe to rows after ``gt`` through LISTEN/NOTIFY."""
+        return self._guard(
+            lambda: WakingSubscription(self._recorder, gt=gt, topics=list(topics))
+        )
+
+    def drop_schema(self) -> None:
+        """Drop the backend's schema with everything in it (tests use this)."""
+        self._heads = HeadCache()
+        with self._datastore.get_connection() as conn:
+            conn.execute(
+                SQL("DROP SCHEMA IF EXISTS {0} CASCADE").format(
+                    Identifier(self.url.schema)
+                )
+            )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._datastore.close()
+
+
+def translate(error: BaseException, waited: float) -> LedgerError:
+    """Return the typed ledger error for a PostgreSQL driver error.
+
+    Args:
+        error: What psycopg (or the library around it) raised.
+        waited: Seconds the failed call took (the real wait when locked).
+    """
+    cause: BaseException = error
+    while isinstance(cause, PersistenceError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, psycopg.errors.LockNotAvailable):
+        return LedgerLockedError(
+            f"the ledger is locked by another writer (waited {round(waited)} s)"
+        )
+    if isinstance(cause, psycopg.errors.DiskFull):
+        return LedgerFullError(f"The PostgreSQL ledger's disk is full: {cause}")
+    if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+        return LedgerReadOnlyError(f"The PostgreSQL ledger refuses writes: {cause}")
+    if isinstance(
+        cause, (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedTable)
+    ):
+        return StoreUnavailableError(
+            f"The PostgreSQL ledger is gone (its schema or table was dropped): {cause}"
+        )
+    return StoreUnavailableError(f"PostgreSQL ledger: {cause}")
+
+
+def _head(row: dict[str, Any] | None) -> int:
+    return int(row["head"] or 0) if row else 0
+
+
+def _row(n: Notification) -> StoredRow:
+    stream = (
+        n.originator_id if isinstance(n.originator_id, UUID) else UUID(n.originator_id)
+    )
+    return StoredRow(n.id, stream, n.originator_version, n.topic, n.state)

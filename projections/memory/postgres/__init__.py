@@ -1,0 +1,348 @@
+"""PostgreSQL memory: tsvector keyword search plus optional vectors (§2.3).
+
+One table per schema, ``UNIQUE(agent, key)`` (the primary key), upserts keeping
+the id and creation time. Keyword search uses a generated ``tsvector`` (``simple``
+configuration, key weighted above content) with a GIN index; the query is split
+into words in Python and each word goes through ``plainto_tsquery`` as a bound
+parameter, OR-ed together, so any input is searched for and never parsed as an
+operator.
+
+Fixed from the reference: ``ts_rank_cd`` only picks the candidates (agents,
+session, time window and supersession applied inside the query, before ranking
+and limiting); a candidate's keyword score is the share of the query's content
+words it holds, never divided by the batch's best, so the 0.4 relevance floor
+filters for real; stop words are never searched for; vectors are used
+at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
+``float4[]`` column with cosine computed in numpy over the keyword and recency
+candidates), blended 0.7/0.3 like SQLite; session-less core/daily facts are
+visible from every session on every path. The connection, its transactions and
+the schema migration are :mod:`turnledger.projections.memory.postgres._connection`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+import psycopg
+from psycopg import sql
+
+from turnledger.ledger.envelope import Recorded
+from turnledger.policies.recall_scope import bound_recall_limit
+from turnledger.policies.relevance import is_meaningful_query
+from turnledger.projections.memory.apply import apply_one
+from turnledger.projections.memory.embedding import Embedder, EmbedderError
+from turnledger.projections.memory.errors import typed_memory_errors
+from turnledger.projections.memory.postgres._connection import (
+    LOCK_TIMEOUT_MS,
+    Connection,
+    PostgresConnection,
+)
+from turnledger.projections.memory.postgres._sql import (
+    COLUMNS,
+    KEYWORD,
+    NEAREST,
+    PGVECTOR_SIMILARITY,
+    UPSERT,
+    Vector,
+    VectorKind,
+    query_words,
+    rank_candidates,
+    row_entry,
+    scope_clause,
+    split_url,
+    unit_vector,
+)
+from turnledger.projections.memory.protocol import (
+    Capabilities,
+    MemoryEntry,
+    NewMemory,
+    Unsupported,
+    is_recent_query,
+)
+
+_Entries: TypeAlias = list[MemoryEntry]
+
+__all__ = [
+    "LOCK_TIMEOUT_MS",
+    "PostgresMemory",
+    "VectorKind",
+    "query_words",
+    "split_url",
+]
+
+
+@typed_memory_errors("postgres")
+class PostgresMemory(PostgresConnection):
+    """Long-term memory in a PostgreSQL schema.
+
+    Args:
+        url: ``postgresql://user@host:port/db?schema=NAME`` (schema default
+            ``public``, created if missing).
+        embedder: Vectors for recall; ``None`` keeps recall keyword-only.
+        vectors: ``auto`` uses pgvector when the extension can be created,
+            otherwise ``float4[]``; ``array`` forces the fallback.
+        candidate_pool: Keyword and vector/recency candidates per recall.
+    """
+
+    name = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        embedder: Embedder | None = None,
+        vectors: Literal["auto", "pgvector", "array"] = "auto",
+        candidate_pool: int = 200,
+    ) -> None:
+        self._conninfo, self.schema = split_url(url)
+        self._embedder = embedder
+        self._pool = candidate_pool
+        self._lock = threading.RLock()
+        self._conn = self._connect()
+        vectors_on = embedder is not None and embedder.identity.dims > 0
+        self.capabilities = Capabilities(vectors=vectors_on)
+        self.vector_kind: VectorKind = self._migrate(vectors)
+
+    def _vector(self, text: str) -> Vector | None:
+        if not self.capabilities.vectors or self._embedder is None:
+            return None
+        try:
+            vectors = self._embedder.embed([text])
+        except EmbedderError:
+            return None  # the row is kept without its vector, as on SQLite
+        return unit_vector(vectors[0]) if len(vectors) else None
+
+    def _vector_param(self, vector: Vector | None) -> Any:
+        if vector is None:
+            return None
+        values = [float(x) for x in vector]
+        return str(values) if self.vector_kind == "pgvector" else values
+
+    def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
+        """Upsert per (agent, key), keeping the id and creation time."""
+        column = "vector" if self.vector_kind == "pgvector" else "float4[]"
+        upsert = self._sql(UPSERT, column=sql.SQL(column))
+        params = {
+            **msgspec.structs.asdict(entry),
+            "id": entry.entry_id,
+            "embedding": self._vector_param(self._vector(entry.content)),
+        }
+        with self._transaction() as conn:
+            row = conn.execute(upsert, params).fetchone()
+        assert row is not None  # noqa: S101 - RETURNING always yields the row
+        return row_entry(row)
+
+    def _select(
+        self, where: str, params: dict[str, Any], tail: str
+    ) -> list[tuple[Any, ...]]:
+        query = self._sql(
+            f"SELECT {COLUMNS} FROM {{table}} WHERE {{where}} {tail}", where=where
+        )
+        with self._transaction() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def recall(
+        self,
+        query: str,
+        *,
+        agents: Sequence[str],
+        limit: int = 5,
+        session: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> _Entries:
+        """Return the best matches among ``agents``' rows, best first.
+
+        Keyword scores are the share of the query's content words a row holds
+        (comparable across queries); with an embedder, cosine similarity is
+        blended in (0.7/0.3). A query of stop words only matches nothing.
+        """
+        limit = bound_recall_limit(limit)
+        if not agents:
+            return []
+        where, params = scope_clause(agents, session, since=since, until=until)
+        if is_recent_query(query):
+            params["limit"] = limit
+            tail = "ORDER BY updated_at DESC, key LIMIT %(limit)s"
+            return [row_entry(row) for row in self._select(where, params, tail)]
+        if not is_meaningful_query(query):
+            return []  # stop words or one-letter words only: nothing matches
+        vector = self._vector(query)
+        params |= {
+            "pool": self._pool,
+            "qvec": self._vector_param(vector),
+            "dims": 0 if vector is None else len(vector),
+        }
+        rows = self._keyword_rows(query_words(query), where, params, vector)
+        if vector is not None:
+            rows += self._vector_rows(where, params, vector)
+        ranked = rank_candidates(rows, vector, stored=self.vector_kind, query=query)
+        return ranked[:limit]
+
+    def _extra(self, vector: Vector | None) -> sql.Composable:
+        """The column recall reads to score a row's vector."""
+        if vector is None:
+            return sql.SQL("NULL")
+        if self.vector_kind == "array":
+            return sql.SQL("embedding")
+        return sql.SQL(PGVECTOR_SIMILARITY)
+
+    def _keyword_rows(
+        self,
+        words: Sequence[str],
+        where: str,
+        params: dict[str, Any],
+        vector: Vector | None,
+    ) -> list[tuple[Any, ...]]:
+        if not words:
+            return []
+        tsquery = sql.SQL(" || ").join(
+            sql.SQL("plainto_tsquery('simple', {})").format(sql.Placeholder(f"w{i}"))
+            for i in range(len(words))
+        )
+        extra = self._extra(vector)
+        query = self._sql(KEYWORD, extra=extra, tsquery=tsquery, where=where)
+        params = params | {f"w{i}": word for i, word in enumerate(words)}
+        with self._transaction() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def _vector_rows(
+        self, where: str, params: dict[str, Any], vector: Vector
+    ) -> list[tuple[Any, ...]]:
+        """Vector candidates: nearest with pgvector, newest with float4[]."""
+        order, dims = "updated_at DESC", ""
+        if self.vector_kind == "pgvector":
+            order = "embedding <=> %(qvec)s::vector"
+            dims = "AND vector_dims(embedding) = %(dims)s"
+        query = self._sql(
+            NEAREST,
+            extra=self._extra(vector),
+            where=where,
+            dims=sql.SQL(dims),
+            order=sql.SQL(order),
+        )
+        with self._transaction() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def get(self, key: str, *, agents: Sequence[str]) -> MemoryEntry | None:
+        """Return the live row with that key, the first agent in ``agents`` winning."""
+        where, params = scope_clause(agents, None)
+        params["key"] = key
+        tail = "AND key = %(key)s ORDER BY array_position(%(agents)s, agent) LIMIT 1"
+        rows = self._select(where, params, tail)
+        return row_entry(rows[0]) if rows else None
+
+    def list(
+        self,
+        *,
+        agents: Sequence[str],
+        category: str | None = None,
+        session: str | None = None,
+        limit: int = 1000,
+    ) -> _Entries:
+        """Return live rows, newest first (strict session filter)."""
+        where, params = scope_clause(agents, session, strict=True, category=category)
+        params["limit"] = limit
+        tail = "ORDER BY updated_at DESC, key LIMIT %(limit)s"
+        return [row_entry(row) for row in self._select(where, params, tail)]
+
+    def _write(self, template: str, params: dict[str, Any]) -> int:
+        with self._transaction() as conn:
+            return conn.execute(self._sql(template), params).rowcount
+
+    def forget(self, key: str, *, agent: str) -> bool | Unsupported:
+        """Delete ``agent``'s row with that key; False when there was none."""
+        template = "DELETE FROM {table} WHERE agent = %(agent)s AND key = %(key)s"
+        return self._write(template, {"agent": agent, "key": key}) > 0
+
+    def supersede(
+        self, key: str, *, agent: str, superseded_by: str
+    ) -> bool | Unsupported:
+        """Hide ``agent``'s row with that key behind ``superseded_by``."""
+        template = (
+            "UPDATE {table} SET superseded_by = %(by)s"
+            " WHERE agent = %(agent)s AND key = %(key)s AND superseded_by IS NULL"
+        )
+        return (
+            self._write(template, {"agent": agent, "key": key, "by": superseded_by}) > 0
+        )
+
+    def purge_session(self, session: str, *, agent: str) -> int | Unsupported:
+        """Delete ``agent``'s rows of a session; return how many."""
+        template = (
+            "DELETE FROM {table} WHERE agent = %(agent)s AND session = %(session)s"
+        )
+        return self._write(template, {"agent": agent, "session": session})
+
+    def count(self, *, agents: Sequence[str]) -> int:
+        """Return how many live rows ``agents`` have."""
+        where, params = scope_clause(agents, None)
+        query = self._sql("SELECT count(*) FROM {table} WHERE {where}", where=where)
+        with self._transaction() as conn:
+            row = conn.execute(query, params).fetchone()
+        return int(row[0]) if row else 0
+
+    def export(
+        self,
+        *,
+        agents: Sequence[str],
+        session: str | None = None,
+        category: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> _Entries:
+        """Return every live row matching the filters, oldest first."""
+        where, params = scope_clause(
+            agents, session, since=since, until=until, strict=True, category=category
+        )
+        tail = "ORDER BY created_at, agent, key"
+        return [row_entry(row) for row in self._select(where, params, tail)]
+
+    def health(self) -> bool:
+        """Return whether the server answers."""
+        try:
+            with self._transaction() as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def applied_position(self) -> int:
+        """Return the last ledger position applied (0: none)."""
+        with self._transaction() as conn:
+            return self._position(conn)
+
+    def _position(self, conn: Connection, *, lock: bool = False) -> int:
+        query = "SELECT value FROM {meta} WHERE name = 'applied_position'"
+        row = conn.execute(
+            self._sql(query + (" FOR UPDATE" if lock else ""))
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def apply(self, events: Sequence[Recorded], position: int) -> None:
+        """Apply the events above the tracked position, then record ``position``.
+
+        The effects and the position are written in one transaction.
+        """
+        with self._transaction() as conn:
+            done = self._position(conn, lock=True)
+            if position <= done:
+                return
+            for recorded in events:
+                if recorded.position > done:
+                    apply_one(self, recorded)
+            conn.execute(
+                self._sql(
+                    "UPDATE {meta} SET value = %s WHERE name = 'applied_position'"
+                ),
+                (str(position),),
+            )
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,276 @@
+"""The SQLite memory schema, its connection settings and row conversions.
+
+Tables: ``memories`` (one row per agent and key; an integer rowid so FTS5 can use
+it as external content), ``memories_fts`` (FTS5 over key and content, kept in
+step by triggers), ``memory_meta`` (schema
+version and embedding identity), ``embedding_cache`` and ``memory_tracking``
+(the applied ledger position). Times are integer microseconds since the epoch
+(UTC), so comparisons are exact and a rebuild reproduces them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from turnledger.ledger.sqlite.setup import set_wal
+from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.protocol import MemoryEntry
+from turnledger.projections.memory.sqlite._hybrid import Scored
+from turnledger.projections.memory.sqlite.cache import CACHE_DDL
+
+SCHEMA_VERSION: Final = 1
+"""The layout version recorded in ``memory_meta``."""
+
+PRAGMAS: Final = {
+    "synchronous": "NORMAL",
+    # Deleted rows are overwritten, not left in free pages (forget that forgets).
+    "secure_delete": "ON",
+    "temp_store": "MEMORY",
+    "busy_timeout": "5000",
+    "cache_size": "-32768",
+    "mmap_size": "268435456",
+}
+"""Connection settings: a view store, so NORMAL durability (it is rebuildable).
+
+WAL mode is set first, by ``ledger.sqlite.setup.set_wal`` (a busy answer while
+another process switches a new file is tried again)."""
+
+BUSY_SECONDS: Final = 5.0
+"""How long opening waits for another process's lock (as ``busy_timeout``)."""
+
+DDL: Final = """
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    key TEXT NOT NULL,
+    content TEXT NOT NULL,
+    category TEXT NOT NULL,
+    session TEXT,
+    namespace TEXT NOT NULL DEFAULT 'default',
+    importance REAL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    superseded_by TEXT,
+    embedding BLOB,
+    UNIQUE (agent, key)
+);
+CREATE INDEX IF NOT EXISTS memories_recent
+    ON memories (agent, updated_us DESC, id, superseded_by)
+    WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memories_session
+    ON memories (agent, session, updated_us DESC, id, category, superseded_by)
+    WHERE superseded_by IS NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
+    key, content,
+    content = 'memories', content_rowid = 'rowid',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, key, content)
+    VALUES (new.rowid, new.key, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, key, content)
+    VALUES ('delete', old.rowid, old.key, old.content);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF key, content ON memories
+WHEN old.key IS NOT new.key OR old.content IS NOT new.content BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, key, content)
+    VALUES ('delete', old.rowid, old.key, old.content);
+    INSERT INTO memories_fts (rowid, key, content)
+    VALUES (new.rowid, new.key, new.content);
+END;
+CREATE TABLE IF NOT EXISTS memory_meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_tracking (
+    name TEXT PRIMARY KEY,
+    position INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+"""Every table, index and trigger (idempotent). The two partial indexes cover
+the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
+``superseded_by`` and ``category`` so no table row is read to filter."""
+
+STAGE_DDL: Final = """
+CREATE TEMP TABLE IF NOT EXISTS memory_stage (
+    seq INTEGER PRIMARY KEY,
+    id TEXT, agent TEXT, key TEXT, content TEXT, category TEXT, session TEXT,
+    namespace TEXT, importance REAL, at_us INTEGER, embedding BLOB
+);
+"""
+"""A per-connection staging table: a batch of writes becomes ONE upsert
+statement, so FTS5 flushes once per batch rather than once per row."""
+
+COLUMNS: Final = (
+    "rowid, id, agent, key, content, category, session, namespace, importance, "
+    "created_us, updated_us"
+)
+"""The columns :func:`entry_from_row` reads, in order."""
+
+UPSERT_TAIL: Final = """
+ON CONFLICT (agent, key) DO UPDATE SET
+    content = excluded.content,
+    category = excluded.category,
+    session = excluded.session,
+    namespace = excluded.namespace,
+    importance = excluded.importance,
+    updated_us = max(excluded.updated_us, memories.created_us),
+    superseded_by = NULL,
+    embedding = CASE
+        WHEN excluded.embedding IS NULL AND memories.content = excluded.content
+        THEN memories.embedding ELSE excluded.embedding END
+"""
+"""The upsert rule: id and creation time are kept (an update is never dated
+before the creation); a re-store un-hides a superseded row; a vector survives a
+failed re-embedding of unchanged content."""
+
+TRACKING_NAME: Final = "memory"
+"""The name of the tracking row."""
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_META_DIMS = "embedding_dims"
+_META_MODEL = "embedding_model"
+_META_PROVIDER = "embedding_provider"
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (and create) a memory database in autocommit mode.
+
+    Args:
+        path: A file path, or ``:memory:``.
+
+    Returns:
+        The connection, in WAL mode, with :data:`PRAGMAS` applied and the
+        schema created.
+    """
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    set_wal(db, BUSY_SECONDS)
+    for name, value in PRAGMAS.items():
+        db.execute(f"PRAGMA {name} = {value}")
+    # One transaction: the schema and its version appear together, or not at all.
+    db.executescript(
+        f"BEGIN IMMEDIATE; {DDL} {CACHE_DDL} {STAGE_DDL}"
+        "INSERT OR IGNORE INTO memory_meta (name, value) "
+        f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
+    )
+    return db
+
+
+def stored_identity(db: sqlite3.Connection) -> EmbeddingIdentity | None:
+    """Return the embedding identity the stored vectors have, if any."""
+    meta = dict(db.execute("SELECT name, value FROM memory_meta").fetchall())
+    if _META_PROVIDER not in meta:
+        return None
+    return EmbeddingIdentity(
+        str(meta[_META_PROVIDER]), str(meta[_META_MODEL]), int(meta[_META_DIMS])
+    )
+
+
+def stamp_identity(db: sqlite3.Connection, identity: EmbeddingIdentity) -> None:
+    """Record the embedding identity of the stored vectors."""
+    db.executemany(
+        "INSERT OR REPLACE INTO memory_meta (name, value) VALUES (?, ?)",
+        [
+            (_META_PROVIDER, identity.provider),
+            (_META_MODEL, identity.model),
+            (_META_DIMS, str(identity.dims)),
+        ],
+    )
+
+
+def to_us(moment: datetime) -> int:
+    """Return a time as integer microseconds since the epoch (naive = UTC)."""
+    at = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(micros: int) -> datetime:
+    """Return microseconds since the epoch as an aware UTC time."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def entry_from_row(row: Sequence[Any], score: float | None = None) -> MemoryEntry:
+    """Build an entry from a row selected as :data:`COLUMNS`."""
+    return MemoryEntry(
+        id=row[1],
+        agent=row[2],
+        key=row[3],
+        content=row[4],
+        category=row[5],
+        session=row[6],
+        namespace=row[7],
+        importance=row[8],
+        created_at=from_us(row[9]),
+        updated_at=from_us(row[10]),
+        score=score,
+    )
+
+
+class Database:
+    """One connection, its lock and explicit write transactions.
+
+    Args:
+        path: A file path, or ``:memory:``.
+        on_rollback: Called after a transaction rolls back (caches that may
+            hold rolled-back rows drop them).
+    """
+
+    def __init__(
+        self, path: str | Path, on_rollback: Callable[[], None] | None = None
+    ) -> None:
+        self.conn = connect(path)
+        self.lock = threading.RLock()
+        self._on_rollback = on_rollback
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and yield the connection (autocommit reads)."""
+        with self.lock:
+            yield self.conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run the block in one ``BEGIN IMMEDIATE`` transaction, under the lock.
+
+        The writer lock is taken up front, so a read-then-write cannot deadlock;
+        any exception rolls everything back.
+        """
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if self._on_rollback is not None:
+                    self._on_rollback()
+                raise
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.conn.close()
+
+
+def hydrate(conn: sqlite3.Connection, fused: Sequence[Scored]) -> list[MemoryEntry]:
+    """Return the live rows of ``fused``, in its order, with its scores."""
+    marks = ",".join("?" * len(fused))
+    rows = {
+        row[0]: row
+        for row in conn.execute(
+            f"SELECT {COLUMNS} FROM memories "
+            f"WHERE rowid IN ({marks}) AND superseded_by IS NULL",
+            [s.rowid for s in fused],
+        )
+    }
+    return [entry_from_row(rows[s.rowid], s.score) for s in fused if s.rowid in rows]

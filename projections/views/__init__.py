@@ -1,0 +1,218 @@
+"""View stores: where projection states live, with their tracking positions.
+
+Every change a page of events makes to a projection's states is written together
+with the projection's new tracking position in ONE transaction, and the tracking
+position only moves forward: a page applied twice is refused, so a runner killed at
+any point and restarted gives an exactly-once effect (the eventsourcing tracking
+pattern). Views are rebuildable from the ledger, so their SQLite file runs with
+``synchronous=NORMAL``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any, Final, Protocol, TypeVar
+
+import msgspec
+
+from turnledger.ledger.driver_errors import typed_driver_errors
+from turnledger.ledger.sqlite.setup import set_wal
+
+S = TypeVar("S")
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+class TrackingConflictError(RuntimeError):
+    """A page was applied at or below the projection's tracking position."""
+
+
+class ViewStore(Protocol):
+    """Where projection states and tracking positions live (SQLite or PostgreSQL)."""
+
+    def tracking(self, projection: str) -> int:
+        """Return the last position applied to a projection (0: none)."""
+        ...
+
+    def load(
+        self, projection: str, keys: Iterable[str], state_type: type[S]
+    ) -> dict[str, S]:
+        """Return the stored states of some keys."""
+        ...
+
+    def all(self, projection: str, state_type: type[S]) -> dict[str, S]:
+        """Return every state of a projection."""
+        ...
+
+    def commit(self, projection: str, states: Mapping[str, Any], position: int) -> None:
+        """Write states and the tracking position in one transaction."""
+        ...
+
+    def reset(self, projection: str) -> None:
+        """Forget a projection's states and tracking."""
+        ...
+
+    def try_lock(self, projection: str) -> bool:
+        """Try to become the projection's one active worker."""
+        ...
+
+    def close(self) -> None:
+        """Release resources."""
+        ...
+
+
+@typed_driver_errors
+class SQLiteViewStore:
+    """Projection states as msgspec JSON blobs in a SQLite file.
+
+    Args:
+        path: The view database file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False
+        )
+        # A busy answer while another process switches a new file is tried again.
+        set_wal(self._conn, 30.0)
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS tracking "
+            "(projection TEXT PRIMARY KEY, position INTEGER NOT NULL)"
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS view_state (projection TEXT NOT NULL, "
+            "key TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY (projection, key))"
+        )
+        self._decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+        self._held: dict[str, IO[str]] = {}
+
+    def _decoder(self, state_type: type[S]) -> msgspec.json.Decoder[S]:
+        decoder = self._decoders.get(state_type)
+        if decoder is None:
+            decoder = msgspec.json.Decoder(state_type)
+            self._decoders[state_type] = decoder
+        return decoder
+
+    def tracking(self, projection: str) -> int:
+        """Return the last position applied to a projection (0: none)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT position FROM tracking WHERE projection=?", (projection,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def load(
+        self, projection: str, keys: Iterable[str], state_type: type[S]
+    ) -> dict[str, S]:
+        """Return the stored states of some keys (absent keys are left out)."""
+        decoder = self._decoder(state_type)
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, S] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT key, state FROM view_state WHERE projection=? "
+                    f"AND key IN ({marks})",
+                    (projection, *chunk),
+                ).fetchall()
+                found.update((k, decoder.decode(s)) for k, s in rows)
+        return found
+
+    def get(self, projection: str, key: str, state_type: type[S]) -> S | None:
+        """Return one key's state, or None."""
+        return self.load(projection, [key], state_type).get(key)
+
+    def all(self, projection: str, state_type: type[S]) -> dict[str, S]:
+        """Return every state of a projection."""
+        decoder = self._decoder(state_type)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, state FROM view_state WHERE projection=? ORDER BY key",
+                (projection,),
+            ).fetchall()
+        return {k: decoder.decode(s) for k, s in rows}
+
+    def commit(self, projection: str, states: Mapping[str, Any], position: int) -> None:
+        """Write changed states and the new tracking position in one transaction.
+
+        Raises:
+            TrackingConflictError: ``position`` is not after the current one.
+        """
+        rows = [(projection, k, _ENCODER.encode(v)) for k, v in states.items()]
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._check_forward(projection, position)
+                self._conn.executemany(
+                    "INSERT INTO view_state VALUES (?,?,?) ON CONFLICT "
+                    "(projection, key) DO UPDATE SET state=excluded.state",
+                    rows,
+                )
+                self._conn.execute(
+                    "INSERT INTO tracking VALUES (?,?) ON CONFLICT (projection) "
+                    "DO UPDATE SET position=excluded.position",
+                    (projection, position),
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:  # SQLITE_FULL has rolled back itself
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    def _check_forward(self, projection: str, position: int) -> None:
+        row = self._conn.execute(
+            "SELECT position FROM tracking WHERE projection=?", (projection,)
+        ).fetchone()
+        current = int(row[0]) if row else 0
+        if position <= current:
+            msg = (
+                f"Expected a position after {current} for {projection}, "
+                f"found {position}"
+            )
+            raise TrackingConflictError(msg)
+
+    def try_lock(self, projection: str) -> bool:
+        """Try to become the projection's one active worker (held until close).
+
+        A lock file beside the view file, locked with ``flock``: the operating
+        system releases it when the process dies, so a killed worker never
+        blocks its successor.
+        """
+        if projection in self._held:
+            return True
+        handle = Path(f"{self.path}.{projection}.lock").open("a")  # noqa: SIM115 - held open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._held[projection] = handle
+        return True
+
+    def reset(self, projection: str) -> None:
+        """Forget a projection's states and tracking (one transaction)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(
+                "DELETE FROM view_state WHERE projection=?", (projection,)
+            )
+            self._conn.execute("DELETE FROM tracking WHERE projection=?", (projection,))
+            self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection (releasing any worker lock)."""
+        with self._lock:
+            self._conn.close()
+            for handle in self._held.values():
+                handle.close()
+            self._held.clear()
