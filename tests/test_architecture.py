@@ -514,13 +514,21 @@ def test_the_paging_rule_sees_a_hand_written_pager():
 # tests: a test that needs a fault-injecting writer or a shared memory service
 # passes it to ``bootstrap``). No test constructs the engine by hand to test the
 # constructor itself, so there is no exception.
-COMPOSITION_ROOT = ROOT / "pipeline" / "bootstrap.py"
+COMPOSITION_ROOT = _package_folder("pipeline") / "bootstrap.py"
 BUILDERS = sorted(
     {
         *(path for _, path in MODULES),
         *(path for folder in CLIENT_FOLDERS for path in (ROOT / folder).rglob("*.py")),
     }
 )
+
+
+def _shown(path: Path) -> str:
+    """A path as a test id: relative to the checkout, or to the package."""
+    for base in (ROOT, _package_folder("pipeline").parent):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def _constructs(path: Path, name: str) -> list[str]:
@@ -533,7 +541,7 @@ def _constructs(path: Path, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "path", BUILDERS, ids=[str(p.relative_to(ROOT)) for p in BUILDERS]
+    "path", BUILDERS, ids=[_shown(p) for p in BUILDERS]
 )
 def test_only_bootstrap_constructs_the_engine(path: Path):
     """``TurnEngine(...)`` appears in the composition root and nowhere else."""
@@ -541,4 +549,4 @@ def test_only_bootstrap_constructs_the_engine(path: Path):
     if path == COMPOSITION_ROOT:
         assert len(found) == 1, found
         return
-    assert not found, f"{path.relative_to(ROOT)} builds the engine: use bootstrap"
+    assert not found, f"{_shown(path)} builds the engine: use bootstrap"
