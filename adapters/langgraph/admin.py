@@ -1,115 +1,73 @@
-"""The saver's optional LangGraph capabilities: delete_for_runs, prune, copy_thread.
+"""The saver's optional LangGraph removals: ``delete_for_runs`` and ``prune``.
 
-Removals are appended ``item.recorded`` events of kind ``removed`` naming the
-checkpoints that go (their writes with them); stored values stay, as later
-checkpoints may extend them. A copy writes the source's checkpoints to the target
-through the saver's own ``put`` and ``put_writes``, oldest first. Each function is
-called with the saver's lock held.
+Removals are appended events: an ``item.recorded`` event of kind ``removed``
+naming the checkpoints that go (their writes with them), or, for a whole thread,
+``items.removed`` (see :mod:`turnledger.adapters.langgraph.records`); stored
+values stay, as later checkpoints may extend them. Each method is called with
+the saver's lock held.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.runnables import RunnableConfig
-
-from turnledger.adapters.langgraph.codec import encode_json
-from turnledger.adapters.langgraph.records import Built
-from turnledger.adapters.langgraph.state import (
-    FRAMEWORK,
-    StoredCheckpoint,
-    ThreadState,
-    write_value,
+from turnledger.adapters.langgraph.commit import GroupCommit, Ticket
+from turnledger.adapters.langgraph.records import (
+    Built,
+    checkpoints_removal,
+    thread_removal,
 )
-from turnledger.ledger.events import ItemRecorded
-
-if TYPE_CHECKING:
-    from turnledger.adapters.langgraph.saver import TurnledgerSaver
+from turnledger.adapters.langgraph.state import StoredCheckpoint, ThreadState
+from turnledger.adapters.langgraph.threads import Threads
 
 
-def delete_for_runs(saver: TurnledgerSaver, run_ids: Sequence[str]) -> None:
-    """Remove every checkpoint whose metadata names one of the runs."""
-    wanted = set(run_ids)
-    if not wanted:
-        return
-    for thread_id in saver.thread_ids():
-        remove(saver, thread_id, lambda c: c.metadata.get("run_id") in wanted)
+class Removals:
+    """Removes checkpoints of the saver's threads by run, or all but the latest.
 
-
-def prune(saver: TurnledgerSaver, thread_ids: Sequence[str], strategy: str) -> None:
-    """Keep each namespace's latest checkpoint, or delete the threads.
-
-    Raises:
-        ValueError: A strategy other than ``keep_latest`` or ``delete``.
+    Args:
+        threads: The threads, listed and folded to find what to remove.
+        commits: Where the removal events are committed.
     """
-    if strategy not in ("keep_latest", "delete"):
-        msg = f"Expected strategy keep_latest or delete, found {strategy!r}"
-        raise ValueError(msg)
-    for thread_id in map(str, thread_ids):
-        if strategy == "delete":
-            saver.delete_thread(thread_id)
-            continue
-        state = saver.thread_state(thread_id)
-        latest = {ns: ids[-1] for ns, ids in state.order.items() if ids}
 
-        def doomed(c: StoredCheckpoint, keep: dict[str, str] = latest) -> bool:
-            return keep.get(c.ns) != c.id
+    def __init__(self, threads: Threads, commits: GroupCommit) -> None:
+        self.threads = threads
+        self.commits = commits
 
-        remove(saver, thread_id, doomed)
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove every checkpoint whose metadata names one of the runs."""
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        for thread_id in self.threads.ids():
+            self.remove(thread_id, lambda c: c.metadata.get("run_id") in wanted)
 
+    def prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        """Keep each namespace's latest checkpoint, or delete the threads.
 
-def remove(
-    saver: TurnledgerSaver, thread_id: str, doomed: Callable[[StoredCheckpoint], bool]
-) -> None:
-    """Append the removal of a thread's checkpoints that ``doomed`` picks."""
+        Raises:
+            ValueError: A strategy other than ``keep_latest`` or ``delete``.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            msg = f"Expected strategy keep_latest or delete, found {strategy!r}"
+            raise ValueError(msg)
+        for thread_id in map(str, thread_ids):
+            if strategy == "delete":
+                self.commits.commit(Ticket(thread_id, thread_removal))
+                continue
+            state = self.threads.state(thread_id)
+            latest = {ns: ids[-1] for ns, ids in state.order.items() if ids}
 
-    def build(state: ThreadState) -> Built:
-        picked = {
-            ns: [i for i, c in by_id.items() if doomed(c)]
-            for ns, by_id in state.checkpoints.items()
-        }
-        ids = {ns: found for ns, found in picked.items() if found}
-        if not ids:
-            return [], {}
-        event = ItemRecorded(
-            turn_id=state.cursor.turn_id,
-            framework=FRAMEWORK,
-            kind="removed",
-            fields=encode_json({"ids": ids}),
-            typed=False,
-        )
-        return [event], {}
+            def doomed(c: StoredCheckpoint, keep: dict[str, str] = latest) -> bool:
+                return keep.get(c.ns) != c.id
 
-    saver.append_built(thread_id, build)
+            self.remove(thread_id, doomed)
 
+    def remove(
+        self, thread_id: str, doomed: Callable[[StoredCheckpoint], bool]
+    ) -> None:
+        """Append the removal of a thread's checkpoints that ``doomed`` picks."""
 
-def copy_thread(saver: TurnledgerSaver, source_id: str, target_id: str) -> None:
-    """Write the source thread's checkpoints and writes to the target thread."""
-    source = saver.thread_state(source_id)
-    for ns, ids in list(source.order.items()):
-        for checkpoint_id in list(ids):
-            _copy_one(saver, source, source.checkpoints[ns][checkpoint_id], target_id)
+        def build(state: ThreadState) -> Built:
+            return checkpoints_removal(state, doomed)
 
-
-def _copy_one(
-    saver: TurnledgerSaver, source: ThreadState, c: StoredCheckpoint, target: str
-) -> None:
-    found = saver.checkpoint_tuple(source, c)
-    parent = source.checkpoints.get(c.ns, {}).get(c.parent or "")
-    before = parent.versions if parent is not None else {}
-    new_versions = {k: v for k, v in c.versions.items() if before.get(k) != v}
-    conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": c.ns}
-    if c.parent:
-        conf["checkpoint_id"] = c.parent
-    config = cast("RunnableConfig", {"configurable": conf})
-    stored = saver.put(config, found.checkpoint, found.metadata, new_versions)
-    tasks: dict[tuple[str, str], list[tuple[str, Any]]] = {}
-    ordered = sorted(
-        source.writes.get((c.ns, c.id), {}).items(), key=lambda kv: kv[0][1]
-    )
-    for (task, _), (_, channel, value, path) in ordered:
-        loaded = write_value(value, saver.serde)
-        tasks.setdefault((task, path), []).append((channel, loaded))
-    for (task, path), writes in tasks.items():
-        saver.put_writes(stored, writes, task, path)
+        self.commits.write(Ticket(thread_id, build))

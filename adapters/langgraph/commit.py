@@ -3,8 +3,9 @@
 LangGraph saves in the background (``durability="async"``): a task's
 ``put_writes`` and the next checkpoint's ``put`` run in worker threads while
 the graph goes on, so calls arrive while another one is committing. Each call
-queues a :class:`Ticket` and takes the saver's lock; the caller that gets the
-lock first takes every queued ticket and commits them together: per thread, the
+queues a :class:`Ticket` with the saver's :class:`GroupCommit` and takes the
+saver's lock; the caller that gets the lock first takes every queued ticket and
+commits them together: per thread, the
 tickets' events are built one after another on the cached fold (each seeing the
 ones before it), and every thread's events go to the ledger in one
 ``append_batch`` (one transaction, one fsync). A call returns once the
@@ -26,16 +27,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from turnledger.adapters.langgraph.records import Built
+from turnledger.adapters.langgraph.state import ThreadState
+from turnledger.adapters.langgraph.threads import Threads
 from turnledger.ledger.errors import ConcurrencyError
-from turnledger.ledger.events import Event, SessionOpened
-from turnledger.ledger.store import Append
-
-if TYPE_CHECKING:
-    from turnledger.adapters.langgraph.saver import TurnledgerSaver
-    from turnledger.adapters.langgraph.state import ThreadState
+from turnledger.ledger.events import Event
+from turnledger.ledger.store import Append, EventStore
 
 RETRIES: Final = 50
 """Builds of one ticket against a conflicting writer before the conflict is raised
@@ -96,128 +97,153 @@ class _Plan:
     tickets: list[Ticket]
 
 
-def commit(saver: TurnledgerSaver, ticket: Ticket) -> None:
-    """Queue ``ticket`` and return once its events are durable (or raise)."""
-    saver.write_queue.add(ticket)
-    with saver.lock:
-        if not ticket.done:
-            flush(saver, saver.write_queue.take())
-    if ticket.error is not None:
-        raise ticket.error
+class GroupCommit:
+    """Commits the saver's tickets, overlapping ones in one transaction.
 
+    Args:
+        store: The ledger the events are appended to.
+        threads: The threads' folds the tickets are built on (and dropped from
+            when their events did not commit).
+        lock: The saver's lock: a group is built and written under it.
+        serde: LangGraph's serializer, which the folds load values with.
+    """
 
-def flush(saver: TurnledgerSaver, tickets: list[Ticket]) -> None:
-    """Commit ``tickets`` in as few transactions as they allow (under the lock)."""
-    pending: dict[str, list[Ticket]] = {}
-    for ticket in tickets:
-        pending.setdefault(ticket.thread_id, []).append(ticket)
-    fresh: set[str] = set()
-    solo = False
-    while pending:
-        plans = _round(saver, pending, fresh, solo=solo)
-        if plans:
-            solo = _write(saver, plans, fresh) or solo
-        for thread_id in list(pending):
-            left = [t for t in pending[thread_id] if not t.done]
-            if left:
-                pending[thread_id] = left
-            else:
-                del pending[thread_id]
+    def __init__(
+        self,
+        store: EventStore,
+        threads: Threads,
+        lock: threading.RLock,
+        serde: SerializerProtocol,
+    ) -> None:
+        self.store = store
+        self.threads = threads
+        self.lock = lock
+        self.serde = serde
+        self.queue = WriteQueue()
 
+    def commit(self, ticket: Ticket) -> None:
+        """Queue ``ticket`` and return once its events are durable (or raise)."""
+        self.queue.add(ticket)
+        with self.lock:
+            if not ticket.done:
+                self.flush(self.queue.take())
+        if ticket.error is not None:
+            raise ticket.error
 
-def _round(
-    saver: TurnledgerSaver,
-    pending: dict[str, list[Ticket]],
-    fresh: set[str],
-    *,
-    solo: bool,
-) -> list[_Plan]:
-    """Plan every pending thread's next run of tickets (one thread when ``solo``)."""
-    plans: list[_Plan] = []
-    for thread_id, queued in pending.items():
-        if solo and plans:
-            break
-        try:
-            state = saver.thread_state(thread_id, catch_up=thread_id in fresh)
-        except Exception as e:  # noqa: BLE001 - raised to the thread's callers
-            for ticket in queued:
+    def write(self, ticket: Ticket) -> None:
+        """Commit ``ticket`` alone, now, without queueing it (under the lock)."""
+        self.flush([ticket])
+        if ticket.error is not None:
+            raise ticket.error
+
+    def flush(self, tickets: list[Ticket]) -> None:
+        """Commit ``tickets`` in as few transactions as they allow (under the lock)."""
+        pending: dict[str, list[Ticket]] = {}
+        for ticket in tickets:
+            pending.setdefault(ticket.thread_id, []).append(ticket)
+        fresh: set[str] = set()
+        solo = False
+        while pending:
+            plans = self._round(pending, fresh, solo=solo)
+            if plans:
+                solo = self._write(plans, fresh) or solo
+            for thread_id in list(pending):
+                left = [t for t in pending[thread_id] if not t.done]
+                if left:
+                    pending[thread_id] = left
+                else:
+                    del pending[thread_id]
+
+    def _round(
+        self,
+        pending: dict[str, list[Ticket]],
+        fresh: set[str],
+        *,
+        solo: bool,
+    ) -> list[_Plan]:
+        """Plan each pending thread's next run of tickets (one thread when ``solo``)."""
+        plans: list[_Plan] = []
+        for thread_id, queued in pending.items():
+            if solo and plans:
+                break
+            try:
+                state = self.threads.state(thread_id, catch_up=thread_id in fresh)
+            except Exception as e:  # noqa: BLE001 - raised to the thread's callers
+                for ticket in queued:
+                    ticket.error, ticket.done = e, True
+                continue
+            plan = self._plan(state, queued, fresh=thread_id in fresh)
+            fresh.discard(thread_id)
+            if plan is None:
+                fresh.add(thread_id)  # found nothing on a stale fold: read first
+            elif plan.events:
+                plans.append(plan)
+        return plans
+
+    def _plan(
+        self, state: ThreadState, queued: list[Ticket], *, fresh: bool
+    ) -> _Plan | None:
+        """Build a run of ``queued`` on the thread's fold, applying each to it.
+
+        Returns ``None`` when the first ticket found nothing to write on a fold
+        that was not read afresh (the caller reads and builds again).
+        """
+        plan = _Plan(state, state.head, [], [])
+        for ticket in queued:
+            if ticket.done:
+                continue
+            try:
+                events, own = ticket.build(state)
+            except Exception as e:  # noqa: BLE001 - raised to this ticket's caller
                 ticket.error, ticket.done = e, True
-            continue
-        plan = _plan(saver, state, queued, fresh=thread_id in fresh)
-        fresh.discard(thread_id)
-        if plan is None:
-            fresh.add(thread_id)  # found nothing on a stale fold: read first
-        elif plan.events:
-            plans.append(plan)
-    return plans
+                continue
+            if not events:
+                if plan.tickets:
+                    break  # built in the next round, after this group's write
+                if not fresh:
+                    return None
+                ticket.done = True  # nothing to write on a caught-up fold
+                continue
+            if not state.opened:
+                events = [self.threads.opened(state.thread_id), *events]
+            for at, event in enumerate(events, start=state.head + 1):
+                state.apply(at, event, self.serde, own)
+            plan.events.extend(events)
+            plan.tickets.append(ticket)
+        return plan
 
+    def _write(self, plans: list[_Plan], fresh: set[str]) -> bool:
+        """Append the plans in one transaction; returns whether to go one at a time.
 
-def _plan(
-    saver: TurnledgerSaver, state: ThreadState, queued: list[Ticket], *, fresh: bool
-) -> _Plan | None:
-    """Build a run of ``queued`` on the thread's fold, applying each to it.
-
-    Returns ``None`` when the first ticket found nothing to write on a fold that
-    was not read afresh (the caller reads and builds again).
-    """
-    plan = _Plan(state, state.head, [], [])
-    for ticket in queued:
-        if ticket.done:
-            continue
+        A failure other than a conflict fails a lone plan's tickets; with several
+        plans it is not known whose events caused it, so each is tried alone.
+        """
+        appends = [
+            Append(p.state.stream, p.events, expected_version=p.head) for p in plans
+        ]
         try:
-            events, own = ticket.build(state)
-        except Exception as e:  # noqa: BLE001 - raised to this ticket's caller
-            ticket.error, ticket.done = e, True
-            continue
-        if not events:
-            if plan.tickets:
-                break  # built in the next round, after this group's write
-            if not fresh:
-                return None
-            ticket.done = True  # nothing to write on a caught-up fold
-            continue
-        if not state.opened:
-            opened = SessionOpened(
-                agent=saver.agent, session_key=state.thread_id, channel=saver.channel
-            )
-            events = [opened, *events]
-        for at, event in enumerate(events, start=state.head + 1):
-            state.apply(at, event, saver.serde, own)
-        plan.events.extend(events)
-        plan.tickets.append(ticket)
-    return plan
-
-
-def _write(saver: TurnledgerSaver, plans: list[_Plan], fresh: set[str]) -> bool:
-    """Append the plans in one transaction; returns whether to go one at a time.
-
-    A failure other than a conflict fails a lone plan's tickets; with several
-    plans it is not known whose events caused it, so each is tried alone.
-    """
-    appends = [Append(p.state.stream, p.events, expected_version=p.head) for p in plans]
-    try:
-        results = saver.store.append_batch(appends)
-    except Exception as e:  # noqa: BLE001 - raised to the tickets' callers
-        for plan in plans:
-            saver.forget(plan.state.thread_id)  # its fold holds what failed
+            results = self.store.append_batch(appends)
+        except Exception as e:  # noqa: BLE001 - raised to the tickets' callers
+            for plan in plans:
+                self.threads.forget(plan.state.thread_id)  # its fold holds what failed
+                fresh.add(plan.state.thread_id)
+            if len(plans) > 1:
+                return True
+            for ticket in plans[0].tickets:
+                ticket.error, ticket.done = e, True
+            return False
+        lost = 0  # the most builds a ticket that will be built again has lost
+        for plan, result in zip(plans, results, strict=True):
+            if not isinstance(result, ConcurrencyError):
+                for ticket in plan.tickets:
+                    ticket.done = True
+                continue
+            self.threads.forget(plan.state.thread_id)
             fresh.add(plan.state.thread_id)
-        if len(plans) > 1:
-            return True
-        for ticket in plans[0].tickets:
-            ticket.error, ticket.done = e, True
+            lost = max(lost, _lost(plan.tickets, result))
+        if lost:
+            time.sleep(pause(lost))
         return False
-    lost = 0  # the most builds a ticket that will be built again has lost
-    for plan, result in zip(plans, results, strict=True):
-        if not isinstance(result, ConcurrencyError):
-            for ticket in plan.tickets:
-                ticket.done = True
-            continue
-        saver.forget(plan.state.thread_id)
-        fresh.add(plan.state.thread_id)
-        lost = max(lost, _lost(plan.tickets, result))
-    if lost:
-        time.sleep(pause(lost))
-    return False
 
 
 def _lost(tickets: list[Ticket], conflict: ConcurrencyError) -> int:

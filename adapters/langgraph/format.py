@@ -24,27 +24,47 @@ kinds ``checkpoint`` and ``writes``, still read as they always did).
 - ``md`` (in either form) is a blob, or ``1`` or a dict of keys: the parent's
   metadata with the next ``step``, and those keys set (:func:`metadata_delta`).
 
-The writer's own fold applies the dict it built rather than decoding what it has
-just encoded (:func:`built`, :func:`record_of`).
+What the compact form refers to (the name table and each message's latest
+residual) is a thread's :class:`CompactTable`, held by its fold and extended as
+records are written and read. The writer's own fold applies the dict it built
+rather than decoding what it has just encoded (:func:`built`, :func:`record_of`).
 """
 
 from __future__ import annotations
 
 import base64
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from turnledger.adapters.langgraph.codec import decode_json
 from turnledger.ledger.events import ItemRecorded
-
-if TYPE_CHECKING:
-    from turnledger.adapters.langgraph.state import ThreadState
 
 COMPACT_KINDS: Final = {"cp": "checkpoint", "wr": "writes"}
 """The compact record kinds and the dict kinds they expand to."""
 
 KIND_OF: Final = {v: k for k, v in COMPACT_KINDS.items()}
 Record = dict[str, Any]
+
+
+@dataclass
+class CompactTable:
+    """What one thread's compact records refer to, in stream order.
+
+    ``names`` is the name table (``index`` maps each name to its position);
+    ``latest`` holds, by a typed message's event version, the residual the
+    thread's records last gave that message.
+    """
+
+    names: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    latest: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def declare(self, new: list[str]) -> None:
+        """Extend the name table with the names a record declares."""
+        for name in new:
+            self.index.setdefault(name, len(self.names))
+            self.names.append(name)
 
 
 def _canonical(text: object) -> uuid.UUID | None:
@@ -87,9 +107,9 @@ def unpack_id(value: Any) -> Any:
 class Names:
     """Name references against a thread's table, collecting the new names."""
 
-    def __init__(self, state: ThreadState) -> None:
-        self.index = state.name_index
-        self.base = len(state.names)
+    def __init__(self, table: CompactTable) -> None:
+        self.index = table.index
+        self.base = len(table.names)
         self.new: list[str] = []
         self.added: dict[str, int] = {}
 
@@ -212,10 +232,14 @@ def metadata_delta(
 _CP_RARE: Final = ("v", "ns", "x", "cv", "cvd", "vsd")
 
 
-def compact(kind: str, record: Record, state: ThreadState) -> list[Any]:
-    """The compact form of a dict record built on ``state`` (before it is applied)."""
-    names = Names(state)
-    latest = state.latest
+def compact(kind: str, record: Record, table: CompactTable) -> list[Any]:
+    """The compact form of a dict record built against a thread's ``table``.
+
+    The table is left as it is: the record is applied to the fold (and its new
+    names declared) once it is written.
+    """
+    names = Names(table)
+    latest = table.latest
     if kind == "writes":
         entries = [
             [e[0], names.ref(e[1]), e[2]]
@@ -258,14 +282,14 @@ def compact(kind: str, record: Record, state: ThreadState) -> list[Any]:
     return out
 
 
-def expand(kind: str, data: list[Any], state: ThreadState) -> Record:
+def expand(kind: str, data: list[Any], table: CompactTable) -> Record:
     """The dict record a compact one stands for; extends the thread's name table.
 
     ``kind`` is the compact kind (``cp`` or ``wr``).
     """
     rare: Record = data[-1] if isinstance(data[-1], dict) else {}
-    _declare(state, rare.get("n", ()))
-    names, latest = state.names, state.latest
+    table.declare(rare.get("n", []))
+    names, latest = table.names, table.latest
     if kind == "wr":
         entries = [
             [e[0], names[e[1]], e[2]]
@@ -299,13 +323,6 @@ def expand(kind: str, data: list[Any], state: ThreadState) -> Record:
     return record
 
 
-def _declare(state: ThreadState, new: list[str]) -> None:
-    """Extend the thread's name table with the names a record declares."""
-    for name in new:
-        state.name_index.setdefault(name, len(state.names))
-        state.names.append(name)
-
-
 _BUILT: dict[int, tuple[ItemRecorded, Record, list[Any]]] = {}
 """Records this process just built, by their event's identity (see :func:`built`)."""
 _BUILT_MAX: Final = 1024
@@ -323,11 +340,11 @@ def built(event: ItemRecorded, record: Record, data: list[Any]) -> None:
     _BUILT[id(event)] = (event, record, data)
 
 
-def record_of(event: ItemRecorded, state: ThreadState) -> Record:
+def record_of(event: ItemRecorded, table: CompactTable) -> Record:
     """The dict record of a compact event (the one built for it, if remembered)."""
     found = _BUILT.pop(id(event), None)
     if found is not None and found[0] is event:
         data = found[2]
-        _declare(state, data[-1].get("n", []) if isinstance(data[-1], dict) else [])
+        table.declare(data[-1].get("n", []) if isinstance(data[-1], dict) else [])
         return found[1]
-    return expand(event.kind, decode_json(event.fields), state)
+    return expand(event.kind, decode_json(event.fields), table)

@@ -1,4 +1,4 @@
-"""How the saver writes a checkpoint or a task's writes as ledger events.
+"""How the saver writes a checkpoint, a task's writes or a removal as ledger events.
 
 A checkpoint record (``item.recorded``) holds what changed since its parent; it is
 built as a dict and written in the compact form of
@@ -6,12 +6,14 @@ built as a dict and written in the compact form of
 :mod:`turnledger.adapters.langgraph.state` for how it folds back. New messages of
 the messages channel become typed events, each once: a message object already
 recorded (by a write or an earlier checkpoint) is referred to by the version of
-its event.
+its event. A removal is an ``items.removed`` event (a whole thread's checkpoints
+and writes) or an ``item.recorded`` event of kind ``removed`` (the checkpoints it
+names, their writes with them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -43,7 +45,7 @@ from turnledger.adapters.langgraph.state import (
     ThreadState,
     Version,
 )
-from turnledger.ledger.events import Event, ItemRecorded, TurnCompleted
+from turnledger.ledger.events import Event, ItemRecorded, ItemsRemoved, TurnCompleted
 
 KNOWN_KEYS: Final = frozenset(
     {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
@@ -265,11 +267,53 @@ class RecordEncoder:
         return None
 
 
+def thread_removal(state: ThreadState) -> Built:
+    """The removal of a thread's checkpoints and writes (``delete_thread``).
+
+    One ``items.removed`` event over the thread's live events; nothing when the
+    thread holds no checkpoint and no write.
+    """
+    if not state.has_checkpoints() and not state.writes:
+        return [], {}
+    removed = ItemsRemoved(
+        first_version=state.live_from,
+        last_version=state.head,
+        framework=FRAMEWORK,
+        reason="delete_thread",
+    )
+    return [removed], {}
+
+
+def checkpoints_removal(
+    state: ThreadState, doomed: Callable[[StoredCheckpoint], bool]
+) -> Built:
+    """The removal of the thread's checkpoints ``doomed`` picks (their writes too).
+
+    One ``item.recorded`` event of kind ``removed`` naming them by namespace;
+    nothing when ``doomed`` picks none.
+    """
+    picked = {
+        ns: [i for i, c in by_id.items() if doomed(c)]
+        for ns, by_id in state.checkpoints.items()
+    }
+    ids = {ns: found for ns, found in picked.items() if found}
+    if not ids:
+        return [], {}
+    event = ItemRecorded(
+        turn_id=state.cursor.turn_id,
+        framework=FRAMEWORK,
+        kind="removed",
+        fields=encode_json({"ids": ids}),
+        typed=False,
+    )
+    return [event], {}
+
+
 def _item(
     state: ThreadState, turn_id: str, kind: str, record: dict[str, Any]
 ) -> ItemRecorded:
     """A record as the event the saver appends: in the compact form."""
-    data = compact(kind, record, state)
+    data = compact(kind, record, state.table)
     event = ItemRecorded(
         turn_id=turn_id,
         framework=FRAMEWORK,

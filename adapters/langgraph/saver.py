@@ -18,18 +18,23 @@ changes).
 ``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
 writes are gone for the saver and for views that honour the event; the ledger
 keeps the trail. Every write is committed before its call returns (calls that
-overlap share one transaction, see ``langgraph_commit``). Messages handed back by
-``get_tuple`` are shared with the saver's cache of the thread: treat them as
-immutable, as LangGraph's reducers do.
+overlap share one transaction, see :mod:`~turnledger.adapters.langgraph.commit`).
+Messages handed back by ``get_tuple`` are shared with the saver's cache of the
+thread: treat them as immutable, as LangGraph's reducers do.
+
+The saver is composed of parts it builds and hands their collaborators:
+:class:`~turnledger.adapters.langgraph.threads.Threads` (the sessions and the
+cache of their folds), :class:`~turnledger.adapters.langgraph.records.RecordEncoder`
+(what a call writes), :class:`~turnledger.adapters.langgraph.commit.GroupCommit`
+(committing it) and :class:`~turnledger.adapters.langgraph.admin.Removals`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, Self, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -42,23 +47,23 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from turnledger.adapters.langgraph import admin as langgraph_admin
+from turnledger.adapters.langgraph.admin import Removals
 from turnledger.adapters.langgraph.aio import AsyncTwins
 from turnledger.adapters.langgraph.codec import load_blob
-from turnledger.adapters.langgraph.commit import Ticket, WriteQueue, commit, flush
-from turnledger.adapters.langgraph.records import Built, RecordEncoder
+from turnledger.adapters.langgraph.commit import GroupCommit, Ticket
+from turnledger.adapters.langgraph.records import (
+    Built,
+    RecordEncoder,
+    thread_removal,
+)
 from turnledger.adapters.langgraph.state import (
-    FRAMEWORK,
     MISSING,
     StoredCheckpoint,
     ThreadState,
+    write_value,
 )
-from turnledger.ledger.events import ItemsRemoved, SessionOpened
-from turnledger.ledger.ids import session_stream_id
+from turnledger.adapters.langgraph.threads import CHANNEL, Threads
 from turnledger.ledger.store import EventStore, open_store
-
-CHANNEL: Final = "langgraph"
-"""The ``channel`` of the sessions the saver opens."""
 
 # The class defines ``list`` (LangGraph's method), so its annotations use aliases.
 Names = list[str]
@@ -99,11 +104,15 @@ class TurnledgerSaver(AsyncTwins):
         self.messages_channel = messages_channel
         self.max_cached_threads = max_cached_threads
         self.close_store = close_store
-        self._records = RecordEncoder(self.serde, messages_channel)
-        self._threads: OrderedDict[str, ThreadState] = OrderedDict()
         self.channel = CHANNEL
         self.lock = threading.RLock()
-        self.write_queue = WriteQueue()
+        self._records = RecordEncoder(self.serde, messages_channel)
+        self._threads = Threads(
+            store, agent=agent, serde=self.serde, max_cached=max_cached_threads
+        )
+        self._commits = GroupCommit(store, self._threads, self.lock, self.serde)
+        self._removals = Removals(self._threads, self._commits)
+        self.write_queue = self._commits.queue
 
     @classmethod
     def from_url(cls, url: str | None = None, **kwargs: Any) -> TurnledgerSaver:
@@ -136,26 +145,11 @@ class TurnledgerSaver(AsyncTwins):
         Without ``catch_up`` a cached fold is returned as it is (an append made
         on it fails if another writer has moved the stream on).
         """
-        state = self._threads.get(thread_id)
-        if state is None:
-            if not thread_id:
-                msg = "Expected a non-empty thread_id, found ''"
-                raise ValueError(msg)
-            state = ThreadState(thread_id, session_stream_id(self.agent, thread_id))
-            self._threads[thread_id] = state
-            while len(self._threads) > self.max_cached_threads:
-                self._threads.popitem(last=False)
-        else:
-            self._threads.move_to_end(thread_id)
-            if not catch_up:
-                return state
-        for recorded in self.store.read_stream(state.stream, after=state.head):
-            state.apply(recorded.version, recorded.event, self.serde)
-        return state
+        return self._threads.state(thread_id, catch_up=catch_up)
 
     def forget(self, thread_id: str) -> None:
         """Drop a thread's cached fold (the next use folds it from the ledger)."""
-        self._threads.pop(thread_id, None)
+        self._threads.forget(thread_id)
 
     def append_built(self, thread_id: str, build: Any) -> None:
         """Append what ``build(state)`` returns at the thread's head (under the lock).
@@ -163,10 +157,7 @@ class TurnledgerSaver(AsyncTwins):
         ``build`` returns ``(events, own messages by version)``; see
         :mod:`~turnledger.adapters.langgraph.commit` for the retries on conflict.
         """
-        ticket = Ticket(thread_id, build)
-        flush(self, [ticket])
-        if ticket.error is not None:
-            raise ticket.error
+        self._commits.write(Ticket(thread_id, build))
 
     # -- reads ---------------------------------------------------------------------
 
@@ -219,13 +210,7 @@ class TurnledgerSaver(AsyncTwins):
 
     def thread_ids(self) -> Names:
         """Every thread id the saver's agent has a session for (deleted ones too)."""
-        return [
-            r.event.session_key
-            for r in self.store.iter_all(types=[SessionOpened])
-            if isinstance(r.event, SessionOpened)
-            and r.event.agent == self.agent
-            and r.event.channel == CHANNEL
-        ]
+        return self._threads.ids()
 
     def checkpoint_tuple(
         self, state: ThreadState, c: StoredCheckpoint
@@ -287,7 +272,7 @@ class TurnledgerSaver(AsyncTwins):
                 new_versions=dict(new_versions),
             )
 
-        commit(self, Ticket(thread_id, build))
+        self._commits.commit(Ticket(thread_id, build))
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -319,29 +304,16 @@ class TurnledgerSaver(AsyncTwins):
                 writes=writes,
             )
 
-        commit(self, Ticket(thread_id, build))
+        self._commits.commit(Ticket(thread_id, build))
 
     def delete_thread(self, thread_id: str) -> None:
         """Append the removal of the thread's checkpoints and writes (all kept)."""
-        thread_id = str(thread_id)
-
-        def build(state: ThreadState) -> Built:
-            if not state.has_checkpoints() and not state.writes:
-                return [], {}
-            removed = ItemsRemoved(
-                first_version=state.live_from,
-                last_version=state.head,
-                framework=FRAMEWORK,
-                reason="delete_thread",
-            )
-            return [removed], {}
-
-        commit(self, Ticket(thread_id, build))
+        self._commits.commit(Ticket(str(thread_id), thread_removal))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Append the removal of every checkpoint (and its writes) of those runs."""
         with self.lock:
-            langgraph_admin.delete_for_runs(self, run_ids)
+            self._removals.delete_for_runs(run_ids)
 
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
@@ -352,7 +324,7 @@ class TurnledgerSaver(AsyncTwins):
             ValueError: Another strategy.
         """
         with self.lock:
-            langgraph_admin.prune(self, thread_ids, strategy)
+            self._removals.prune(thread_ids, strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Write the source's checkpoints and writes to the target, oldest first.
@@ -361,9 +333,32 @@ class TurnledgerSaver(AsyncTwins):
         typed events), each checkpoint as what changed since its parent.
         """
         with self.lock:
-            langgraph_admin.copy_thread(
-                self, str(source_thread_id), str(target_thread_id)
-            )
+            source = self.thread_state(str(source_thread_id))
+            for ns, ids in list(source.order.items()):
+                for checkpoint_id in list(ids):
+                    checkpoint = source.checkpoints[ns][checkpoint_id]
+                    self._copy_one(source, checkpoint, str(target_thread_id))
+
+    def _copy_one(self, source: ThreadState, c: StoredCheckpoint, target: str) -> None:
+        """Put one source checkpoint, then its writes, on the target thread."""
+        found = self.checkpoint_tuple(source, c)
+        parent = source.checkpoints.get(c.ns, {}).get(c.parent or "")
+        before = parent.versions if parent is not None else {}
+        new_versions = {k: v for k, v in c.versions.items() if before.get(k) != v}
+        conf: dict[str, Any] = {"thread_id": target, "checkpoint_ns": c.ns}
+        if c.parent:
+            conf["checkpoint_id"] = c.parent
+        config = cast("RunnableConfig", {"configurable": conf})
+        stored = self.put(config, found.checkpoint, found.metadata, new_versions)
+        tasks: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+        ordered = sorted(
+            source.writes.get((c.ns, c.id), {}).items(), key=lambda kv: kv[0][1]
+        )
+        for (task, _), (_, channel, value, path) in ordered:
+            loaded = write_value(value, self.serde)
+            tasks.setdefault((task, path), []).append((channel, loaded))
+        for (task, path), writes in tasks.items():
+            self.put_writes(stored, writes, task, path)
 
 
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:

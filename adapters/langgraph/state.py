@@ -33,7 +33,12 @@ from turnledger.adapters.langgraph.codec import (
     load_blob,
     rebuild_message,
 )
-from turnledger.adapters.langgraph.format import COMPACT_KINDS, record_of, successor
+from turnledger.adapters.langgraph.format import (
+    COMPACT_KINDS,
+    CompactTable,
+    record_of,
+    successor,
+)
 from turnledger.adapters.langgraph.header import (
     DEFAULT_V,
     decode_ts,
@@ -122,9 +127,7 @@ class ThreadState:
     objects: dict[int, BaseMessage] = field(default_factory=dict)
     identity: dict[int, int] = field(default_factory=dict)
     residuals: dict[int, dict[str, Any]] = field(default_factory=dict)
-    latest: dict[int, dict[str, Any]] = field(default_factory=dict)
-    names: list[str] = field(default_factory=list)
-    name_index: dict[str, int] = field(default_factory=dict)
+    table: CompactTable = field(default_factory=CompactTable)
     memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
 
     def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
@@ -167,7 +170,7 @@ class ThreadState:
                 part.clear()
             for fold in (self.typed, self.objects, self.identity, self.residuals):
                 fold.clear()
-            self.latest.clear()
+            self.table.latest.clear()
             self.memo.clear()
             self.live_from = version + 1
 
@@ -179,7 +182,7 @@ class ThreadState:
     ) -> None:
         kind = COMPACT_KINDS.get(event.kind, event.kind)
         compact = kind != event.kind  # the compact form (langgraph_format)
-        record = record_of(event, self) if compact else decode_json(event.fields)
+        record = record_of(event, self.table) if compact else decode_json(event.fields)
         if kind == "checkpoint":
             self._apply_checkpoint(record, serde, own)
         elif kind == "writes":
@@ -269,7 +272,7 @@ class ThreadState:
             at = ref[0]
             residual = ref[1] if len(ref) > 1 else self.residuals.get(at, {})
             self.residuals.setdefault(at, residual)
-            self.latest[at] = residual
+            self.table.latest[at] = residual
             message = own.get(at)
             if message is None:
                 message = rebuild_message(self.typed[at], residual)

@@ -21,6 +21,7 @@ from turnledger.adapters.langgraph import TurnledgerSaver
 from turnledger.adapters.langgraph.codec import decode_json, encode_json
 from turnledger.adapters.langgraph.format import (
     COMPACT_KINDS,
+    CompactTable,
     expand,
     metadata_delta,
     pack_id,
@@ -107,10 +108,11 @@ def as_dict_form(path: str, serde: Any) -> list[Event]:
         for recorded in store.read_stream(stream):
             event = recorded.event
             if isinstance(event, ItemRecorded) and event.kind in COMPACT_KINDS:
-                probe = ThreadState("t", stream)
-                probe.names = list(fold.names)
-                probe.name_index = dict(fold.name_index)
-                probe.latest = dict(fold.latest)
+                probe = CompactTable(
+                    list(fold.table.names),
+                    dict(fold.table.index),
+                    dict(fold.table.latest),
+                )
                 record = expand(event.kind, decode_json(event.fields), probe)
                 event = msgspec.structs.replace(
                     event, kind=COMPACT_KINDS[event.kind], fields=encode_json(record)
