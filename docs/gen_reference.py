@@ -22,7 +22,6 @@ memory and fails when a committed page differs):
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import re
 import sys
@@ -49,8 +48,8 @@ GENERATED = (
 
 
 def _text(value: str) -> str:
-    """Escape text for Markdown (HTML specials, emphasis and link brackets)."""
-    escaped = html.escape(value, quote=False)
+    """Escape text for Markdown (tags, entities, emphasis and link brackets)."""
+    escaped = value.replace("&", "&amp;").replace("<", "&lt;")
     for char in "\\`*_[]|":
         escaped = escaped.replace(char, "\\" + char)
     return escaped
@@ -403,6 +402,19 @@ def performance_page(results: dict[str, Any]) -> str:
             "(assets/results.png)"
         ),
         "",
+        *(
+            [
+                (
+                    "This run's `results.json` keeps no list of goal lines (`goals`), "
+                    "only the last part of each script's output (`output`): the goal "
+                    "lines below are those left in it, so a benchmark may show fewer "
+                    "goal lines here than its script printed."
+                ),
+                "",
+            ]
+            if any("goals" not in r for r in benchmarks.values())
+            else []
+        ),
         "| benchmark | status | seconds | PASS | MISS | CEILING |",
         "|---|---|---|---|---|---|",
     ]
