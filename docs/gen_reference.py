@@ -77,6 +77,30 @@ def _prose(value: str) -> str:
     )
 
 
+def _attributes(doc: str) -> dict[str, str]:
+    """The ``Attributes:`` section of a Google-style docstring: name -> text."""
+    found: dict[str, str] = {}
+    lines = (doc or "").splitlines()
+    start = next((i for i, x in enumerate(lines) if x.strip() == "Attributes:"), None)
+    if start is None:
+        return found
+    name = None
+    for line in lines[start + 1 :]:
+        entry = re.fullmatch(r"\s+(\w+): (.*)", line)
+        if entry and (name is None or _indent(line) <= _indent(lines[start + 1])):
+            name = entry.group(1)
+            found[name] = entry.group(2)
+        elif line.strip() and name is not None:
+            found[name] += " " + line.strip()
+        elif not line.strip():
+            break
+    return {k: _prose(v) for k, v in found.items()}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _paragraphs(doc: str) -> list[str]:
     """A docstring's paragraphs, each joined into one line of Markdown."""
     blocks = [b for b in (doc or "").strip().split("\n\n") if b.strip()]
@@ -260,7 +284,7 @@ def config_reference() -> str:
         if struct is None:
             top.append(
                 f"| `{field.name}` | {_type_name(field.type)} | {_default(field)} "
-                f"| {ranges.get(field.name, '')} |"
+                f"| {ranges.get(field.name, '')} | |"
             )
             continue
         table = _TABLES.get(field.name, f"[{field.name}]")
@@ -270,12 +294,16 @@ def config_reference() -> str:
         if doc:
             sections += [f"`{struct.__module__}.{struct.__qualname__}`: {doc[0]}", ""]
             sections += [p + "\n" for p in doc[1:] if not p.startswith("Attributes:")]
-        sections += ["| key | type | default | range |", "|---|---|---|---|"]
+        described = _attributes(struct.__doc__ or "")
+        sections += [
+            "| key | type | default | range | description |",
+            "|---|---|---|---|---|",
+        ]
         for sub in msgspec.structs.fields(struct):
             key = f"{range_prefix}.{sub.name}"
             sections.append(
                 f"| `{sub.name}` | {_type_name(sub.type)} | {_default(sub)} "
-                f"| {ranges.get(key, '')} |"
+                f"| {ranges.get(key, '')} | {described.get(sub.name, '')} |"
             )
         sections.append("")
     lines = [
@@ -300,8 +328,8 @@ def config_reference() -> str:
         "",
         "## Top level",
         "",
-        "| key | type | default | range |",
-        "|---|---|---|---|",
+        "| key | type | default | range | description |",
+        "|---|---|---|---|---|",
         *top,
         "",
         *sections,
@@ -349,14 +377,64 @@ def events_reference() -> str:
             ),
             "",
         ]
-        for paragraph in _paragraphs(event_type.__doc__ or ""):
-            lines += [paragraph, ""]
-        lines += ["| field | type | default |", "|---|---|---|"]
-        for field in msgspec.structs.fields(event_type):
-            kind = _cell(_type_name(field.type))
-            lines.append(f"| `{field.name}` | {kind} | {_default(field)} |")
-        lines.append("")
+        lines += _struct_fields(event_type)
+    lines += _nested_types(list(TYPES.values()))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _struct_fields(struct: type[Any]) -> list[str]:
+    """A Struct's docstring paragraphs, then its fields as a table."""
+    lines = []
+    for paragraph in _paragraphs(struct.__doc__ or ""):
+        if not paragraph.startswith("Attributes:"):
+            lines += [paragraph, ""]
+    described = _attributes(struct.__doc__ or "")
+    lines += ["| field | type | default | description |", "|---|---|---|---|"]
+    for field in msgspec.structs.fields(struct):
+        kind = _cell(_type_name(field.type))
+        lines.append(
+            f"| `{field.name}` | {kind} | {_default(field)} "
+            f"| {described.get(field.name, '')} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _structs_in(annotation: Any) -> list[type[msgspec.Struct]]:
+    """The Struct types an annotation names, at any depth."""
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        return [annotation]
+    return [s for a in typing.get_args(annotation) for s in _structs_in(a)]
+
+
+def _nested_types(event_types: list[type[Any]]) -> list[str]:
+    """A section per Struct type the events hold in their fields."""
+    seen: dict[str, type[msgspec.Struct]] = {}
+    todo = [
+        s
+        for t in event_types
+        for f in msgspec.structs.fields(t)
+        for s in _structs_in(f.type)
+    ]
+    while todo:
+        struct = todo.pop()
+        if struct.__qualname__ in seen:
+            continue
+        seen[struct.__qualname__] = struct
+        todo += [s for f in msgspec.structs.fields(struct) for s in _structs_in(f.type)]
+    if not seen:
+        return []
+    lines = [
+        "## Types inside events",
+        "",
+        "The Structs that event fields hold (the `array of ...` types above).",
+        "",
+    ]
+    for name in sorted(seen):
+        struct = seen[name]
+        lines += [f"### {name}", "", f"`{struct.__module__}.{name}`.", ""]
+        lines += _struct_fields(struct)
+    return lines
 
 
 # --- performance ----------------------------------------------------------------
