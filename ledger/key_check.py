@@ -25,10 +25,15 @@ wrong key reads its encrypted events as a "does not decrypt"
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol
 
+from turnledger.ledger.backend import Backend, StoredRow
+from turnledger.ledger.codec import MsgspecMapper
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import CorruptRecordError, LedgerError
-from turnledger.ledger.store import CIPHER_KEY_ENV, EventStore
+
+CIPHER_KEY_ENV: Final = "TURNLEDGER_CIPHER_KEY"
+"""The environment variable holding the base64 AES key for encryption at rest."""
 
 SCAN_ROWS: Final = 10_000
 """How many rows from the start are searched for the first encrypted one."""
@@ -38,7 +43,29 @@ class CipherKeyError(LedgerError):
     """The cipher key does not fit the ledger (wrong, or missing)."""
 
 
-def check_cipher_key(store: EventStore, *, scan_rows: int = SCAN_ROWS) -> None:
+class KeyedStore(Protocol):
+    """What the check reads of a store (:class:`~ledger.store.EventStore` is one).
+
+    Its ``backend`` finds the first encrypted row, its ``mapper`` holds the key
+    (or none), and ``decode`` decrypts a row with it.
+    """
+
+    @property
+    def backend(self) -> Backend:
+        """Where the rows live."""
+        ...
+
+    @property
+    def mapper(self) -> MsgspecMapper:
+        """The mapper holding the store's cipher (``None`` without a key)."""
+        ...
+
+    def decode(self, row: StoredRow) -> Recorded:
+        """Decode (and decrypt) one raw row."""
+        ...
+
+
+def check_cipher_key(store: KeyedStore, *, scan_rows: int = SCAN_ROWS) -> None:
     """Refuse a store whose cipher key does not fit its ledger.
 
     Args:

@@ -5,8 +5,9 @@ PostgreSQL, both on eventsourcing's recorders) and decodes rows into
 :class:`~ledger.envelope.Recorded` envelopes; ``open_store`` opens one from a
 URL with its cipher key checked. The API has no update and no delete. Here:
 writing, the pager ``iter_all`` and opening; pairing the backend's outcomes with
-the appends lives in ``ledger.append_results``, the other reads in
-``ledger.store_read``, decoding rows in ``ledger.row_decode``.
+the appends lives in ``ledger.append_results``, the other reads in the store's
+:class:`~ledger.store_read.StoreReader` (which decodes rows through
+``ledger.row_decode``), the cipher key check in ``ledger.key_check``.
 """
 
 from __future__ import annotations
@@ -32,16 +33,14 @@ from turnledger.ledger.errors import (
 )
 from turnledger.ledger.events import Event
 from turnledger.ledger.frame import now_us
-from turnledger.ledger.row_decode import decode_row, decode_rows
-from turnledger.ledger.store_read import StoreReading
+from turnledger.ledger.key_check import CIPHER_KEY_ENV, check_cipher_key
+from turnledger.ledger.store_read import StoreReader
+from turnledger.ledger.subscription import Subscription
 
 _new_request = tuple.__new__
 
 DEFAULT_PATH = "./turnledger.db"
 """Where the ledger lives when no URL is given."""
-
-CIPHER_KEY_ENV = "TURNLEDGER_CIPHER_KEY"
-"""The environment variable holding the base64 AES key for encryption at rest."""
 
 DEFAULT_LOCK_TIMEOUT = 5
 """Seconds a write waits for another writer's lock by default."""
@@ -62,8 +61,10 @@ class Append(NamedTuple):
     idempotency_key: str | None = None
 
 
-class EventStore(StoreReading):
+class EventStore:
     """An append-only store of typed events in streams, with a global order.
+
+    Writes are its own; reads go to its :class:`~ledger.store_read.StoreReader`.
 
     Args:
         backend: Where rows live.
@@ -75,6 +76,7 @@ class EventStore(StoreReading):
     def __init__(self, backend: Backend, *, cipher_key: str | None = None) -> None:
         self.backend = backend
         self.mapper = MsgspecMapper(cipher=_cipher(cipher_key))
+        self._reader = StoreReader(backend, self.mapper)
 
     @property
     def kind(self) -> str:
@@ -222,9 +224,74 @@ class EventStore(StoreReading):
                 return
             after = page[-1].position
 
+    def read_stream(
+        self,
+        stream_id: UUID,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        limit: int | None = None,
+        types: Sequence[type[Event] | str] = (),
+    ) -> list[Recorded]:
+        """Return a stream's events with versions in ``(after, until]``, in order.
+
+        With ``types`` (classes or tags), only events of those types: the others
+        are neither read out nor decoded (a fold that ignores them reads less).
+        """
+        return self._reader.read_stream(
+            stream_id, after=after, until=until, limit=limit, types=types
+        )
+
+    def read_all(
+        self,
+        *,
+        after: int = 0,
+        limit: int = 500,
+        types: Sequence[type[Event] | str] = (),
+        until: int | None = None,
+    ) -> list[Recorded]:
+        """Return one page of the global log: positions after ``after``, in order.
+
+        Args:
+            after: The last position already seen (0 for the start).
+            limit: The page size.
+            types: Only events of these types (classes or tags); all when empty.
+            until: Stop at this position (inclusive).
+        """
+        return self._reader.read_all(after=after, limit=limit, types=types, until=until)
+
+    def iter_rows(self, *, after: int = 0, page_size: int = 500) -> Iterator[StoredRow]:
+        """Iterate over raw rows (undecoded) in position order; ``verify`` uses it."""
+        return self._reader.iter_rows(after=after, page_size=page_size)
+
+    def stream_version(self, stream_id: UUID) -> int:
+        """Return a stream's head version (0 when the stream is empty)."""
+        return self._reader.stream_version(stream_id)
+
+    def max_position(self) -> int:
+        """Return the last position written (0 when the ledger is empty)."""
+        return self._reader.max_position()
+
+    def stream_ids(self) -> list[UUID]:
+        """Return the id of every stream, sorted."""
+        return self._reader.stream_ids()
+
+    def count(self) -> int:
+        """Return the number of events."""
+        return self._reader.count()
+
+    def subscribe(
+        self, *, after: int = 0, types: Sequence[type[Event] | str] = ()
+    ) -> Subscription:
+        """Follow the ledger: events after ``after`` now, then as they are recorded.
+
+        SQLite polls; PostgreSQL listens (LISTEN/NOTIFY) with a periodic wake-up.
+        """
+        return self._reader.subscribe(after=after, types=types)
+
     def decode_rows(self, rows: Sequence[StoredRow]) -> list[Recorded]:
         """Decode rows in order (the replay hot path; see :mod:`ledger.row_decode`)."""
-        return decode_rows(self.mapper, rows)
+        return self._reader.decode_rows(rows)
 
     def decode(self, row: StoredRow) -> Recorded:
         """Decode one raw row into its envelope and event.
@@ -234,7 +301,7 @@ class EventStore(StoreReading):
                 position and what was expected.
             UnknownEventTypeError: The row's type is not known to this code.
         """
-        return decode_row(self.mapper, row)
+        return self._reader.decode(row)
 
     def close(self) -> None:
         """Release the backend's connections."""
@@ -310,8 +377,6 @@ def _checked(store: EventStore, *, check_key: bool) -> EventStore:
     """Refuse a wrong or missing cipher key before the store is handed out."""
     if not check_key:
         return store
-    from turnledger.ledger.key_check import check_cipher_key  # noqa: PLC0415 - it imports this module
-
     try:
         check_cipher_key(store)
     except BaseException:

@@ -1,11 +1,11 @@
 """Reading the ledger: streams, pages of the global log, counts, subscriptions.
 
-:class:`StoreReading` is the read half of :class:`~ledger.store.EventStore`
-(a mixin on its ``backend`` and its ``decode_rows``/``decode``): it asks the
-backend for rows by stream or by position, optionally filtered by event type,
-and decodes them into :class:`~ledger.envelope.Recorded` envelopes; nothing
-here writes. The pager over the global log, ``iter_all``, stays on the store
-(the one place that pages ``read_all``).
+:class:`StoreReader` is the read part of :class:`~ledger.store.EventStore`,
+which holds one and hands its read calls to it: it asks the backend for rows by
+stream or by position, optionally filtered by event type, and decodes them
+through the store's mapper into :class:`~ledger.envelope.Recorded` envelopes;
+nothing here writes. The pager over the global log, ``iter_all``, stays on the
+store (the one place that pages ``read_all``).
 """
 
 from __future__ import annotations
@@ -14,24 +14,33 @@ from collections.abc import Iterator, Sequence
 from uuid import UUID
 
 from turnledger.ledger.backend import Backend, StoredRow
+from turnledger.ledger.codec import MsgspecMapper
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import Event
+from turnledger.ledger.events import Event, tag_of
 from turnledger.ledger.events.registry import type_for_tag
+from turnledger.ledger.row_decode import decode_row, decode_rows
 from turnledger.ledger.subscription import Subscription
 
 
-class StoreReading:
-    """The read API of :class:`~ledger.store.EventStore`, over its ``backend``."""
+class StoreReader:
+    """The read API of :class:`~ledger.store.EventStore`.
 
-    backend: Backend
+    Args:
+        backend: Where the rows live.
+        mapper: The store's mapper, which decodes (and decrypts) them.
+    """
+
+    def __init__(self, backend: Backend, mapper: MsgspecMapper) -> None:
+        self.backend = backend
+        self.mapper = mapper
 
     def decode_rows(self, rows: Sequence[StoredRow]) -> list[Recorded]:
-        """Decode rows in order (the store implements it)."""
-        raise NotImplementedError
+        """See :meth:`~ledger.store.EventStore.decode_rows`."""
+        return decode_rows(self.mapper, rows)
 
     def decode(self, row: StoredRow) -> Recorded:
-        """Decode one row (the store implements it)."""
-        raise NotImplementedError
+        """See :meth:`~ledger.store.EventStore.decode`."""
+        return decode_row(self.mapper, row)
 
     def read_stream(
         self,
@@ -42,11 +51,7 @@ class StoreReading:
         limit: int | None = None,
         types: Sequence[type[Event] | str] = (),
     ) -> list[Recorded]:
-        """Return a stream's events with versions in ``(after, until]``, in order.
-
-        With ``types`` (classes or tags), only events of those types: the others
-        are neither read out nor decoded (a fold that ignores them reads less).
-        """
+        """See :meth:`~ledger.store.EventStore.read_stream`."""
         rows = self.backend.select_stream(
             stream_id, gt=after, lte=until, limit=limit, topics=_topics(types)
         )
@@ -60,14 +65,7 @@ class StoreReading:
         types: Sequence[type[Event] | str] = (),
         until: int | None = None,
     ) -> list[Recorded]:
-        """Return one page of the global log: positions after ``after``, in order.
-
-        Args:
-            after: The last position already seen (0 for the start).
-            limit: The page size.
-            types: Only events of these types (classes or tags); all when empty.
-            until: Stop at this position (inclusive).
-        """
+        """See :meth:`~ledger.store.EventStore.read_all`."""
         rows = self.backend.select_all(
             gt=after, limit=limit, topics=_topics(types), lte=until
         )
@@ -104,10 +102,7 @@ class StoreReading:
     def subscribe(
         self, *, after: int = 0, types: Sequence[type[Event] | str] = ()
     ) -> Subscription:
-        """Follow the ledger: events after ``after`` now, then as they are recorded.
-
-        SQLite polls; PostgreSQL listens (LISTEN/NOTIFY) with a periodic wake-up.
-        """
+        """See :meth:`~ledger.store.EventStore.subscribe`."""
         return Subscription(
             self.backend.subscribe(gt=after, topics=_topics(types)), self.decode
         )
@@ -124,6 +119,4 @@ def _topics(types: Sequence[type[Event] | str]) -> list[str]:
 
 def type_for_tag_of(event_type: type[Event]) -> str:
     """Return the tag of an event class (refusing unregistered classes)."""
-    from turnledger.ledger.events import tag_of  # noqa: PLC0415
-
     return tag_of(event_type)
