@@ -27,8 +27,9 @@ or with the flat keys, which stay a compatible spelling::
     [storage.postgres.shared]
     url = "postgresql://postgres@127.0.0.1:5432/test"
 
-This module holds :class:`Config` (the whole file), its cross-key validation and
-its loading; each table's Struct is in :mod:`pipeline.config.sections`.
+This module holds :class:`Config` (the whole file), its cross-key validation
+(number ranges included) and its loading; each table's Struct is in
+:mod:`pipeline.config.sections`, the seed's layout in :mod:`pipeline.config.layout`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from turnledger.ledger.store import DEFAULT_PATH
 from turnledger.pipeline.config.layout import (
     LayoutError,
     check_entries,
-    check_numbers,
     located,
     seed_layout,
 )
@@ -182,10 +182,7 @@ def validate(
         ConfigError: A rule is broken; the message names the key (and alias).
     """
     _check_scopes(config, spelled or {})
-    try:
-        check_numbers(config)
-    except LayoutError as e:
-        raise ConfigError(str(e)) from None
+    _check_numbers(config)
     for alias, agent in config.agents.items():
         kind, _, storage_alias = normalize_backend(agent.memory).partition(".")
         needed = _NEEDS.get(kind)
@@ -223,6 +220,45 @@ def validate(
         )
         raise ConfigError(msg)
     return config
+
+
+RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
+    ("runtime", "max_tool_result_chars", 0, 100_000_000),
+    ("runtime", "context_budget_tokens", 0, 100_000_000),
+    ("runtime", "max_tool_iterations", 1, 10_000),
+    ("runtime", "tool_concurrency", 1, 1_024),
+    ("runtime", "max_media_bytes", 0, 1 << 40),
+    ("runtime", "max_input_bytes", 1, 1 << 40),
+    ("recall", "limit", 0, 10_000),
+    ("recall", "min_relevance", 0.0, 1.0),
+    ("recall", "max_entries", 0, 10_000),
+    ("recall", "entry_max_chars", 0, 10_000_000),
+    ("recall", "max_total_chars", 0, 100_000_000),
+    ("embedding", "dims", 1, 65_536),
+    ("budgets", "daily_limit_usd", 0.0, 1e12),
+    ("budgets", "monthly_limit_usd", 0.0, 1e12),
+    ("budgets", "warn_at_percent", 0.0, 100.0),
+)
+"""Numbers with a range (inclusive): anything outside is refused at load."""
+
+MAX_TIMEOUT_S: Final = 86_400.0
+"""The longest provider timeout accepted (a day)."""
+
+
+def _check_numbers(config: Config) -> None:
+    """Refuse negative or absurd numbers, naming the key and the value."""
+    for section, name, low, high in RANGES:
+        value = getattr(getattr(config, section), name)
+        if value is not None and not low <= value <= high:
+            msg = f"{section}.{name}: expected {low}..{high}, found {value!r}"
+            raise ConfigError(msg)
+    for name, provider in config.providers.items():
+        if not 0 < provider.timeout <= MAX_TIMEOUT_S:
+            msg = (
+                f"providers.{name}.timeout: expected more than 0 and at most "
+                f"{MAX_TIMEOUT_S:g} seconds, found {provider.timeout!r}"
+            )
+            raise ConfigError(msg)
 
 
 def _check_pricing(config: Config) -> None:

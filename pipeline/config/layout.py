@@ -1,4 +1,4 @@
-"""The seed's configuration layout and the number ranges of ``turnledger.toml``.
+"""The seed's configuration layout of ``turnledger.toml``, and keys in messages.
 
 ADR-005 and the reference (§3) configure an agent's memory in sub-tables::
 
@@ -11,8 +11,10 @@ ADR-005 and the reference (§3) configure an agent's memory in sub-tables::
 :func:`seed_layout` flattens them into the flat keys of ``[agents.<alias>]``
 (``memory``, ``read_memory_from``, and ``workspace`` for the workspace ``path``),
 which stay a compatible spelling, and remembers how each key was spelled so that
-every message names the key as the file wrote it. :func:`check_numbers` refuses
-negative or absurd limits, naming the key and the value.
+every message names the key as the file wrote it; :func:`check_entries` converts
+each named entry alone, so that an error names its key. The number ranges are
+checked with the rest of the cross-key rules, on the whole ``Config``, in
+:mod:`pipeline.config`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ import msgspec
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from turnledger.pipeline.config import Config
-
 
 class LayoutError(ValueError):
-    """A layout or range rule is broken; the message names the key."""
+    """A layout rule is broken, or an entry does not convert; names the key."""
 
 
 AGENT_TABLES: Final = {
@@ -155,46 +155,3 @@ def check_entries(
             msgspec.convert(value, entry_type)
         except msgspec.ValidationError as e:
             raise LayoutError(located(str(e), prefix, spelled)) from None
-
-
-RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
-    ("runtime", "max_tool_result_chars", 0, 100_000_000),
-    ("runtime", "context_budget_tokens", 0, 100_000_000),
-    ("runtime", "max_tool_iterations", 1, 10_000),
-    ("runtime", "tool_concurrency", 1, 1_024),
-    ("runtime", "max_media_bytes", 0, 1 << 40),
-    ("runtime", "max_input_bytes", 1, 1 << 40),
-    ("recall", "limit", 0, 10_000),
-    ("recall", "min_relevance", 0.0, 1.0),
-    ("recall", "max_entries", 0, 10_000),
-    ("recall", "entry_max_chars", 0, 10_000_000),
-    ("recall", "max_total_chars", 0, 100_000_000),
-    ("embedding", "dims", 1, 65_536),
-    ("budgets", "daily_limit_usd", 0.0, 1e12),
-    ("budgets", "monthly_limit_usd", 0.0, 1e12),
-    ("budgets", "warn_at_percent", 0.0, 100.0),
-)
-"""Numbers with a range (inclusive): anything outside is refused at load."""
-
-MAX_TIMEOUT_S: Final = 86_400.0
-"""The longest provider timeout accepted (a day)."""
-
-
-def check_numbers(config: Config) -> None:
-    """Refuse negative or absurd numbers, naming the key and the value.
-
-    Raises:
-        LayoutError: A number is outside its range.
-    """
-    for section, name, low, high in RANGES:
-        value = getattr(getattr(config, section), name)
-        if value is not None and not low <= value <= high:
-            msg = f"{section}.{name}: expected {low}..{high}, found {value!r}"
-            raise LayoutError(msg)
-    for name, provider in config.providers.items():
-        if not 0 < provider.timeout <= MAX_TIMEOUT_S:
-            msg = (
-                f"providers.{name}.timeout: expected more than 0 and at most "
-                f"{MAX_TIMEOUT_S:g} seconds, found {provider.timeout!r}"
-            )
-            raise LayoutError(msg)
