@@ -213,3 +213,34 @@ def test_named_scripts_exist():
             r"`((?:benchmarks|examples)/[\w/.-]+)`", page.read_text()
         ):
             assert (ROOT / path).exists(), f"{_label(page)}: {path}"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether a dotted name (module, then attributes) exists in the package."""
+    parts = (
+        dotted if dotted.startswith("turnledger.") else f"turnledger.{dotted}"
+    ).split(".")
+    for i in range(len(parts), 1, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attribute in parts[i:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_named_modules_and_files_exist():
+    """Every module, object and source file of the package the pages name exists."""
+    layers = r"(?:turnledger|ledger|policies|projections|pipeline|adapters)"
+    for page in PAGES:
+        text = page.read_text()
+        for dotted in re.findall(rf"`({layers}\.[\w.]+)`", text):
+            if dotted.endswith((".toml", ".db")):
+                continue
+            assert _resolves(dotted), f"{_label(page)}: {dotted}"
+        for path in re.findall(rf"`({layers}/[\w/.-]+\.py)`", text):
+            assert (ROOT / path).exists(), f"{_label(page)}: {path}"
