@@ -18,17 +18,24 @@ after a lost acknowledgement writes nothing twice (see
 context-overflow error triggers the reactive 2/3 trim and one retry, recorded
 as a trim.
 
-The pieces live beside this loop: opening the session (crash repair) and
-recording the turn's start in :mod:`turnledger.pipeline.engine.opening`, the
-turn's recall (fetched while the start commits, recorded with the first
-prompt) in :mod:`turnledger.pipeline.engine.recall`, the model-call and
-end-of-turn steps in :mod:`turnledger.pipeline.engine.steps`, prompt assembly
-in :mod:`turnledger.pipeline.engine.prompting` (kept incremental per session by
-:mod:`turnledger.pipeline.engine.prompt_cache`), the model call in
-:mod:`turnledger.pipeline.engine.model_calls`, tool execution in
-:mod:`turnledger.pipeline.engine.tool_runner`, crash repair as the pure policy
-:func:`turnledger.policies.repair.repair_interrupted_turn`, and the session
-cursor (snapshot + tail, cached between turns) in
+The engine holds the parts of a turn, each an object of its own built with
+only the collaborators it uses: opening the session (crash repair) and
+recording the turn's start is :class:`~turnledger.pipeline.engine.opening.TurnOpener`,
+the turn's recall (fetched while the start commits, recorded with the first
+prompt) :class:`~turnledger.pipeline.engine.recall.Recaller`, the prompt and
+model call (with the overflow recovery)
+:class:`~turnledger.pipeline.engine.model_step.ModelStep`, the end of a
+completed turn (autosave, completion, consolidation, hygiene)
+:class:`~turnledger.pipeline.engine.finishing.TurnFinisher`, tool execution
+:class:`~turnledger.pipeline.engine.tool_runner.ToolRunner` with the tools'
+context from :class:`~turnledger.pipeline.engine.tool_context.ToolContexts`.
+Beside them: prompt assembly in :mod:`turnledger.pipeline.engine.prompting`
+(kept incremental per session by :mod:`turnledger.pipeline.engine.prompt_cache`),
+the model call in :mod:`turnledger.pipeline.engine.model_calls`, crash repair as
+the pure policy :func:`turnledger.policies.repair.repair_interrupted_turn`, the
+budget check in :mod:`turnledger.pipeline.engine.budget_guard`, the session lock
+in :mod:`turnledger.pipeline.engine.session_lock`, and the session cursor
+(snapshot + tail, cached between turns) in
 :mod:`turnledger.pipeline.engine.session_cursor`.
 """
 
@@ -38,7 +45,6 @@ import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Final
 
 import msgspec
@@ -56,20 +62,24 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine.budget_guard import BudgetGuard, refusal_text
-from turnledger.pipeline.engine.opening import TurnOpening
-from turnledger.pipeline.engine.recall import fetch_recall, record_recall
+from turnledger.pipeline.engine.finishing import TurnFinisher
+from turnledger.pipeline.engine.logger import engine_logger as _logger
+from turnledger.pipeline.engine.model_step import ModelStep
+from turnledger.pipeline.engine.opening import TurnOpener
+from turnledger.pipeline.engine.recall import Recaller
 from turnledger.pipeline.engine.session_cursor import SessionCursor, SessionCursors
 from turnledger.pipeline.engine.session_lock import SessionLocks
-from turnledger.pipeline.engine.steps import TurnSteps
-from turnledger.pipeline.engine.steps import engine_logger as _logger
-from turnledger.pipeline.engine.tool_runner import ToolRunner, agent_workspace
+from turnledger.pipeline.engine.tool_context import ToolContexts
+from turnledger.pipeline.engine.tool_runner import ToolRunner
 from turnledger.pipeline.memory import MemoryService, TurnRecall
 from turnledger.pipeline.memory.hygiene import HygieneSchedule
 from turnledger.pipeline.memory.strategy.types import MemoryStrategy
 from turnledger.pipeline.providers.base import Provider
-from turnledger.pipeline.tools.base import Tool, ToolContext
+from turnledger.pipeline.tools.base import Tool
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.queries import SessionHistories
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "TurnEngine", "TurnOutcome"]
 
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a helpful assistant. Use the tools when they help; answer concisely."
@@ -97,8 +107,11 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     stream_id: str = ""
 
 
-class TurnEngine(TurnOpening, TurnSteps):
+class TurnEngine:
     """Runs turns for agents, recording everything in the ledger.
+
+    The engine holds the parts of a turn, each built with the collaborators it
+    needs, and runs them in order under the session's lock.
 
     Args:
         ledger: The async ledger (group-committing writer).
@@ -112,6 +125,17 @@ class TurnEngine(TurnOpening, TurnSteps):
         histories: How sessions are read (a view store makes a cold open cost
             the snapshot plus the newer events); default: folded from the
             stream on first open, then kept current in memory.
+
+    Attributes:
+        sessions: The session cursors every step appends through.
+        session_locks: One turn at a time per session, across processes.
+        budget: The ``[budgets]`` check made before each model call.
+        tools: Runs the model's tool calls.
+        opener: Opens the session (crash repair) and records the turn's start.
+        recaller: The turn's memory recall.
+        model: The model step (prompt, call, overflow recovery).
+        finisher: The end of a completed turn (autosave, completion, upkeep).
+        tool_contexts: What the tools may use (workspace, memory, ledger).
     """
 
     def __init__(
@@ -126,24 +150,49 @@ class TurnEngine(TurnOpening, TurnSteps):
         strategy: MemoryStrategy | None = None,
         histories: SessionHistories | None = None,
     ) -> None:
-        self.strategy = strategy
-        self.ledger = ledger
-        self.provider = provider
-        self.memory = memory
-        self.config = config
-        self.system_prompt = system_prompt
-        self.tools = ToolRunner(
-            tools,
-            max_result_chars=config.runtime.max_tool_result_chars,
-            concurrency=config.runtime.tool_concurrency,
-        )
         self.sessions = SessionCursors(
             ledger, histories or SessionHistories(ledger.store)
         )
         self.session_locks = SessionLocks(ledger.store)
         self.budget = BudgetGuard(ledger.store, config.budgets)
-        self.hygiene = HygieneSchedule(memory, config.memory.hygiene_hours)
-        self._workspaces: dict[str, Path] = {}
+        self.tools = ToolRunner(
+            tools,
+            max_result_chars=config.runtime.max_tool_result_chars,
+            concurrency=config.runtime.tool_concurrency,
+        )
+        self.opener = TurnOpener(self.sessions)
+        self.recaller = Recaller(memory)
+        self.model = ModelStep(
+            sessions=self.sessions,
+            provider=provider,
+            tool_specs=self.tools.specs,
+            pricing=config.pricing,
+            runtime=config.runtime,
+            budget=self.budget,
+            system_prompt=system_prompt,
+        )
+        self.finisher = TurnFinisher(
+            sessions=self.sessions,
+            memory=memory,
+            config=config,
+            strategy=strategy,
+            hygiene=HygieneSchedule(memory, config.memory.hygiene_hours),
+        )
+        self.tool_contexts = ToolContexts(
+            config=config, memory=memory, store=ledger.store
+        )
+        self._iterations = max(1, config.runtime.max_tool_iterations)
+
+    async def open_session(
+        self, agent: str, session_key: str, *, channel: str = "", verify: bool = True
+    ) -> SessionCursor:
+        """Open (or resume) a session; a turn a crash interrupted is closed first.
+
+        See :meth:`~turnledger.pipeline.engine.opening.TurnOpener.open`.
+        """
+        return await self.opener.open(
+            agent, session_key, channel=channel, verify=verify
+        )
 
     # -- the turn --------------------------------------------------------------
 
@@ -188,10 +237,12 @@ class TurnEngine(TurnOpening, TurnSteps):
                 agent=agent, session=key, turn=turn_id
             ):
                 recalling = asyncio.create_task(
-                    fetch_recall(self.memory, agent, key, user_input, origin)
+                    self.recaller.fetch(agent, key, user_input, origin)
                 )
             try:
-                session = await self._start(agent, session_key, channel, turn_id, first)
+                session = await self.opener.start(
+                    agent, session_key, channel=channel, turn_id=turn_id, first=first
+                )
             except BaseException:
                 recalling.cancel()
                 raise
@@ -202,7 +253,7 @@ class TurnEngine(TurnOpening, TurnSteps):
                     "turn.started", origin=origin, input_chars=len(user_input)
                 )
                 recall = await recalling
-                record_recall(session, turn_id, recall)
+                self.recaller.record(session, turn_id, recall)
                 return await self._run(
                     session, turn_id, user_input, origin, recall=recall, started=started
                 )
@@ -217,7 +268,7 @@ class TurnEngine(TurnOpening, TurnSteps):
         recall: TurnRecall,
         started: float,
     ) -> TurnOutcome:
-        limit = max(1, self.config.runtime.max_tool_iterations)
+        limit = self._iterations
         for iteration in range(limit):
             budget = self.budget.status()
             if budget.state == "exceeded":  # refused before the model is called
@@ -234,7 +285,7 @@ class TurnEngine(TurnOpening, TurnSteps):
                 )
                 _logger().warning("turn.budget_exceeded", period=budget.period)
                 return _failed(session, turn_id, iteration, "budget_exceeded")
-            response = await self._call(session, turn_id, iteration, recall.block)
+            response = await self.model.call(session, turn_id, iteration, recall.block)
             if response is None:
                 return _failed(session, turn_id, iteration + 1, "provider_error")
             calls = tuple(
@@ -252,7 +303,7 @@ class TurnEngine(TurnOpening, TurnSteps):
                 iteration=iteration,
             )
             if not calls:
-                await self._finish(
+                await self.finisher.complete(
                     session,
                     turn_id,
                     user_input,
@@ -260,8 +311,6 @@ class TurnEngine(TurnOpening, TurnSteps):
                     answer=message,
                     started=started,
                 )
-                await self._consolidate(session, user_input, response.text)
-                await self._hygiene(session.agent)
                 return TurnOutcome(
                     turn_id=turn_id,
                     completed=True,
@@ -273,9 +322,8 @@ class TurnEngine(TurnOpening, TurnSteps):
             await self.sessions.append(
                 session, [message], step_key=f"{turn_id}:assistant-{iteration}"
             )
-            results = await self.tools.run(
-                turn_id, calls, self._context(session, turn_id)
-            )
+            context = self.tool_contexts.for_turn(session.agent, session.key, turn_id)
+            results = await self.tools.run(turn_id, calls, context)
             await self.sessions.append(
                 session, results, step_key=f"{turn_id}:results-{iteration}"
             )
@@ -292,25 +340,6 @@ class TurnEngine(TurnOpening, TurnSteps):
         )
         _logger().warning("turn.iteration_limit", iterations=limit)
         return _failed(session, turn_id, limit, "iteration_limit")
-
-    # -- tools -----------------------------------------------------------------
-
-    def _context(self, session: SessionCursor, turn_id: str) -> ToolContext:
-        workspace = self._workspaces.get(session.agent)
-        if workspace is None or not workspace.is_dir():  # made once, again if gone
-            workspace = self._workspaces[session.agent] = agent_workspace(
-                self.config.agent(session.agent).workspace,
-                self.config.data_dir,
-                session.agent,
-            )
-        return ToolContext(
-            agent=session.agent,
-            session_key=session.key,
-            turn_id=turn_id,
-            workspace=workspace,
-            memory=self.memory,
-            store=self.ledger.store,
-        )
 
 
 def _failed(

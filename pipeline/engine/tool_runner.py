@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from turnledger.ledger.events import ToolCallRecord, ToolResultRecorded
 from turnledger.pipeline.providers.base import ToolSpec
@@ -104,14 +103,3 @@ class ToolRunner:
             kept_chars=bounded.kept_chars,
             truncated=bounded.truncated,
         )
-
-
-def agent_workspace(configured: str | None, data_dir: str, agent: str) -> Path:
-    """Return (creating it) an agent's workspace: configured, else under data_dir."""
-    root = (
-        Path(configured)
-        if configured
-        else Path(data_dir) / "agents" / agent / "workspace"
-    )
-    root.mkdir(parents=True, exist_ok=True)
-    return root

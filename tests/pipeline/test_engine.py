@@ -24,7 +24,7 @@ from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.config import parse_config
-from turnledger.pipeline.engine import TurnEngine
+from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
 from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.providers.base import (
     ChatRequest,
@@ -106,7 +106,9 @@ async def _world(tmp_path):
     memory = MemoryService(store, config, ledger_url=path)
     runtimes = []
 
-    def engine(steps, *, tools=None, cfg=None) -> tuple[TurnEngine, FakeProvider]:
+    def engine(
+        steps, *, tools=None, cfg=None, system_prompt=DEFAULT_SYSTEM_PROMPT
+    ) -> tuple[TurnEngine, FakeProvider]:
         provider = FakeProvider(steps)
         runtime = bootstrap(
             cfg or config,
@@ -114,6 +116,7 @@ async def _world(tmp_path):
             store=store,
             ledger_url=path,
             tools=tools if tools is not None else {"echo": EchoTool()},
+            system_prompt=system_prompt,
         )
         runtimes.append(runtime)
         return runtime.engine, provider
@@ -380,8 +383,7 @@ async def test_prompt_is_never_stored(world):
     no other event carries its text.
     """
     engine_for, store, _ = world
-    engine, _ = engine_for([answer()])
-    engine.system_prompt = "SECRET SYSTEM PROMPT 1234"
+    engine, _ = engine_for([answer()], system_prompt="SECRET SYSTEM PROMPT 1234")
     await engine.run_turn("ops", "s1", "hello there")
     carrying = [e for e in events_of(store) if "SECRET SYSTEM PROMPT" in str(e)]
     assert [type(e).__name__ for e in carrying] == ["SystemPromptSet"]

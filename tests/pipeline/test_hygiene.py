@@ -61,7 +61,7 @@ async def test_the_engine_runs_hygiene_after_a_completed_turn(tmp_path):
         )
         engine = runtime.engine
         later = datetime.now(UTC) + timedelta(days=31)
-        engine.hygiene = HygieneSchedule(memory, 1, clock=lambda: later)
+        engine.finisher.hygiene = HygieneSchedule(memory, 1, clock=lambda: later)
         assert (await engine.run_turn("ops", "s1", "hello there friend")).completed
         assert memory.get("ops", "old_chat") is None
     store.close()
