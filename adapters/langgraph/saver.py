@@ -100,9 +100,7 @@ class TurnledgerSaver(AsyncTwins):
             msg = "Expected a non-empty agent, found ''"
             raise ValueError(msg)
         self.store = store
-        self.agent = agent
         self.messages_channel = messages_channel
-        self.max_cached_threads = max_cached_threads
         self.close_store = close_store
         self.channel = CHANNEL
         self.lock = threading.RLock()
@@ -113,6 +111,16 @@ class TurnledgerSaver(AsyncTwins):
         self._commits = GroupCommit(store, self._threads, self.lock, self.serde)
         self._removals = Removals(self._threads, self._commits)
         self.write_queue = self._commits.queue
+
+    @property
+    def agent(self) -> str:
+        """The agent the threads' sessions belong to (fixed at construction)."""
+        return self._threads.agent
+
+    @property
+    def max_cached_threads(self) -> int:
+        """Threads whose fold is kept in memory (fixed at construction)."""
+        return self._threads.max_cached
 
     @classmethod
     def from_url(cls, url: str | None = None, **kwargs: Any) -> TurnledgerSaver:
