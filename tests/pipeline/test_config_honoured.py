@@ -3,7 +3,7 @@
 A static check: each field of every ``msgspec.Struct`` in ``pipeline/config/__init__.py`` and
 ``pipeline/config/sections.py`` must be read (``.name``) or named (``"name"``) by a
 module of the packages other than the config modules themselves (``config.py``,
-``config_sections.py``, ``config_layout.py``), or be translated by a config module into
+``config/sections.py``, ``config/layout.py``), or be translated by a config module into
 policy settings (``name=section.name``). A key nothing reads fails here with its section and name.
 """
 
