@@ -67,7 +67,7 @@ def _package_folder(package: str) -> Path:
 
 def modules() -> list[tuple[str, Path]]:
     """Every module of the five layers, named without the namespace
-    (``pipeline.engine.steps``), found where the package is imported from."""
+    (``pipeline.engine.opening``), found where the package is imported from."""
     found = []
     for package in PACKAGES:
         folder = _package_folder(package)
