@@ -35,14 +35,12 @@ from typing import Final
 from uuid import UUID
 
 import msgspec
-import structlog
 
 from turnledger.ledger.envelope import AppendResult
 from turnledger.ledger.errors import ConcurrencyError, LedgerError
 from turnledger.ledger.events import Event
 from turnledger.ledger.store import EventStore
-
-_log = structlog.get_logger("turnledger.appending")
+from turnledger.pipeline.logs import library_logger
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,6 +132,8 @@ def append_decided(
             return store.append(stream_id, events, expected_version=version)
         except ConcurrencyError as e:
             last = e
-            _log.debug("append.conflict", stream=str(stream_id), attempt=attempt + 1)
+            library_logger("turnledger.appending").debug(
+                "append.conflict", stream=str(stream_id), attempt=attempt + 1
+            )
     assert last is not None  # noqa: S101 - the loop ran at least once and conflicted
     raise AppendContentionError(stream_id, attempts, last)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
 import msgspec
 
-from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import SessionForked, SessionOpened
-from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
-from turnledger.projections.history import SessionHistoryState
-from turnledger.projections.queries import SessionHistories
+
+if TYPE_CHECKING:
+    from turnledger.ledger.envelope import Recorded
+    from turnledger.ledger.store import EventStore
+    from turnledger.projections.history import SessionHistoryState
 
 
 class SessionNotFoundError(PipelineError, LookupError):
@@ -99,4 +100,8 @@ def load_history(
     part is
     :func:`turnledger.projections.history.read.visible_messages` of it.
     """
+    # Loaded here: listing and resolving sessions (``turnledger sessions``) need
+    # no projection, and the projections package loads every view store.
+    from turnledger.projections.queries import SessionHistories  # noqa: PLC0415
+
     return SessionHistories(store).transcript(stream_id, at=at)

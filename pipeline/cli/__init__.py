@@ -4,18 +4,17 @@ Every command's docstring is its help. Library errors become one clean line on
 stderr and a non-zero exit: 1 for a failed check, 2 for unusable input.
 """
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Collection, MutableMapping, Sequence
 from typing import Any, Final
 
-import structlog
-
-from turnledger.ledger.errors import LedgerError
-from turnledger.ledger.store import DEFAULT_PATH
 from turnledger.pipeline.cli import costs as cli_costs
 from turnledger.pipeline.cli import engine as cli_engine
 from turnledger.pipeline.cli import ledger as cli_ledger
@@ -26,13 +25,12 @@ from turnledger.pipeline.cli import transcripts as cli_transcripts
 from turnledger.pipeline.cli import web as cli_web
 from turnledger.pipeline.cli.common import (
     DB_ENV,
+    DEFAULT_LEDGER,
     Command,
     UsageError,
     check_arguments,
 )
 from turnledger.pipeline.errors import PipelineError
-from turnledger.policies.errors import PolicyError
-from turnledger.policies.scrubbing import scrub_text, summarize
 
 MODULES: Final = (
     cli_ledger,
@@ -50,8 +48,15 @@ COMMANDS: Final[dict[str, Command]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of every command."""
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser of every command.
+
+    Args:
+        commands: Only these commands get their arguments (a command's options
+            may load what they list, e.g. the transcript formats); the others
+            get their name and help, all the top-level usage shows. ``None``:
+            every command gets its arguments.
+    """
     parser = argparse.ArgumentParser(
         prog="turnledger",
         description="Event-sourced memory and payload lifecycle for agent runtimes.",
@@ -59,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         default=None,
-        help=f"ledger file or postgresql:// URL (default ${DB_ENV} or {DEFAULT_PATH})",
+        help="ledger file or postgresql:// URL"
+        f" (default ${DB_ENV} or {DEFAULT_LEDGER})",
     )
     parser.add_argument(
         "--config",
@@ -79,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                 description=doc,
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
-            module.add_arguments(name, p)
+            if commands is None or name in commands:
+                module.add_arguments(name, p)
             p.set_defaults(handler=command)
     return parser
 
@@ -92,6 +99,8 @@ def scrub_log_values(
     The same rule as the observer view (``policies.scrubbing``), so a log line
     never carries a credential or an unbounded payload.
     """
+    from turnledger.policies.scrubbing import scrub_text, summarize
+
     del logger, method
     for key, value in event_dict.items():
         if isinstance(value, str) and key != "event":
@@ -99,8 +108,21 @@ def scrub_log_values(
     return event_dict
 
 
+STRUCTLOG_FREE: Final = frozenset(
+    {"audit", "costs", "history", "init", "lifecycle", "seal", "sessions", "stats"}
+    | {"tail", "verify"}
+)
+"""Commands that never load structlog (tests/pipeline/test_cli_imports.py checks):
+the CLI configures it for every other command, and for these only with -v, so
+they start without importing it."""
+
+
 def _configure_logging(verbose: bool) -> None:
     """Logs go to stderr (stdout is for results); warnings only unless -v."""
+    import logging
+
+    import structlog
+
     level = logging.INFO if verbose else logging.WARNING
     structlog.configure(
         processors=[
@@ -139,31 +161,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(f"turnledger: {e}", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(checked)
-    _configure_logging(args.verbose)
+    # The command is one of the arguments (argparse takes no abbreviated command):
+    # only the commands named among them need their options.
+    args = build_parser(set(checked)).parse_args(checked)
+    if args.verbose or args.command not in STRUCTLOG_FREE:
+        _configure_logging(args.verbose)
     handler: Command = args.handler
     try:
         return handler(args)
-    except (LedgerError, PipelineError, PolicyError) as e:
-        print(f"turnledger: {one_line(str(e))}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - _failed re-raises what is not ours
+        return _failed(e)
+
+
+def _failed(error: Exception) -> int:
+    """Report a command's error as one line on stderr and return the exit code.
+
+    Raises:
+        Exception: ``error`` itself when it is none of the errors a command
+            reports (a bug, shown with its traceback).
+    """
+    from turnledger.ledger.errors import LedgerError
+    from turnledger.policies.errors import PolicyError
+
+    if isinstance(error, LedgerError | PipelineError | PolicyError):
+        print(f"turnledger: {one_line(str(error))}", file=sys.stderr)
         return 2
-    except RecursionError:
+    if isinstance(error, RecursionError):
         print(
             "turnledger: Expected input nested less deeply, found nesting"
             " deeper than the interpreter's recursion limit",
             file=sys.stderr,
         )
         return 2
-    except BrokenPipeError:
+    if isinstance(error, BrokenPipeError):
         # A closed pager (``| head``): stop quietly, as Unix tools do.
         sys.stderr.close()
         return 0
-    except OSError as e:
+    if isinstance(error, OSError):
         print(
-            f"turnledger: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
+            f"turnledger: {error.strerror or error}: {error.filename or ''}".rstrip(
+                ": "
+            ),
             file=sys.stderr,
         )
         return 2
+    raise error
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,21 +13,24 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
-from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
-from turnledger.pipeline.config import Config, ConfigError, load_config
 from turnledger.pipeline.errors import PipelineError
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
+    from turnledger.pipeline.config import Config
 
 DB_ENV: Final = "TURNLEDGER_DB"
 """The environment variable naming the ledger when ``--db`` is not given."""
 
+DEFAULT_LEDGER: Final = "./turnledger.db"
+"""The ledger when nothing names one: ``ledger.store.DEFAULT_PATH``, spelled out
+here so that building the parser (its ``--db`` help) does not load the store (a
+test checks the two are equal)."""
+
 Command = Callable[[argparse.Namespace], int]
 """A command: parsed arguments in, exit code out."""
-
-_JSON: Final = msgspec.json.Encoder()
 
 
 class UsageError(PipelineError, ValueError):
@@ -116,6 +119,8 @@ def count(text: str) -> int:
 
 def config(args: argparse.Namespace) -> Config:
     """Return the configuration: --config, $TURNLEDGER_CONFIG, ./turnledger.toml."""
+    from turnledger.pipeline.config import ConfigError, load_config  # noqa: PLC0415
+
     try:
         return load_config(getattr(args, "config", None))
     except ConfigError as e:
@@ -127,7 +132,7 @@ def target(args: argparse.Namespace) -> str:
     chosen = args.db or os.environ.get(DB_ENV)
     if chosen:
         return str(chosen)
-    return config(args).ledger or DEFAULT_PATH
+    return config(args).ledger or DEFAULT_LEDGER
 
 
 def open_ledger(args: argparse.Namespace) -> EventStore:
@@ -137,10 +142,14 @@ def open_ledger(args: argparse.Namespace) -> EventStore:
         CipherKeyError: ``TURNLEDGER_CIPHER_KEY`` is wrong for this ledger, or
             missing while its events are encrypted; nothing was written.
     """
+    from turnledger.ledger.store import open_store  # noqa: PLC0415
+
     return open_store(target(args))  # open_store runs check_cipher_key
 
 
 def print_json(value: Any) -> None:
     """Write one JSON document (one line) to stdout."""
-    sys.stdout.buffer.write(_JSON.encode(value) + b"\n")
+    import msgspec  # noqa: PLC0415
+
+    sys.stdout.buffer.write(msgspec.json.encode(value) + b"\n")
     sys.stdout.buffer.flush()

@@ -1,19 +1,22 @@
 """``turnledger costs``: model call costs from the ledger (model.called events)."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.events import ModelCalled, SessionForked, SessionOpened
-from turnledger.ledger.store import EventStore
 from turnledger.pipeline.cli.common import Command, UsageError, open_ledger, print_json
-from turnledger.pipeline.sessions import list_sessions
-from turnledger.projections.costs import CostTotals, summarize_costs
-from turnledger.projections.lineage import lineage
+
+if TYPE_CHECKING:
+    from turnledger.ledger.envelope import Recorded
+    from turnledger.ledger.store import EventStore
+    from turnledger.projections.costs import CostTotals
 
 GROUPINGS: Final = ("model", "agent", "session", "day")
 
@@ -30,6 +33,8 @@ def _since(text: str | None) -> datetime | None:
 
 
 def _events(store: EventStore, page: int = 2_000) -> Iterator[Recorded]:
+    from turnledger.ledger.events import ModelCalled, SessionForked, SessionOpened
+
     return store.iter_all(
         types=(SessionOpened, SessionForked, ModelCalled), page_size=page
     )
@@ -39,6 +44,10 @@ def _session_events(
     store: EventStore, key: str, agent: str | None
 ) -> tuple[list[Recorded], dict[object, tuple[str, str]]]:
     """The model calls of each session keyed ``key``, a fork's source prefix first."""
+    from turnledger.ledger.events import ModelCalled
+    from turnledger.pipeline.sessions import list_sessions
+    from turnledger.projections.lineage import lineage
+
     events: list[Recorded] = []
     owners: dict[object, tuple[str, str]] = {}
     for ref in list_sessions(store):
@@ -81,6 +90,8 @@ def cmd_costs(args: argparse.Namespace) -> int:
 
     Example: turnledger costs --by day --since 2026-11-01 --json
     """
+    from turnledger.projections.costs import summarize_costs
+
     if args.session is not None and not args.session.strip():
         msg = "--session: expected a session key, found an empty one"
         raise UsageError(msg)

@@ -1,15 +1,16 @@
 """Engine commands: run (scripted turns), chat (interactive), observe."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from turnledger.ledger.store import EventStore
-from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli.common import (
     Command,
     UsageError,
@@ -20,15 +21,11 @@ from turnledger.pipeline.cli.common import (
     target,
 )
 from turnledger.pipeline.cli.projections import open_views
-from turnledger.pipeline.config import Config
-from turnledger.pipeline.providers.base import Provider
-from turnledger.pipeline.providers.factory import make_provider
-from turnledger.pipeline.providers.scripted import ScriptedProvider
-from turnledger.pipeline.sessions import resolve_session
-from turnledger.projections.lineage import session_timeline
-from turnledger.projections.observer import OBSERVER_VIEW, timeline
-from turnledger.projections.observer.export import render_item
-from turnledger.projections.queries import ReadModels
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
+    from turnledger.pipeline.config import Config
+    from turnledger.pipeline.providers.base import Provider
 
 
 async def _turns(
@@ -38,6 +35,8 @@ async def _turns(
     args: argparse.Namespace,
     inputs: Iterable[str],
 ) -> int:
+    from turnledger.pipeline.bootstrap import bootstrap
+
     failures = 0
     consolidate = args.agent if getattr(args, "consolidate", False) else None
     try:
@@ -76,6 +75,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     Example: turnledger run script.toml --agent ops --turn "When is the release?"
     """
+    import asyncio
+
+    from turnledger.pipeline.providers.scripted import ScriptedProvider
+
     cfg = config(args)
     limit = cfg.runtime.max_input_bytes
     provider = ScriptedProvider.from_file(args.script, max_bytes=limit)
@@ -92,6 +95,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     Example: turnledger chat --agent ops --session mine
     """
+    import asyncio
+
+    from turnledger.pipeline.providers.factory import make_provider
+
     cfg = config(args)
     name = args.provider or cfg.agent(args.agent).provider
     if name is None and len(cfg.providers) == 1:
@@ -129,6 +136,12 @@ def cmd_observe(args: argparse.Namespace) -> int:
 
     Example: turnledger observe demo-1 --json --limit 50
     """
+    from turnledger.pipeline.sessions import resolve_session
+    from turnledger.projections.lineage import session_timeline
+    from turnledger.projections.observer import OBSERVER_VIEW, timeline
+    from turnledger.projections.observer.export import render_item
+    from turnledger.projections.queries import ReadModels
+
     with open_ledger(args) as store:
         if args.session is not None:
             ref = resolve_session(store, args.session, agent=args.agent)

@@ -1,17 +1,16 @@
 """Ledger commands: init, demo, tail, verify, seal, stats."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
 import sys
 from collections import Counter
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
-import msgspec
-
-from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.seal import seal
-from turnledger.ledger.verify import verify
 from turnledger.pipeline.cli.common import (
     Command,
     config,
@@ -20,9 +19,9 @@ from turnledger.pipeline.cli.common import (
     print_json,
     target,
 )
-from turnledger.pipeline.demo import record_demo_session, render_costs, render_history
-from turnledger.pipeline.lifecycle import lifecycle_markdown
-from turnledger.pipeline.memory import MemoryService
+
+if TYPE_CHECKING:
+    from turnledger.ledger.envelope import Recorded
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -44,6 +43,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     Example: turnledger demo
     """
+    from turnledger.pipeline.demo import (
+        record_demo_session,
+        render_costs,
+        render_history,
+    )
+    from turnledger.pipeline.lifecycle import lifecycle_markdown
+    from turnledger.pipeline.memory import MemoryService
+
     cfg = config(args)
     with open_ledger(args) as store:
         stream_id = record_demo_session(
@@ -107,6 +114,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     Example: turnledger verify --json
     """
+    from turnledger.ledger.verify import verify
+
     with open_ledger(args) as store:
         report = verify(store)
     if args.json:
@@ -137,6 +146,8 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
     Example: turnledger seal --json
     """
+    from turnledger.ledger.seal import seal
+
     with open_ledger(args) as store:
         report = seal(store)
     if args.json:
@@ -155,8 +166,8 @@ def cmd_seal(args: argparse.Namespace) -> int:
     return 0
 
 
-class Stats(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``turnledger stats`` reports."""
+class Stats(TypedDict):
+    """What ``turnledger stats`` reports (a dict: --help need not load msgspec)."""
 
     backend: str
     events: int
@@ -182,11 +193,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print_json(stats)
         return 0
-    print(f"backend        {stats.backend}")
-    print(f"events         {stats.events}")
-    print(f"streams        {stats.streams}")
-    print(f"last position  {stats.last_position}")
-    for tag, number in stats.by_type.items():
+    print(f"backend        {stats['backend']}")
+    print(f"events         {stats['events']}")
+    print(f"streams        {stats['streams']}")
+    print(f"last position  {stats['last_position']}")
+    for tag, number in stats["by_type"].items():
         print(f"  {tag:<24} {number}")
     return 0
 

@@ -1,5 +1,9 @@
 """Projection commands: lifecycle, project (status, catch-up, rebuild)."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
@@ -8,9 +12,8 @@ import signal
 import sqlite3
 import sys
 import threading
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from turnledger.pipeline.bootstrap import open_view_store, views_location
 from turnledger.pipeline.cli.common import (
     Command,
     UsageError,
@@ -19,10 +22,10 @@ from turnledger.pipeline.cli.common import (
     print_json,
     target,
 )
-from turnledger.pipeline.lifecycle import lifecycle_markdown
-from turnledger.projections.catalog import PROJECTIONS, projection_named
-from turnledger.projections.runner import ProjectionRunner
-from turnledger.projections.views import ViewStore
+
+if TYPE_CHECKING:
+    from turnledger.projections.runner import ProjectionRunner
+    from turnledger.projections.views import ViewStore
 
 
 def views_path(args: argparse.Namespace) -> str:
@@ -31,15 +34,19 @@ def views_path(args: argparse.Namespace) -> str:
     --views, else $TURNLEDGER_VIEWS, else the configuration's ``views``, else the
     PostgreSQL ledger itself, else a file beside a SQLite ledger.
     """
+    from turnledger.pipeline.bootstrap import views_location
+
     return views_location(config(args), target(args), getattr(args, "views", None))
 
 
 def open_views(args: argparse.Namespace) -> ViewStore:
     """Open the view store a command uses."""
+    from turnledger.pipeline.bootstrap import open_view_store
+
     where = views_path(args)
     if where.startswith(("postgresql://", "postgres://")):
         # PostgreSQL support is an optional extra: import it only when used.
-        import psycopg  # noqa: PLC0415
+        import psycopg
 
         try:
             return open_view_store(where)
@@ -63,6 +70,8 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
 
     Example: turnledger lifecycle
     """
+    from turnledger.pipeline.lifecycle import lifecycle_markdown
+
     del args
     sys.stdout.write(lifecycle_markdown())
     return 0
@@ -104,6 +113,9 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     Example: turnledger project rebuild --projection session_history
     """
+    from turnledger.projections.catalog import PROJECTIONS, projection_named
+    from turnledger.projections.runner import ProjectionRunner
+
     try:
         chosen = (
             [projection_named(args.projection)]

@@ -1,10 +1,13 @@
 """``replay SESSION --rerun``: the offline re-run's arguments and its printout."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
-
-import msgspec
+from typing import TYPE_CHECKING
 
 from turnledger.pipeline.cli.common import (
     UsageError,
@@ -13,9 +16,9 @@ from turnledger.pipeline.cli.common import (
     open_ledger,
     print_json,
 )
-from turnledger.pipeline.sessions import resolve_session
-from turnledger.pipeline.timetravel.rerun import rerun_session
-from turnledger.pipeline.timetravel.rerun.diff import RerunReport
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.timetravel.rerun.diff import RerunReport
 
 
 def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,6 +86,11 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if args.at is not None:
         msg = "expected --rerun or --at, found both (a re-run covers the whole session)"
         raise UsageError(msg)
+    import msgspec
+
+    from turnledger.pipeline.sessions import resolve_session
+    from turnledger.pipeline.timetravel.rerun import rerun_session
+
     cfg = config(args)
     runtime = cfg.runtime
     if args.budget_tokens is not None:

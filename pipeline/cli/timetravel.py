@@ -1,26 +1,19 @@
 """Time-travel commands: fork, rewind, and sessions (with their fork trees)."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
-import msgspec
-
-from turnledger.ledger.events import SessionForked
 from turnledger.pipeline.cli.common import Command, config, open_ledger, print_json
-from turnledger.pipeline.sessions import list_sessions, resolve_session
-from turnledger.pipeline.timetravel import (
-    MEMORY_RULES,
-    ForkNode,
-    as_memory_rule,
-    fork_session,
-    fork_tree,
-    rewind_session,
-)
-from turnledger.projections.history.read import provider_messages
-from turnledger.projections.queries import SessionHistories
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.timetravel import ForkNode
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -34,6 +27,13 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     Example: turnledger fork demo-1 --at 12 --as demo-1-alt
     """
+    import msgspec
+
+    from turnledger.pipeline.sessions import resolve_session
+    from turnledger.pipeline.timetravel import fork_session
+    from turnledger.projections.history.read import provider_messages
+    from turnledger.projections.queries import SessionHistories
+
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         report = fork_session(store, ref, args.at, new_key=args.as_key)
@@ -66,6 +66,9 @@ def cmd_rewind(args: argparse.Namespace) -> int:
 
     Example: turnledger rewind demo-1 --to 12 --memory supersede
     """
+    from turnledger.pipeline.sessions import resolve_session
+    from turnledger.pipeline.timetravel import as_memory_rule, rewind_session
+
     configured = config(args).memory.rewind_memory  # checked even when overridden
     rule = as_memory_rule(args.memory or configured)
     with open_ledger(args) as store:
@@ -98,8 +101,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     Example: turnledger sessions demo-1 --json
     """
+    from turnledger.ledger.events import SessionForked
+    from turnledger.pipeline.sessions import list_sessions
+
     with open_ledger(args) as store:
         if args.session is not None:
+            from turnledger.pipeline.sessions import resolve_session
+            from turnledger.pipeline.timetravel import fork_tree
+
             ref = resolve_session(store, args.session, agent=args.agent)
             tree = fork_tree(store, ref)
             if args.json:
@@ -165,6 +174,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
             "--as", dest="as_key", default=None, help="the new session's key"
         )
     if name == "rewind":
+        from turnledger.pipeline.timetravel import MEMORY_RULES
+
         p.add_argument(
             "--to", required=True, help="a position, a turn id or an ISO time"
         )

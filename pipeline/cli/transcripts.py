@@ -1,14 +1,16 @@
 """Transcript commands: import, audit, export, replay, history."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
-from turnledger.ledger.store import EventStore
-from turnledger.pipeline.audit import AuditReport, audit_conversations, audit_file
 from turnledger.pipeline.cli.common import (
     Command,
     UsageError,
@@ -23,31 +25,12 @@ from turnledger.pipeline.cli.rerun import (
     cmd_rerun,
     refuse_rerun_options,
 )
-from turnledger.pipeline.export import (
-    EXPORT_FORMATS,
-    ExportOptions,
-    prepare_history,
-    render,
-)
-from turnledger.pipeline.formats import FORMAT_NAMES, read_transcript
-from turnledger.pipeline.importer import import_transcript
-from turnledger.pipeline.memory import MemoryService
-from turnledger.pipeline.sessions import (
-    SessionRef,
-    list_sessions,
-    load_history,
-    resolve_session,
-)
-from turnledger.pipeline.timetravel.pointintime import (
-    PointInTime,
-    point_in_time,
-    resolve_at,
-)
-from turnledger.pipeline.timetravel.replay import replay_session
-from turnledger.policies.paths import sanitize_session_key
-from turnledger.projections.history.read import provider_messages
-from turnledger.projections.lineage import lineage
-from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
+    from turnledger.pipeline.audit import AuditReport
+    from turnledger.pipeline.sessions import SessionRef
+    from turnledger.pipeline.timetravel.pointintime import PointInTime
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -64,6 +47,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Example: turnledger import session.jsonl --agent ops --json
     """
+    from turnledger.pipeline.formats import read_transcript
+    from turnledger.pipeline.importer import import_transcript
+    from turnledger.policies.paths import sanitize_session_key
+
     if args.session is not None and not sanitize_session_key(args.session):
         msg = f"Expected a non-empty --session key, found {args.session!r}"
         raise UsageError(msg)
@@ -97,6 +84,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _ledger_audit(
     store: EventStore, target: str | None, agent: str | None
 ) -> AuditReport:
+    from turnledger.pipeline.audit import audit_conversations
+    from turnledger.pipeline.sessions import (
+        list_sessions,
+        load_history,
+        resolve_session,
+    )
+
     if target is None:
         sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
     else:
@@ -125,6 +119,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     Example: turnledger audit transcript.jsonl --json
     """
+    from turnledger.pipeline.audit import audit_file
+
     target = args.target
     if target is not None and Path(target).is_file():
         limit = config(args).runtime.max_input_bytes
@@ -164,6 +160,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     Example: turnledger export demo-1 --format anthropic --budget-tokens 8000
     """
+    from turnledger.pipeline.export import ExportOptions, prepare_history, render
+    from turnledger.pipeline.memory import MemoryService
+    from turnledger.pipeline.sessions import load_history, resolve_session
+    from turnledger.projections.history.read import provider_messages
+
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         state = load_history(store, ref.stream_id)
@@ -209,6 +210,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     Example: turnledger replay demo-1 --at 12 --json
     """
+    from turnledger.pipeline.sessions import resolve_session
+    from turnledger.pipeline.timetravel.replay import replay_session
+
     if args.rerun:
         return cmd_rerun(args)
     refuse_rerun_options(args)
@@ -238,6 +242,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _at(store: EventStore, stream: UUID, text: str | None) -> int | None:
     """Resolve ``--at`` (a position, a turn id or an ISO time) for a session."""
+    from turnledger.pipeline.timetravel.pointintime import resolve_at
+    from turnledger.projections.lineage import lineage
+
     return None if text is None else resolve_at(lineage(store, stream), text)
 
 
@@ -245,6 +252,10 @@ def _then(
     store: EventStore, args: argparse.Namespace, ref: SessionRef, at: int | None
 ) -> PointInTime | None:
     """Return the session as of ``at``; sealed memory opened by the key store."""
+    from turnledger.pipeline.memory import MemoryService
+    from turnledger.pipeline.timetravel.pointintime import point_in_time
+    from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
+
     if at is None:
         return None
     memory = MemoryService(store, config(args), ledger_url=target(args))
@@ -288,6 +299,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     Example: turnledger history demo-1 --at 12
     """
+    from turnledger.pipeline.sessions import load_history, resolve_session
+    from turnledger.projections.history.read import provider_messages
+
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         at = _at(store, ref.stream_id, args.at)
@@ -313,7 +327,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _as_dict(value: object) -> dict[str, object]:
-    import msgspec  # noqa: PLC0415
+    import msgspec
 
     return msgspec.to_builtins(value)  # type: ignore[no-any-return]
 
@@ -329,7 +343,10 @@ COMMANDS: Final[dict[str, Command]] = {
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add a transcript command's options."""
-    formats = ["auto", *FORMAT_NAMES]
+    if name in ("import", "audit"):
+        from turnledger.pipeline.formats.model import FORMAT_NAMES
+
+        formats = ["auto", *FORMAT_NAMES]
     if name == "import":
         p.add_argument("file", help="the transcript file")
         p.add_argument("--format", choices=formats, default="auto")
@@ -354,6 +371,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name in ("audit", "export", "replay", "history"):
         p.add_argument("--agent", default=None, help="only sessions of this agent")
     if name == "export":
+        from turnledger.pipeline.export import EXPORT_FORMATS
+
         p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
         p.add_argument("--budget-tokens", type=count, default=0)
         p.add_argument("--max-tool-result-chars", type=count, default=50_000)

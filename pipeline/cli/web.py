@@ -1,5 +1,9 @@
 """``turnledger serve``: the local web UI over the ledger."""
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
@@ -72,10 +76,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     cfg = config(args)
     ledger_url = target(args)
-    import uvicorn  # noqa: PLC0415 - the server loads only for this command
+    import uvicorn  # the server loads only for this command
 
-    from turnledger.pipeline.web.app import create_app  # noqa: PLC0415
-    from turnledger.pipeline.web.state import WebSettings  # noqa: PLC0415
+    from turnledger.pipeline.web.app import create_app
+    from turnledger.pipeline.web.state import WebSettings
 
     with open_ledger(args) as store:
         sock = _bind(args.host, args.port)

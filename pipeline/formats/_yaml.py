@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from typing import cast
 
-import yaml
-
 from turnledger.pipeline.formats.model import TranscriptError
-
-try:
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # PyYAML built without libyaml
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 MAX_NODES = 5_000_000
 """The most nodes a document may have once its aliases are expanded."""
@@ -40,8 +33,14 @@ def load_yaml(data: bytes, *, expected: str) -> object:
         TranscriptError: The data is not YAML, nests too deeply, or uses aliases
             to form a cycle or to expand past :data:`MAX_NODES` nodes.
     """
+    # Loaded here: only cassettes are YAML, and detecting the other formats
+    # (``turnledger audit`` of a JSON file) need not load PyYAML.
+    import yaml  # noqa: PLC0415
+
+    # The safe loader, libyaml's when PyYAML was built with it.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        document = yaml.load(data, Loader=_Loader)
+        document = yaml.load(data, Loader=loader)  # noqa: S506 - a safe loader
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         msg = f"Expected {expected}, found invalid YAML: {first}"

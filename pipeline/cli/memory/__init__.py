@@ -6,6 +6,10 @@ holds the command, its actions' options and the error mapping; the handlers
 of the actions are in :mod:`pipeline.cli.memory.actions`.
 """
 
+# Commands import what they run inside their handlers: building the parser and
+# the light commands stay light (issue #24).
+# ruff: noqa: PLC0415
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +22,6 @@ from turnledger.pipeline.cli.common import (
     open_ledger,
     target,
 )
-from turnledger.pipeline.cli.memory.actions import dispatch
-from turnledger.pipeline.memory import MemoryAccessError, MemoryService
-from turnledger.policies.recall_scope import RecallConfigError
 
 ACTIONS: Final = (
     "store",
@@ -59,6 +60,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
     Example: turnledger memory recall --agent ops "editor" --json
     """
+    from turnledger.pipeline.cli.memory.actions import dispatch
+    from turnledger.pipeline.memory import MemoryAccessError, MemoryService
+    from turnledger.policies.recall_scope import RecallConfigError
+
     with open_ledger(args) as store:
         service = MemoryService(
             store,
