@@ -5,60 +5,51 @@ memory stream, then brings the agent's backend up to date; reads are scoped to
 the agent and its configured peers. Backends come from the configuration (one
 install-wide instance per backend reference; Markdown per agent).
 
-The service is split by concern: :mod:`~turnledger.pipeline.memory.wiring`
-(where files live, opening backends), :mod:`~turnledger.pipeline.memory.catchup`
-(applying the ledger's memory events), :mod:`~turnledger.pipeline.memory.writes`
-and :mod:`~turnledger.pipeline.memory.recall`; rebuilds are
-:mod:`~turnledger.pipeline.cli.memory.rebuild`. This module is the public face.
+:class:`MemoryService` (:mod:`~turnledger.pipeline.memory.service`) is one face
+over composed parts, each in its own module: :mod:`~turnledger.pipeline.memory
+.wiring` (where files live, opening backends), :mod:`~turnledger.pipeline.memory
+.catchup` (applying the ledger's memory events), :mod:`~turnledger.pipeline
+.memory.writes` and :mod:`~turnledger.pipeline.memory.reads`; rebuilding a store
+from the ledger is :mod:`~turnledger.pipeline.memory.rebuild`. This module is the
+public face.
 """
 
 from __future__ import annotations
 
-from turnledger.pipeline.memory.recall import (
+from turnledger.pipeline.memory.reads import (
     RERANK_OVERFETCH,
-    MemoryReads,
     TurnRecall,
     query_shape,
     rerank,
 )
+from turnledger.pipeline.memory.rebuild import (
+    InPlaceRefusedError,
+    RebuildError,
+    forgotten_count,
+    rebuild_in_place,
+    rebuild_into,
+)
+from turnledger.pipeline.memory.service import MemoryService
 from turnledger.pipeline.memory.wiring import (
     MemoryAccessError,
     StaleEntryError,
     ledger_digest,
     memory_home,
 )
-from turnledger.pipeline.memory.writes import MemoryWrites
 
 __all__ = [
     "RERANK_OVERFETCH",
+    "InPlaceRefusedError",
     "MemoryAccessError",
     "MemoryService",
+    "RebuildError",
     "StaleEntryError",
     "TurnRecall",
+    "forgotten_count",
     "ledger_digest",
     "memory_home",
     "query_shape",
+    "rebuild_in_place",
+    "rebuild_into",
     "rerank",
 ]
-
-
-class MemoryService(MemoryWrites, MemoryReads):
-    """Scoped long-term memory over the ledger.
-
-    Args:
-        store: The ledger.
-        config: The configuration (agents, storage, embedding, recall).
-        ledger_url: Where the ledger is: default files are put beside a
-            SQLite ledger; for any other ledger in its own home,
-            ``<data_dir>/memory/<scheme>-<12 hex digits of SHA-256 over the
-            URL without user, password or connection tuning>``.
-        shredding: Seal memory contents with per-entry keys (forget destroys
-            them); ``None`` (the default) takes ``[memory] shredding``, so every
-            writer (engine, autosave, tools, consolidation, import, CLI) honours it.
-        keys_path: The key store file (default: ``<ledger stem>.keys.db`` beside
-            the ledger or in its home; see
-            :class:`~turnledger.pipeline.memory.wiring.MemoryWiring`); a
-            rebuild elsewhere passes the live one to decrypt.
-        only_agents: Apply only these agents' events (a rebuild of one agent);
-            ``None``: every agent mapped to the backend.
-    """

@@ -15,7 +15,6 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from turnledger.ledger.errors import LedgerError
-from turnledger.ledger.store import EventStore
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
@@ -101,8 +100,7 @@ class MemoryWiring:
     """The configuration's memory backends for one ledger, opened on first use.
 
     Args:
-        store: The ledger.
-        config: The configuration (agents, storage, embedding, recall).
+        config: The configuration (agents, storage, embedding, ``data_dir``).
         ledger_url: Where the ledger is (default files are put beside a SQLite
             ledger, else in :func:`memory_home`).
         shredding: Seal memory contents with per-entry keys (forget destroys
@@ -114,22 +112,16 @@ class MemoryWiring:
             used while the home has none, as copying keys would keep a copy
             that ``forget`` cannot destroy); a rebuild elsewhere passes the
             live one to decrypt.
-        only_agents: Apply only these agents' events (a rebuild of one agent);
-            ``None``: every agent mapped to the backend.
     """
 
     def __init__(
         self,
-        store: EventStore,
         config: Config,
         *,
         ledger_url: str,
         shredding: bool | None = None,
         keys_path: str | Path | None = None,
-        only_agents: frozenset[str] | None = None,
     ) -> None:
-        self.only_agents = only_agents
-        self.store = store
         self.config = config
         self.ledger_url = ledger_url
         self.base, self.stem = _base_paths(ledger_url, config.data_dir)
@@ -152,11 +144,15 @@ class MemoryWiring:
             self._keys = KeyStore(str(self.keys_path))
         return self._keys
 
+    def keys_exist(self) -> bool:
+        """Whether there is a key store (open, or its file written earlier)."""
+        return self._keys is not None or self.keys_path.exists()
+
     def backend_ref(self, agent: str) -> str:
         """The ``kind.alias`` of the backend an agent's memory lives in."""
         return normalize_backend(self.config.agent(agent).memory)
 
-    def _embedder(self) -> Embedder:
+    def embedder(self) -> Embedder:
         """The configured embedder, built once and shared by every backend."""
         if self._embedder_made is None:
             self._embedder_made = self._make_embedder()
@@ -188,7 +184,10 @@ class MemoryWiring:
 
     def workspace(self, agent: str) -> Path:
         """The agent's workspace (its Markdown memory lives there)."""
-        return self._workspace(agent)
+        configured = self.config.agent(agent).workspace
+        if configured:
+            return Path(configured)
+        return Path(self.config.data_dir) / "agents" / agent / "workspace"
 
     def sqlite_path(self, ref: str) -> Path:
         """The file of a ``sqlite.<alias>`` backend (configured or default)."""
@@ -212,12 +211,6 @@ class MemoryWiring:
             return Path(self.config.data_dir) / "qdrant"
         return self._home_file("qdrant")
 
-    def _workspace(self, agent: str) -> Path:
-        configured = self.config.agent(agent).workspace
-        if configured:
-            return Path(configured)
-        return Path(self.config.data_dir) / "agents" / agent / "workspace"
-
     def _open(self, ref: str, agent: str) -> MemoryBackend:
         kind = ref.partition(".")[0]
         storage = self.config.storage_for(ref)
@@ -226,25 +219,25 @@ class MemoryWiring:
 
             return SQLiteMemory(
                 self.sqlite_path(ref),
-                embedder=self._embedder(),
+                embedder=self.embedder(),
                 vector_probes=self._vector_probes(),
             )
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
             from turnledger.projections.memory.markdown.peers import MarkdownPeers  # noqa: PLC0415
 
-            own = MarkdownMemory(self._workspace(agent), agent=agent)
-            peers = self._markdown_peers(agent)
+            own = MarkdownMemory(self.workspace(agent), agent=agent)
+            peers = self.markdown_peers(agent)
             if not peers:
                 return own
             return MarkdownPeers(
                 own,
-                {p: MarkdownMemory(self._workspace(p), agent=p) for p in peers},
+                {p: MarkdownMemory(self.workspace(p), agent=p) for p in peers},
             )
         if kind == "postgres":
             from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
-            return PostgresMemory(str(storage.url), embedder=self._embedder())
+            return PostgresMemory(str(storage.url), embedder=self.embedder())
         if kind == "qdrant":
             from turnledger.projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
 
@@ -256,9 +249,9 @@ class MemoryWiring:
                 raise MemoryAccessError(msg)
 
             if storage.url:
-                return QdrantMemory(url=storage.url, embedder=self._embedder())
+                return QdrantMemory(url=storage.url, embedder=self.embedder())
             path = storage.path or str(self._qdrant_default())
-            return QdrantMemory(path=path, embedder=self._embedder())
+            return QdrantMemory(path=path, embedder=self.embedder())
         if kind == "lucid":
             from turnledger.projections.memory.lucid import LucidMemory  # noqa: PLC0415
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
@@ -269,7 +262,17 @@ class MemoryWiring:
 
         return NoneMemory()
 
-    def _served(self, agent: str) -> tuple[str, MemoryBackend]:
+    def served(self, agent: str) -> tuple[str, MemoryBackend]:
+        """The ``kind.alias`` and backend of the agent's memory, opened on first use.
+
+        The backend is as it was left (not caught up with the ledger); one
+        install-wide instance per reference, a Markdown one per agent.
+
+        Raises:
+            MemoryAccessError: The backend cannot be opened (a memory store's
+                typed :class:`~turnledger.ledger.errors.LedgerError` is raised
+                as is).
+        """
         ref = self.backend_ref(agent)
         cache_key = f"{ref}/{agent}" if ref.startswith("markdown.") else ref
         backend = self._backends.get(cache_key)
@@ -285,7 +288,8 @@ class MemoryWiring:
             self._backends[cache_key] = backend
         return ref, backend
 
-    def _markdown_peers(self, agent: str) -> tuple[str, ...]:
+    def markdown_peers(self, agent: str) -> tuple[str, ...]:
+        """A Markdown agent's ``read_memory_from`` peers (none for other kinds)."""
         if not self.backend_ref(agent).startswith("markdown."):
             return ()
         return self.config.agent(agent).read_memory_from

@@ -19,9 +19,15 @@ from turnledger.ledger.events import (
     MemoryStored,
 )
 from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.store import EventStore
 from turnledger.pipeline.appending import append_decided
+from turnledger.pipeline.config import Config
 from turnledger.pipeline.memory.catchup import MemoryCatchUp
-from turnledger.pipeline.memory.wiring import MemoryAccessError, StaleEntryError
+from turnledger.pipeline.memory.wiring import (
+    MemoryAccessError,
+    MemoryWiring,
+    StaleEntryError,
+)
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.scoping import check_forget
 from turnledger.projections.memory.errors import MemoryStoreError
@@ -32,8 +38,28 @@ from turnledger.projections.memory.protocol import (
 )
 
 
-class MemoryWrites(MemoryCatchUp):
-    """Store, forget and erase: every write an event first."""
+class MemoryWrites:
+    """Store, forget and erase: every write an event first.
+
+    Args:
+        store: The ledger the events are appended to.
+        config: The configuration (each agent's scope).
+        wiring: The agents' backends (opened, not caught up) and the key store
+            that seals contents with shredding on.
+        catch_up: The agents' backends caught up with the ledger.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        config: Config,
+        wiring: MemoryWiring,
+        catch_up: MemoryCatchUp,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._wiring = wiring
+        self._catch_up = catch_up
 
     def store_entry(
         self,
@@ -67,8 +93,8 @@ class MemoryWrites(MemoryCatchUp):
             msg = "Expected a non-empty memory namespace, found an empty one"
             raise MemoryAccessError(msg)
         entry_id = uuid.uuid4().hex
-        if self.shredding:
-            content = self.keys().seal(
+        if self._wiring.shredding:
+            content = self._wiring.keys().seal(
                 content, key_id=entry_id, agent=agent, memory_key=key
             )
         event = MemoryStored(
@@ -82,7 +108,7 @@ class MemoryWrites(MemoryCatchUp):
             source=source,
             entry_id=entry_id,
         )
-        _, backend = self._served(agent)
+        _, backend = self._wiring.served(agent)
         if not backend.capabilities.stores:
             return Unsupported(
                 operation="store",
@@ -95,12 +121,12 @@ class MemoryWrites(MemoryCatchUp):
             # on a conflict it is retried as is (ledger order decides). A
             # compare-and-set re-reads the entry, caught up past the head.
             if if_content is not None:
-                current = self.backend(agent).get(key, agents=[agent])
+                current = self._catch_up.backend(agent).get(key, agents=[agent])
                 if current is None or current.content != if_content:
                     raise StaleEntryError(key)
             return [event]
 
-        written = append_decided(self.store, memory_stream_id(agent), decide)
+        written = append_decided(self._store, memory_stream_id(agent), decide)
         try:
             return self._read_back(agent, key, written)
         except MemoryStoreError as e:
@@ -110,17 +136,17 @@ class MemoryWrites(MemoryCatchUp):
         self, agent: str, key: str, written: AppendResult | None
     ) -> MemoryEntry:
         """The entry just stored; as stored if another writer already removed it."""
-        found = self.backend(agent).get(key, agents=[agent])
+        found = self._catch_up.backend(agent).get(key, agents=[agent])
         if found is not None:
             return found
         # Another process may forget (or supersede) the key right after this
         # store: the write was made, so it is answered as stored.
         if written is not None:
-            ours = self.store.read_stream(
+            ours = self._store.read_stream(
                 written.stream_id, after=written.last_version - 1
             )
             if any(getattr(r.event, "key", None) == key for r in ours[1:]):
-                return _as_stored(self._opened(ours[0]))
+                return _as_stored(self._catch_up.opened(ours[0]))
         msg = f"Expected the stored entry {key!r} to be readable, found nothing"
         raise MemoryAccessError(msg)  # pragma: no cover - a backend lost a write
 
@@ -135,15 +161,17 @@ class MemoryWrites(MemoryCatchUp):
         Raises:
             MemoryAccessError: The entry belongs to another agent.
         """
-        scope = self.config.scope(agent)
-        backend = self.backend(agent)
+        scope = self._config.scope(agent)
+        backend = self._catch_up.backend(agent)
         refusal: list[bool | Unsupported] = []
 
         def decide(_head: int) -> list[Event] | None:
             # Re-validated before every attempt, on the backend caught up past the
             # head: another writer may have forgotten (or re-stored) the entry.
             refusal.clear()
-            existing = self.backend(agent).get(key, agents=list(scope.allowed))
+            existing = self._catch_up.backend(agent).get(
+                key, agents=list(scope.allowed)
+            )
             if existing is None:
                 refusal.append(False)
                 return None
@@ -165,21 +193,21 @@ class MemoryWrites(MemoryCatchUp):
                 )
             ]
 
-        if append_decided(self.store, memory_stream_id(agent), decide) is None:
-            if refusal[0] is False and self._keys_exist():
+        if append_decided(self._store, memory_stream_id(agent), decide) is None:
+            if refusal[0] is False and self._wiring.keys_exist():
                 # An earlier forget may be recorded with its key left (the key
                 # store failed then): forgetting again destroys what is left.
-                self.keys().destroy(agent=agent, memory_key=key)
+                self._wiring.keys().destroy(agent=agent, memory_key=key)
             return refusal[0]
         self._after_forget(agent, key, backend)
         return True
 
     def _after_forget(self, agent: str, key: str, backend: MemoryBackend) -> None:
         """Destroy the entry's keys (with shredding), apply, scrub the view."""
-        shredded = self._keys_exist()
+        shredded = self._wiring.keys_exist()
         if shredded:
             try:
-                self.keys().destroy(agent=agent, memory_key=key)
+                self._wiring.keys().destroy(agent=agent, memory_key=key)
             except MemoryStoreError as e:
                 what = (
                     f"the forget of {key!r} (its sealing key NOT yet destroyed: "
@@ -187,7 +215,7 @@ class MemoryWrites(MemoryCatchUp):
                 )
                 raise _recorded_but(e, what) from e
         try:
-            self.backend(agent)
+            self._catch_up.backend(agent)
             scrub = getattr(backend, "scrub", None)
             if shredded and callable(scrub):
                 scrub()  # with shredding on, no copy may stay in the view's files
@@ -216,7 +244,9 @@ class MemoryWrites(MemoryCatchUp):
         needle = subject.casefold() if subject else None
         keys = [
             e.key
-            for e in self.backend(agent).export(agents=[agent], session=scoped)
+            for e in self._catch_up.backend(agent).export(
+                agents=[agent], session=scoped
+            )
             if (needle is None or needle in f"{e.key}\n{e.content}".casefold())
             and (before is None or e.created_at < before)
         ]

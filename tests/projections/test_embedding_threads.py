@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.contracts.memory_contract import T0
-from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
 from turnledger.pipeline.memory.wiring import MemoryWiring
 from turnledger.projections.memory.embedding.local import LocalEmbedder
@@ -52,9 +51,7 @@ def test_unusable_threads_are_refused_at_load(text, expected):
 def test_the_configured_threads_reach_the_model(tmp_path):
     config = parse_config('[embedding]\nprovider = "local"\nthreads = 2\n')
     ledger = str(tmp_path / "ledger.db")
-    with open_store(ledger) as store:
-        wiring = MemoryWiring(store, config, ledger_url=ledger)
-        embedder = wiring._embedder()
+    embedder = MemoryWiring(config, ledger_url=ledger).embedder()
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.threads == 2
     assert torch.get_num_threads() == 2

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from tests.contracts.memory_contract import T0
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
 from turnledger.pipeline.memory.wiring import MemoryWiring
 from turnledger.projections.memory.embedding import EmbeddingIdentity
@@ -363,11 +362,10 @@ def test_the_configured_probes_reach_the_sqlite_memory(
     if setting is not None:  # None: index left at "exact"
         text += f'index = "ivf"\n{setting}'
     ledger = str(tmp_path / "ledger.db")
-    with open_store(ledger) as store:
-        wiring = MemoryWiring(store, parse_config(text), ledger_url=ledger)
-        try:
-            backend = wiring._served("a")[1]
-            assert isinstance(backend, SQLiteMemory)
-            assert backend._embedding.vectors.probes == probes
-        finally:
-            wiring.close()
+    wiring = MemoryWiring(parse_config(text), ledger_url=ledger)
+    try:
+        backend = wiring.served("a")[1]
+        assert isinstance(backend, SQLiteMemory)
+        assert backend._embedding.vectors.probes == probes
+    finally:
+        wiring.close()

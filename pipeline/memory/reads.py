@@ -14,8 +14,10 @@ from typing import Any, Final
 import msgspec
 
 from turnledger.ledger.events import RecallRef
+from turnledger.pipeline.config import Config
 from turnledger.pipeline.config.sections import recall_tuning
 from turnledger.pipeline.memory.catchup import MemoryCatchUp
+from turnledger.pipeline.memory.wiring import MemoryWiring
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import (
@@ -80,11 +82,24 @@ class TurnRecall(msgspec.Struct, frozen=True, kw_only=True):
     query_summary: str
 
 
-class MemoryReads(MemoryCatchUp):
-    """Recall and the other reads, scoped to the agent and its peers."""
+class MemoryReads:
+    """Recall and the other reads, scoped to the agent and its peers.
+
+    Args:
+        config: The configuration (each agent's scope, ``[recall]``).
+        wiring: Which backend each agent's memory lives in.
+        catch_up: The agents' backends caught up with the ledger.
+    """
+
+    def __init__(
+        self, config: Config, wiring: MemoryWiring, catch_up: MemoryCatchUp
+    ) -> None:
+        self._config = config
+        self._wiring = wiring
+        self._catch_up = catch_up
 
     def _agents(self, agent: str, requested: Sequence[str] | None) -> list[str]:
-        return list(recall_agents(self.config.scope(agent), requested))
+        return list(recall_agents(self._config.scope(agent), requested))
 
     def recall(
         self,
@@ -105,7 +120,7 @@ class MemoryReads(MemoryCatchUp):
         if not allowed:
             return []
         scoped_session = sanitize_session_key(session) if session else None
-        return self.backend(agent).recall(
+        return self._catch_up.backend(agent).recall(
             query,
             agents=allowed,
             limit=limit,
@@ -125,19 +140,19 @@ class MemoryReads(MemoryCatchUp):
     ) -> list[MemoryEntry]:
         """Return the agent's own live entries matching the filters, oldest first."""
         scoped = sanitize_session_key(session) if session else None
-        return self.backend(agent).export(
+        return self._catch_up.backend(agent).export(
             agents=[agent], session=scoped, category=category, since=since, until=until
         )
 
     def get(self, agent: str, key: str) -> MemoryEntry | None:
         """Return the entry with that key (own first, then peers)."""
-        return self.backend(agent).get(key, agents=self._agents(agent, None))
+        return self._catch_up.backend(agent).get(key, agents=self._agents(agent, None))
 
     def list(
         self, agent: str, *, category: str | None = None, session: str | None = None
     ) -> list[MemoryEntry]:
         """Return the agent's (and peers') entries, newest first."""
-        return self.backend(agent).list(
+        return self._catch_up.backend(agent).list(
             agents=self._agents(agent, None), category=category, session=session
         )
 
@@ -147,10 +162,10 @@ class MemoryReads(MemoryCatchUp):
         by_category: dict[str, int] = {}
         for entry in entries:
             by_category[entry.category] = by_category.get(entry.category, 0) + 1
-        backend = self.backend(agent)
+        backend = self._catch_up.backend(agent)
         return {
             "agent": agent,
-            "backend": self.backend_ref(agent),
+            "backend": self._wiring.backend_ref(agent),
             "entries": backend.count(agents=[agent]),
             "visible": len(entries),
             "by_category": dict(sorted(by_category.items())),
@@ -178,11 +193,11 @@ class MemoryReads(MemoryCatchUp):
     ) -> TurnRecall:
         """Recall for a turn per the recall policy: the block and its references."""
         policy = resolve_inject_policy(origin, sessions=[session] if session else [])
-        ref = self.backend_ref(agent)
+        ref = self._wiring.backend_ref(agent)
         summary = query_shape(query)
         if not policy.inject:
             return TurnRecall(block="", refs=(), backend=ref, query_summary=summary)
-        settings = self.config.recall
+        settings = self._config.recall
         tuning = recall_tuning(settings)
         reranks = tuning.decay or tuning.importance_blend or tuning.mmr
         limit = bound_recall_limit(settings.limit)
