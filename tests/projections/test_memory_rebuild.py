@@ -1,5 +1,8 @@
 """``memory rebuild`` says what it did; forgotten entries stay forgotten everywhere.
 
+The library's rebuild (``turnledger.pipeline.memory.rebuild_into`` /
+``rebuild_in_place``) is checked directly too: typed refusals, no CLI.
+
 The canary test plants secrets, forgets them with shredding on, and greps every
 file the install keeps (ledger, -wal, -shm, memory store with its FTS shadow
 tables and vectors, Markdown files, the Qdrant folder, the key store) and the
@@ -14,7 +17,17 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.memory import (
+    InPlaceRefusedError,
+    MemoryService,
+    RebuildError,
+    forgotten_count,
+    rebuild_in_place,
+    rebuild_into,
+)
 from turnledger.projections.memory.postgres import split_url
 
 CANARIES = ("canary-9F3K2Q", "canary-7XW1ZP")
@@ -276,3 +289,51 @@ def test_bad_forget_requests_are_usage_errors(capsys, argv):
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1
+
+
+@pytest.fixture(name="live")
+def _live(tmp_path):
+    """A memory service with ops's two live entries and one forgotten, dev's one."""
+    ledger = str(tmp_path / "l.db")
+    store = open_store(ledger)
+    service = MemoryService(store, Config(), ledger_url=ledger)
+    for agent, key, content in (
+        ("ops", "editor", "Helix is the editor"),
+        ("ops", "office", "the office is in Lyon"),
+        ("ops", "gone", "an entry to forget"),
+        ("dev", "theirs", "dev keeps a note"),
+    ):
+        service.store_entry(agent, key, content)
+    assert service.forget("ops", "gone") is True
+    yield service
+    service.close()
+    store.close()
+
+
+def test_rebuild_into_keeps_a_fresh_store_of_one_agent(live, tmp_path):
+    assert rebuild_into(live, "ops", "sqlite", tmp_path / "fresh") == 2
+    assert (tmp_path / "fresh" / "memory.db").is_file()
+    assert forgotten_count(live, "ops") == 1
+    assert forgotten_count(live, "dev") == 0
+
+
+def test_rebuild_into_postgres_without_a_url_is_refused_typed(live, tmp_path):
+    with pytest.raises(RebuildError, match="Expected a PostgreSQL URL"):
+        rebuild_into(live, "ops", "postgres", tmp_path / "pg")
+    assert not (tmp_path / "pg").exists()
+
+
+def test_rebuild_in_place_of_another_kind_is_refused_typed(live, tmp_path):
+    with pytest.raises(InPlaceRefusedError) as refused:
+        rebuild_in_place(live, "ops", "markdown")
+    assert (refused.value.agent, refused.value.kind) == ("ops", "markdown")
+    assert refused.value.configured == "sqlite"
+    assert not list(tmp_path.glob("*.bak-*"))
+
+
+def test_rebuild_in_place_replaces_the_shared_file(live, tmp_path):
+    entries, path = rebuild_in_place(live, "ops", "sqlite")
+    assert (entries, path) == (2, tmp_path / "l.memory.db")
+    assert [e.key for e in live.list("dev")] == ["theirs"]  # shared file, whole
+    (backup,) = tmp_path.glob("l.memory.db.bak-*")
+    assert b"Helix" in backup.read_bytes()
