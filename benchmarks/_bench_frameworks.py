@@ -26,21 +26,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:
-    from benchmarks._bench_common import Folder, text
-    from benchmarks._bench_openai import bench_openai_agents
-    from benchmarks._harness import Case, Ratio, print_ratios, print_table, run_rounds
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _bench_common import Folder, text  # type: ignore[no-redef]
-    from _bench_openai import bench_openai_agents  # type: ignore[no-redef]
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-    )
-
+from _bench_openai import bench_openai_agents
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    installed,
+    print_ratios,
+    print_table,
+    run_rounds,
+    seeded_text,
+)
 
 # -- Google ADK ------------------------------------------------------------------------
 
@@ -52,8 +48,8 @@ def _adk_runner(service: Any, rng: random.Random) -> Any:
     from google.adk.runners import Runner  # noqa: PLC0415
     from google.genai import types  # noqa: PLC0415
 
-    outputs = [text(rng, 300) for _ in range(8)]
-    answers = [text(rng, 200) for _ in range(8)]
+    outputs = [seeded_text(rng, 300) for _ in range(8)]
+    answers = [seeded_text(rng, 200) for _ in range(8)]
 
     class ScriptedLlm(BaseLlm):  # type: ignore[misc]
         model: str = "scripted"
@@ -70,7 +66,7 @@ def _adk_runner(service: Any, rng: random.Random) -> Any:
                 return
             args = {"path": "/srv/export/logs/nightly.log", "pattern": "ERROR"}
             parts = [
-                types.Part(text=text(rng, 80)),
+                types.Part(text=seeded_text(rng, 80)),
                 types.Part(
                     function_call=types.FunctionCall(name="grep_logs", args=args)
                 ),
@@ -117,14 +113,14 @@ ADK_SERVICES = (
 )
 
 
-def adk_turns(folder: Folder, name: str, turns: int) -> float:
+def adk_turns(folder: Scratch, name: str, turns: int) -> float:
     """Run ``turns`` Runner turns of one ADK session; return their seconds."""
     from google.genai import types  # noqa: PLC0415
 
     rng = random.Random(13)
     service, close = _adk_service(name, folder.fresh())
     runner = _adk_runner(service, rng)
-    inputs = [text(rng, 200) for _ in range(turns)]
+    inputs = [seeded_text(rng, 200) for _ in range(turns)]
 
     async def drive() -> float:
         await service.create_session(app_name="bench", user_id="u", session_id="s")
@@ -146,15 +142,12 @@ def adk_turns(folder: Folder, name: str, turns: int) -> float:
 
 def bench_adk(args: argparse.Namespace) -> list[str]:
     """The Google ADK section; returns its lines (ratios reported, no goal)."""
-    try:
-        import google.adk  # noqa: F401, PLC0415
-    except ImportError:
-        print("google-adk: not installed (pip install -e '.[adk]')")
+    if not installed("google-adk", "google.adk", hint="pip install -e '.[adk]'"):
         return []
     import logging  # noqa: PLC0415
 
     logging.getLogger("google_adk").setLevel(logging.ERROR)
-    folder = Folder()
+    folder = Scratch("bench_adapters")
     try:
         turns = args.turns
 
@@ -201,7 +194,7 @@ def bench_adk(args: argparse.Namespace) -> list[str]:
 # -- Pydantic AI -----------------------------------------------------------------------
 
 
-def pydantic_turns(folder: Folder, name: str, turns: int) -> float:
+def pydantic_turns(folder: Scratch, name: str, turns: int) -> float:
     """Run ``turns`` load / Agent.run / save turns of one conversation."""
     from pydantic_ai import Agent  # noqa: PLC0415
     from pydantic_ai.conversation import Conversation  # noqa: PLC0415
@@ -214,8 +207,8 @@ def pydantic_turns(folder: Folder, name: str, turns: int) -> float:
     )
 
     rng = random.Random(17)
-    outputs = [text(rng, 300) for _ in range(8)]
-    answers = [text(rng, 200) for _ in range(8)]
+    outputs = [seeded_text(rng, 300) for _ in range(8)]
+    answers = [seeded_text(rng, 200) for _ in range(8)]
 
     def model(messages: list[Any], _info: Any) -> Any:
         if messages[-1].parts[-1].part_kind == "tool-return":
@@ -223,7 +216,7 @@ def pydantic_turns(folder: Folder, name: str, turns: int) -> float:
         args = {"path": "/srv/export/logs/nightly.log", "pattern": "ERROR"}
         return ModelResponse(
             parts=[
-                TextPart(text(rng, 80)),
+                TextPart(seeded_text(rng, 80)),
                 ToolCallPart("grep_logs", args),
                 ToolCallPart("search_code", args),
             ]
@@ -246,7 +239,7 @@ def pydantic_turns(folder: Folder, name: str, turns: int) -> float:
         store = InMemoryConversationStore()
     else:
         store = TurnledgerConversationStore(str(folder.fresh()))
-    inputs = [text(rng, 200) for _ in range(turns)]
+    inputs = [seeded_text(rng, 200) for _ in range(turns)]
 
     async def drive() -> float:
         start = time.perf_counter()
@@ -266,12 +259,13 @@ PYDANTIC_STORES = ("InMemoryConversationStore", "TurnledgerConversationStore")
 
 def bench_pydantic_ai(args: argparse.Namespace) -> list[str]:
     """The Pydantic AI section; returns its line (ratio reported, no goal)."""
-    try:
-        import pydantic_ai.conversation_store  # noqa: F401, PLC0415
-    except ImportError:
-        print("pydantic-ai: not installed (pip install -e '.[pydantic-ai]')")
+    if not installed(
+        "pydantic-ai",
+        "pydantic_ai.conversation_store",
+        hint="pip install -e '.[pydantic-ai]'",
+    ):
         return []
-    folder = Folder()
+    folder = Scratch("bench_adapters")
     try:
         turns = args.turns
 

@@ -38,19 +38,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:
-    from benchmarks._bench_common import Folder, ceiling_line, text
-    from benchmarks._harness import Case, Ratio, print_ratios, print_table, run_rounds
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _bench_common import Folder, ceiling_line, text  # type: ignore[no-redef]
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-    )
-
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    ceiling_line,
+    installed,
+    print_ratios,
+    print_table,
+    run_rounds,
+    seeded_text,
+)
 
 # -- OpenAI Agents SDK -----------------------------------------------------------------
 
@@ -63,7 +61,7 @@ def _openai_agent(rng: random.Random, turns: int) -> Any:
         function_call,
     )
 
-    outputs = [text(rng, 300) for _ in range(8)]
+    outputs = [seeded_text(rng, 300) for _ in range(8)]
 
     @function_tool
     def grep_logs(path: str, pattern: str) -> str:
@@ -80,12 +78,14 @@ def _openai_agent(rng: random.Random, turns: int) -> Any:
         args = {"path": f"/srv/export/logs/nightly-{turn:04d}.log", "pattern": "ERROR"}
         model.enqueue(
             [
-                assistant_message(text(rng, 80), item_id=f"msg_{turn}_a"),
+                assistant_message(seeded_text(rng, 80), item_id=f"msg_{turn}_a"),
                 function_call("grep_logs", args, call_id=f"call_{turn}_0"),
                 function_call("search_code", args, call_id=f"call_{turn}_1"),
             ]
         )
-        model.enqueue([assistant_message(text(rng, 200), item_id=f"msg_{turn}_b")])
+        model.enqueue(
+            [assistant_message(seeded_text(rng, 200), item_id=f"msg_{turn}_b")]
+        )
     return Agent(name="bench", model=model, tools=[grep_logs, search_code])
 
 
@@ -189,7 +189,7 @@ RUNNER_STORES = {
 SPEED_GOAL = 1.3
 
 
-def openai_sessions(folder: Folder, store: str, sessions: int, turns: int) -> float:
+def openai_sessions(folder: Scratch, store: str, sessions: int, turns: int) -> float:
     """Run ``sessions`` concurrent sessions of ``turns`` Runner.run turns each."""
     from agents import Runner  # noqa: PLC0415
 
@@ -197,7 +197,7 @@ def openai_sessions(folder: Folder, store: str, sessions: int, turns: int) -> fl
     path = folder.fresh()
     opened = [RUNNER_STORES[store](path, f"s{s}") for s in range(sessions)]
     agents = [_openai_agent(rng, turns) for _ in range(sessions)]
-    inputs = [[text(rng, 200) for _ in range(turns)] for _ in range(sessions)]
+    inputs = [[seeded_text(rng, 200) for _ in range(turns)] for _ in range(sessions)]
 
     async def one(s: int) -> None:
         session = opened[s][0]
@@ -219,12 +219,12 @@ RUNNER_CALLS: tuple[int, ...] = (1, 5, 1)
 """Items per ``add_items`` as ``Runner.run`` saves one turn of this workload."""
 
 
-def session_calls(folder: Folder, store: str, sessions: int, turns: int) -> float:
+def session_calls(folder: Scratch, store: str, sessions: int, turns: int) -> float:
     """The session calls ``Runner.run`` makes, without the Runner (store cost)."""
     rng = random.Random(11)
     path = folder.fresh()
     opened = [OPENAI_STORES[store](path, f"s{s}") for s in range(sessions)]
-    user = {"role": "user", "content": text(rng, 200)}
+    user = {"role": "user", "content": seeded_text(rng, 200)}
     message = {
         "id": "msg_1",
         "type": "message",
@@ -233,14 +233,14 @@ def session_calls(folder: Folder, store: str, sessions: int, turns: int) -> floa
         "content": [
             {
                 "type": "output_text",
-                "text": text(rng, 200),
+                "text": seeded_text(rng, 200),
                 "annotations": [],
                 "logprobs": [],
             }
         ],
     }
     call = {"type": "function_call", "name": "grep_logs", "arguments": "{}"}
-    output = {"type": "function_call_output", "output": text(rng, 300)}
+    output = {"type": "function_call_output", "output": seeded_text(rng, 300)}
 
     def batches(turn: int) -> list[list[dict[str, Any]]]:
         ids = [f"call_{turn}_{k}" for k in range(2)]
@@ -313,10 +313,9 @@ def _diagnostic_line(ratio: Ratio) -> str:
 
 def bench_openai_agents(args: argparse.Namespace) -> list[str]:
     """The OpenAI Agents SDK section; returns its goal lines."""
-    try:
-        import agents  # noqa: F401, PLC0415
-    except ImportError:
-        print("openai-agents: not installed (pip install -e '.[openai-agents]')")
+    if not installed(
+        "openai-agents", "agents", hint="pip install -e '.[openai-agents]'"
+    ):
         return []
     import logging  # noqa: PLC0415
 
@@ -324,7 +323,7 @@ def bench_openai_agents(args: argparse.Namespace) -> list[str]:
     from agents import set_tracing_disabled  # noqa: PLC0415
 
     set_tracing_disabled(disabled=True)
-    folder = Folder()
+    folder = Scratch("bench_adapters")
     lines: list[str] = []
     try:
         shapes = [(runner, n) for runner in (True, False) for n in (1, args.sessions)]

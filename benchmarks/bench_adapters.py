@@ -33,10 +33,27 @@ a window added, per turn, early (turns 6-15) vs late (the last 10 of
 ``--long-turns``). Goals (issue #13): >= 5x turns/s, >= 20x fewer bytes per turn
 at 25 turns, and flat bytes per turn (late / early <= 1.10) up to turn 100.
 
+``--diagnose`` (no goal; instead of the sections) runs the LangGraph thread above
+on TurnledgerSaver (same graph, same seeded inputs, ``--turns`` turns) and prints
+where its bytes and time go, in three tables:
+
+- ``bytes``: per kind of ledger row, the rows and stored bytes per turn, split
+  into the frame header and hash-chain tail, the event body and, for
+  ``item.recorded``, the record inside it; then the row's stream id text and
+  the SQLite pages of the table and of its stream index (``dbstat``), against
+  the file's growth per turn (what the section counts);
+- ``timeline``: one turn's saver calls and ledger transactions, in order, with
+  their start times and how long each took, and the transactions per turn over
+  the thread;
+- ``cpu``: the saver calls LangGraph made for the thread, replayed in one thread
+  on TurnledgerSaver (``synchronous=OFF``: no fsync) and on InMemorySaver, as
+  CPU microseconds per turn per method (median of 7 repetitions).
+
 Run::
 
-    .venv/bin/python benchmarks/bench_adapters.py            # full (~1-2 min)
-    .venv/bin/python benchmarks/bench_adapters.py --quick    # smoke: tiny sizes
+    .venv/bin/python benchmarks/bench_adapters.py              # full (~1-2 min)
+    .venv/bin/python benchmarks/bench_adapters.py --quick      # smoke: tiny sizes
+    .venv/bin/python benchmarks/bench_adapters.py --diagnose   # the three tables
 """
 
 from __future__ import annotations
@@ -46,25 +63,26 @@ import random
 import sqlite3
 import statistics
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:
-    from benchmarks._bench_common import Folder, ceiling_line, text
-    from benchmarks._bench_frameworks import FRAMEWORK_SECTIONS
-    from benchmarks._harness import Case, Ratio, print_ratios, print_table, run_rounds
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _bench_common import Folder, ceiling_line, text  # type: ignore[no-redef]
-    from _bench_frameworks import FRAMEWORK_SECTIONS  # type: ignore[no-redef]
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-    )
+import msgspec
+from _bench_frameworks import FRAMEWORK_SECTIONS
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    ceiling_line,
+    installed,
+    print_ratios,
+    print_table,
+    run_rounds,
+    seeded_text,
+)
 
 SPEED_GOAL = 5.0  # turns/s, TurnledgerSaver / SqliteSaver
 CEILING = "InMemorySaver"  # no persistence: no backend can run the graph faster
@@ -93,8 +111,8 @@ def langgraph_graph(checkpointer: Any, rng: random.Random) -> Any:
     from langgraph.graph import START, MessagesState, StateGraph  # noqa: PLC0415
     from langgraph.prebuilt import ToolNode, tools_condition  # noqa: PLC0415
 
-    outputs = [text(rng, 300) for _ in range(64)]
-    answers = [text(rng, 200) for _ in range(64)]
+    outputs = [seeded_text(rng, 300) for _ in range(64)]
+    answers = [seeded_text(rng, 200) for _ in range(64)]
 
     @tool
     def grep_logs(path: str, pattern: str) -> str:
@@ -185,7 +203,7 @@ DURABLE = ("SqliteSaver", "TurnledgerSaver")
 
 
 def langgraph_thread(
-    folder: Folder,
+    folder: Scratch,
     saver_name: str,
     turns: int,
     *,
@@ -203,7 +221,7 @@ def langgraph_thread(
     saver, close = SAVERS[saver_name](path)
     empty = settle(path)
     graph = langgraph_graph(saver, rng)
-    inputs = [HumanMessage(text(rng, 200)) for _ in range(turns)]
+    inputs = [HumanMessage(seeded_text(rng, 200)) for _ in range(turns)]
     config = {"configurable": {"thread_id": "bench-thread"}}
     seconds = 0.0
     at: dict[int, int] = {}
@@ -223,13 +241,9 @@ def langgraph_thread(
 
 def bench_langgraph(args: argparse.Namespace) -> list[str]:
     """The LangGraph section; returns its goal lines."""
-    try:
-        import langgraph.checkpoint.sqlite  # noqa: PLC0415
-        import langgraph.prebuilt  # noqa: F401, PLC0415
-    except ImportError:
-        print("langgraph: not installed (pip install -e '.[bench]')")
+    if not installed("langgraph", "langgraph.checkpoint.sqlite", "langgraph.prebuilt"):
         return []
-    folder = Folder()
+    folder = Scratch("bench_adapters")
     try:
         turns = args.turns
         bytes_seen: dict[str, list[float]] = {name: [] for name in DURABLE}
@@ -296,7 +310,7 @@ def bench_langgraph(args: argparse.Namespace) -> list[str]:
         folder.cleanup()
 
 
-def _flatness(folder: Folder, long_turns: int) -> list[str]:
+def _flatness(folder: Scratch, long_turns: int) -> list[str]:
     """Bytes per turn early and late in one long thread, for both savers."""
     early = (5, 15)
     late = (long_turns - 10, long_turns)
@@ -318,6 +332,198 @@ def _flatness(folder: Folder, long_turns: int) -> list[str]:
             f"B/turn -> late/early {growth:.2f}; {goal}"
         )
     return out
+
+
+# -- --diagnose: where a LangGraph turn's bytes and time go ------------------------
+
+
+def diagnose_bytes(folder: Scratch, turns: int) -> None:
+    """--diagnose: print where the bytes of a turn go."""
+    from turnledger.ledger.events import ItemRecorded  # noqa: PLC0415
+    from turnledger.ledger.store import open_store  # noqa: PLC0415
+
+    _, used, _ = langgraph_thread(folder, "TurnledgerSaver", turns)
+    path = folder.root / f"db{folder.count}.sqlite"
+    rows: Counter[str] = Counter()
+    body: Counter[str] = Counter()
+    fields: Counter[str] = Counter()
+    with open_store(str(path)) as store:
+        for recorded in store.iter_all():
+            event = recorded.event
+            kind = type(event).__name__
+            if isinstance(event, ItemRecorded):
+                kind += f":{event.kind}"
+                fields[kind] += len(msgspec.json.encode(event.fields)) - 2
+            rows[kind] += 1
+            body[kind] += len(msgspec.json.encode(event))
+    conn = sqlite3.connect(path)
+    try:
+        state, ids, topics, count = conn.execute(
+            "SELECT sum(length(state)), sum(length(originator_id)), "
+            "sum(length(topic)), count(*) FROM stored_events"
+        ).fetchone()
+        try:
+            pages = conn.execute(
+                "SELECT name, sum(pgsize), sum(payload) FROM dbstat "
+                "WHERE name LIKE '%stored_events%' GROUP BY name"
+            ).fetchall()
+        except sqlite3.Error:
+            pages = []
+    finally:
+        conn.close()
+    print(
+        f"bytes: {turns} turns, {count / turns:.2f} rows/turn, file growth "
+        f"{used / turns:,.0f} B/turn"
+    )
+    print(f"{'row kind':34} {'rows/turn':>9} {'body B/turn':>11} {'record B/turn':>13}")
+    for kind in sorted(rows, key=lambda k: -body[k]):
+        record = f"{fields[kind] / turns:13,.0f}" if kind in fields else f"{'':13}"
+        print(
+            f"{kind:34} {rows[kind] / turns:9.2f} {body[kind] / turns:11,.0f} {record}"
+        )
+    frames = state - sum(body.values())
+    print(
+        f"frame header + chain tail: {frames / turns:,.0f} B/turn "
+        f"({frames / count:.0f} B/row); stream id text in each row "
+        f"{ids / count:.0f} B ({ids / turns:,.0f} B/turn, and again in the index); "
+        f"topic text {topics / turns:,.0f} B/turn"
+    )
+    for name, size, payload in pages:
+        print(
+            f"  {name}: {size / turns:,.0f} B/turn of pages, "
+            f"{payload / turns:,.0f} B/turn of cell payload"
+        )
+
+
+def diagnose_timeline(folder: Scratch, turns: int) -> None:
+    """--diagnose: one turn's saver calls and transactions; transactions per turn."""
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    from turnledger.adapters.langgraph import TurnledgerSaver  # noqa: PLC0415
+
+    path = folder.fresh()
+    saver = TurnledgerSaver.from_url(str(path), agent="bench")
+    log: list[tuple[float, str]] = []
+    clock = [time.perf_counter()]
+    lock = threading.Lock()
+
+    def timed(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                took = (time.perf_counter() - start) * 1e3
+                with lock:
+                    log.append((start - clock[0], f"{name} ({took:.2f} ms)"))
+
+        return run
+
+    saver.put = timed("put", saver.put)  # type: ignore[method-assign]
+    saver.put_writes = timed("put_writes", saver.put_writes)  # type: ignore[method-assign]
+    saver.store.append_batch = timed(  # type: ignore[method-assign]
+        "  transaction", saver.store.append_batch
+    )
+    rng = random.Random(7)
+    graph = langgraph_graph(saver, rng)
+    config = {"configurable": {"thread_id": "bench-thread"}}
+    inputs = [HumanMessage(seeded_text(rng, 200)) for _ in range(turns)]
+    for message in inputs[:-1]:
+        graph.invoke({"messages": [message]}, config)
+    transactions = sum(1 for _, what in log if what.startswith("  transaction"))
+    log.clear()
+    clock[0] = time.perf_counter()
+    graph.invoke({"messages": [inputs[-1]]}, config)
+    returned = (time.perf_counter() - clock[0]) * 1e3
+    transactions += sum(1 for _, what in log if what.startswith("  transaction"))
+    saver.close()
+    settle(path)
+    print(f"timeline: turn {turns} (start times, ms)")
+    for at, what in sorted(log):
+        print(f"  {at * 1e3:7.2f} {what}")
+    print(f"  {returned:7.2f} invoke returned")
+    print(
+        f"transactions per turn over {turns} turns: {transactions / turns:.2f} "
+        "(saver calls per turn: 9)"
+    )
+
+
+def recorded_calls(turns: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """The saver calls LangGraph makes for the thread (recorded on InMemorySaver)."""
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+    from langgraph.checkpoint.memory import InMemorySaver  # noqa: PLC0415
+
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Recording(InMemorySaver):
+        def put(self, *args: Any) -> Any:
+            calls.append(("put", args))
+            return super().put(*args)
+
+        def put_writes(self, *args: Any) -> None:
+            calls.append(("put_writes", args))
+            super().put_writes(*args)
+
+        def get_tuple(self, *args: Any) -> Any:
+            calls.append(("get_tuple", args))
+            return super().get_tuple(*args)
+
+    rng = random.Random(7)
+    graph = langgraph_graph(Recording(), rng)
+    config = {"configurable": {"thread_id": "bench-thread"}}
+    for message in [HumanMessage(seeded_text(rng, 200)) for _ in range(turns)]:
+        graph.invoke({"messages": [message]}, config, durability="sync")
+    return calls
+
+
+def diagnose_cpu(folder: Scratch, turns: int, repeat: int) -> None:
+    """--diagnose: the saver's CPU per turn per method, replayed, vs InMemorySaver."""
+    from langgraph.checkpoint.memory import InMemorySaver  # noqa: PLC0415
+
+    from turnledger.adapters.langgraph import TurnledgerSaver  # noqa: PLC0415
+    from turnledger.ledger.store import open_store  # noqa: PLC0415
+
+    calls = recorded_calls(turns)
+    makers: dict[str, Callable[[], Any]] = {
+        "InMemorySaver": InMemorySaver,
+        "TurnledgerSaver (sync OFF)": lambda: TurnledgerSaver(
+            open_store(str(folder.fresh()), synchronous="OFF"), close_store=True
+        ),
+    }
+    per: dict[str, dict[str, list[float]]] = {name: {} for name in makers}
+    for _ in range(repeat):
+        for name, make in makers.items():
+            saver = make()
+            spent: Counter[str] = Counter()
+            for method, args in calls:
+                start = time.process_time()
+                getattr(saver, method)(*args)
+                spent[method] += time.process_time() - start
+            for method, seconds in spent.items():
+                per[name].setdefault(method, []).append(seconds / turns * 1e6)
+            if hasattr(saver, "close"):
+                saver.close()
+    print(f"cpu: {len(calls)} replayed calls ({turns} turns), median of {repeat}")
+    for name, methods in per.items():
+        cells = ", ".join(
+            f"{m} {statistics.median(v):,.0f}" for m, v in sorted(methods.items())
+        )
+        total = sum(statistics.median(v) for v in methods.values())
+        print(f"  {name}: {cells}; total {total:,.0f} us/turn")
+
+
+DIAGNOSE_REPEAT = 7  # --diagnose: repetitions of the cpu table (1 with --quick)
+
+
+def diagnose(args: argparse.Namespace) -> int:
+    """--diagnose: the bytes, timeline and cpu tables of the LangGraph thread."""
+    if not installed("langgraph", "langgraph.prebuilt"):
+        return 0
+    with Scratch("bench_adapters") as folder:
+        diagnose_bytes(folder, args.turns)
+        diagnose_timeline(folder, args.turns)
+        diagnose_cpu(folder, args.turns, 1 if args.quick else DIAGNOSE_REPEAT)
+    return 0
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], list[str]]] = {
@@ -342,10 +548,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", choices=sorted(SECTIONS), action="append", help="run one section"
     )
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="instead of the sections, where a LangGraph turn's bytes and time go",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.turns, args.repeat, args.long_turns = 3, 1, 20
         args.sessions = 4
+    if args.diagnose:
+        return diagnose(args)
     for name in args.only or list(SECTIONS):
         SECTIONS[name](args)
     return 0

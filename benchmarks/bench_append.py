@@ -31,6 +31,28 @@ checks, insert, commit; or select and decode).
    the code controls (case 1 adds the same fsync to both), steady when a
    loaded disk makes case 1's per-repeat ratios spread.
 
+``--diagnose`` (no goal; instead of the cases above) shows where the CPU of an
+append goes, the floor under goals 1 and 4. Every case writes the same 8-event
+turns with ``synchronous=OFF``, timed in the writing thread's CPU seconds (so the
+figures hold when a loaded disk or machine makes wall-clock ratios spread), each
+adding one thing to the one before:
+
+- ``0.raw``: ``BEGIN IMMEDIATE``, ``executemany`` of the turn's rows (pre-encoded,
+  as the raw baseline of case 1), ``COMMIT``;
+- ``1.rowid``: the same rows inserted at explicit positions, as the ledger does;
+- ``2.triggers``: into a file the ledger created (its append-only triggers fire
+  on every row);
+- ``3.data_version``: plus the ``PRAGMA data_version`` the writer reads per group;
+- ``4.encode_chain``: plus validating and encoding the events
+  (``MsgspecMapper.encode_rows``) and chaining the rows (``chain_rows``);
+- ``5.ours``: ``EventStore.append`` (the whole public call; case 6's ours).
+
+And the group commit of goal 4, per turn, 64 turns per transaction:
+``6.raw_group`` (raw rows), ``7.ours_group_writer`` (``EventStore.write_requests``
+of 64 encoded appends: what the async facade's writer thread does) and
+``8.ours_encode`` (``EventStore.encode`` of the same turns: what its event loop
+does before handing them over). It prints each step's CPU µs per turn.
+
 Each repetition runs every case once, round-robin (a fresh database file per run
 for the writes); the figures are medians over repetitions and each ratio is the
 median of its per-repetition ratios. The script reports; it exits 0 even when a
@@ -41,6 +63,7 @@ Run::
     .venv/bin/python benchmarks/bench_append.py            # full run (1-3 min)
     .venv/bin/python benchmarks/bench_append.py --quick    # smoke: a few seconds
     .venv/bin/python benchmarks/bench_append.py --json out.json --repeat 7
+    .venv/bin/python benchmarks/bench_append.py --diagnose  # CPU by step (~1 min)
 """
 
 from __future__ import annotations
@@ -50,11 +73,10 @@ import asyncio
 import os
 import platform
 import random
-import shutil
 import sqlite3
 import struct
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,6 +84,18 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import msgspec
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    Series,
+    Stopwatch,
+    device_of,
+    print_ratios,
+    print_table,
+    run_rounds,
+    write_json,
+)
 
 from turnledger.ledger import (
     AssistantMessage,
@@ -84,34 +118,12 @@ from turnledger.ledger.chain import (
     CHAIN_FORMAT,
     GENESIS,
     TAIL_SIZE,
+    chain_rows,
     chain_state,
 )
-from turnledger.ledger.store import open_store
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Ratio,
-        Series,
-        Stopwatch,
-        device_of,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        Series,
-        Stopwatch,
-        device_of,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
+from turnledger.ledger.codec import MsgspecMapper
+from turnledger.ledger.frame import now_us
+from turnledger.ledger.store import Append, open_store
 
 EVENTS_PER_TURN = 8
 SCHEMA = (
@@ -251,30 +263,7 @@ def turn_rows(stream_hex: str, first_version: int, turn: Sequence[Event]) -> lis
     ]
 
 
-# -- files ----------------------------------------------------------------------
-
-
-class Files:
-    """Fresh database paths in one temporary folder (one disk for raw and ours)."""
-
-    def __init__(self, parent: str | None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="bench_append_", dir=parent))
-        self._count = 0
-
-    def fresh(self) -> Path:
-        """Return a new, unused database path."""
-        self._count += 1
-        return self.root / f"db{self._count}.sqlite"
-
-    @staticmethod
-    def drop(path: Path) -> None:
-        """Delete a database and its WAL and shared-memory files."""
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-    def cleanup(self) -> None:
-        """Delete the folder."""
-        shutil.rmtree(self.root, ignore_errors=True)
+# -- raw baselines ----------------------------------------------------------------
 
 
 def raw_connect(path: Path) -> sqlite3.Connection:
@@ -290,7 +279,7 @@ def raw_connect(path: Path) -> sqlite3.Connection:
 
 
 def raw_row_commits(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int
+    files: Scratch, turns: Sequence[Sequence[Event]], sessions: int
 ) -> Callable[[int], float]:
     """Raw: one INSERT per row in autocommit mode, so one FULL commit per row."""
 
@@ -333,7 +322,11 @@ def raw_stream_rows(
 
 
 def ours_turn_appends(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int, *, cpu: bool = False
+    files: Scratch,
+    turns: Sequence[Sequence[Event]],
+    sessions: int,
+    *,
+    cpu: bool = False,
 ) -> Callable[[int], float]:
     """Ours: ``store.append`` of one 8-event turn per call (one commit each).
 
@@ -362,7 +355,7 @@ def ours_turn_appends(
 # -- 2. bulk ------------------------------------------------------------------------
 
 
-def raw_bulk(files: Files, events: Sequence[Event]) -> Callable[[int], float]:
+def raw_bulk(files: Scratch, events: Sequence[Event]) -> Callable[[int], float]:
     """Raw: ``executemany`` of n pre-encoded rows of one stream in one transaction."""
 
     def run(n: int) -> float:
@@ -385,7 +378,7 @@ def raw_bulk(files: Files, events: Sequence[Event]) -> Callable[[int], float]:
     return run
 
 
-def ours_bulk(files: Files, events: Sequence[Event]) -> Callable[[int], float]:
+def ours_bulk(files: Scratch, events: Sequence[Event]) -> Callable[[int], float]:
     """Ours: one ``store.append`` of n events to one new stream."""
 
     def run(n: int) -> float:
@@ -441,7 +434,7 @@ def ours_replay(path: Path, stream: UUID) -> Callable[[int], float]:
 
 
 def raw_group_commits(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int
+    files: Scratch, turns: Sequence[Sequence[Event]], sessions: int
 ) -> Callable[[int], float]:
     """Raw: the sessions' turns, ``sessions`` turns per transaction (one fsync)."""
 
@@ -475,7 +468,11 @@ def raw_group_commits(
 
 
 def raw_turn_commits(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int, *, cpu: bool = False
+    files: Scratch,
+    turns: Sequence[Sequence[Event]],
+    sessions: int,
+    *,
+    cpu: bool = False,
 ) -> Callable[[int], float]:
     """Raw: one transaction per turn (8 rows, one fsync).
 
@@ -543,7 +540,7 @@ class AsyncStats:
 
 
 def ours_async_sessions(
-    files: Files, turns: Sequence[Sequence[Event]], sessions: int, stats: AsyncStats
+    files: Scratch, turns: Sequence[Sequence[Event]], sessions: int, stats: AsyncStats
 ) -> Callable[[int], float]:
     """Ours: ``sessions`` tasks, each awaiting ``AsyncLedger.append`` turn by turn."""
 
@@ -578,6 +575,190 @@ def ours_async_sessions(
 # -- main -------------------------------------------------------------------------
 
 
+# -- --diagnose: where the CPU of an append goes --------------------------------
+
+
+INSERT_AT = (
+    "INSERT INTO stored_events (rowid, originator_id, originator_version, topic, "
+    "state) VALUES (?,?,?,?,?)"
+)
+GROUP = 64
+ROWID, TRIGGERS, DATA_VERSION, ENCODE_CHAIN = 1, 2, 3, 4
+Turns = Sequence[Sequence[Event]]
+DIAGNOSE_TURNS = 2048  # turns per run of --diagnose (128 with --quick)
+STEPS = ("0.raw", "1.rowid", "2.triggers", "3.data_version", "4.encode_chain")
+"""--diagnose cases 0-4, by level (see :func:`step`)."""
+
+
+def _ledger_file(files: Scratch) -> Path:
+    """A fresh file with the ledger's schema and triggers, closed again."""
+    path = files.fresh()
+    open_store(str(path), synchronous="OFF").close()
+    return path
+
+
+def step(level: int, files: Scratch, turns: Turns) -> Callable[[int], float]:
+    """--diagnose cases 0-4: one transaction per turn, each adding one thing."""
+    mapper = MsgspecMapper()
+
+    def run(n: int) -> float:
+        if level >= TRIGGERS:
+            path = _ledger_file(files)
+            conn = sqlite3.connect(path, isolation_level=None)
+        else:
+            path = files.fresh()
+            conn = raw_connect(path)
+        conn.execute("PRAGMA synchronous=OFF")
+        plan = stream_plan(n, [uuid4() for _ in range(GROUP)])
+        work = [(s, turns[i % len(turns)], v) for i, (s, v) in enumerate(plan)]
+        rows = [turn_rows(s.hex, v + 1, events) for s, events, v in work]
+        heads: dict[UUID, bytes] = {}
+        position = 1
+        started = time.thread_time()
+        for i, (stream, events, version) in enumerate(work):
+            conn.execute("BEGIN IMMEDIATE")
+            if level >= DATA_VERSION:
+                conn.execute("PRAGMA data_version").fetchone()
+            if level >= ENCODE_CHAIN:
+                encoded = mapper.encode_rows(events, version + 1, now_us())
+                chained, heads[stream] = chain_rows(
+                    encoded, stream, stream.hex, position, heads.get(stream, GENESIS)
+                )
+                conn.executemany(INSERT_AT, chained)
+            elif level >= ROWID:
+                at = [(position + j, *row) for j, row in enumerate(rows[i])]
+                conn.executemany(INSERT_AT, at)
+            else:
+                conn.executemany(INSERT, rows[i])
+            conn.execute("COMMIT")
+            position += len(events)
+        seconds = time.thread_time() - started
+        conn.close()
+        files.drop(path)
+        return seconds
+
+    return run
+
+
+def raw_group(files: Scratch, turns: Turns) -> Callable[[int], float]:
+    """--diagnose case 6: raw rows, 64 turns per transaction."""
+
+    def run(n: int) -> float:
+        path = files.fresh()
+        conn = raw_connect(path)
+        conn.execute("PRAGMA synchronous=OFF")
+        plan = stream_plan(n, [uuid4() for _ in range(GROUP)])
+        rows = [
+            turn_rows(s.hex, v + 1, turns[i % len(turns)])
+            for i, (s, v) in enumerate(plan)
+        ]
+        groups = [
+            [row for turn in rows[i : i + GROUP] for row in turn]
+            for i in range(0, len(rows), GROUP)
+        ]
+        started = time.thread_time()
+        for group in groups:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(INSERT, group)
+            conn.execute("COMMIT")
+        seconds = time.thread_time() - started
+        conn.close()
+        files.drop(path)
+        return seconds
+
+    return run
+
+
+def ours_group(files: Scratch, turns: Turns, *, writer: bool) -> Callable[[int], float]:
+    """--diagnose case 7 (the writer's part) or 8 (the encoding) of 64-append groups."""
+
+    def run(n: int) -> float:
+        path = files.fresh()
+        store = open_store(str(path), synchronous="OFF")
+        plan = stream_plan(n, [uuid4() for _ in range(GROUP)])
+        appends = [Append(s, turns[i % len(turns)], v) for i, (s, v) in enumerate(plan)]
+        batches = [appends[i : i + GROUP] for i in range(0, len(appends), GROUP)]
+        started = time.thread_time()
+        encoded = [store.encode_appends(batch) for batch in batches]
+        if writer:
+            started = time.thread_time()
+            for requests in encoded:
+                store.write_requests(requests)
+        seconds = time.thread_time() - started
+        store.close()
+        files.drop(path)
+        return seconds
+
+    return run
+
+
+def diagnose(args: argparse.Namespace) -> int:
+    """--diagnose: where the CPU of an append goes, raw sqlite3 built up to ours."""
+    rng = random.Random(args.seed)
+    args.turns = 128 if args.quick else DIAGNOSE_TURNS
+    turns = [make_turn(rng, i) for i in range(64)]
+    files = Scratch("bench_append", args.dir)
+    load_before = os.getloadavg()[0]
+    try:
+        cases = [
+            Case(name, args.turns, step(level, files, turns), "turn", "CPU s")
+            for level, name in enumerate(STEPS)
+        ]
+        cases += [
+            Case(
+                "5.ours",
+                args.turns,
+                ours_turn_appends(files, turns, GROUP, cpu=True),
+                "turn",
+                "CPU s",
+            ),
+            Case("6.raw_group", args.turns, raw_group(files, turns), "turn", "CPU s"),
+            Case(
+                "7.ours_group_writer",
+                args.turns,
+                ours_group(files, turns, writer=True),
+                "turn",
+                "CPU s, write_requests",
+            ),
+            Case(
+                "8.ours_encode",
+                args.turns,
+                ours_group(files, turns, writer=False),
+                "turn",
+                "CPU s, encode",
+            ),
+        ]
+        series = run_rounds(cases, repeat=args.repeat, warmup=args.warmup)
+    finally:
+        files.cleanup()
+    report_diagnosis(series, load_before, args)
+    return 0
+
+
+def report_diagnosis(
+    series: Sequence[Series], load_before: float, args: argparse.Namespace
+) -> None:
+    """Print the --diagnose table, then what each step adds per turn."""
+    print(
+        f"bench_append --diagnose: sqlite {sqlite3.sqlite_version}, synchronous=OFF, "
+        f"thread CPU time; {EVENTS_PER_TURN} events per turn, {args.turns} turns "
+        f"per run, repeat {args.repeat}; load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after; {threading.active_count()} thread(s)\n"
+    )
+    print_table(series)
+    by = {s.name: s.us_per_op for s in series}
+    print("\nCPU µs per turn each step adds (medians):")
+    for before, after in zip(STEPS, [*STEPS[1:], "5.ours"], strict=True):
+        print(f"  {after:<16} {by[after] - by[before]:+7.1f}  (total {by[after]:.1f})")
+    print(f"  ours / raw, one turn per commit: {by['5.ours'] / by['0.raw']:.2f}x CPU")
+    group = by["7.ours_group_writer"] + by["8.ours_encode"]
+    print(
+        f"  group commit of {GROUP}: raw {by['6.raw_group']:.1f}, ours writer "
+        f"{by['7.ours_group_writer']:.1f} + encode {by['8.ours_encode']:.1f} = "
+        f"{group:.1f} µs per turn ({group / by['6.raw_group']:.2f}x CPU)"
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse the command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -597,6 +778,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    p.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="instead of the goals, where the CPU of an append goes, step by step",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.turns, args.n, args.rounds, args.repeat = 40, 400, 2, 2
@@ -606,12 +792,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every case, print the table and the goal lines; always return 0."""
     args = parse_args(argv)
+    if args.diagnose:
+        return diagnose(args)
     rng = random.Random(args.seed)
     turns = [make_turn(rng, i) for i in range(64)]
     flat = [e for t in turns for e in t]
     bulk_events = [flat[i % len(flat)] for i in range(args.n)]
     sizes = [len(frame(e, 0)) for e in flat]
-    files = Files(args.dir)
+    files = Scratch("bench_append", args.dir)
     load_before = os.getloadavg()
     try:
         # The replay file: written once through the ledger, read by both cases.

@@ -35,10 +35,8 @@ import argparse
 import asyncio
 import logging
 import os
-import shutil
 import sqlite3
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +44,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import structlog
+from _harness import Scratch
 
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import Event
@@ -210,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
     )
-    root = Path(tempfile.mkdtemp(prefix="bench_engine_sessions_"))
+    scratch = Scratch("bench_engine_sessions")
+    root = scratch.root
     ratios, engine_rates, raw_rates, minimal_rates = [], [], [], []
     load_before = os.getloadavg()[0]
     try:
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             minimal_rates.append(turns / minimal_seconds)
             ratios.append(engine_rates[-1] / raw_rates[-1])
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.cleanup()
     ratio = statistics.median(ratios)
     engine, raw = statistics.median(engine_rates), statistics.median(raw_rates)
     minimal = statistics.median(minimal_rates)

@@ -44,13 +44,11 @@ from __future__ import annotations
 import argparse
 import platform
 import random
-import shutil
 import sqlite3
 import statistics
 import string
 import struct
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +58,16 @@ from uuid import UUID
 
 import msgspec
 import numpy as np
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    Stopwatch,
+    print_ratios,
+    print_table,
+    run_rounds,
+    write_json,
+)
 
 from turnledger.ledger import MemoryStored
 from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
@@ -67,27 +75,6 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.store import open_store
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.sqlite import SQLiteMemory
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Ratio,
-        Stopwatch,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        Stopwatch,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
 
 KEYWORD_GOAL = 2.0  # ours p95 <= 2 x raw FTS5 p95
 VECTOR_GOAL = 1.5  # ours p50 <= 1.5 x numpy p50
@@ -634,7 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.n, args.dims, args.queries, args.repeat = 2_000, 32, 30, 1
-    root = Path(tempfile.mkdtemp(prefix="bench_memory_", dir=args.dir))
+    scratch = Scratch("bench_memory", args.dir)
+    root = scratch.root
     rng = random.Random(args.seed)
     try:
         print(
@@ -718,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ratios=[rebuild],
             )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.cleanup()
     return 0
 
 

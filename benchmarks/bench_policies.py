@@ -18,8 +18,7 @@
    image markers, default limit 50,000 characters (µs per call).
 3. Scrubbing: ``policies.scrubbing.scrub_text`` on 1 MB of mixed text (prose,
    JSON, ``key=value`` credentials, bearer headers, URLs with query strings,
-   ``sk-``/``ghp_`` tokens). Prints "scrubbing: not available" when the
-   module cannot be imported.
+   ``sk-``/``ghp_`` tokens).
 
 Each repetition runs every case once, round-robin; figures are medians over
 repetitions, and each ratio is the median of its per-repetition ratios. The
@@ -41,32 +40,23 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from _harness import (
+    Case,
+    Ratio,
+    print_ratios,
+    print_table,
+    run_rounds,
+    write_json,
+)
+
 from turnledger.policies.bounding import bound_tool_result
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
+from turnledger.policies.scrubbing import scrub_text
 from turnledger.policies.token_estimates import (
     estimate_history_tokens,
     estimate_tokens,
 )
 from turnledger.policies.trimming import trim_to_budget
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
 
 MB = 1_000_000
 TRIM_GOAL = 0.5  # rate ratio: trim time <= 2 x the precomputed-size scan
@@ -197,39 +187,25 @@ def trim_cases(n: int, loops: int) -> list[Case]:
 
 
 def other_cases(output_size: int, loops: int) -> list[Case]:
-    """The bounding and, when available, scrubbing cases."""
+    """The bounding and scrubbing cases."""
     output = image_output(output_size)
-    cases = [
+    text = mixed_text(output_size)
+    return [
         Case(
             "bound_tool_result",
             loops,
             _loop(lambda: bound_tool_result(output), 1),
             note=f"{output_size / MB:g} MB output, max 50,000 chars",
             warmup_n=1,
-        )
+        ),
+        Case(
+            "scrub_text",
+            loops,
+            _loop(lambda: scrub_text(text), 1),
+            note=f"{output_size / MB:g} MB mixed text per op",
+            warmup_n=1,
+        ),
     ]
-    scrub = _scrubber()
-    if scrub is not None:
-        text = mixed_text(output_size)
-        cases.append(
-            Case(
-                "scrub_text",
-                loops,
-                _loop(lambda: scrub(text), 1),
-                note=f"{output_size / MB:g} MB mixed text per op",
-                warmup_n=1,
-            )
-        )
-    return cases
-
-
-def _scrubber() -> Callable[[str], str] | None:
-    try:
-        from turnledger.policies.scrubbing import scrub_text  # noqa: PLC0415 - optional section
-    except ImportError:
-        print("scrubbing: not available")
-        return None
-    return scrub_text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,9 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print(f"python {platform.python_version()}, {args.n:,} messages")
     print_table(series)
-    if "scrub_text" in named:
-        rate = named["scrub_text"].ops_per_s * args.mb
-        print(f"scrubbing throughput: {rate:.1f} MB/s")
+    rate = named["scrub_text"].ops_per_s * args.mb
+    print(f"scrubbing throughput: {rate:.1f} MB/s")
     print_ratios(ratios)
     for ratio in ratios:
         print(f"      {ratio.name}: time ratio {1 / ratio.median:.2f} (goal <= 2)")

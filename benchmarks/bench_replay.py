@@ -43,15 +43,24 @@ import argparse
 import os
 import platform
 import random
-import shutil
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from uuid import UUID
 
 import msgspec
+from _harness import (
+    Case,
+    Ratio,
+    Scratch,
+    Series,
+    Stopwatch,
+    print_ratios,
+    print_table,
+    run_rounds,
+    write_json,
+)
 
 from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.events import (
@@ -72,29 +81,6 @@ from turnledger.ledger.store import open_store
 from turnledger.pipeline.formats import read_transcript
 from turnledger.pipeline.importer import conversation_events, import_transcript
 from turnledger.pipeline.timetravel.replay import replay_session
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Ratio,
-        Series,
-        Stopwatch,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        Series,
-        Stopwatch,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".yaml")
@@ -348,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the cases, print the table and the goal line; always return 0."""
     args = parse_args(argv)
     rng = random.Random(args.seed)
-    root = Path(tempfile.mkdtemp(prefix="bench_replay_", dir=args.dir))
+    scratch = Scratch("bench_replay", args.dir)
+    root = scratch.root
     load_before = os.getloadavg()
     try:
         cases: list[Case] = []
@@ -470,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ratios=ratios,
             )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.cleanup()
     return 0
 
 

@@ -20,7 +20,20 @@ projection worker follows the ledger (tracking in the same database) while 4
 writers write; the lag (ledger position minus tracking position)
 is sampled every 50 ms, and the time to catch up after the last write is reported.
 
+``--diagnose`` (no goal; instead of the writers) shows why the ledger does not
+NOTIFY inside its write transactions. PostgreSQL serialises every transaction that
+sent a NOTIFY on one cluster-wide lock, taken at pre-commit and held until its
+commit's WAL flush (``PreCommit_Notify`` in ``src/backend/commands/async.c``).
+``--threads`` threads commit one-row transactions as fast as they can, for
+``--seconds`` each, in three ways, round-robin within every repetition: ``none``
+(``BEGIN; INSERT; COMMIT``); ``inside`` (the same with a ``NOTIFY`` in the
+transaction: the old write path); ``after`` (the same, followed in the same
+message by ``BEGIN; SET LOCAL synchronous_commit TO off; NOTIFY; COMMIT``, as
+``wake_followers`` in ``ledger.postgres.order`` is sent with the write's COMMIT).
+It prints commits/s and, per repetition, each way's ratio to ``none``.
+
 Run: python benchmarks/bench_scale.py [--quick] [--repeat N] [--url URL] [--json PATH]
+[--diagnose [--threads N] [--seconds S]]
 """
 
 from __future__ import annotations
@@ -346,6 +359,77 @@ def measure(args: argparse.Namespace) -> dict[int, list[Run]]:
     return runs
 
 
+# -- --diagnose: why the writes do not NOTIFY inside their transactions --------
+
+
+NOTIFY_WAYS = ("none", "inside", "after")
+
+
+def _notify_commit(
+    conn: psycopg.Connection[tuple[object, ...]], table: str, way: str
+) -> None:
+    insert = f"INSERT INTO {table} VALUES (1)"
+    if way == "inside":
+        conn.execute(f"BEGIN; {insert}; NOTIFY tl_probe_notify; COMMIT")
+        return
+    if way == "after":  # in the same message, as the ledger sends it
+        conn.execute(
+            f"BEGIN; {insert}; COMMIT; BEGIN; SET LOCAL synchronous_commit TO off; "
+            "NOTIFY tl_probe_notify; COMMIT"
+        )
+        return
+    conn.execute(f"BEGIN; {insert}; COMMIT")
+
+
+def notify_rate(url: str, table: str, way: str, threads: int, seconds: float) -> float:
+    """--diagnose: commits/s of ``threads`` committers, each on its own connection."""
+    stop = threading.Event()
+    counts = [0] * threads
+
+    def worker(i: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.is_set():
+                _notify_commit(conn, table, way)
+                counts[i] += 1
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    time.sleep(seconds)
+    stop.set()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def diagnose(args: argparse.Namespace) -> None:
+    """--diagnose: commits/s with no NOTIFY, one inside the write, one after it."""
+    table = f"public.tl_probe_notify_{uuid.uuid4().hex[:8]}"
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"bench_scale --diagnose: {args.threads} committers x {args.seconds} s per "
+        f"way, {args.repeat} repetition(s), load {load}"
+    )
+    rates: dict[str, list[float]] = {way: [] for way in NOTIFY_WAYS}
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (x int)")
+        try:
+            for _ in range(args.repeat):
+                for way in NOTIFY_WAYS:
+                    rates[way].append(
+                        notify_rate(args.url, table, way, args.threads, args.seconds)
+                    )
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    for way in NOTIFY_WAYS:
+        ratios = [r / n for r, n in zip(rates[way], rates["none"], strict=True)]
+        print(
+            f"  {way:6s} {statistics.median(rates[way]):8,.0f} commits/s; vs none "
+            f"per repetition: {', '.join(f'{x:.2f}' for x in ratios)}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=DEFAULT_URL)
@@ -354,13 +438,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="instead of the writers, commits/s with a NOTIFY inside or after",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=4, help="--diagnose: committers (4)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="--diagnose: seconds per way (2)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.sessions, args.turns, args.repeat = 2, 2, 1
+        args.seconds = 0.2
     try:
         psycopg.connect(args.url, connect_timeout=3).close()
     except psycopg.Error as e:
         print(f"PostgreSQL not available at {args.url}: {e}; nothing measured")
+        return
+    if args.diagnose:
+        diagnose(args)
         return
     shape = f"{args.sessions} sessions x {args.turns} turns per writer"
     cores = os.cpu_count() or 1

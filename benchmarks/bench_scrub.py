@@ -36,28 +36,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _harness import (
+    Case,
+    Ratio,
+    print_ratios,
+    print_table,
+    run_rounds,
+    write_json,
+)
+
 from tests.secret_corpus import CORPUS
 from turnledger.policies.scrubbing import scrub_text
 from turnledger.policies.secret_shapes import TOKEN_SHAPES
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Ratio,
-        print_ratios,
-        print_table,
-        run_rounds,
-        write_json,
-    )
 
 GOAL = 1.0
 _FILLER = (

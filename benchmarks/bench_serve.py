@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 import httpx
+from _harness import percentile
 
 from turnledger.ledger.events import (
     AssistantMessage,
@@ -67,7 +68,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore, open_store
 from turnledger.pipeline.demo import record_demo_session
 
-CLI = [sys.executable, "-m", "turnledger.pipeline.cli"]
+CLI = [str(Path(sys.executable).parent / "turnledger")]  # the venv's console script
 CONCURRENCY = 64
 GOAL_MS = 300.0
 DIGEST = "0" * 64
@@ -139,13 +140,6 @@ def write_sessions(store: EventStore, count: int) -> None:
             batch = []
     if batch:
         store.append_atomic(batch)
-
-
-def percentile(values: list[float], share: float) -> float:
-    """The nearest-rank percentile of ``values`` (0 < share <= 1)."""
-    ordered = sorted(values)
-    rank = max(1, -(-int(share * len(ordered) * 1000) // 1000))
-    return ordered[min(len(ordered), rank) - 1]
 
 
 class Connection:
@@ -328,17 +322,17 @@ def main() -> int:
     print(f"sessions: {sessions + 2} (the demo, the long one, {sessions} short ones)")
     for name, ms in cold.items():
         print(f"first (uncached) render, {name}: {ms:.1f} ms")
-    base = percentile(results["trivial route"], 0.95)
+    base = percentile(results["trivial route"], 95)
     header = f"{'target':<24} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9}"
     print(f"{header} {'p95 / trivial':>14}")
     for name, values in results.items():
-        p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+        p50, p95 = percentile(values, 50), percentile(values, 95)
         print(
             f"{name:<24} {len(values):>8} {p50:>9.1f} {p95:>9.1f} {p95 / base:>13.2f}x"
         )
     targets = ("sessions page", "sessions, filter+page", "timeline first page")
     for name in (*targets, "timeline later pages"):
-        p95 = percentile(results[name], 0.95)
+        p95 = percentile(results[name], 95)
         verdict = "PASS" if p95 < GOAL_MS else "MISS"
         print(
             f"{name} p95 under {CONCURRENCY} concurrent: {p95:.1f} ms vs trivial route "

@@ -30,15 +30,14 @@ import argparse
 import asyncio
 import logging
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
 import structlog
+from _harness import Scratch
 
 from turnledger.ledger.events import (
     AssistantMessage,
@@ -185,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
     )
     sizes = [int(s) for s in args.sizes.split(",")]
-    root = Path(tempfile.mkdtemp(prefix="bench_session_open_"))
+    scratch = Scratch("bench_session_open")
+    root = scratch.root
     rows = []
     try:
         for size in sizes:
@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             turn = asyncio.run(time_turns(path, args.turns))
             rows.append((size, head, setup, opened, folded, turn))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        scratch.cleanup()
     print("bench_session_open: one session per size, SQLite ledger (FULL for turns)")
     print(
         f"{'events':>10} {'setup s':>9} {'open ms':>9} {'fold-from-1 ms':>15} "

@@ -60,17 +60,25 @@ import asyncio
 import logging
 import os
 import platform
-import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
 import structlog
+from _harness import (
+    Case,
+    Scratch,
+    Series,
+    Stopwatch,
+    device_of,
+    print_table,
+    run_rounds,
+)
+from _harness import write_json as harness_write_json
 
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import Event
@@ -86,27 +94,6 @@ from turnledger.pipeline.providers.base import (
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.policies.messages import ToolCall, starts_turn
-
-try:
-    from benchmarks._harness import (
-        Case,
-        Series,
-        Stopwatch,
-        device_of,
-        print_table,
-        run_rounds,
-    )
-    from benchmarks._harness import write_json as harness_write_json
-except ImportError:  # run as a script: benchmarks/ is on sys.path
-    from _harness import (  # type: ignore[no-redef]
-        Case,
-        Series,
-        Stopwatch,
-        device_of,
-        print_table,
-        run_rounds,
-    )
-    from _harness import write_json as harness_write_json  # type: ignore[no-redef]
 
 GOAL = 1.5
 """The most an engine step may cost, in durable commits."""
@@ -172,37 +159,10 @@ def answer(request: ChatRequest) -> ChatResponse:
     return ChatResponse(text="Let me look.", tool_calls=calls, usage=usage)
 
 
-# -- files ----------------------------------------------------------------------
-
-
-class Files:
-    """Fresh database paths in one temporary folder (one disk for every case)."""
-
-    def __init__(self, parent: str | None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="bench_turn_", dir=parent))
-        self._count = 0
-
-    def fresh(self) -> Path:
-        """Return a new, unused database path."""
-        self._count += 1
-        return self.root / f"db{self._count}.sqlite"
-
-    @staticmethod
-    def drop(path: Path) -> None:
-        """Delete a database and every file beside it that shares its stem."""
-        for found in path.parent.glob(f"{path.stem}*"):
-            if found.is_file():
-                found.unlink()
-
-    def cleanup(self) -> None:
-        """Delete the folder."""
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 # -- the cases ------------------------------------------------------------------
 
 
-def raw_commits(files: Files) -> Callable[[int], float]:
+def raw_commits(files: Scratch) -> Callable[[int], float]:
     """Raw: n autocommit INSERTs of one row each (WAL, FULL): n durable commits."""
 
     def run(n: int) -> float:
@@ -251,7 +211,7 @@ def engine_appends(path: Path) -> list[Step]:
     return steps
 
 
-def ledger_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
+def ledger_steps(files: Scratch, steps: Sequence[Step]) -> Callable[[int], float]:
     """Floor: the first n engine appends again, in order, through AsyncLedger."""
 
     async def replay(path: Path, n: int) -> float:
@@ -275,7 +235,7 @@ def ledger_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
     return run
 
 
-def store_steps(files: Files, steps: Sequence[Step]) -> Callable[[int], float]:
+def store_steps(files: Scratch, steps: Sequence[Step]) -> Callable[[int], float]:
     """Diagnostic: the same appends through ``EventStore.append``, no thread hop."""
 
     def run(n: int) -> float:
@@ -349,7 +309,7 @@ async def drive_turns(
 
 
 def engine_steps(
-    files: Files,
+    files: Scratch,
     synchronous: str,
     *,
     case: str,
@@ -366,7 +326,6 @@ def engine_steps(
             drive_turns(path, synchronous, turns, session_turns)
         )
         files.drop(path)
-        shutil.rmtree(path.parent / (path.stem + "-data"), ignore_errors=True)
         counter.add(case, steps, turns)
         return seconds * n / steps
 
@@ -408,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
     )
-    files = Files(args.dir)
+    files = Scratch("bench_turn", args.dir)
     counter = StepCounter()
     load_before = os.getloadavg()
     try:
@@ -420,7 +379,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         recorded = engine_appends(probe)
         files.drop(probe)
-        shutil.rmtree(probe.parent / (probe.stem + "-data"), ignore_errors=True)
         steps_per_turn = probe_steps / args.turns
         n = max(1, round(args.turns * steps_per_turn))
         warmup_n = max(1, round(min(args.turns, 10) * steps_per_turn))

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import msgspec
 import yaml
+from _harness import installed
 
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import (
@@ -510,13 +511,12 @@ def print_summary(tally: Tally, seconds: float, n: int) -> None:
 
 def run_atheris(args: argparse.Namespace, seeds: Seeds) -> int:
     """Coverage-guided fuzzing with libFuzzer through atheris (optional package)."""
-    try:
-        import atheris  # noqa: PLC0415 - an optional tool, imported only for --atheris
-    except ImportError:
-        print(
-            "fuzz_importers: --atheris needs the atheris package (pip install atheris)"
-        )
+    if not installed(
+        "fuzz_importers --atheris: atheris", "atheris", hint="pip install atheris"
+    ):
         return 2
+    import atheris  # noqa: PLC0415 - an optional tool, imported only for --atheris
+
     work = Path(tempfile.mkdtemp(prefix="fuzz_atheris_"))
     atexit.register(shutil.rmtree, work, ignore_errors=True)
     importer = Importer(work / "ledger.db", args.import_every)

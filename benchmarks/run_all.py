@@ -45,7 +45,9 @@ BENCHMARKS = (
     "bench_adapters",
     "bench_scrub",
     "bench_serve",
-    "bench_peers",
+    "bench_peers_langgraph",
+    "bench_peers_openai",
+    "bench_cli_start",
 )
 START = "<!-- perf:start -->"
 END = "<!-- perf:end -->"

@@ -1,7 +1,12 @@
-"""Each benchmark script runs with tiny sizes (--quick), so none of them rots."""
+"""Each benchmark script runs with tiny sizes (--quick), so none of them rots.
+
+So do the ``--diagnose`` modes (the diagnostics folded into the benchmarks they
+explain), and bench_cli_start's goal lines are ones run_all collects.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,11 +14,21 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = sorted(
-    p
-    for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")
-    if not p.name.startswith("_")
-)
+HERE = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
+DIAGNOSED = ("bench_append", "bench_adapters", "bench_scale")
+
+
+def _quick(tmp_path: Path, script: str, *extra: str) -> subprocess.CompletedProcess:
+    """Run a benchmark script with ``--quick`` in ``tmp_path``."""
+    return subprocess.run(
+        [sys.executable, str(HERE / f"{script}.py"), "--quick", *extra],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_there_are_benchmarks():
@@ -24,25 +39,40 @@ def test_there_are_benchmarks():
 @pytest.mark.parametrize("script", BENCHMARKS, ids=lambda p: p.name)
 def test_benchmark_runs_quick(script: Path, tmp_path: Path):
     """The script finishes with --quick and exits 0."""
-    done = subprocess.run(
-        [sys.executable, str(script), "--quick"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _quick(tmp_path, script.stem)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip()
 
 
+@pytest.mark.parametrize("script", DIAGNOSED)
+def test_diagnose_runs_quick(script: str, tmp_path: Path):
+    """``--diagnose`` finishes with --quick, exits 0 and prints no goal line."""
+    done = _quick(tmp_path, script, "--diagnose")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.strip()
+    run_all = _run_all()
+    assert run_all.verdict_lines({script: {"output": done.stdout}}) == []
+
+
+def test_cli_start_prints_a_goal_line_per_command(tmp_path: Path):
+    """Three ratios to ``python -c pass``, each a goal line run_all collects."""
+    done = _quick(tmp_path, "bench_cli_start", "--json", str(tmp_path / "o.json"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = _run_all().verdict_lines({"bench_cli_start": {"output": done.stdout}})
+    names = [text.split(":")[0] for _, _, text in rows]
+    assert names == ["turnledger --help", "turnledger sessions", "turnledger audit"]
+    assert all(text.endswith("goal <= 2.5x python -c pass") for *_, text in rows)
+    figures = json.loads((tmp_path / "o.json").read_text())
+    assert set(figures["ratios"]) == set(names)
+    assert {r["goal"] for r in figures["ratios"].values()} == {2.5}
+
+
 def test_recall_quality_runs_quick_with_the_static_model(tmp_path: Path):
     """``--model all-MiniLM-L6-v2-static`` (distilled into a temporary cache)."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks"
     done = subprocess.run(
         [
             sys.executable,
-            str(script / "bench_recall_quality.py"),
+            str(HERE / "bench_recall_quality.py"),
             "--quick",
             "--model",
             "all-MiniLM-L6-v2-static",
@@ -62,7 +92,7 @@ def test_recall_quality_runs_quick_with_the_static_model(tmp_path: Path):
 def _run_all():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "run_all.py"
+    path = HERE / "run_all.py"
     spec = importlib.util.spec_from_file_location("run_all", path)
     assert spec is not None
     assert spec.loader is not None
