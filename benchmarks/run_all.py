@@ -1,13 +1,13 @@
-"""Run every benchmark, collect their figures, chart them, update the README table.
+"""Run every benchmark, collect their figures, chart them, update the published table.
 
 Each benchmark script is run as its own process with ``--json``; its ratios (ours
 vs a raw baseline measured in the same run, with the goal and PASS/MISS) are
 collected into ``benchmarks/results.json``, drawn in ``benchmarks/results.png``
 (when matplotlib is installed: ``pip install -e '.[bench]'``), and written as the
-performance table of README.md between ``<!-- perf:start -->`` and
+performance table of docs/benchmarks.md between ``<!-- perf:start -->`` and
 ``<!-- perf:end -->``, with the machine described.
 
-Run: python benchmarks/run_all.py [--quick] [--only NAME ...] [--no-readme]
+Run: python benchmarks/run_all.py [--quick] [--only NAME ...] [--no-table]
 ``--quick`` runs the policy benchmark only, with tiny sizes, into a temporary
 folder (never the repository): the test suite uses it to keep this script working,
 and runs every other script with ``--quick`` on its own.
@@ -183,7 +183,7 @@ def readme_table(results: dict[str, Any], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(path: Path, table: str) -> bool:
+def update_table(path: Path, table: str) -> bool:
     """Replace the table between the markers; return whether the file changed."""
     text = path.read_text()
     if START not in text or END not in text:
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument(
         "--out", default=None, help="folder for results (default benchmarks/)"
     )
-    parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument("--no-table", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
@@ -264,9 +264,9 @@ def main() -> None:
     print(chart(results, out / "results.png"))
     table = readme_table(results, meta)
     print(table)
-    if not args.quick and not args.no_readme:
-        changed = update_readme(ROOT / "README.md", table)
-        print("README table updated" if changed else "README table unchanged")
+    if not args.quick and not args.no_table:
+        changed = update_table(ROOT / "docs" / "benchmarks.md", table)
+        print("table updated" if changed else "table unchanged")
 
 
 if __name__ == "__main__":
