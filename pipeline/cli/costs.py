@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.cli.common import Command, UsageError, open_ledger, print_json
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from turnledger.ledger.envelope import Recorded
     from turnledger.ledger.store import EventStore
     from turnledger.projections.costs import CostTotals
@@ -24,6 +25,8 @@ GROUPINGS: Final = ("model", "agent", "session", "day")
 def _since(text: str | None) -> datetime | None:
     if text is None:
         return None
+    from datetime import UTC, datetime
+
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

@@ -7,11 +7,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import sqlite3
 import sys
-import threading
 from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.cli.common import (
@@ -41,6 +37,8 @@ def views_path(args: argparse.Namespace) -> str:
 
 def open_views(args: argparse.Namespace) -> ViewStore:
     """Open the view store a command uses."""
+    import sqlite3
+
     from turnledger.pipeline.bootstrap import open_view_store
 
     where = views_path(args)
@@ -162,6 +160,10 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 
 def _work(runner: ProjectionRunner) -> int:
+    import os
+    import signal
+    import threading
+
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

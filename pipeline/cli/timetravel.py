@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Final
-from uuid import UUID
 
 from turnledger.pipeline.cli.common import Command, config, open_ledger, print_json
 
@@ -27,6 +26,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     Example: turnledger fork demo-1 --at 12 --as demo-1-alt
     """
+    from uuid import UUID
+
     import msgspec
 
     from turnledger.pipeline.sessions import resolve_session

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
-from uuid import UUID
 
 from turnledger.pipeline.cli.common import (
     Command,
@@ -27,6 +26,8 @@ from turnledger.pipeline.cli.rerun import (
 )
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from turnledger.ledger.store import EventStore
     from turnledger.pipeline.audit import AuditReport
     from turnledger.pipeline.sessions import SessionRef

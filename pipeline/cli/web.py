@@ -7,12 +7,8 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import socket
-import threading
-import webbrowser
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.cli.common import (
     Command,
@@ -24,6 +20,9 @@ from turnledger.pipeline.cli.common import (
 )
 from turnledger.pipeline.web import TOKEN_ENV, is_loopback, token_problem
 
+if TYPE_CHECKING:
+    import socket
+
 DEFAULT_PORT: Final = 8765
 
 
@@ -34,6 +33,8 @@ def _bind(host: str, port: int) -> socket.socket:
     sockets whose ``proto`` says TCP, and ``socket.create_server`` leaves it 0,
     so every keep-alive answer waited out the peer's delayed ACK (~40 ms).
     """
+    import socket
+
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -62,6 +63,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     Example: turnledger serve --port 8765 --open
     """
+    import gc
+    import threading
+    import webbrowser
+
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
     if token and (problem := token_problem(token)) is not None:
         raise UsageError(problem)
