@@ -17,6 +17,7 @@ import pytest
 
 from tests.contracts.memory_contract import T0
 from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.embedding._bert_query import bfloat16_fast_path
 from turnledger.projections.memory.embedding.local import (
     LocalEmbedder,
     cpu_has_bfloat16,
@@ -44,8 +45,12 @@ def test_one_text_in_float32_is_the_vector_encode_returns(exact):
         assert np.abs(np.array(alone) - expected).max() < 1e-5
 
 
-def test_bfloat16_queries_stay_within_rounding_of_float32(exact):
+@pytest.mark.parametrize(  # the path this CPU (and TURNLEDGER_FAST_PATHS) gives
+    "path", ["op-by-op" if bfloat16_fast_path() else "model-modules"]
+)
+def test_bfloat16_queries_stay_within_rounding_of_float32(exact, path):
     fast = LocalEmbedder(query_precision="bfloat16")
+    assert (fast._fast is not None) == (path == "op-by-op")
     batch = np.array(exact.embed(TEXTS))
     for text, expected in zip(TEXTS, batch, strict=True):
         (alone,) = np.array(fast.embed([text]))

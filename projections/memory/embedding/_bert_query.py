@@ -17,11 +17,20 @@ modules) as a short sequence of torch calls:
 
 Only the shape the packaged all-MiniLM-L6-v2 has is supported: a BERT encoder
 with absolute positions and exact GELU, mean pooling, then normalising.
+
+The bfloat16 variant depends on the CPU: torch's oneDNN packs bfloat16 weights
+only where the CPU has AVX-512 (BW, VL and DQ) or AVX-NE-CONVERT on x86
+(:func:`bfloat16_fast_path`); elsewhere :meth:`BertQueryEncoder.build` declines
+it. The environment switch ``TURNLEDGER_FAST_PATHS=0`` (:data:`FAST_PATHS`)
+turns off every path that depends on the CPU, this one included (see
+:mod:`.local` for the others), so a machine that has the features can run the
+fallbacks.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -39,9 +48,35 @@ PROBES: Final = (
 MIN_COSINE: Final = 0.9999
 """The least cosine with the model's own float32 vector the fast path must keep."""
 
+FAST_PATHS: Final = "TURNLEDGER_FAST_PATHS"
+"""The environment switch: ``0`` turns off every path that depends on the CPU."""
+
 Linear = Callable[[Any], Any]
 
 _QKV: Final = ("query", "key", "value")
+
+
+def fast_paths_on() -> bool:
+    """Whether :data:`FAST_PATHS` leaves the CPU-dependent paths on (not ``0``)."""
+    return os.environ.get(FAST_PATHS, "").strip() != "0"
+
+
+def bfloat16_fast_path() -> bool:
+    """Whether :meth:`BertQueryEncoder.build` may build the bfloat16 variant here.
+
+    False when :data:`FAST_PATHS` is ``0``, or when torch has oneDNN but its
+    bfloat16 kernels do not run on this CPU (on x86 they need AVX-512 BW, VL
+    and DQ, or AVX-NE-CONVERT). Without oneDNN the linear maps run through
+    ``torch.nn.functional.linear``, whose bfloat16 runs on any CPU.
+    """
+    if not fast_paths_on():
+        return False
+    import torch  # noqa: PLC0415 - only with the local-embeddings extra
+
+    mkldnn: Any = torch.backends.mkldnn  # untyped in torch
+    if not mkldnn.is_available():
+        return True
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # noqa: SLF001
 
 
 class BertQueryEncoder:
@@ -84,10 +119,14 @@ class BertQueryEncoder:
         """Return the fast path for a loaded ``SentenceTransformer``, or None.
 
         None when the model is not a BERT encoder with mean pooling and
-        normalising, or when the fast path's vector for any of :data:`PROBES`
-        has cosine below :data:`MIN_COSINE` with the model's own float32
-        ``encode`` (or fails): the caller then keeps the model's own modules.
+        normalising, when ``bfloat16`` is asked where
+        :func:`bfloat16_fast_path` is False, or when the fast path's vector
+        for any of :data:`PROBES` has cosine below :data:`MIN_COSINE` with the
+        model's own float32 ``encode`` (or fails): the caller then keeps the
+        model's own modules.
         """
+        if bfloat16 and not bfloat16_fast_path():
+            return None
         try:
             encoder = cls._from_model(model, bfloat16=bfloat16)
             if encoder is None:

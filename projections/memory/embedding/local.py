@@ -21,6 +21,22 @@ distilled from the same weights (:mod:`.static_embedder`, ``model =
 "all-MiniLM-L6-v2-static"``) embeds a query in about 0.1 ms, but finds fewer
 paraphrases ("which text editor do I program in" / "Helix is the code editor I
 use"), which are what the vector leg is for: this model stays the default.
+
+Paths that depend on the CPU, and their fallbacks:
+
+- ``query_precision = "auto"`` runs queries in bfloat16 where ``/proc/cpuinfo``
+  lists ``avx512_bf16`` or ``amx_bf16`` (:func:`cpu_has_bfloat16`); else float32;
+- a bfloat16 query goes op by op where torch's oneDNN has bfloat16 kernels for
+  the CPU (:func:`._bert_query.bfloat16_fast_path`); else through the model's
+  own modules, cast to bfloat16;
+- a bfloat16 embedder offers the vector index an int8 kernel
+  (:attr:`LocalEmbedder.int8_product`); else the index scores in float32.
+
+The environment switch ``TURNLEDGER_FAST_PATHS=0`` turns all three off (read
+when an embedder is made): ``auto`` is float32, a bfloat16 query runs the
+model's own modules, and no int8 kernel is offered. Float32 queries keep the
+op-by-op path, which runs on any CPU. CI runs the embedding tests once more
+with it, so the fallbacks are tested on a machine that has the features.
 """
 
 from __future__ import annotations
@@ -39,7 +55,10 @@ from turnledger.projections.memory.embedding import (
     EmbedderNotInstalledError,
     EmbeddingIdentity,
 )
-from turnledger.projections.memory.embedding._bert_query import BertQueryEncoder
+from turnledger.projections.memory.embedding._bert_query import (
+    BertQueryEncoder,
+    fast_paths_on,
+)
 
 PACKAGED_MODEL: Final = "all-MiniLM-L6-v2"
 """The model name ``provider = "local"`` resolves to its packaged folder."""
@@ -111,7 +130,9 @@ def _use_bfloat16(precision: str) -> bool:
     if precision not in {"auto", "float32", "bfloat16"}:
         msg = f"Expected query_precision auto, float32 or bfloat16, found {precision!r}"
         raise ValueError(msg)
-    return precision == "bfloat16" or (precision == "auto" and cpu_has_bfloat16())
+    if precision == "auto":
+        return fast_paths_on() and cpu_has_bfloat16()
+    return precision == "bfloat16"
 
 
 class LocalEmbedder:
@@ -130,9 +151,10 @@ class LocalEmbedder:
             float32 vector >= 0.9999, checked on probe texts at load, about
             half the CPU where the CPU has bfloat16 instructions, and the
             vector index may screen with :attr:`int8_product`); ``auto``:
-            ``bfloat16`` when the CPU reports ``avx512_bf16`` or ``amx_bf16``,
-            else ``float32``. Batches (writes, reindex) always run in float32
-            through ``encode``.
+            ``bfloat16`` when the CPU reports ``avx512_bf16`` or ``amx_bf16``
+            (and ``TURNLEDGER_FAST_PATHS`` is not ``0``), else ``float32``.
+            Batches (writes, reindex) always run in float32 through
+            ``encode``.
 
     Raises:
         ValueError: ``query_precision`` is not one of the three.
@@ -171,7 +193,7 @@ class LocalEmbedder:
             msg = f"Expected a sentence-transformers model at {folder}: {detail}"
             raise EmbedderError(msg) from e
         self._identity = EmbeddingIdentity("local", model, dims)
-        self._bfloat16 = bfloat16
+        self._int8 = bfloat16 and fast_paths_on()
         self._threads = max(1, threads)
 
     @property
@@ -204,10 +226,11 @@ class LocalEmbedder:
         """Torch's exact int8 matrix-vector product, for a vector index's screen.
 
         Offered where queries run in bfloat16 (CPUs with bfloat16 instructions
-        have int8 dot-product ones too); else None. Arguments are an int8
+        have int8 dot-product ones too) and ``TURNLEDGER_FAST_PATHS`` was not
+        ``0`` when the embedder was made; else None. Arguments are an int8
         matrix and vector (numpy); the result is their int32 products.
         """
-        if not self._bfloat16:
+        if not self._int8:
             return None
         torch = self._torch
 
