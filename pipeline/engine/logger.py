@@ -10,7 +10,8 @@ from typing import Any
 
 import structlog
 
-_log = structlog.get_logger("turnledger.engine")
+from turnledger.pipeline.logs import library_logger
+
 _bound: list[tuple[tuple[int, ...], Any]] = []
 
 
@@ -20,7 +21,10 @@ def engine_logger() -> Any:
     structlog's lazy proxy builds a logger on every call; this binds one and
     keeps it while the configuration (processors, wrapper class, logger
     factory, context class) is the same objects, so a later ``configure``
-    (the CLI's ``-v``, a test's ``capture_logs``) is still honoured.
+    (the CLI's ``-v``, a test's ``capture_logs``) is still honoured. Until
+    the application configures structlog, the lines go to the stdlib logger
+    ``turnledger.engine`` (see :func:`~turnledger.pipeline.logs.library_logger`),
+    never to stdout.
     """
     config = structlog.get_config()
     key = tuple(
@@ -28,5 +32,5 @@ def engine_logger() -> Any:
         for name in ("processors", "wrapper_class", "logger_factory", "context_class")
     )
     if not _bound or _bound[0][0] != key:
-        _bound[:] = [(key, _log.bind())]
+        _bound[:] = [(key, library_logger("turnledger.engine").bind())]
     return _bound[0][1]

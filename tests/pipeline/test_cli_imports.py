@@ -179,11 +179,6 @@ def run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline/engine/logger.py still binds structlog.get_logger (stdout by"
-    " default); it should take pipeline.logs.library_logger('turnledger.engine')",
-)
 def test_a_turn_from_python_prints_nothing_on_stdout(tmp_path):
     done = run_python(GUIDE_TURN, tmp_path)
     assert done.stdout == ""
