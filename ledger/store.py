@@ -13,12 +13,11 @@ the appends lives in ``ledger.append_results``, the other reads in the store's
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import NamedTuple, Self
+from typing import TYPE_CHECKING, NamedTuple, Self
 from uuid import UUID
 
-from eventsourcing.cryptography import AESCipher
 from eventsourcing.utils import Environment
 
 from turnledger.ledger.append_results import append_result, append_results
@@ -28,13 +27,19 @@ from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import (
     ConcurrencyError,
     ConfigurationError,
+    InvalidArgumentError,
     InvalidEventError,
     LedgerError,
+    type_name,
 )
 from turnledger.ledger.events import Event
 from turnledger.ledger.frame import now_us
+from turnledger.ledger.ids import check_identifier
 from turnledger.ledger.key_check import CIPHER_KEY_ENV, check_cipher_key
 from turnledger.ledger.store_read import StoreReader
+
+if TYPE_CHECKING:
+    from eventsourcing.cryptography import AESCipher
 from turnledger.ledger.subscription import Subscription
 
 _new_request = tuple.__new__
@@ -94,9 +99,13 @@ class EventStore:
         """Validate and encode events as the rows of one append.
 
         Raises:
+            InvalidArgumentError: An argument is ``None`` or of the wrong type
+                (:func:`check_append`).
+            InvalidIdError: An event's identifier holds a control character.
             InvalidEventError: An event fails its schema, or the idempotency key
                 is empty or longer than 512 characters; nothing is written.
         """
+        events = check_append(stream_id, events, first_version - 1, idempotency_key)
         if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_KEY:
             msg = (
                 f"Expected an idempotency key of 1 to {MAX_KEY} characters, "
@@ -104,13 +113,30 @@ class EventStore:
             )
             raise InvalidEventError(msg)
         rows = self.mapper.encode_rows(events, first_version, at_us)
+        for event in events:  # each one a registered event: encode_rows checked
+            for field, value in event.identifiers():
+                check_identifier(field, value)
         # Built without the NamedTuple's Python-level __new__ (every append).
         return _new_request(
             AppendRequest, (stream_id, first_version - 1, rows, idempotency_key)
         )
 
     def encode_appends(self, appends: Sequence[Append]) -> list[AppendRequest]:
-        """Encode several appends at one recorded time (see :meth:`encode`)."""
+        """Encode several appends at one recorded time (see :meth:`encode`).
+
+        Raises:
+            InvalidArgumentError: ``appends`` is not a list or tuple of
+                :class:`Append`, or an append's argument is of the wrong type.
+        """
+        if not isinstance(appends, (list, tuple)):
+            found = type_name(appends)
+            msg = f"appends: expected a list or tuple of Append, found {found}"
+            raise InvalidArgumentError(msg)
+        for i, a in enumerate(appends):
+            if not isinstance(a, Append):
+                msg = f"appends[{i}]: expected an Append, found {type_name(a)}"
+                raise InvalidArgumentError(msg)
+            check_version(a.expected_version)
         at_us = now_us()
         return [
             self.encode(
@@ -148,10 +174,15 @@ class EventStore:
             ConcurrencyError: The stream is not at ``expected_version``; nothing
                 was written.
             InvalidEventError: An event fails validation; nothing was written.
+                Its subclasses: :class:`~ledger.errors.InvalidArgumentError` (an
+                argument is ``None`` or of the wrong type, see
+                :func:`check_append`), :class:`~ledger.errors.InvalidIdError`
+                (an identifier holds a control character).
             IdempotencyKeyError: The key was first used on another stream.
             StoreUnavailableError: The database failed (its subclasses name a
                 lock held past the busy timeout, a full disk, a read-only file).
         """
+        check_version(expected_version)
         request = self.encode(
             stream_id, events, expected_version + 1, now_us(), idempotency_key
         )
@@ -237,7 +268,11 @@ class EventStore:
 
         With ``types`` (classes or tags), only events of those types: the others
         are neither read out nor decoded (a fold that ignores them reads less).
+
+        Raises:
+            InvalidArgumentError: ``stream_id`` is not a UUID.
         """
+        check_stream_id(stream_id)
         return self._reader.read_stream(
             stream_id, after=after, until=until, limit=limit, types=types
         )
@@ -265,7 +300,12 @@ class EventStore:
         return self._reader.iter_rows(after=after, page_size=page_size)
 
     def stream_version(self, stream_id: UUID) -> int:
-        """Return a stream's head version (0 when the stream is empty)."""
+        """Return a stream's head version (0 when the stream is empty).
+
+        Raises:
+            InvalidArgumentError: ``stream_id`` is not a UUID.
+        """
+        check_stream_id(stream_id)
         return self._reader.stream_version(stream_id)
 
     def max_position(self) -> int:
@@ -317,6 +357,75 @@ class EventStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def check_stream_id(stream_id: object) -> None:
+    """Refuse a stream id that is not a :class:`~uuid.UUID`.
+
+    Raises:
+        InvalidArgumentError: It is ``None``, text or anything else.
+    """
+    if not isinstance(stream_id, UUID):
+        msg = f"stream_id: expected a UUID, found {type_name(stream_id)}"
+        raise InvalidArgumentError(msg)
+
+
+def check_version(expected_version: object) -> None:
+    """Refuse an expected version that is not an ``int`` (``bool`` is not one).
+
+    Raises:
+        InvalidArgumentError: It is ``None``, a ``bool`` or not an ``int``.
+    """
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        found = type_name(expected_version)
+        msg = f"expected_version: expected an int >= 0, found {found}"
+        raise InvalidArgumentError(msg)
+
+
+def check_append(
+    stream_id: object,
+    events: object,
+    expected_version: object,
+    idempotency_key: object,
+) -> Sequence[Event]:
+    """Check the types of an append's arguments; return its events as a sequence.
+
+    Args:
+        stream_id: Must be a :class:`~uuid.UUID`.
+        events: Must be a list or tuple of events, or another iterable of them
+            (read once, into a tuple); never ``None``, text, bytes or one event.
+        expected_version: Must be an ``int`` >= 0 (not a ``bool``).
+        idempotency_key: Must be ``None`` or a ``str``.
+
+    Returns:
+        ``events``, as given when a list or tuple, else as a tuple.
+
+    Raises:
+        InvalidArgumentError: An argument breaks these rules; the message names
+            it, what was expected and what was found.
+    """
+    check_stream_id(stream_id)
+    check_version(expected_version)
+    if expected_version < 0:  # type: ignore[operator]
+        msg = f"expected_version: expected an int >= 0, found {expected_version}"
+        raise InvalidArgumentError(msg)
+    if idempotency_key is not None and not isinstance(idempotency_key, str):
+        found = type_name(idempotency_key)
+        msg = f"idempotency_key: expected a str or None, found {found}"
+        raise InvalidArgumentError(msg)
+    if isinstance(events, (list, tuple)):
+        return events
+    if (
+        events is None
+        or isinstance(events, (str, bytes, bytearray, Event))
+        or (not isinstance(events, Iterable))
+    ):
+        msg = (
+            "events: expected a list or tuple of ledger events, "
+            f"found {type_name(events)}"
+        )
+        raise InvalidArgumentError(msg)
+    return tuple(events)
 
 
 def open_store(
@@ -388,6 +497,10 @@ def _checked(store: EventStore, *, check_key: bool) -> EventStore:
 def _cipher(key: str | None) -> AESCipher | None:
     if not key:
         return None
+    # AES-GCM (the cryptography package) is loaded only for a ledger with a key:
+    # a command that reads a clear ledger starts without it.
+    from eventsourcing.cryptography import AESCipher  # noqa: PLC0415
+
     try:
         return AESCipher(Environment(env={AESCipher.CIPHER_KEY: key}))
     except (ValueError, OSError) as e:

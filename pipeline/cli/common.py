@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 DB_ENV: Final = "TURNLEDGER_DB"
 """The environment variable naming the ledger when ``--db`` is not given."""
 
+CONFIG_ENV: Final = "TURNLEDGER_CONFIG"
+CONFIG_NAME: Final = "turnledger.toml"
+"""Where the configuration is looked for (``pipeline.config``'s ``CONFIG_ENV`` and
+``CONFIG_NAME``, spelled out so that a command run with no configuration file
+does not load the configuration's checks; a test checks they are equal)."""
+
 DEFAULT_LEDGER: Final = "./turnledger.db"
 """The ledger when nothing names one: ``ledger.store.DEFAULT_PATH``, spelled out
 here so that building the parser (its ``--db`` help) does not load the store (a
@@ -132,6 +138,9 @@ def target(args: argparse.Namespace) -> str:
     chosen = args.db or os.environ.get(DB_ENV)
     if chosen:
         return str(chosen)
+    named = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
+    if not named and not os.path.lexists(CONFIG_NAME):
+        return DEFAULT_LEDGER  # no configuration anywhere: its defaults
     return config(args).ledger or DEFAULT_LEDGER
 
 

@@ -144,6 +144,35 @@ def test_default_ledger_is_the_stores_default():
     assert DEFAULT_LEDGER == DEFAULT_PATH
 
 
+def test_the_configurations_place_is_the_configs():
+    from turnledger.pipeline import config
+    from turnledger.pipeline.cli import common
+
+    assert (common.CONFIG_ENV, common.CONFIG_NAME) == (
+        config.CONFIG_ENV,
+        config.CONFIG_NAME,
+    )
+
+
+def test_a_clear_ledger_opens_without_the_cipher(tmp_path):
+    """AES-GCM is loaded only for a ledger with a cipher key."""
+    code = (
+        "import sys\n"
+        "from turnledger.ledger.store import open_store\n"
+        f"open_store({str(tmp_path / 'l.db')!r}).close()\n"
+        "print('eventsourcing.cryptography' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TURNLEDGER_CIPHER_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert done.stdout.strip() == "False"
+
+
 GUIDE_TURN = """
 import asyncio
 
