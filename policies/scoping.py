@@ -1,10 +1,10 @@
-"""Agent scope: whose memory rows an agent may read, write and delete (§3).
+"""Agent scope: whose memory rows an agent may recall and forget (§3).
 
 The allowlist of an agent is itself plus its configured ``read_memory_from``
 peers. A caller's list of agents only ever narrows it (intersection, never
-union). Read access never implies delete: an agent forgets and writes only its
-own rows. Configuration errors (self-reference, unknown peer, a peer on another
-backend, an unknown backend kind) are raised once, at load.
+union). Read access never implies delete: an agent forgets only its own rows
+(:func:`check_forget`). Configuration errors (self-reference, unknown peer, a
+peer on another backend, an unknown backend kind) are raised once, at load.
 
 Two ZeroClaw behaviours are fixed here: an unknown backend kind was silently
 mapped to Markdown (here it is an error), and Markdown peer recall concatenated
@@ -23,15 +23,10 @@ import msgspec
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.recall_scope import RecallCandidate, bound_recall_limit
 
-BackendKind: TypeAlias = Literal[
-    "sqlite", "lucid", "postgres", "qdrant", "markdown", "none"
-]
-"""The memory backend kinds."""
-
 BACKEND_KINDS: Final[frozenset[str]] = frozenset(
     {"sqlite", "lucid", "postgres", "qdrant", "markdown", "none"}
 )
-"""Every valid :data:`BackendKind`."""
+"""Every valid memory backend kind."""
 
 DEFAULT_BACKEND_ALIAS: Final = "default"
 """The instance alias a bare backend kind refers to."""
@@ -150,23 +145,6 @@ def build_agent_scope(
     return AgentScope(agent=agent, backend=backend, allowed=(agent, *peers))
 
 
-def build_agent_scopes(
-    agents: Mapping[str, AgentMemoryConfig],
-) -> dict[str, AgentScope]:
-    """Validate every agent's memory configuration (at configuration load).
-
-    Args:
-        agents: Every configured agent's memory settings, by alias.
-
-    Returns:
-        The scope of each agent, by alias, in the mapping's order.
-
-    Raises:
-        ScopeConfigError: As :func:`build_agent_scope`, for the first bad agent.
-    """
-    return {agent: build_agent_scope(agent, agents) for agent in agents}
-
-
 def recall_agents(
     scope: AgentScope, requested: Iterable[str] | None = None
 ) -> tuple[str, ...]:
@@ -189,15 +167,7 @@ def recall_agents(
     return tuple(agent for agent in scope.allowed if agent in wanted)
 
 
-AccessReason: TypeAlias = Literal[
-    "own",
-    "peer",
-    "not_allowlisted",
-    "foreign_agent",
-    "cross_agent",
-    "unattributed",
-    "admin_only",
-]
+AccessReason: TypeAlias = Literal["own", "cross_agent", "unattributed"]
 """Why an access was allowed or refused."""
 
 
@@ -213,60 +183,6 @@ class AccessDecision(msgspec.Struct, frozen=True, kw_only=True):
     allowed: bool
     reason: AccessReason
     detail: str
-
-
-def check_read(scope: AgentScope, owner: str | None) -> AccessDecision:
-    """Decide whether the bound agent may read a row.
-
-    Args:
-        scope: The bound agent's scope.
-        owner: The row's agent; ``None`` for an unattributed row.
-
-    Returns:
-        Allowed for its own rows and its peers' rows; refused otherwise
-        (unattributed rows included).
-    """
-    if owner == scope.agent:
-        return AccessDecision(
-            allowed=True, reason="own", detail=f"{owner!r} owns the row"
-        )
-    if owner is None:
-        return AccessDecision(
-            allowed=False, reason="unattributed", detail="The row has no agent"
-        )
-    if owner in scope.allowed:
-        return AccessDecision(
-            allowed=True,
-            reason="peer",
-            detail=f"{scope.agent!r} reads from peer {owner!r}",
-        )
-    return AccessDecision(
-        allowed=False,
-        reason="not_allowlisted",
-        detail=f"{owner!r} is not in the allowlist of {scope.agent!r}",
-    )
-
-
-def check_write(scope: AgentScope, agent: str | None = None) -> AccessDecision:
-    """Decide whether a write attributed to ``agent`` may go through this scope.
-
-    Args:
-        scope: The bound agent's scope.
-        agent: The agent the write is attributed to; ``None`` means the bound
-            agent (writes are always stamped with it).
-
-    Returns:
-        Allowed for the bound agent; refused for any other, peers included.
-    """
-    if agent is None or agent == scope.agent:
-        return AccessDecision(
-            allowed=True, reason="own", detail=f"Written as {scope.agent!r}"
-        )
-    return AccessDecision(
-        allowed=False,
-        reason="foreign_agent",
-        detail=f"{scope.agent!r} refuses to write as foreign agent {agent!r}",
-    )
 
 
 def check_forget(scope: AgentScope, owner: str | None) -> AccessDecision:
@@ -295,23 +211,6 @@ def check_forget(scope: AgentScope, owner: str | None) -> AccessDecision:
         allowed=False,
         reason="cross_agent",
         detail=f"{scope.agent!r} refuses to forget a row of {owner!r}",
-    )
-
-
-def check_purge_namespace(scope: AgentScope) -> AccessDecision:
-    """Refuse a namespace purge through an agent scope.
-
-    Args:
-        scope: The bound agent's scope.
-
-    Returns:
-        Always refused: a namespace spans agents, so a bulk delete must run
-        through an admin memory handle.
-    """
-    return AccessDecision(
-        allowed=False,
-        reason="admin_only",
-        detail=f"{scope.agent!r} cannot purge a namespace; use an admin memory handle",
     )
 
 

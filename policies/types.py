@@ -42,8 +42,5 @@ LifecycleScope: TypeAlias = Literal[
 ]
 """What bounds access to a payload surface."""
 
-MemoryCategoryName: TypeAlias = str
-"""A stored memory category: ``core``, ``daily``, ``conversation`` or a custom name."""
-
 CONVERSATION_CATEGORY: Final = "conversation"
 """The category of conversation rows (autosaved messages), exact lowercase."""

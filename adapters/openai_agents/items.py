@@ -56,11 +56,6 @@ def normalize(item: object) -> Item:
     return value
 
 
-def encode_item(item: Item) -> bytes:
-    """Return an item's JSON bytes."""
-    return ENCODER.encode(item)
-
-
 def decode_item(data: bytes) -> Item:
     """Return a fresh copy of an item from its JSON bytes."""
     value: Item = DECODER.decode(data)
@@ -152,13 +147,13 @@ class Recording(NamedTuple):
     placed: list[tuple[int, int, bytes]]
 
 
-def items_to_events(
+def record_items(
     items: Sequence[Item],
     *,
     turn_id: str,
     first_version: int,
     tool_names: dict[str, str],
-) -> tuple[list[Event], str]:
+) -> Recording:
     """Return the events recording items appended at ``first_version``.
 
     Args:
@@ -168,22 +163,9 @@ def items_to_events(
         tool_names: Tool names by call id (calls earlier in the session); updated.
 
     Returns:
-        The events and the turn the next items belong to.
+        The events, the turn the next items belong to, and where each item
+        lands (see :class:`Recording`).
     """
-    recording = record_items(
-        items, turn_id=turn_id, first_version=first_version, tool_names=tool_names
-    )
-    return recording.events, recording.turn_id
-
-
-def record_items(
-    items: Sequence[Item],
-    *,
-    turn_id: str,
-    first_version: int,
-    tool_names: dict[str, str],
-) -> Recording:
-    """:func:`items_to_events`, with where each item lands (see :class:`Recording`)."""
     events: list[Event] = []
     placed: list[tuple[int, int, bytes]] = []
     index = 0

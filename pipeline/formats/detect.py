@@ -3,7 +3,7 @@
 The content decides; the file name only breaks the tie for YAML. Evidence in
 the messages wins over top-level keys: a JSON document is classified by what
 its message items look like (the format most items match; see
-:func:`classify_items`) before its envelope keys (``system``, ``input``, ...)
+:func:`item_candidates`) before its envelope keys (``system``, ``input``, ...)
 are consulted, and a JSON Lines file by a vote over its lines in which a
 conversation line (a Claude Code ``user`` / ``assistant`` line with its
 ``message``, a Codex ``response_item``) outweighs a header carrying only a
@@ -203,19 +203,6 @@ def _classify_line(record: JSONObject) -> FormatName | None:
     return vote[0] if vote is not None and vote[0] == "claude-code" else None
 
 
-def classify_document(document: object) -> FormatName | None:
-    """Name the format of a decoded JSON document, or ``None`` if unknown.
-
-    Args:
-        document: The decoded document.
-
-    Returns:
-        The format name, or ``None``.
-    """
-    found = document_candidates(document)
-    return found[0] if found else None
-
-
 _ENVELOPE_KEYS: tuple[tuple[str, FormatName], ...] = (
     ("contents", "gemini"),
     ("input", "openai-responses"),
@@ -300,19 +287,6 @@ def _envelope(obj: JSONObject, key: str) -> bool:
             "role" in item for value in values if (item := as_object(value)) is not None
         )
     return True
-
-
-def classify_items(items: list[JSONObject]) -> FormatName | None:
-    """Name the format of an array of messages or items, or ``None``.
-
-    Args:
-        items: The array's object elements.
-
-    Returns:
-        The format most items point to, or ``None`` when nothing identifies one.
-    """
-    found = item_candidates(items)
-    return found[0] if found else None
 
 
 def item_candidates(items: list[JSONObject]) -> tuple[FormatName, ...]:

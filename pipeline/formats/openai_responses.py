@@ -295,12 +295,6 @@ def response_id(body: object) -> str | None:
     return get_str(obj, "id") if obj is not None else None
 
 
-def response_status(body: object) -> str | None:
-    """Return the ``status`` of a Responses response body, if any."""
-    obj = as_object(body)
-    return get_str(obj, "status") if obj is not None else None
-
-
 def stream_response(events: list[JSONObject]) -> JSONObject | None:
     """Return the last ``response`` object a Responses stream announced."""
     for event in reversed(events):

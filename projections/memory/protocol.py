@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Final, Protocol
 
 import msgspec
 
@@ -27,11 +27,6 @@ DURABLE_GLOBAL_CATEGORIES: Final = frozenset({"core", "daily"})
 
 RECENT_QUERIES: Final = frozenset({"", "*"})
 """Queries (after stripping) that mean "the most recent entries", unscored."""
-
-BackendName: TypeAlias = Literal[
-    "sqlite", "markdown", "postgres", "qdrant", "lucid", "none"
-]
-"""The memory backend kinds."""
 
 
 class MemoryEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,11 +13,7 @@ from turnledger.policies.scoping import (
     AgentScope,
     ScopeConfigError,
     build_agent_scope,
-    build_agent_scopes,
     check_forget,
-    check_purge_namespace,
-    check_read,
-    check_write,
     merge_agent_recall,
     normalize_backend,
     recall_agents,
@@ -116,12 +112,6 @@ class TestConfiguration:
         with pytest.raises(ScopeConfigError, match=message):
             build_agent_scope(agent, agents)
 
-    def test_build_all_scopes(self):
-        """Every agent is validated at load."""
-        scopes = build_agent_scopes(AGENTS)
-        assert list(scopes) == list(AGENTS)
-        assert scopes["notes"].allowed == ("notes",)
-
 
 class TestRecallAgents:
     @pytest.mark.parametrize(
@@ -163,20 +153,6 @@ class TestAccessDecisions:
         ("owner", "allowed", "reason"),
         [
             ("main", True, "own"),
-            ("research", True, "peer"),
-            (None, False, "unattributed"),
-            ("other", False, "not_allowlisted"),
-        ],
-    )
-    def test_read(self, owner, allowed, reason):
-        """Own and peer rows are readable; others and unattributed are not."""
-        decision = check_read(SCOPE, owner)
-        assert (decision.allowed, decision.reason) == (allowed, reason)
-
-    @pytest.mark.parametrize(
-        ("owner", "allowed", "reason"),
-        [
-            ("main", True, "own"),
             ("research", False, "cross_agent"),
             ("other", False, "cross_agent"),
             (None, False, "unattributed"),
@@ -194,24 +170,6 @@ class TestAccessDecisions:
             reason="cross_agent",
             detail="'main' refuses to forget a row of 'ops'",
         )
-
-    @pytest.mark.parametrize(
-        ("agent", "allowed", "reason"),
-        [
-            (None, True, "own"),
-            ("main", True, "own"),
-            ("research", False, "foreign_agent"),
-        ],
-    )
-    def test_write(self, agent, allowed, reason):
-        """Writes go out as the bound agent only."""
-        decision = check_write(SCOPE, agent)
-        assert (decision.allowed, decision.reason) == (allowed, reason)
-
-    def test_namespace_purge_is_admin_only(self):
-        """A namespace spans agents; an agent scope never purges one."""
-        decision = check_purge_namespace(SCOPE)
-        assert (decision.allowed, decision.reason) == (False, "admin_only")
 
 
 def _row(key, score, agent=None):

@@ -35,7 +35,6 @@ on the rows the caller may see.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
@@ -64,10 +63,6 @@ RESCORE_POOL: Final = 64
 
 FREQUENT_AND_TERMS: Final = 3
 """How many of the rarest tokens a stop-word-only query ANDs."""
-
-BM25_K1: Final = 1.2
-BM25_B: Final = 0.75
-_MIN_IDF: Final = 1e-6  # FTS5 floors a non-positive IDF at this value
 
 
 class Term(NamedTuple):
@@ -303,50 +298,6 @@ def _with_text(
         )
     }
     return [(*row, *text[row[0]]) for row in rows]
-
-
-def bm25_rescore(
-    rows: Sequence[tuple[Any, ...]],
-    terms: Sequence[Term],
-    counts: dict[Term, int],
-    total: int,
-) -> dict[int, tuple[str, float]]:
-    """Score candidate rows with BM25 over ``terms`` (FTS5's formula).
-
-    The average document length is taken over the candidates, which keeps the
-    cost bounded by the pool size.
-
-    Args:
-        rows: ``(rowid, id, _, key, content)`` candidates.
-        terms: The query's terms.
-        counts: Each term's document count.
-        total: The number of indexed rows.
-
-    Returns:
-        ``{rowid: (entry id, score)}``.
-    """
-    if not rows:
-        return {}
-    docs = [tokens(f"{row[3]} {row[4]}") for row in rows]
-    average = max(1.0, sum(len(d) for d in docs) / len(docs))
-    idf = {t: _idf(total, counts[t]) for t in terms}
-    scored: dict[int, tuple[str, float]] = {}
-    for row, words in zip(rows, docs, strict=True):
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
-        seen = Counter(words)
-        score = 0.0
-        for term in terms:
-            freq = _frequency(term, seen)
-            if freq:
-                score += idf[term] * freq * (BM25_K1 + 1) / (freq + norm)
-        scored[int(row[0])] = (str(row[1]), score)
-    return scored
-
-
-def _idf(total: int, docs: int) -> float:
-    docs = min(docs, total)
-    value = math.log((total - docs + 0.5) / (docs + 0.5))
-    return value if value > 0 else _MIN_IDF
 
 
 def _frequency(term: Term, seen: Counter[str]) -> int:
