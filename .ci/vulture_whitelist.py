@@ -12,6 +12,10 @@ from vulture.whitelist_utils import Whitelist
 
 _ = Whitelist()
 
+# Language hooks: the interpreter calls them.
+_.__getattr__  # a package's lazy attribute loader (PEP 562, policies/__init__.py)
+_.__dir__  # its dir() (PEP 562)
+
 # Framework hooks: the framework calls them (Google ADK's session and memory
 # services, the OpenAI Agents SDK's Session, Pydantic AI's ConversationStore and
 # history processor); users construct the classes.
