@@ -29,7 +29,7 @@ from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import Event
 from turnledger.ledger.frame import now_us
-from turnledger.ledger.store import EventStore
+from turnledger.ledger.store import EventStore, check_version
 
 _STOP: Final = object()
 _new_job: Final = tuple.__new__  # a NamedTuple built without its Python __new__
@@ -84,12 +84,17 @@ class AsyncLedger:
         Raises:
             ConcurrencyError: The stream is not at ``expected_version``.
             IdempotencyKeyError: The key was first used on another stream.
-            InvalidEventError: An event fails validation (raised before queueing).
+            InvalidEventError: An event fails validation (raised before queueing);
+                :class:`~ledger.errors.InvalidArgumentError` when an argument is
+                ``None`` or of the wrong type (:func:`~ledger.store.check_append`),
+                :class:`~ledger.errors.InvalidIdError` when an identifier holds a
+                control character.
             LedgerError: The ledger is closed.
         """
         if self._closed:
             msg = "Expected an open ledger, found it closed"
             raise LedgerError(msg)
+        check_version(expected_version)
         request = self.store.encode(
             stream_id, events, expected_version + 1, now_us(), idempotency_key
         )

@@ -39,7 +39,7 @@ from eventsourcing.persistence import (
 )
 
 from turnledger.ledger.backend import EncodedRow
-from turnledger.ledger.errors import InvalidEventError
+from turnledger.ledger.errors import QUOTED_CHARS, InvalidEventError, quote_value
 from turnledger.ledger.events import Event, tag_of
 from turnledger.ledger.events.registry import DECODERS, PLANS, TYPES, fast_decoders
 from turnledger.ledger.frame import (
@@ -126,8 +126,7 @@ class MsgspecMapper(Mapper[UUID]):
             body = _ENCODER.encode(event)
             DECODERS[tag].decode(body)
         except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
-            msg = f"Invalid {event_type.__name__} ({tag}): {e}"
-            raise InvalidEventError(msg) from e
+            raise _invalid(event, tag, e) from e
         except (UnicodeEncodeError, RecursionError) as e:
             raise _unencodable(event, tag, e) from None
         return body
@@ -173,8 +172,7 @@ class MsgspecMapper(Mapper[UUID]):
                 body = encode(event)
                 plan[3](body)
             except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as e:
-                msg = f"Invalid {type(event).__name__} ({plan[0]}): {e}"
-                raise InvalidEventError(msg) from e
+                raise _invalid(event, plan[0], e) from e
             except (UnicodeEncodeError, RecursionError) as e:
                 raise _unencodable(event, plan[0], e) from None
             if clear:
@@ -237,6 +235,37 @@ class MsgspecMapper(Mapper[UUID]):
             CorruptRecordError: The frame or body does not decode.
         """
         return decode_frame(self.cipher, topic, state, where)
+
+
+_SEARCHED: Final = 10_000
+"""The most values of an invalid event searched for the one its error quotes."""
+
+
+def _invalid(event: Event, tag: str, error: Exception) -> InvalidEventError:
+    """The typed error for an event that fails its schema, quoting values bounded.
+
+    msgspec quotes an offending text whole (``Invalid enum value 'aaaa...'``);
+    each text of the event longer than :data:`~ledger.errors.QUOTED_CHARS`
+    whose ``repr`` the message holds is replaced by its bounded quote.
+    """
+    text = str(error)
+    if len(text) > QUOTED_CHARS:
+        stack: list[object] = [event]
+        seen = 0
+        while stack and seen < _SEARCHED:
+            value = stack.pop()
+            seen += 1
+            if isinstance(value, str):
+                if len(value) > QUOTED_CHARS and (found := repr(value)) in text:
+                    text = text.replace(found, quote_value(value))
+            elif isinstance(value, msgspec.Struct):
+                stack.extend(getattr(value, f) for f in value.__struct_fields__)
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+            elif isinstance(value, dict):
+                stack.extend(value)
+                stack.extend(value.values())
+    return InvalidEventError(f"Invalid {type(event).__name__} ({tag}): {text}")
 
 
 def _unencodable(

@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Final
 from uuid import UUID
+
+QUOTED_CHARS: Final = 200
+"""An error text quotes at most this many characters of any value."""
+
+
+def quote_value(value: object, limit: int = QUOTED_CHARS) -> str:
+    """Return a bounded quote of a value for an error text.
+
+    Text is quoted with ``repr`` of at most ``limit`` of its characters; any
+    other value by its ``repr``, cut to ``limit`` characters. A cut quote is
+    followed by ``…`` and the full length (``'aaaa…' (10,485,760 characters)``).
+
+    Args:
+        value: The value an error names (user-supplied, possibly huge).
+        limit: How many characters of it to quote.
+
+    Returns:
+        The quote.
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}\u2026 ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\u2026 ({len(text):,} characters of repr)"
+
+
+def type_name(value: object) -> str:
+    """Return the name of a value's type for an error text (``None`` for None)."""
+    return "None" if value is None else type(value).__qualname__
 
 
 class LedgerError(Exception):
@@ -26,6 +59,36 @@ class ConcurrencyError(LedgerError):
 
 class InvalidEventError(LedgerError, ValueError):
     """An event failed validation before it was written; nothing was written."""
+
+
+class InvalidArgumentError(InvalidEventError, TypeError):
+    """A store method was given ``None`` or a value of the wrong type.
+
+    Raised before anything is read or written. Also a ``TypeError``.
+    """
+
+
+class InvalidIdError(InvalidEventError):
+    """An identifier holds a control character; nothing was written.
+
+    Agent names, session keys, stream ids, turn ids and tool call ids may hold
+    any character but the C0 controls (U+0000 to U+001F), DEL (U+007F) and the C1
+    controls (U+0080 to U+009F).
+
+    Attributes:
+        field: The identifier's field (``session_key``, ``tool_calls[0].id``).
+        position: The offending character's index in the value.
+        char: That character.
+    """
+
+    def __init__(self, field: str, value: str, position: int) -> None:
+        self.field = field
+        self.position = position
+        self.char = value[position]
+        super().__init__(
+            f"{field}: expected an identifier without control characters, found "
+            f"U+{ord(self.char):04X} at character {position} of {quote_value(value)}"
+        )
 
 
 class UnknownEventTypeError(LedgerError):
@@ -64,6 +127,6 @@ class IdempotencyKeyError(LedgerError, ValueError):
         self.first_stream = first_stream
         self.stream = stream
         super().__init__(
-            f"Expected idempotency key {key!r} for stream {first_stream} "
+            f"Expected idempotency key {quote_value(key)} for stream {first_stream} "
             f"(its first append), found it on stream {stream}"
         )

@@ -3,9 +3,10 @@
 Two small policies about names that come from outside:
 
 - :func:`sanitize_session_key` returns the one form every store, scope and
-  recall uses: the exact key, so distinct keys never collide (ZeroClaw mapped
-  every other character to ``_``; :func:`legacy_session_key` keeps that rule
-  for autosave memory keys and old ledgers).
+  recall uses: the exact key (one with a control character is refused), so
+  distinct keys never collide (ZeroClaw mapped every other character to ``_``;
+  :func:`legacy_session_key` keeps that rule for autosave memory keys and old
+  ledgers).
 - :func:`confine_path` decides whether a caller-supplied path stays inside a
   workspace root. It performs no I/O: the caller passes ``resolve`` (the
   equivalent of :func:`os.path.realpath`), and the decision carries the resolved
@@ -20,6 +21,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.ledger.ids import check_identifier
 from turnledger.policies.errors import PolicyError
 
 
@@ -67,13 +69,22 @@ def sanitize_session_key(raw: str) -> str:
     Args:
         raw: Any session identifier (channel key, sender, CLI state path...).
 
+    A key holding a control character (C0, DEL or C1: a NUL, a newline, an
+    escape) is refused, as the ledger refuses it in every identifier
+    (:func:`ledger.ids.check_identifier`); every other key is valid.
+
     Returns:
         ``raw``, unchanged.
+
+    Raises:
+        InvalidIdError: ``raw`` holds a control character; the error names
+            ``session_key`` and the character's position.
+        InvalidArgumentError: ``raw`` is not a ``str``.
 
     Example:
         ``"bob.smith"`` and ``"bob smith"`` stay two keys.
     """
-    return raw
+    return check_identifier("session_key", raw)
 
 
 def session_scopes(sessions: Iterable[str | None]) -> tuple[str, ...]:
@@ -239,7 +250,7 @@ def _resolved(resolve: Callable[[str], str], path: str, what: str) -> PurePath:
     if not PurePath(resolved).is_absolute():
         msg = (
             f"Expected resolve() to return an absolute path for {what},"
-            f" found {resolved!r}"
+            f" found {shown_path(resolved)}"
         )
         raise PathPolicyError(msg)
     return _normalize(resolved)
@@ -269,7 +280,7 @@ def confine_path(
             relative path.
     """
     if not PurePath(root).is_absolute():
-        msg = f"Expected an absolute workspace root, found {root!r}"
+        msg = f"Expected an absolute workspace root, found {shown_path(root)}"
         raise PathPolicyError(msg)
     if not path:
         return PathRefused(reason="empty", detail="Expected a path, found ''")
@@ -299,19 +310,19 @@ def confine_path(
         )
         return PathRefused(
             reason=reason,
-            detail=f"Path {shown_path(path)} is outside the root {root!r}",
+            detail=f"Path {shown_path(path)} is outside the root {shown_path(root)}",
         )
     real_root = _resolved(resolve, str(lexical_root), "the root")
     # Resolve the path as written, not its lexical normal form: the OS applies
     # ``..`` after following symlinks, and so must the check.
-    real = _resolved(resolve, str(joined), repr(path))
+    real = _resolved(resolve, str(joined), shown_path(path))
     if not real.is_relative_to(real_root):
         where, boundary = str(real), str(real_root)
         return PathRefused(
             reason="symlink_escape",
             detail=(
                 f"Path {shown_path(path)} resolves to {shown_path(where)},"
-                f" outside {boundary!r}"
+                f" outside {shown_path(boundary)}"
             ),
         )
     return PathAllowed(path=str(real), relative=str(real.relative_to(real_root)))

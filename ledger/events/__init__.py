@@ -27,7 +27,7 @@ field types (:mod:`ledger.events.base`), the memory events
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, ClassVar, Literal, TypeAlias
 
 import msgspec
 
@@ -61,6 +61,8 @@ from turnledger.ledger.events.memory import (
 class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True, gc=False):
     """A session stream begins (first event of every session stream)."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent", "session_key")
+
     agent: NonEmpty
     session_key: NonEmpty
     channel: str = ""
@@ -69,6 +71,8 @@ class SessionOpened(Event, tag="session.opened", frozen=True, kw_only=True, gc=F
 
 class TurnStarted(Event, tag="turn.started", frozen=True, kw_only=True, gc=False):
     """A turn begins with the user's input."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
 
     turn_id: NonEmpty
     origin: TurnOrigin
@@ -90,6 +94,8 @@ class PromptAssembled(
 ):
     """A prompt was built: its fingerprint, never its text (it is ephemeral)."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     turn_id: NonEmpty
     iteration: NonNegative = 0
     sections: tuple[PromptSection, ...] = ()
@@ -107,6 +113,8 @@ class ModelCalled(Event, tag="model.called", frozen=True, kw_only=True, gc=False
     cache fields and ``reasoning_tokens`` are 0 when the provider did not report
     them (and on every event recorded before they existed).
     """
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
 
     turn_id: NonEmpty
     provider: str
@@ -136,16 +144,28 @@ class AssistantMessage(
 ):
     """The model's message: text and the tool calls it asked for."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     turn_id: NonEmpty
     text: str = ""
     tool_calls: tuple[ToolCallRecord, ...] = ()
     iteration: NonNegative = 0
+
+    def identifiers(self) -> list[tuple[str, object]]:
+        """Return the turn id and every tool call's id (``tool_calls[0].id``)."""
+        found = super().identifiers()
+        found.extend(
+            (f"tool_calls[{i}].id", c.id) for i, c in enumerate(self.tool_calls)
+        )
+        return found
 
 
 class ToolResultRecorded(
     Event, tag="tool_result.recorded", frozen=True, kw_only=True, gc=False
 ):
     """The bounded result of one tool call."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id", "call_id")
 
     turn_id: NonEmpty
     call_id: NonEmpty
@@ -162,6 +182,8 @@ class ToolResultRecorded(
 class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True, gc=False):
     """Older turns were dropped from the provider-visible history."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     turn_id: NonEmpty
     dropped_messages: NonNegative
     dropped_turns: NonNegative
@@ -175,6 +197,8 @@ class HistoryTrimmed(Event, tag="history.trimmed", frozen=True, kw_only=True, gc
 
 class MediaAttached(Event, tag="media.attached", frozen=True, kw_only=True, gc=False):
     """A media file attached to a turn: metadata and a reference, never bytes."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
 
     turn_id: NonEmpty
     file_name: str
@@ -213,6 +237,8 @@ class SystemPromptSet(
         turn_id: The turn they were set for (``None`` before the first turn).
     """
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     text: str
     digest: Sha256Hex
     role: Literal["system", "developer"] = "system"
@@ -240,6 +266,8 @@ class SystemPromptSet(
 class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True, gc=False):
     """A turn ended with a final answer."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     turn_id: NonEmpty
     iterations: NonNegative = 1
     duration_ms: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
@@ -247,6 +275,8 @@ class TurnCompleted(Event, tag="turn.completed", frozen=True, kw_only=True, gc=F
 
 class TurnFailed(Event, tag="turn.failed", frozen=True, kw_only=True, gc=False):
     """A turn ended without a final answer."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
 
     turn_id: NonEmpty
     kind: TurnFailureKind = "error"

@@ -48,9 +48,28 @@ TurnFailureKind: TypeAlias = Literal[
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
-    """Base of every ledger event. Not recorded itself."""
+    """Base of every ledger event. Not recorded itself.
+
+    ``ID_FIELDS`` names the fields holding identifiers (agent names, session
+    keys, stream, turn and tool call ids); :meth:`identifiers` gives their
+    values, which the store checks for control characters before writing
+    (:func:`ledger.ids.check_identifier`).
+    """
 
     SCHEMA_VERSION: ClassVar[int] = 1
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def identifiers(self) -> list[tuple[str, object]]:
+        """Return ``(field, value)`` for every identifier the event holds.
+
+        The fields of ``ID_FIELDS`` (one whose value is ``None`` is left out);
+        types with identifiers inside tuples add those, named by position.
+        """
+        return [
+            (name, value)
+            for name in self.ID_FIELDS
+            if (value := getattr(self, name)) is not None
+        ]
 
 
 def tag_of(event_type: type[Event]) -> str:

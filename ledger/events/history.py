@@ -10,7 +10,7 @@ stable stored data.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from turnledger.ledger.events.base import Event, NonEmpty, NonNegative
 
@@ -23,6 +23,8 @@ class ItemRecorded(Event, tag="item.recorded", frozen=True, kw_only=True, gc=Fal
     typed event models the item (a reasoning item, a state-only event). The typed
     event and this one give the item back exactly.
     """
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
 
     turn_id: NonEmpty
     framework: NonEmpty
@@ -64,6 +66,8 @@ class SessionForked(Event, tag="session.forked", frozen=True, kw_only=True, gc=F
         channel: The fork's channel.
     """
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent", "session_key", "source_stream")
+
     agent: NonEmpty
     session_key: NonEmpty
     source_stream: NonEmpty
@@ -93,3 +97,7 @@ class SessionRewound(Event, tag="session.rewound", frozen=True, kw_only=True, gc
     turns: tuple[str, ...] = ()
     memory_rule: Literal["keep", "supersede"] = "keep"
     superseded: tuple[str, ...] = ()
+
+    def identifiers(self) -> list[tuple[str, object]]:
+        """Return the id of every turn rewound (``turns[0]``...)."""
+        return [(f"turns[{i}]", turn) for i, turn in enumerate(self.turns)]

@@ -9,7 +9,7 @@ records what a turn's recall found. Part of the catalogue whose public home is
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -28,15 +28,27 @@ class RecallRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 class MemoryRecalled(Event, tag="memory.recalled", frozen=True, kw_only=True, gc=False):
     """Memory was searched for a turn; only references and a scrubbed summary."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("turn_id",)
+
     turn_id: NonEmpty
     backend: str
     entries: tuple[RecallRef, ...] = ()
     query_summary: str = ""
     injected_chars: NonNegative = 0
 
+    def identifiers(self) -> list[tuple[str, object]]:
+        """Return the turn id and each entry's agent (``entries[0].agent``)."""
+        found = super().identifiers()
+        found.extend(
+            (f"entries[{i}].agent", e.agent) for i, e in enumerate(self.entries)
+        )
+        return found
+
 
 class MemoryStored(Event, tag="memory.stored", frozen=True, kw_only=True, gc=False):
     """A long-term memory entry was written (upsert per agent and key)."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent", "session")
 
     agent: NonEmpty
     key: NonEmpty
@@ -54,6 +66,8 @@ class MemoryForgotten(
 ):
     """A long-term memory entry was deleted."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent", "session")
+
     agent: NonEmpty
     key: NonEmpty
     session: str | None = None
@@ -66,6 +80,8 @@ class MemorySuperseded(
 ):
     """A memory entry was replaced by a newer, conflicting one."""
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent",)
+
     agent: NonEmpty
     key: NonEmpty
     superseded_by: NonEmpty
@@ -77,6 +93,8 @@ class KnowledgeCaptured(
     Event, tag="knowledge.captured", frozen=True, kw_only=True, gc=False
 ):
     """An explicit (subject, relation, object) triple."""
+
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("agent",)
 
     agent: NonEmpty
     subject: NonEmpty

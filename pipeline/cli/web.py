@@ -71,9 +71,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if token and (problem := token_problem(token)) is not None:
         raise UsageError(problem)
     if not is_loopback(args.host) and not token:
+        from turnledger.ledger.errors import quote_value
+
         msg = (
             f"Expected --token (or ${TOKEN_ENV}) to bind the non-loopback address "
-            f"{args.host!r}, found none"
+            f"{quote_value(args.host)}, found none"
         )
         raise UsageError(msg)
     if not 0 <= args.port <= 65535:
@@ -84,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn  # the server loads only for this command
 
     from turnledger.pipeline.web.app import create_app
+    from turnledger.pipeline.web.server import server_config
     from turnledger.pipeline.web.state import WebSettings
 
     with open_ledger(args) as store:
@@ -118,11 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"serving {ledger_url} at {url}{guard}; stop with Ctrl-C", flush=True)
         if args.open:
             threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app, log_level="warning", access_log=False, ws="none", lifespan="off"
-            )
-        )
+        # Slow clients are dropped and connections capped (web.server).
+        server = uvicorn.Server(server_config(app))
         try:
             server.run(sockets=[sock])
         finally:

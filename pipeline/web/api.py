@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.errors import LedgerError, quote_value
 from turnledger.ledger.events import tag_of
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
@@ -90,7 +90,9 @@ def _at_route(state: WebState, request: Request) -> Response:
     data = state.cache.data(ref)
     raw = request.query_params.get("index", "")
     if not data.events or not raw.isdigit():
-        return _json({"error": f"Expected an index from 0, found {raw!r}"}, 400)
+        return _json(
+            {"error": f"Expected an index from 0, found {quote_value(raw)}"}, 400
+        )
     index = min(int(raw), len(data.events) - 1)
     position = data.events[index].position
     history = load_history(state.store, ref.stream_id, at=position)
@@ -168,7 +170,8 @@ def _export_route(state: WebState, request: Request) -> Response:
     fmt = request.query_params.get("format", "")
     if ref is None or fmt not in EXPORT_FORMATS:
         return PlainTextResponse(
-            f"Expected a session and a format in {list(EXPORT_FORMATS)}, found {fmt!r}",
+            f"Expected a session and a format in {list(EXPORT_FORMATS)}, "
+            f"found {quote_value(fmt)}",
             400,
         )
     history = load_history(state.store, ref.stream_id)
@@ -239,7 +242,7 @@ async def _rewind_route(state: WebState, request: Request) -> Response:
     rule = form.get("memory", "keep")
     if rule not in ("keep", "supersede"):
         return PlainTextResponse(
-            f"Expected memory keep or supersede, found {rule!r}", 400
+            f"Expected memory keep or supersede, found {quote_value(rule)}", 400
         )
     try:
         await run_in_threadpool(

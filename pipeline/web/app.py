@@ -33,7 +33,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.errors import LedgerError, quote_value
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.web import api, is_loopback, pages
 from turnledger.pipeline.web.state import WebSettings, WebState
@@ -95,7 +95,10 @@ class Guard:
         if not token:
             host = _host_name(headers.get("host", ""))
             if not is_loopback(host):
-                return 421, f"Expected a loopback Host header, found {host!r}"
+                return (
+                    421,
+                    f"Expected a loopback Host header, found {quote_value(host)}",
+                )
             return None
         offered = [
             headers.get("authorization", "").removeprefix("Bearer ").strip(),

@@ -23,14 +23,18 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore, open_store
 
 texts = st.text(max_size=30)
+id_chars = st.characters(
+    blacklist_characters=[chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))]
+)  # identifiers hold no control character (tests/ledger/test_hostile_arguments.py)
+ids = st.text(id_chars, min_size=1, max_size=30)
 valid_events = st.one_of(
     st.builds(
         TurnStarted,
-        turn_id=texts.filter(bool),
+        turn_id=ids,
         origin=st.sampled_from(["interactive", "cron", "sub_turn"]),
         user_input=texts,
     ),
-    st.builds(TurnCompleted, turn_id=texts.filter(bool), iterations=st.integers(0, 50)),
+    st.builds(TurnCompleted, turn_id=ids, iterations=st.integers(0, 50)),
     st.builds(
         ModelCalled,
         turn_id=st.just("t"),
@@ -68,7 +72,7 @@ class LedgerModel(RuleBasedStateMachine):
     def first_stream(self) -> UUID:
         return session_stream_id("agent", "s0")
 
-    @rule(target=streams, key=st.text(min_size=1, max_size=8))
+    @rule(target=streams, key=st.text(id_chars, min_size=1, max_size=8))
     def new_stream(self, key: str) -> UUID:
         return session_stream_id("agent", key)
 
