@@ -111,3 +111,17 @@ _.captured_edges  # knowledge projection (tests/projections)
 _.SentenceTransformerEmbedder  # embedder for any local model (tests/projections)
 _.emit_observer_items  # observer export (tests)
 _.export_spans  # observer export to OpenTelemetry (tests)
+_.aget_tuple  # LangGraph BaseCheckpointSaver's async API (TurnledgerSaver)
+_.alist  # idem
+_.aput  # idem
+_.aput_writes  # idem
+_.adelete_thread  # idem
+_.adelete_for_runs  # idem
+_.aprune  # idem
+_.acopy_thread  # idem
+_.abatch  # LangGraph BaseStore's async API (TurnledgerStore)
+_.supports_ttl  # LangGraph BaseStore's capability flag (TurnledgerStore)
+_.from_url  # LangGraph saver and store opened from a ledger URL (docs, tests)
+_.write_queue  # the saver's pending group-commit tickets (tests/adapters)
+_.expired  # the governance report's expired keys (tests/pipeline)
+_.archived  # the governance report's archived keys (idem)

@@ -139,9 +139,9 @@ class TurnledgerSaver(AsyncTwins):
 
     def __exit__(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        _exc_type: type[BaseException] | None,
+        _exc: BaseException | None,
+        _tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -158,14 +158,6 @@ class TurnledgerSaver(AsyncTwins):
     def forget(self, thread_id: str) -> None:
         """Drop a thread's cached fold (the next use folds it from the ledger)."""
         self._threads.forget(thread_id)
-
-    def append_built(self, thread_id: str, build: Any) -> None:
-        """Append what ``build(state)`` returns at the thread's head (under the lock).
-
-        ``build`` returns ``(events, own messages by version)``; see
-        :mod:`~turnledger.adapters.langgraph.commit` for the retries on conflict.
-        """
-        self._commits.write(Ticket(thread_id, build))
 
     # -- reads ---------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Final
 
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.pipeline.cli.common import print_json
@@ -22,9 +21,6 @@ from turnledger.pipeline.timetravel.pointintime import resolve_global_at
 from turnledger.policies.relevance import uniform_coverage
 from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
 from turnledger.projections.memory_at import MemoryAt, memory_as_of
-
-AT_ACTIONS: Final = ("list", "recall", "get")
-"""The memory actions that take ``--at``."""
 
 
 def memory_at(service: MemoryService, args: argparse.Namespace) -> int:
