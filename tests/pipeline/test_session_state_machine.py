@@ -89,7 +89,13 @@ failed then answered again (a retry), or answered during a later turn."""
 HISTORY = SESSION_HISTORY.name
 
 texts = st.text(max_size=24)
-names = st.text(min_size=1, max_size=8)
+names = st.text(
+    st.characters(
+        blacklist_characters=[chr(c) for c in (*range(32), *range(127, 160))]
+    ),
+    min_size=1,
+    max_size=8,
+)  # tool call ids hold no control character (the ledger refuses them)
 arguments = st.sampled_from(
     ['{"n": 1}', "{}", '{"path": "/tmp/x", "deep": {"a": [1, 2]}}', "[1, 2]", '"s"']
 ) | st.text(max_size=12)
