@@ -11,12 +11,18 @@ from pathlib import Path
 import psycopg
 import pytest
 import structlog
+from hypothesis import settings
 
 from turnledger.ledger.store import EventStore, open_store
 
 POSTGRES_URL_ENV = "TURNLEDGER_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# Speed is measured in benchmarks/, never asserted in a test: Hypothesis's
+# per-example deadline (200 ms) is a timed assertion that a loaded machine fails.
+settings.register_profile("turnledger", deadline=None)
+settings.load_profile("turnledger")
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
 
