@@ -28,8 +28,9 @@ from uuid import UUID
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.events import Event
+from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.ledger.sqlite.write import TABLE
-from turnledger.ledger.store import DEFAULT_PATH, EventStore, open_store
+from turnledger.ledger.store import EventStore, open_store
 
 LedgerTarget: TypeAlias = str | os.PathLike[str] | EventStore | AsyncLedger | None
 """Where an adapter's ledger is: a path or URL (default ``./turnledger.db``), a

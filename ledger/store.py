@@ -36,6 +36,7 @@ from turnledger.ledger.events import Event
 from turnledger.ledger.frame import now_us
 from turnledger.ledger.ids import check_identifier
 from turnledger.ledger.key_check import CIPHER_KEY_ENV, check_cipher_key
+from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.ledger.store_read import StoreReader
 
 if TYPE_CHECKING:
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
 from turnledger.ledger.subscription import Subscription
 
 _new_request = tuple.__new__
-
-DEFAULT_PATH = "./turnledger.db"
-"""Where the ledger lives when no URL is given."""
 
 DEFAULT_LOCK_TIMEOUT = 5
 """Seconds a write waits for another writer's lock by default."""

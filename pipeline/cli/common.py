@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -30,10 +31,8 @@ CONFIG_NAME: Final = "turnledger.toml"
 ``CONFIG_NAME``, spelled out so that a command run with no configuration file
 does not load the configuration's checks; a test checks they are equal)."""
 
-DEFAULT_LEDGER: Final = "./turnledger.db"
-"""The ledger when nothing names one: ``ledger.store.DEFAULT_PATH``, spelled out
-here so that building the parser (its ``--db`` help) does not load the store (a
-test checks the two are equal)."""
+DEFAULT_LEDGER: Final = DEFAULT_PATH
+"""The ledger when nothing names one."""
 
 Command = Callable[[argparse.Namespace], int]
 """A command: parsed arguments in, exit code out."""

@@ -41,7 +41,7 @@ from typing import Final
 
 import msgspec
 
-from turnledger.ledger.store import DEFAULT_PATH
+from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.pipeline.config.layout import (
     LayoutError,
     check_entries,

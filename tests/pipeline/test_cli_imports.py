@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from turnledger.ledger import SessionOpened, session_stream_id
-from turnledger.ledger.store import DEFAULT_PATH, open_store
+from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import STRUCTLOG_FREE
-from turnledger.pipeline.cli.common import DEFAULT_LEDGER
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = (
@@ -138,10 +137,6 @@ def test_structlog_free_commands_never_load_structlog(name, ledger, tmp_path):
     code, modules = run_child(STRUCTLOG_FREE_ARGS[name], ledger, tmp_path)
     assert code == 0
     assert "structlog" not in modules
-
-
-def test_default_ledger_is_the_stores_default():
-    assert DEFAULT_LEDGER == DEFAULT_PATH
 
 
 def test_the_configurations_place_is_the_configs():
