@@ -97,6 +97,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """
     import asyncio
 
+    from turnledger.ledger.ids import check_identifier
     from turnledger.pipeline.providers.factory import make_provider
 
     cfg = config(args)
@@ -119,6 +120,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         timeout=spec.timeout,
         max_bytes=cfg.runtime.max_input_bytes,
     )
+    # The names are checked before they are shown (a control character would
+    # reach the terminal, and the refusal must stay the one line printed).
+    check_identifier("agent", args.agent)
+    check_identifier("session_key", args.session)
     print(
         f"chatting as {args.agent} in session {args.session}; end with Ctrl-D",
         file=sys.stderr,
@@ -147,7 +152,7 @@ def cmd_observe(args: argparse.Namespace) -> int:
             ref = resolve_session(store, args.session, agent=args.agent)
             items = session_timeline(store, ref.stream_id, limit=args.limit)
         else:
-            views = open_views(args)
+            views = open_views(args, store)
             try:
                 states = ReadModels(store, views).states(OBSERVER_VIEW)
             finally:
