@@ -133,3 +133,30 @@ def test_run_all_keeps_goal_lines_a_long_output_scrolls_past():
     assert "early goal" not in summary["output"]
     rows = run_all.verdict_lines({"b": summary})
     assert rows == [("b", "PASS", "early goal: 2.0 vs 1.0 -> ratio 2.00; goal >= 1.5")]
+
+
+def test_recall_public_skips_without_data_and_runs_synthetic(tmp_path: Path):
+    """No data: one skip line, exit 0; --synthetic: the tables, goals and JSON."""
+    script = str(HERE / "bench_recall_public.py")
+    env = {**os.environ, "TURNLEDGER_BENCH_DATA": str(tmp_path / "absent")}
+    run = {"cwd": tmp_path, "env": env, "capture_output": True, "text": True}
+    skipped = subprocess.run([sys.executable, script], **run, timeout=300, check=False)
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    assert skipped.stdout.startswith("skip:")
+    assert len(skipped.stdout.splitlines()) == 1
+    out = tmp_path / "o.json"
+    done = subprocess.run(
+        [sys.executable, script, "--synthetic", "--json", str(out)],
+        **run,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    modes = figures["recall"]["synthetic"]
+    assert set(modes) == {"default", "raw-fts5"}
+    assert modes["default"]["answerable"] == 5
+    assert modes["default"]["updates"] == 1
+    assert figures["goals"]
+    rows = _run_all().verdict_lines({"bench_recall_public": {"output": done.stdout}})
+    assert len(rows) == len(figures["goals"])

@@ -1,0 +1,721 @@
+"""Recall on public data we did not write: LoCoMo and BEAM (100K chats).
+
+Every message of a conversation is stored as one memory entry through the real
+memory path (``MemoryService.store_entry``: a ``memory.stored`` event in the
+ledger, applied to the SQLite memory store), one agent per conversation; then
+every question of the data set is recalled (``MemoryService.recall``, top 10)
+and scored against its evidence messages. Modes, side by side on the same
+entries:
+
+- ``default``: the default configuration (keyword: FTS5 candidates, coverage
+  scores);
+- ``transformer``: ``[embedding] provider = "local"`` (all-MiniLM-L6-v2; every
+  message is embedded when stored, ~0.2 s each here: use
+  ``--limit-conversations``);
+- ``static``: ``[embedding] provider = "local"``, ``model =
+  "all-MiniLM-L6-v2-static"``;
+- ``raw-fts5``: what a user could build by hand: a plain SQLite FTS5 table of
+  the same entries, ``bm25`` over an OR of the question's words, top 10, no
+  floor (it injects whatever it finds).
+
+Figures, per data set and category (LoCoMo's categories, BEAM's question
+types): any@1 / any@10 (an evidence message in the top k) and all@10 (every
+evidence message in the top 10); abstention (a question with no answer: LoCoMo's
+adversarial category 5, BEAM's ``abstention``) gets nothing injected, i.e. no
+recalled entry passes the recall selector (``[recall] min_relevance`` floor and
+bounds, on the top ``[recall] limit``, as ``MemoryReads.recall_for_turn``
+decides); latest-over-old (BEAM ``knowledge_update``: an ``updated_info``
+message is recalled and ranks above every ``original_info`` one); 50 off-topic
+questions (written below) asked of every conversation inject nothing; recall
+p50/p95 (ms); store cost per entry (ms).
+
+Goals (issue #28, item 6; judged for every engine mode run): LoCoMo any@10 >=
+0.80; BEAM any@10 >= 0.75 and any@1 >= 0.35; no category's any@10 more than
+0.02 below raw FTS5; BEAM abstention >= 0.60; off-topic 100%; latest-over-old
+>= 0.8; recall p95 <= 10 ms.
+
+The data (CC BY-NC 4.0 for LoCoMo: never commit it) is read from the folder
+named by ``TURNLEDGER_BENCH_DATA``:
+
+    $TURNLEDGER_BENCH_DATA/locomo/data/locomo10.json   (or locomo10.zip, or the
+        zip's data/multimodal_dialog/locomo10_v2/*.json extracted)
+    $TURNLEDGER_BENCH_DATA/beam/chats/100K/<n>/chat.json
+    $TURNLEDGER_BENCH_DATA/beam/chats/100K/<n>/probing_questions/probing_questions.json
+
+(from github.com/snap-research/locomo and github.com/mohammadtavakoli78/BEAM;
+any layout under ``locomo/`` and ``beam/`` that holds those files is found).
+Without it the script prints one skip line and exits 0.
+
+    TURNLEDGER_BENCH_DATA=/work/bench-data .venv/bin/python \\
+        benchmarks/bench_recall_public.py                     # default, raw-fts5
+    TURNLEDGER_BENCH_DATA=/work/bench-data .venv/bin/python \\
+        benchmarks/bench_recall_public.py --only beam --modes default static raw-fts5
+    TURNLEDGER_BENCH_DATA=/work/bench-data .venv/bin/python \\
+        benchmarks/bench_recall_public.py --modes transformer raw-fts5 \\
+        --limit-conversations 2 --json out.json
+    .venv/bin/python benchmarks/bench_recall_public.py --synthetic   # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import sys
+import time
+import zipfile
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import Scratch, Series, percentile
+
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.config import Config, parse_config
+from turnledger.pipeline.memory import MemoryService
+from turnledger.policies.recall import make_recall_selector
+from turnledger.policies.recall_scope import (
+    RecallCandidate,
+    bound_recall_limit,
+    resolve_inject_policy,
+)
+from turnledger.policies.relevance import word_tokens
+from turnledger.projections.memory.protocol import MemoryEntry
+
+ENV = "TURNLEDGER_BENCH_DATA"
+TOP = 10
+MODES = ("default", "transformer", "static", "raw-fts5")
+CONFIGS = {
+    "default": "",
+    "transformer": '[embedding]\nprovider = "local"\n',
+    "static": ('[embedding]\nprovider = "local"\nmodel = "all-MiniLM-L6-v2-static"\n'),
+}
+LOCOMO_CATEGORIES = {
+    1: "1-multi-hop",
+    2: "2-temporal",
+    3: "3-open-domain",
+    4: "4-single-hop",
+    5: "5-adversarial",
+}
+GOAL_LOCOMO_ANY10 = 0.80
+GOAL_BEAM_ANY10 = 0.75
+GOAL_BEAM_ANY1 = 0.35
+GOAL_RAW_MARGIN = 0.02
+GOAL_BEAM_ABSTAIN = 0.60
+GOAL_LATEST = 0.8
+GOAL_P95_MS = 10.0
+
+OFF_TOPIC = (
+    "what is the boiling point of mercury in kelvin",
+    "how many moons does neptune have",
+    "who wrote the brothers karamazov",
+    "what is the capital city of mongolia",
+    "how do you say good morning in finnish",
+    "what is the airspeed velocity of an unladen swallow",
+    "explain the rules of cricket's duckworth lewis method",
+    "which element has the atomic number 74",
+    "how tall is mount kilimanjaro",
+    "what year did the byzantine empire fall",
+    "recommend a recipe for lamb tagine with apricots",
+    "what is the derivative of arctangent",
+    "how does a tokamak confine plasma",
+    "who painted the garden of earthly delights",
+    "what is the population of reykjavik",
+    "how many bones are in a giraffe's neck",
+    "what language is spoken in the faroe islands",
+    "what does the krebs cycle produce",
+    "how fast does a cheetah run",
+    "what is the plot of the tale of genji",
+    "which planet has the great red spot",
+    "how do glaciers carve fjords",
+    "what is a quasar",
+    "who discovered penicillin",
+    "what is the longest river in south america",
+    "how is sake brewed",
+    "what is the chandrasekhar limit",
+    "which composer wrote the rite of spring",
+    "what are the rules of petanque",
+    "how do octopuses change colour",
+    "what is the tallest tree species",
+    "how many keys does a harpsichord have",
+    "what causes the aurora borealis",
+    "who was the first emperor of rome",
+    "what is the melting point of tungsten",
+    "how do you tie a bowline knot",
+    "what is the national animal of scotland",
+    "how long is the great wall of china",
+    "what is the speed of sound in seawater",
+    "who invented the printing press",
+    "what is the deepest point of the pacific ocean",
+    "how do bees communicate with a waggle dance",
+    "what is the half life of carbon fourteen",
+    "which desert is the driest on earth",
+    "what is the origin of the word quarantine",
+    "how many strings does a sitar have",
+    "what is the main ingredient of hummus",
+    "who formulated the laws of planetary motion",
+    "what is the currency of kazakhstan",
+    "how do lichens survive in antarctica",
+)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: its evidence keys (none: nothing may be injected)."""
+
+    text: str
+    category: str
+    evidence: tuple[str, ...] = ()
+    abstain: bool = False
+    stale: tuple[str, ...] = ()  # knowledge update: the original messages' keys
+
+
+@dataclass
+class Conversation:
+    """One conversation: its messages (key, content), oldest first, and questions."""
+
+    name: str
+    messages: list[tuple[str, str]]
+    questions: list[Question]
+    skipped: int = 0  # questions without usable evidence
+
+
+# Loading the data sets.
+
+
+def _locomo_samples(root: Path) -> list[dict[str, Any]]:
+    """LoCoMo's samples, from locomo10.json, locomo10.zip or its extracted files."""
+    found = sorted(root.rglob("locomo10.json"))
+    if found:
+        doc = json.loads(found[0].read_text(encoding="utf-8"))
+        return [{**s["conversation"], "qa": s["qa"], "id": s["sample_id"]} for s in doc]
+    files = sorted(root.rglob("locomo10_v2/*.json"), key=lambda p: int(p.stem))
+    if files:
+        return [
+            {**json.loads(p.read_text(encoding="utf-8")), "id": p.stem} for p in files
+        ]
+    samples = []
+    for archive in sorted(root.rglob("locomo10.zip")):
+        with zipfile.ZipFile(archive) as z:
+            names = [n for n in z.namelist() if re.search(r"locomo10_v2/\d+\.json$", n)]
+            samples.extend(
+                {**json.loads(z.read(name)), "id": Path(name).stem}
+                for name in sorted(names, key=lambda n: int(Path(n).stem))
+            )
+    return samples
+
+
+def load_locomo(root: Path) -> list[Conversation]:
+    """Every LoCoMo conversation: one entry a message, keyed by its dia_id."""
+    conversations = []
+    for sample in _locomo_samples(root):
+        sessions = sorted(
+            (k for k in sample if re.fullmatch(r"session_\d+", k)),
+            key=lambda k: int(k.split("_")[1]),
+        )
+        messages: list[tuple[str, str]] = []
+        for session in sessions:
+            for turn in sample[session]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares an image: {turn['blip_caption']}]"
+                messages.append((turn["dia_id"], text))
+        keys = {key for key, _ in messages}
+        questions, skipped = [], 0
+        for qa in sample["qa"]:
+            category = LOCOMO_CATEGORIES.get(qa["category"], str(qa["category"]))
+            evidence = tuple(
+                dict.fromkeys(
+                    e
+                    for ref in qa.get("evidence", [])
+                    for e in re.findall(r"D\d+:\d+", ref)
+                    if e in keys
+                )
+            )
+            if qa["category"] == 5:
+                questions.append(Question(qa["question"], category, abstain=True))
+            elif evidence:
+                questions.append(Question(qa["question"], category, evidence))
+            else:
+                skipped += 1
+        name = f"locomo-{sample['id']}"
+        conversations.append(Conversation(name, messages, questions, skipped))
+    return conversations
+
+
+def _ids(value: Any) -> tuple[str, ...]:
+    """A BEAM source_chat_ids value (list, dict of lists, or number) as keys."""
+    if isinstance(value, dict):
+        return tuple(k for v in value.values() for k in _ids(v))
+    if isinstance(value, list):
+        return tuple(k for v in value for k in _ids(v))
+    if isinstance(value, int | str) and str(value).strip().isdigit():
+        return (f"m{int(value)}",)
+    return ()
+
+
+def load_beam(root: Path) -> list[Conversation]:
+    """Every BEAM 100K chat: one entry a message, keyed ``m<id>``."""
+    chats = sorted(
+        (p for p in root.rglob("chat.json") if p.parent.parent.name == "100K"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    )
+    conversations = []
+    for chat in chats:
+        probing = chat.parent / "probing_questions" / "probing_questions.json"
+        if not probing.exists():
+            continue
+        batches = json.loads(chat.read_text(encoding="utf-8"))
+        messages = [
+            (f"m{m['id']}", f"{m['role']}: {m['content']}")
+            for batch in batches
+            for turn in batch["turns"]
+            for m in turn
+        ]
+        keys = {key for key, _ in messages}
+        questions, skipped = [], 0
+        for kind, items in json.loads(probing.read_text(encoding="utf-8")).items():
+            for item in items:
+                source = item.get("source_chat_ids")
+                if kind == "abstention":
+                    questions.append(Question(item["question"], kind, abstain=True))
+                    continue
+                stale: tuple[str, ...] = ()
+                if kind == "knowledge_update" and isinstance(source, dict):
+                    evidence = _ids(source.get("updated_info"))
+                    stale = tuple(
+                        k for k in _ids(source.get("original_info")) if k in keys
+                    )
+                else:
+                    evidence = _ids(source)
+                evidence = tuple(k for k in dict.fromkeys(evidence) if k in keys)
+                if evidence:
+                    questions.append(
+                        Question(item["question"], kind, evidence, stale=stale)
+                    )
+                else:
+                    skipped += 1
+        name = f"beam-{chat.parent.name}"
+        conversations.append(Conversation(name, messages, questions, skipped))
+    return conversations
+
+
+def synthetic() -> dict[str, list[Conversation]]:
+    """A tiny generated conversation per data set (ours, CC0): the smoke test's."""
+    messages = [
+        ("m0", "user: I adopted a grey cat called Pixel last spring"),
+        ("m1", "assistant: Pixel is a lovely name for a cat."),
+        ("m2", "user: our deploys run on Thursday evenings after the freeze"),
+        ("m3", "user: the staging database lives on a host named heron"),
+        ("m4", "user: the API answers in about 400ms on average"),
+        ("m5", "user: update: the API now answers in about 250ms after caching"),
+        ("m6", "user: my sister Ines moved to Rotterdam in May"),
+    ]
+    questions = [
+        Question("what is my cat called", "single", ("m0",)),
+        Question("when do deploys run", "single", ("m2",)),
+        Question("which host has the staging database", "single", ("m3",)),
+        Question("where did my sister Ines move", "multi", ("m6",)),
+        Question(
+            "how fast does the API answer", "knowledge_update", ("m5",), stale=("m4",)
+        ),
+        Question(
+            "what did the florist charge for the tulips", "abstention", abstain=True
+        ),
+    ]
+    return {
+        "synthetic": [Conversation("synthetic-1", messages, questions)],
+    }
+
+
+# Recalling.
+
+Recall = Callable[[str], list[MemoryEntry]]
+
+
+@dataclass
+class Scores:
+    """Counts per category, abstentions, latest-over-old, off-topic, timings."""
+
+    asked: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    any1: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    any10: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    all10: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    abstain_asked: int = 0
+    abstained: int = 0
+    updates: int = 0
+    latest: int = 0
+    off_asked: int = 0
+    off_clean: int = 0
+    recall_ms: list[float] = field(default_factory=list)
+    store_ms: list[float] = field(default_factory=list)
+    entries: int = 0
+    skipped: int = 0
+
+    def answerable(self, counts: dict[str, int]) -> float:
+        return sum(counts.values()) / max(1, sum(self.asked.values()))
+
+    def as_dict(self) -> dict[str, Any]:
+        categories = {
+            c: {
+                "asked": n,
+                "any@1": self.any1[c] / n,
+                "any@10": self.any10[c] / n,
+                "all@10": self.all10[c] / n,
+            }
+            for c, n in sorted(self.asked.items())
+        }
+        return {
+            "categories": categories,
+            "any@1": self.answerable(self.any1),
+            "any@10": self.answerable(self.any10),
+            "all@10": self.answerable(self.all10),
+            "answerable": sum(self.asked.values()),
+            "abstention": rate(self.abstained, self.abstain_asked),
+            "abstention_asked": self.abstain_asked,
+            "latest_over_old": rate(self.latest, self.updates),
+            "updates": self.updates,
+            "off_topic_clean": rate(self.off_clean, self.off_asked),
+            "off_topic_asked": self.off_asked,
+            "recall_p50_ms": percentile(self.recall_ms, 50),
+            "recall_p95_ms": percentile(self.recall_ms, 95),
+            "store_ms_per_entry": (
+                sum(self.store_ms) / len(self.store_ms) if self.store_ms else None
+            ),
+            "entries": self.entries,
+            "questions_skipped_no_evidence": self.skipped,
+        }
+
+
+def rate(hits: int, asked: int) -> float | None:
+    return hits / asked if asked else None
+
+
+def injects(found: Sequence[MemoryEntry], config: Config, *, scored: bool) -> bool:
+    """Whether a turn would get a non-empty ``[Memory context]`` block from these.
+
+    As ``MemoryReads.recall_for_turn``: the top ``[recall] limit`` candidates
+    through the selector (floor, entry and character bounds). Unscored (raw
+    FTS5) candidates have no floor.
+    """
+    settings = config.recall
+    select = make_recall_selector(
+        min_relevance_score=settings.min_relevance,
+        max_entries=settings.max_entries,
+        entry_max_chars=settings.entry_max_chars,
+        max_total_chars=settings.max_total_chars,
+    )
+    policy = resolve_inject_policy("interactive", sessions=["bench"])
+    candidates = [
+        RecallCandidate(
+            id=e.id,
+            key=e.key,
+            content=e.content,
+            category=e.category,
+            score=e.score if scored else None,
+            agent=e.agent,
+        )
+        for e in found[: bound_recall_limit(settings.limit)]
+    ]
+    return bool(select(candidates, policy).entries)
+
+
+def score(
+    scores: Scores,
+    recall: Recall,
+    conversation: Conversation,
+    config: Config,
+    *,
+    scored: bool,
+) -> None:
+    """Ask every question (and the off-topic ones) and count."""
+    scores.skipped += conversation.skipped
+    for question in conversation.questions:
+        started = time.perf_counter()
+        found = recall(question.text)
+        scores.recall_ms.append((time.perf_counter() - started) * 1000)
+        keys = [e.key for e in found[:TOP]]
+        if question.abstain:
+            scores.abstain_asked += 1
+            scores.abstained += not injects(found, config, scored=scored)
+            continue
+        c = question.category
+        scores.asked[c] += 1
+        scores.any1[c] += any(k in keys[:1] for k in question.evidence)
+        scores.any10[c] += any(k in keys for k in question.evidence)
+        scores.all10[c] += all(k in keys for k in question.evidence)
+        if question.stale:
+            scores.updates += 1
+            new = min(
+                (keys.index(k) for k in question.evidence if k in keys), default=None
+            )
+            old = min((keys.index(k) for k in question.stale if k in keys), default=TOP)
+            scores.latest += new is not None and new < old
+    for text in OFF_TOPIC:
+        scores.off_asked += 1
+        scores.off_clean += not injects(recall(text), config, scored=scored)
+
+
+def run_engine(
+    mode: str, scratch: Scratch, conversations: Sequence[Conversation]
+) -> Scores:
+    """Store every message through the memory service, then recall every question."""
+    config = parse_config(CONFIGS[mode], source=f"<{mode}>")
+    ledger = str(scratch.fresh(".db"))
+    store = open_store(ledger)
+    service = MemoryService(store, config, ledger_url=ledger)
+    scores = Scores()
+    try:
+        for conversation in conversations:
+            agent = conversation.name
+            for key, content in conversation.messages:
+                started = time.perf_counter()
+                service.store_entry(agent, key, content, category="core")
+                scores.store_ms.append((time.perf_counter() - started) * 1000)
+            scores.entries += len(conversation.messages)
+            service.recall(agent, "warm up query", limit=TOP)
+
+            def recall(query: str, agent: str = agent) -> list[MemoryEntry]:
+                return service.recall(agent, query, limit=TOP)
+
+            score(scores, recall, conversation, config, scored=True)
+    finally:
+        service.close()
+        store.close()
+    return scores
+
+
+def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
+    """The hand-built baseline: FTS5, bm25 over an OR of the question's words."""
+    db = sqlite3.connect(scratch.fresh(".raw.db"))
+    db.execute("CREATE VIRTUAL TABLE raw USING fts5(agent UNINDEXED, key, content)")
+    scores = Scores()
+    config = Config()
+    now = datetime.now(UTC)
+    try:
+        for conversation in conversations:
+            agent = conversation.name
+            for key, content in conversation.messages:
+                started = time.perf_counter()
+                db.execute("INSERT INTO raw VALUES (?, ?, ?)", (agent, key, content))
+                db.commit()
+                scores.store_ms.append((time.perf_counter() - started) * 1000)
+            scores.entries += len(conversation.messages)
+            contents = dict(conversation.messages)
+
+            def recall(
+                query: str, agent: str = agent, contents: dict[str, str] = contents
+            ) -> list[MemoryEntry]:
+                words = dict.fromkeys(word_tokens(query))
+                if not words:
+                    return []
+                match = " OR ".join(f'"{w}"' for w in words)
+                rows = db.execute(
+                    "SELECT key FROM raw WHERE raw MATCH ? AND agent = ? "
+                    "ORDER BY bm25(raw) LIMIT ?",
+                    (match, agent, TOP),
+                ).fetchall()
+                return [
+                    MemoryEntry(
+                        id=key,
+                        key=key,
+                        content=contents[key],
+                        category="core",
+                        agent=agent,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                    for (key,) in rows
+                ]
+
+            score(scores, recall, conversation, config, scored=False)
+    finally:
+        db.close()
+    return scores
+
+
+# Reporting.
+
+
+def pct(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.0%}"
+
+
+def report(dataset: str, results: dict[str, Scores]) -> None:
+    """One table per data set: a row per category and mode, then the totals."""
+    print(f"\n== {dataset} ==")
+    categories = sorted({c for s in results.values() for c in s.asked})
+    print(f"{'category':<26}{'mode':<12}{'n':>5}  any@1  any@10  all@10")
+    for c in categories:
+        for mode, s in results.items():
+            n = s.asked[c]
+            print(
+                f"{c:<26}{mode:<12}{n:>5}  {pct(s.any1[c] / n)}   {pct(s.any10[c] / n)}"
+                f"    {pct(s.all10[c] / n)}"
+            )
+    print(
+        f"\n{'mode':<12}{'any@1':>6}{'any@10':>8}{'all@10':>8}{'abstain':>9}"
+        f"{'latest':>8}{'offtopic':>9}{'p50ms':>8}{'p95ms':>8}{'store ms':>10}"
+        f"{'entries':>9}"
+    )
+    for mode, s in results.items():
+        d = s.as_dict()
+        store = d["store_ms_per_entry"]
+        print(
+            f"{mode:<12}{pct(d['any@1']):>6}{pct(d['any@10']):>8}{pct(d['all@10']):>8}"
+            f"{pct(d['abstention']):>9}{pct(d['latest_over_old']):>8}"
+            f"{pct(d['off_topic_clean']):>9}{d['recall_p50_ms']:>8.2f}"
+            f"{d['recall_p95_ms']:>8.2f}{'-' if store is None else f'{store:.3f}':>10}"
+            f"{d['entries']:>9,}"
+        )
+    first = next(iter(results.values()))
+    print(
+        f"({sum(first.asked.values())} answerable questions, {first.abstain_asked} "
+        f"without an answer, {first.updates} knowledge updates, {first.skipped} "
+        f"skipped for want of evidence in the chat; off-topic: {len(OFF_TOPIC)} "
+        f"questions x each conversation)"
+    )
+
+
+def goal_lines(dataset: str, results: dict[str, Scores]) -> list[dict[str, Any]]:
+    """The issue's goals for every engine mode, verdict first (run_all's form)."""
+    raw = results.get("raw-fts5")
+    goals: list[dict[str, Any]] = []
+
+    def judge(
+        name: str, value: float | None, goal: float, at_most: bool = False
+    ) -> None:
+        if value is None:
+            return
+        ok = value <= goal if at_most else value >= goal
+        goals.append(
+            {
+                "name": name,
+                "value": value,
+                "goal": goal,
+                "goal_is_at_most": at_most,
+                "verdict": "PASS" if ok else "MISS",
+            }
+        )
+
+    for mode, s in results.items():
+        if mode == "raw-fts5":
+            continue
+        d = s.as_dict()
+        tag = f"{dataset} {mode}"
+        if dataset == "locomo":
+            judge(f"{tag} any@10", d["any@10"], GOAL_LOCOMO_ANY10)
+        if dataset == "beam":
+            judge(f"{tag} any@10", d["any@10"], GOAL_BEAM_ANY10)
+            judge(f"{tag} any@1", d["any@1"], GOAL_BEAM_ANY1)
+            judge(f"{tag} abstention", d["abstention"], GOAL_BEAM_ABSTAIN)
+            judge(f"{tag} latest-over-old", d["latest_over_old"], GOAL_LATEST)
+        if raw is not None:
+            gaps = {
+                c: s.any10[c] / n - raw.any10[c] / max(1, raw.asked[c])
+                for c, n in s.asked.items()
+            }
+            worst = min(gaps, key=lambda c: gaps[c])
+            judge(
+                f"{tag} worst category any@10 minus raw FTS5 ({worst})",
+                gaps[worst],
+                -GOAL_RAW_MARGIN,
+            )
+        judge(f"{tag} off-topic injecting nothing", d["off_topic_clean"], 1.0)
+        judge(f"{tag} recall p95 ms", d["recall_p95_ms"], GOAL_P95_MS, at_most=True)
+    for g in goals:
+        sign = "<=" if g["goal_is_at_most"] else ">="
+        print(
+            f"{g['verdict']:<4}  {g['name']}: {g['value']:.3f}; "
+            f"goal {sign} {g['goal']:g}"
+        )
+    return goals
+
+
+def load(root: Path, only: str | None) -> dict[str, list[Conversation]]:
+    loaders = {"locomo": load_locomo, "beam": load_beam}
+    found = {}
+    for name, loader in loaders.items():
+        folder = root / name
+        if only in (None, name) and folder.is_dir():
+            conversations = loader(folder)
+            if conversations:
+                found[name] = conversations
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=("locomo", "beam"))
+    parser.add_argument(
+        "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]
+    )
+    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    parser.add_argument(
+        "--synthetic", action="store_true", help="a tiny generated conversation"
+    )
+    parser.add_argument("--quick", action="store_true", help="same as --synthetic")
+    args = parser.parse_args(argv)
+    if args.synthetic or args.quick:
+        datasets = synthetic()
+    else:
+        folder = os.environ.get(ENV)
+        datasets = load(Path(folder), args.only) if folder else {}
+        if not datasets:
+            print(
+                f"skip: no LoCoMo or BEAM data ({ENV}={folder or 'unset'}; see the "
+                f"module docstring for the layout)"
+            )
+            return 0
+    if args.limit_conversations:
+        datasets = {k: v[: args.limit_conversations] for k, v in datasets.items()}
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load1 = os.getloadavg()[0]
+    print(f"{started}, load {load1:.2f}, modes {' '.join(args.modes)}")
+    doc: dict[str, Any] = {
+        "meta": {"started": started, "loadavg_1m": load1, "modes": args.modes},
+        "series": {},
+        "ratios": {},
+        "recall": {},
+        "goals": [],
+    }
+    with Scratch("bench_recall_public") as scratch:
+        for dataset, conversations in datasets.items():
+            print(
+                f"{dataset}: {len(conversations)} conversations, "
+                f"{sum(len(c.messages) for c in conversations):,} messages, "
+                f"{sum(len(c.questions) for c in conversations):,} questions"
+            )
+            results: dict[str, Scores] = {}
+            for mode in args.modes:
+                t0 = time.perf_counter()
+                results[mode] = (
+                    run_raw(scratch, conversations)
+                    if mode == "raw-fts5"
+                    else run_engine(mode, scratch, conversations)
+                )
+                print(f"  {mode}: {time.perf_counter() - t0:.1f} s")
+            report(dataset, results)
+            doc["goals"].extend(goal_lines(dataset, results))
+            doc["recall"][dataset] = {m: s.as_dict() for m, s in results.items()}
+            for mode, s in results.items():
+                for what, ms in (("recall", s.recall_ms), ("store", s.store_ms)):
+                    series = Series(f"{dataset} {mode} {what}", 1, what)
+                    series.seconds = [max(x, 1e-6) / 1000 for x in ms]
+                    if series.seconds:
+                        doc["series"][series.name] = series.as_dict()
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
