@@ -99,6 +99,8 @@ class Backend(Protocol):
     """What a storage backend does for the store."""
 
     kind: str
+    ledger_id: str | None
+    """The ledger's random id (None: an old ledger opened read-only has none)."""
 
     def insert_batch(
         self, requests: Sequence[AppendRequest], *, atomic: bool = False

@@ -36,7 +36,7 @@ from turnledger.pipeline.tools.registry import default_tools
 from turnledger.projections.history import SESSION_HISTORY
 from turnledger.projections.queries import SessionHistories
 from turnledger.projections.runner import ProjectionRunner
-from turnledger.projections.views import SQLiteViewStore, ViewStore
+from turnledger.projections.views import SQLiteViewStore, ViewStore, bind_views
 
 VIEWS_ENV: Final = "TURNLEDGER_VIEWS"
 """The environment variable naming the view store."""
@@ -193,6 +193,13 @@ def bootstrap(
     owns_store = store is None
     ledger_store = store if store is not None else open_store(url)
     view_store = open_view_store(views_location(config, url, views))
+    try:
+        bind_views(view_store, ledger_store)  # another ledger's views: emptied
+    except BaseException:
+        view_store.close()
+        if owns_store:
+            ledger_store.close()
+        raise
     service = (
         memory
         if memory is not None

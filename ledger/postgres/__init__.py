@@ -21,6 +21,7 @@ pipelined transactions can hang (psycopg #685).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
@@ -67,9 +68,15 @@ class PostgresBackend:
         url: ``postgresql://user[:password]@host[:port]/dbname[?schema=name]``.
         lock_timeout: Seconds a writer waits for a lock (and a follower for the
             writers in flight) before a typed :class:`LedgerLockedError`.
+
+    Attributes:
+        ledger_id: The ledger's random id, written when its tables are first
+            created (or at the first open of a ledger made before ids existed);
+            derived stores record it to tell this ledger from another.
     """
 
     kind = "postgresql"
+    ledger_id: str | None = None
 
     def __init__(self, url: str, *, lock_timeout: int = 5) -> None:
         self.url = PostgresURL(url)
@@ -133,6 +140,7 @@ class PostgresBackend:
                     )
                 )
                 self._recorder.create_table()
+                self.ledger_id = _identity(conn, self.url.schema)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
@@ -367,3 +375,30 @@ def _row(n: Notification) -> StoredRow:
         n.originator_id if isinstance(n.originator_id, UUID) else UUID(n.originator_id)
     )
     return StoredRow(n.id, stream, n.originator_version, n.topic, n.state)
+
+
+IDENTITY_TABLE = "turnledger_identity"
+"""One row: the ledger's random id, written once (derived stores record it)."""
+
+
+def _identity(conn: Any, schema: str) -> str:
+    """Return the ledger's id, writing a new random one if it has none yet.
+
+    Runs under the schema's DDL advisory lock, so one process writes it; the
+    ``ON CONFLICT DO NOTHING`` keeps the first id even without the lock.
+    """
+    table = SQL("{0}.{1}").format(Identifier(schema), Identifier(IDENTITY_TABLE))
+    conn.execute(
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {0} (one integer PRIMARY KEY "
+            "CHECK (one = 1), id text NOT NULL)"
+        ).format(table)
+    )
+    conn.execute(
+        SQL("INSERT INTO {0} (one, id) VALUES (1, %s) ON CONFLICT DO NOTHING").format(
+            table
+        ),
+        (uuid.uuid4().hex,),
+    )
+    row = conn.execute(SQL("SELECT id FROM {0} WHERE one = 1").format(table)).fetchone()
+    return str(row["id"] if isinstance(row, dict) else row[0])

@@ -52,6 +52,7 @@ from turnledger.ledger.sqlite.setup import (
     Datastore,
     Recorder,
     Synchronous,
+    ledger_identity,
     translate,
 )
 from turnledger.ledger.sqlite.write import TABLE, WriteCache, blob, write_group
@@ -108,6 +109,11 @@ class SQLiteBackend:
         lock_timeout: Seconds to wait for another process's write lock (the busy
             timeout); then :class:`~ledger.errors.LedgerLockedError`.
         poll_interval: Seconds between polls of a subscription.
+
+    Attributes:
+        ledger_id: The ledger's random id, written when its tables are first
+            created (or at the first open of a ledger made before ids existed);
+            derived files record it to tell this ledger from another.
     """
 
     kind = "sqlite"
@@ -138,6 +144,7 @@ class SQLiteBackend:
             self._recorder = Recorder(self._datastore)
             self._recorder.create_table()
             self._write_conn = self._connect_writer()  # ready for the first append
+            self.ledger_id = ledger_identity(self._write_conn)
             self._identity = _identity(path)
         except Exception as e:
             error = translate(e, path, time.monotonic() - started)

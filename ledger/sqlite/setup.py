@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from typing import Final, Literal
 
@@ -36,6 +37,8 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite's ``synchronous`` levels."""
 
 SEALS_TABLE: Final = "turnledger_seals"
+IDENTITY_TABLE: Final = "turnledger_identity"
+"""One row: the ledger's random id, written once (derived files record it)."""
 _REFUSE: Final = (
     "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
 )
@@ -78,6 +81,11 @@ _APPEND_ONLY_TRIGGERS: Final = (
         "AUTOINCREMENT, body BLOB NOT NULL, mac TEXT NOT NULL)"
     ),
     *_no_change(SEALS_TABLE),
+    (
+        f"CREATE TABLE IF NOT EXISTS {IDENTITY_TABLE} (one INTEGER PRIMARY KEY "
+        "CHECK (one = 1), id TEXT NOT NULL)"
+    ),
+    *_no_change(IDENTITY_TABLE),
 )
 
 STATEMENT_CACHE_SIZE: Final = 64
@@ -175,6 +183,29 @@ class Recorder(SQLiteApplicationRecorder):
     def construct_create_table_statements(self) -> list[str]:
         """The library's table, then the ledger's tables and triggers."""
         return [*super().construct_create_table_statements(), *_APPEND_ONLY_TRIGGERS]
+
+
+def ledger_identity(raw: sqlite3.Connection) -> str | None:
+    """Return the ledger's id, writing a new random one if it has none yet.
+
+    Written once: ``INSERT OR IGNORE`` on the one-row table (the first writer
+    of several processes opening a new ledger wins; the others read its id).
+    A ledger made before ids existed, opened from a read-only file, has none:
+    None.
+    """
+    row = raw.execute(f"SELECT id FROM {IDENTITY_TABLE} WHERE one = 1").fetchone()
+    if row is None:
+        try:
+            raw.execute(
+                f"INSERT OR IGNORE INTO {IDENTITY_TABLE} (one, id) VALUES (1, ?)",
+                (uuid.uuid4().hex,),
+            )
+        except sqlite3.OperationalError as e:
+            if "readonly" not in str(e).lower():
+                raise
+            return None
+        row = raw.execute(f"SELECT id FROM {IDENTITY_TABLE} WHERE one = 1").fetchone()
+    return str(row[0])
 
 
 def lenient_text(data: bytes) -> str:

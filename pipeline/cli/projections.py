@@ -20,6 +20,7 @@ from turnledger.pipeline.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
     from turnledger.projections.runner import ProjectionRunner
     from turnledger.projections.views import ViewStore
 
@@ -35,11 +36,12 @@ def views_path(args: argparse.Namespace) -> str:
     return views_location(config(args), target(args), getattr(args, "views", None))
 
 
-def open_views(args: argparse.Namespace) -> ViewStore:
-    """Open the view store a command uses."""
+def open_views(args: argparse.Namespace, store: EventStore) -> ViewStore:
+    """Open the view store a command uses, tied to ``store`` (``bind_views``)."""
     import sqlite3
 
     from turnledger.pipeline.bootstrap import open_view_store
+    from turnledger.projections.views import bind_views
 
     where = views_path(args)
     if where.startswith(("postgresql://", "postgres://")):
@@ -47,11 +49,11 @@ def open_views(args: argparse.Namespace) -> ViewStore:
         import psycopg
 
         try:
-            return open_view_store(where)
+            return bind_views(open_view_store(where), store)
         except psycopg.Error as e:
             raise UsageError(_unusable_views(where, e)) from None
     try:
-        return open_view_store(where)
+        return bind_views(open_view_store(where), store)
     except sqlite3.Error as e:  # not a database, a folder, no such folder
         raise UsageError(_unusable_views(where, e)) from None
 
@@ -122,9 +124,9 @@ def cmd_project(args: argparse.Namespace) -> int:
         )
     except KeyError as e:
         raise UsageError(str(e.args[0])) from None
-    views = open_views(args)
-    try:
-        with open_ledger(args) as store:
+    with open_ledger(args) as store:
+        views = open_views(args, store)
+        try:
             runner = ProjectionRunner(store, views, chosen)
             names = [p.name for p in chosen]
             if args.action == "run":
@@ -149,8 +151,8 @@ def cmd_project(args: argparse.Namespace) -> int:
             else:
                 applied = runner.catch_up(names=names, progress=bar)
             bar.end()
-    finally:
-        views.close()
+        finally:
+            views.close()
     if args.json:
         print_json(applied)
     else:

@@ -69,7 +69,11 @@ class MemoryService:
         self.store = store
         self.config = config
         self._wiring = MemoryWiring(
-            config, ledger_url=ledger_url, shredding=shredding, keys_path=keys_path
+            config,
+            ledger_url=ledger_url,
+            shredding=shredding,
+            keys_path=keys_path,
+            store=store,
         )
         self._catch_up = MemoryCatchUp(store, self._wiring, only_agents=only_agents)
         self._writes = MemoryWrites(store, config, self._wiring, self._catch_up)

@@ -5,13 +5,20 @@ reference; Markdown per agent). Default files sit beside a SQLite ledger; for
 any other ledger (PostgreSQL) they sit in the ledger's own home under the
 configuration's ``data_dir`` (:func:`memory_home`), so two ledgers never share
 a memory database or key store.
+
+Given the ledger (``store``), a SQLite memory database is tied to it at open
+(``SQLiteMemory.bind``: another ledger's rows are dropped and caught up again
+from this ledger's memory events), and the key store records the ledger's id:
+a key store of another ledger cannot be rebuilt from this one (its keys are
+not in the ledger), so it is refused in one line naming the file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from turnledger.ledger.errors import LedgerError
@@ -26,6 +33,10 @@ from turnledger.projections.memory.embedding import (
 )
 from turnledger.projections.memory.protocol import MemoryBackend
 from turnledger.projections.memory.shred import KeyStore
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
+    from turnledger.projections.memory.sqlite import SQLiteMemory
 
 HOME_DIR: Final = "memory"
 """The folder under ``data_dir`` holding one home per non-file ledger."""
@@ -112,6 +123,8 @@ class MemoryWiring:
             used while the home has none, as copying keys would keep a copy
             that ``forget`` cannot destroy); a rebuild elsewhere passes the
             live one to decrypt.
+        store: The ledger the memory derives from; given, the SQLite memory
+            databases and the key store are tied to its id (see the module).
     """
 
     def __init__(
@@ -121,8 +134,10 @@ class MemoryWiring:
         ledger_url: str,
         shredding: bool | None = None,
         keys_path: str | Path | None = None,
+        store: EventStore | None = None,
     ) -> None:
         self.config = config
+        self._store = store
         self.ledger_url = ledger_url
         self.base, self.stem = _base_paths(ledger_url, config.data_dir)
         self.shredding = config.memory.shredding if shredding is None else shredding
@@ -141,6 +156,8 @@ class MemoryWiring:
         """The key store of sealed contents (opened on first use)."""
         if self._keys is None:
             self.keys_path.parent.mkdir(parents=True, exist_ok=True)
+            if self._store is not None:
+                _check_keys_ledger(self.keys_path, self._store.backend.ledger_id)
             self._keys = KeyStore(str(self.keys_path))
         return self._keys
 
@@ -217,11 +234,13 @@ class MemoryWiring:
         if kind == "sqlite":
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
-            return SQLiteMemory(
+            memory = SQLiteMemory(
                 self.sqlite_path(ref),
                 embedder=self.embedder(),
                 vector_probes=self._vector_probes(),
             )
+            self._bind(memory)
+            return memory
         if kind == "markdown":
             from turnledger.projections.memory.markdown import MarkdownMemory  # noqa: PLC0415
             from turnledger.projections.memory.markdown.peers import MarkdownPeers  # noqa: PLC0415
@@ -257,10 +276,21 @@ class MemoryWiring:
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
             local = SQLiteMemory(self._home_file(f"{self.stem}.lucid.db"))
+            self._bind(local)
             return LucidMemory(local, list(storage.command))
         from turnledger.projections.memory.none import NoneMemory  # noqa: PLC0415
 
         return NoneMemory()
+
+    def _bind(self, memory: SQLiteMemory) -> None:
+        """Tie a SQLite memory database to the ledger (closed if that fails)."""
+        if self._store is None:
+            return
+        try:
+            memory.bind(self._store.backend.ledger_id, self._store.max_position())
+        except BaseException:
+            memory.close()
+            raise
 
     def served(self, agent: str) -> tuple[str, MemoryBackend]:
         """The ``kind.alias`` and backend of the agent's memory, opened on first use.
@@ -302,6 +332,55 @@ class MemoryWiring:
         if self._keys is not None:
             self._keys.close()
             self._keys = None
+
+
+def _check_keys_ledger(path: Path, ledger_id: str | None) -> None:
+    """Record the ledger's id in its key store; refuse another ledger's.
+
+    Raises:
+        MemoryAccessError: The key store records another ledger's id.
+    """
+    if ledger_id is None:
+        return
+    db = sqlite3.connect(str(path), isolation_level=None, timeout=5)
+    try:
+        row = _recorded_ledger(db)
+        if row is None:  # a new key store, or one made before ids: it takes ours
+            try:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS key_store_meta "
+                    "(name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+                )
+                db.execute(
+                    "INSERT OR IGNORE INTO key_store_meta VALUES ('ledger_id', ?)",
+                    (ledger_id,),
+                )
+            except sqlite3.OperationalError:
+                return  # locked or read-only: recorded at a later open
+            row = _recorded_ledger(db)
+    finally:
+        db.close()
+    if row is None:
+        return
+    if str(row[0]) != ledger_id:
+        msg = (
+            f"Expected the key store {str(path)!r} of ledger {ledger_id}, found "
+            f"one of ledger {row[0]}: its keys cannot be rebuilt from this "
+            "ledger; move it away (contents it sealed stay unreadable)"
+        )
+        raise MemoryAccessError(msg)
+
+
+def _recorded_ledger(db: sqlite3.Connection) -> tuple[str] | None:
+    """The ledger id a key store recorded (None: none yet)."""
+    try:
+        return db.execute(
+            "SELECT value FROM key_store_meta WHERE name = 'ledger_id'"
+        ).fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return None
+        raise
 
 
 def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:

@@ -6,6 +6,12 @@ position only moves forward: a page applied twice is refused, so a runner killed
 any point and restarted gives an exactly-once effect (the eventsourcing tracking
 pattern). Views are rebuildable from the ledger, so their SQLite file runs with
 ``synchronous=NORMAL``.
+
+A view store belongs to one ledger: :func:`bind_views` records the ledger's id
+in it, and a store found holding another ledger's id (a file copied from
+another ledger, or kept beside a ledger deleted and created again), or
+tracking a position past the ledger's head, is emptied there, so every
+projection catches up from the ledger again instead of serving what it held.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, Final, Protocol, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import msgspec
 
 from turnledger.ledger.driver_errors import typed_driver_errors
 from turnledger.ledger.sqlite.setup import set_wal
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
 
 S = TypeVar("S")
 
@@ -60,6 +69,10 @@ class ViewStore(Protocol):
         """Try to become the projection's one active worker."""
         ...
 
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the store to a ledger; return whether it was emptied (see bind_views)."""
+        ...
+
     def close(self) -> None:
         """Release resources."""
         ...
@@ -91,8 +104,50 @@ class SQLiteViewStore:
             "CREATE TABLE IF NOT EXISTS view_state (projection TEXT NOT NULL, "
             "key TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY (projection, key))"
         )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS view_meta "
+            "(name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
         self._decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
         self._held: dict[str, IO[str]] = {}
+
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the store to a ledger; return whether it was emptied.
+
+        In one transaction: a store holding another ledger's id, or tracking
+        a position past ``head``, loses every state and tracking position;
+        then ``ledger_id`` is recorded (None, a ledger without an id: only the
+        position check applies).
+        """
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT value FROM view_meta WHERE name = 'ledger_id'"
+                ).fetchone()
+                ahead = self._conn.execute(
+                    "SELECT 1 FROM tracking WHERE position > ? LIMIT 1", (head,)
+                ).fetchone()
+                stale = ahead is not None or (
+                    row is not None
+                    and ledger_id is not None
+                    and str(row[0]) != ledger_id
+                )
+                if stale:
+                    self._conn.execute("DELETE FROM view_state")
+                    self._conn.execute("DELETE FROM tracking")
+                if ledger_id is not None:
+                    self._conn.execute(
+                        "INSERT INTO view_meta VALUES ('ledger_id', ?) ON CONFLICT "
+                        "(name) DO UPDATE SET value = excluded.value",
+                        (ledger_id,),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        return stale
 
     def _decoder(self, state_type: type[S]) -> msgspec.json.Decoder[S]:
         decoder = self._decoders.get(state_type)
@@ -216,3 +271,14 @@ class SQLiteViewStore:
             for handle in self._held.values():
                 handle.close()
             self._held.clear()
+
+
+def bind_views(views: ViewStore, store: EventStore) -> ViewStore:
+    """Tie a view store to the ledger it derives from; return it.
+
+    A store that held another ledger's views (another id recorded, or a
+    tracking position past this ledger's head) is emptied, so projections
+    catch up from this ledger; never used as it was.
+    """
+    views.bind(store.backend.ledger_id, store.max_position())
+    return views

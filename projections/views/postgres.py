@@ -58,6 +58,7 @@ class PostgresViewStore:
         ident = sql.Identifier(self.schema)
         self._state = sql.SQL("{}.turnledger_view_state").format(ident)
         self._tracking = sql.SQL("{}.turnledger_tracking").format(ident)
+        self._meta = sql.SQL("{}.turnledger_view_meta").format(ident)
         with self._conn.transaction():
             self._conn.execute(
                 sql.SQL("SELECT pg_advisory_xact_lock({})").format(
@@ -78,6 +79,53 @@ class PostgresViewStore:
                     "PRIMARY KEY (projection, key))"
                 ).format(self._state)
             )
+            self._conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, "
+                    "value text NOT NULL)"
+                ).format(self._meta)
+            )
+
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the store to a ledger; return whether it was emptied.
+
+        In one transaction (under the schema's DDL advisory lock): a store
+        holding another ledger's id, or tracking a position past ``head``,
+        loses every state and tracking position; then ``ledger_id`` is
+        recorded (None: only the position check applies).
+        """
+        with self._lock, self._conn.transaction():
+            self._conn.execute(
+                sql.SQL("SELECT pg_advisory_xact_lock({})").format(
+                    sql.Literal(lock_key("__ddl__"))
+                )
+            )
+            row = self._conn.execute(
+                sql.SQL("SELECT value FROM {} WHERE name = 'ledger_id'").format(
+                    self._meta
+                )
+            ).fetchone()
+            ahead = self._conn.execute(
+                sql.SQL("SELECT 1 FROM {} WHERE position > %s LIMIT 1").format(
+                    self._tracking
+                ),
+                (head,),
+            ).fetchone()
+            stale = ahead is not None or (
+                row is not None and ledger_id is not None and str(row[0]) != ledger_id
+            )
+            if stale:
+                self._conn.execute(sql.SQL("DELETE FROM {}").format(self._state))
+                self._conn.execute(sql.SQL("DELETE FROM {}").format(self._tracking))
+            if ledger_id is not None:
+                self._conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} VALUES ('ledger_id', %s) ON CONFLICT (name) "
+                        "DO UPDATE SET value = excluded.value"
+                    ).format(self._meta),
+                    (ledger_id,),
+                )
+        return stale
 
     def _decoder(self, state_type: type[S]) -> msgspec.json.Decoder[S]:
         decoder = self._decoders.get(state_type)

@@ -67,6 +67,7 @@ from turnledger.projections.memory.sqlite._reads import (
 )
 from turnledger.projections.memory.sqlite._schema import (
     Database,
+    bind_ledger,
     entry_from_row,
     hydrate,
 )
@@ -355,6 +356,21 @@ class SQLiteMemory(SQLiteReads):
             conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the database to the ledger it derives from; return whether emptied.
+
+        A database that recorded another ledger's id, or tracks a position
+        past ``head``, loses its memories and tracking position (the caller
+        catches up from the ledger's memory events); then ``ledger_id`` is
+        recorded.
+        """
+        with self._db.lock:
+            emptied = bind_ledger(self._db.conn, ledger_id, head)
+        if emptied:
+            self._forget_vectors()
+            self._frequent.clear()
+        return emptied
 
     def close(self) -> None:
         """Close the database (and the query-embedding thread)."""

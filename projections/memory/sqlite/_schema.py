@@ -165,6 +165,44 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def bind_ledger(db: sqlite3.Connection, ledger_id: str | None, head: int) -> bool:
+    """Tie the database to a ledger; return whether it was emptied.
+
+    In one transaction: a database recording another ledger's id (copied
+    from another ledger, or kept beside a ledger deleted and created again),
+    or tracking a position past ``head``, loses every memory row and its
+    tracking position (the embedding cache, keyed by content, stays); then
+    ``ledger_id`` is recorded (None: only the position check applies). The
+    caller catches up from the ledger's memory events.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute(
+            "SELECT value FROM memory_meta WHERE name = 'ledger_id'"
+        ).fetchone()
+        ahead = db.execute(
+            "SELECT 1 FROM memory_tracking WHERE position > ? LIMIT 1", (head,)
+        ).fetchone()
+        stale = ahead is not None or (
+            row is not None and ledger_id is not None and str(row[0]) != ledger_id
+        )
+        if stale:
+            db.execute("DELETE FROM memories")
+            db.execute("DELETE FROM memory_tracking")
+        if ledger_id is not None:
+            db.execute(
+                "INSERT OR REPLACE INTO memory_meta (name, value) "
+                "VALUES ('ledger_id', ?)",
+                (ledger_id,),
+            )
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return stale
+
+
 def stored_identity(db: sqlite3.Connection) -> EmbeddingIdentity | None:
     """Return the embedding identity the stored vectors have, if any."""
     meta = dict(db.execute("SELECT name, value FROM memory_meta").fetchall())
