@@ -463,6 +463,16 @@ def score(
         scores.off_clean += not injects(recall(text), config, scored=scored)
 
 
+def progress(mode: str, conversation: Conversation, scores: Scores) -> None:
+    """One line on stderr per conversation done (a long run shows it is alive)."""
+    print(
+        f"  {mode} {conversation.name}: {scores.entries:,} entries, recall p50 "
+        f"{percentile(scores.recall_ms, 50):.1f} ms",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run_engine(
     mode: str, scratch: Scratch, conversations: Sequence[Conversation]
 ) -> Scores:
@@ -486,6 +496,7 @@ def run_engine(
                 return service.recall(agent, query, limit=TOP)
 
             score(scores, recall, conversation, config, scored=True)
+            progress(mode, conversation, scores)
     finally:
         service.close()
         store.close()
@@ -536,6 +547,7 @@ def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
                 ]
 
             score(scores, recall, conversation, config, scored=False)
+            progress("raw-fts5", conversation, scores)
     finally:
         db.close()
     return scores
