@@ -18,6 +18,11 @@ An agent's memory is configured in the seed's layout (ADR-005, reference §3)::
     [agents.research.memory]
     backend = "sqlite"
 
+An agent that names no backend takes the install-wide one (ADR-005)::
+
+    [memory]
+    backend = "postgres.shared"
+
 or with the flat keys, which stay a compatible spelling::
 
     [agents.ops]
@@ -46,9 +51,11 @@ from turnledger.pipeline.config.layout import (
     LayoutError,
     check_entries,
     located,
+    memory_table,
     seed_layout,
 )
 from turnledger.pipeline.config.sections import (
+    MEMORY_SEARCH_MODES,
     REWIND_MEMORY_RULES,
     AgentConfig,
     BudgetConfig,
@@ -120,13 +127,27 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return self.ledger or DEFAULT_PATH
 
     def agent(self, alias: str) -> AgentConfig:
-        """Return an agent's settings (defaults for an unconfigured agent)."""
-        return self.agents.get(alias, AgentConfig())
+        """Return an agent's settings (defaults for an unconfigured agent).
+
+        Its ``memory`` is always set: the agent's own, else ``[memory] backend``.
+        """
+        agent = self.agents.get(alias, AgentConfig())
+        if agent.memory is None:
+            return msgspec.structs.replace(agent, memory=self.memory.backend)
+        return agent
+
+    def backend_of(self, alias: str) -> str:
+        """Return an agent's backend reference: its own, else ``[memory] backend``."""
+        agent = self.agents.get(alias)
+        if agent is None or agent.memory is None:
+            return self.memory.backend
+        return agent.memory
 
     def scope(self, alias: str) -> AgentScope:
         """Return an agent's memory scope (own rows plus configured peers)."""
         if alias not in self.agents:
-            return AgentScope(agent=alias, backend="sqlite.default", allowed=(alias,))
+            backend = normalize_backend(self.memory.backend)
+            return AgentScope(agent=alias, backend=backend, allowed=(alias,))
         return build_agent_scope(alias, _memory_configs(self))
 
     def storage_for(self, backend_ref: str) -> StorageConfig:
@@ -137,7 +158,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 def _memory_configs(config: Config) -> dict[str, AgentMemoryConfig]:
     return {
-        alias: AgentMemoryConfig(backend=a.memory, read_memory_from=a.read_memory_from)
+        alias: AgentMemoryConfig(
+            backend=config.backend_of(alias), read_memory_from=a.read_memory_from
+        )
         for alias, a in config.agents.items()
     }
 
@@ -152,7 +175,13 @@ _NAMED: Final[tuple[tuple[str, type], ...]] = (
 
 def _check_scopes(config: Config, spelled: dict[tuple[str, str], str]) -> None:
     """Every backend known, every peer valid; errors name the key as spelled."""
+    try:
+        normalize_backend(config.memory.backend)
+    except ScopeConfigError as e:
+        raise ConfigError(f"memory.backend: {e}") from None
     for alias, agent in config.agents.items():
+        if agent.memory is None:
+            continue  # [memory] backend, checked above
         try:
             normalize_backend(agent.memory)
         except ScopeConfigError as e:
@@ -183,16 +212,17 @@ def validate(
     """
     _check_scopes(config, spelled or {})
     _check_numbers(config)
-    for alias, agent in config.agents.items():
-        kind, _, storage_alias = normalize_backend(agent.memory).partition(".")
+    for key, backend in _backend_keys(config):
+        kind, _, storage_alias = normalize_backend(backend).partition(".")
         needed = _NEEDS.get(kind)
-        storage = config.storage_for(agent.memory)
+        storage = config.storage_for(backend)
         if needed and not getattr(storage, needed):
             msg = (
-                f"agents.{alias}.memory = {agent.memory!r}: expected "
+                f"{key} = {backend!r}: expected "
                 f"storage.{kind}.{storage_alias}.{needed}, found none"
             )
             raise ConfigError(msg)
+    for alias, agent in config.agents.items():
         if agent.provider and agent.provider not in config.providers:
             msg = (
                 f"agents.{alias}.provider: expected one of "
@@ -213,6 +243,7 @@ def validate(
             f"{config.memory.hygiene_hours}"
         )
         raise ConfigError(msg)
+    _check_memory(config)
     if config.memory.rewind_memory not in REWIND_MEMORY_RULES:
         msg = (
             "memory.rewind_memory: expected one of "
@@ -220,6 +251,34 @@ def validate(
         )
         raise ConfigError(msg)
     return config
+
+
+def _backend_keys(config: Config) -> list[tuple[str, str]]:
+    """Every backend the file selects, with its key: ``[memory]``'s, then agents'."""
+    keys = [("memory.backend", config.memory.backend)]
+    keys += [
+        (f"agents.{alias}.memory", agent.memory)
+        for alias, agent in config.agents.items()
+        if agent.memory is not None
+    ]
+    return keys
+
+
+def _check_memory(config: Config) -> None:
+    """``[memory] search_mode`` one of the modes, ``embedding_cache_size`` >= 0."""
+    memory = config.memory
+    if memory.search_mode not in MEMORY_SEARCH_MODES:
+        msg = (
+            f"memory.search_mode: expected one of {', '.join(MEMORY_SEARCH_MODES)}, "
+            f"found {memory.search_mode!r}"
+        )
+        raise ConfigError(msg)
+    if not 0 <= memory.embedding_cache_size <= 100_000_000:
+        msg = (
+            "memory.embedding_cache_size: expected 0 (none) to 100000000 vectors, "
+            f"found {memory.embedding_cache_size}"
+        )
+        raise ConfigError(msg)
 
 
 RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
@@ -321,10 +380,10 @@ def _check_embedding(config: Config) -> None:
     _check_index(config)
     if config.embedding.provider != "none":
         return
-    for alias, agent in config.agents.items():
-        if normalize_backend(agent.memory).startswith("qdrant."):
+    for key, backend in _backend_keys(config):
+        if normalize_backend(backend).startswith("qdrant."):
             msg = (
-                f"agents.{alias}.memory = {agent.memory!r}: Qdrant stores vectors "
+                f"{key} = {backend!r}: Qdrant stores vectors "
                 'only; expected an [embedding] provider ("local" or '
                 '"openai-compatible"), found none'
             )
@@ -385,7 +444,7 @@ def parse_config(text: str, *, source: str = "<config>") -> Config:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: expected TOML, {e}") from None
     try:
-        flat, spelled = seed_layout(raw)
+        flat, spelled = seed_layout(memory_table(raw))
     except LayoutError as e:
         raise ConfigError(f"{source}: {e}") from None
     named = (*_NAMED, ("storage.*", StorageConfig))

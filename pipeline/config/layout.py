@@ -38,6 +38,62 @@ AGENT_TABLES: Final = {
 """The seed's per-agent sub-tables: each key and the flat field it fills."""
 
 
+MEMORY_SPELLINGS: Final = {"auto_save": "autosave"}
+"""The reference's ``[memory]`` keys honoured under turnledger's own name."""
+
+REFUSED_MEMORY_KEYS: Final = {
+    "audit_enabled": (
+        "no audit switch (every memory write is a ledger event: the ledger is "
+        "the audit trail)"
+    ),
+    "auto_reindex_on_identity_change": (
+        "no switch (a new embedding model always drops the old vectors; "
+        "`turnledger memory reindex` computes new ones)"
+    ),
+    "dedup_on_write": (
+        "no dedup switch (storing a key again updates that entry; other "
+        "contents are never merged)"
+    ),
+    "min_relevance_score": "[recall] min_relevance (turnledger's spelling)",
+    "rerank_enabled": "[recall] decay, importance_blend or mmr (the rerank stages)",
+    "policy": "no memory policy table (threat scanning is not part of turnledger)",
+    "types": "no typed memory (a category is a free string: core, daily...)",
+    "embedding_provider": "[embedding] provider",
+    "embedding_model": "[embedding] model",
+    "embedding_dimensions": "[embedding] dims",
+    "embedding_api_key": "[embedding] api_key_env (keys come from the environment)",
+    "embedding_routes": "[embedding] (one embedder per install)",
+}
+"""ZeroClaw's ``[memory]`` keys (reference) turnledger refuses, with what it
+expects instead."""
+
+
+def memory_table(raw: dict[str, object]) -> dict[str, object]:
+    """Check ``[memory]``'s reference keys: rename honoured ones, refuse the rest.
+
+    Raises:
+        LayoutError: A refused key (named with what turnledger expects
+            instead), or a key given in both spellings.
+    """
+    table = raw.get("memory")
+    if not isinstance(table, dict):
+        return raw
+    flat = dict(table)
+    for key, value in table.items():
+        instead = REFUSED_MEMORY_KEYS.get(key)
+        if instead is not None:
+            shown = " ".join(repr(value).split())[:80]
+            msg = f"memory.{key}: expected {instead}, found {key} = {shown}"
+            raise LayoutError(msg)
+        field = MEMORY_SPELLINGS.get(key)
+        if field is not None:
+            if field in table:
+                msg = f"memory.{key}: expected it once, found it also as memory.{field}"
+                raise LayoutError(msg)
+            flat[field] = flat.pop(key)
+    return {**raw, "memory": flat}
+
+
 def seed_layout(
     raw: dict[str, object],
 ) -> tuple[dict[str, object], dict[tuple[str, str], str]]:

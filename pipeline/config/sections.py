@@ -25,7 +25,8 @@ class AgentConfig(
     """``[agents.<alias>]`` (the seed's sub-tables are flattened into it first).
 
     Attributes:
-        memory: The backend (``[agents.<alias>.memory] backend``).
+        memory: The backend (``[agents.<alias>.memory] backend``); None: the
+            install-wide ``[memory] backend`` (see ``Config.backend_of``).
         read_memory_from: Peers whose memory this agent may recall
             (``[agents.<alias>.workspace] read_memory_from``).
         workspace: The workspace directory (``[agents.<alias>.workspace] path``).
@@ -34,7 +35,7 @@ class AgentConfig(
         provider: The provider name.
     """
 
-    memory: str = "sqlite"
+    memory: str | None = None
     read_memory_from: tuple[str, ...] = ()
     workspace: str | None = None
     strategy: Literal["default", "none"] = "default"
@@ -163,19 +164,31 @@ class MemoryConfig(
 ):
     """``[memory]``: install-wide memory settings.
 
+    ``backend`` (ADR-005's install-wide selector, a ``kind`` or ``kind.alias``
+    reference) is the backend of every agent that names none (an agent's own
+    ``[agents.<alias>.memory] backend`` wins). ``search_mode`` (``hybrid``,
+    ``bm25`` or ``embedding``) and ``embedding_cache_size`` (vectors kept by
+    content, 0: none) set the SQLite memory backend's recall stages and cache.
+    ``auto_save`` is the reference's spelling of ``autosave`` (one of the two).
     ``rewind_memory`` is what ``turnledger rewind`` does with the long-term
     memory its rewound turns wrote: ``keep`` it, or ``supersede`` each live
     entry (``rewind --memory`` overrides it).
     """
 
+    backend: str = "sqlite"
     shredding: bool = False
     autosave: bool = True
     hygiene_hours: float = 0.0
     rewind_memory: str = "keep"
+    search_mode: str = "hybrid"
+    embedding_cache_size: int = 10_000
 
 
 REWIND_MEMORY_RULES: Final = ("keep", "supersede")
 """The values of ``[memory] rewind_memory``."""
+
+MEMORY_SEARCH_MODES: Final = ("hybrid", "bm25", "embedding")
+"""The values of ``[memory] search_mode``."""
 
 
 def recall_tuning(recall: RecallConfig) -> RecallTuning:

@@ -36,7 +36,7 @@ from turnledger.projections.memory.shred import KeyStore
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
-    from turnledger.projections.memory.sqlite import SQLiteMemory
+    from turnledger.projections.memory.sqlite import SearchMode, SQLiteMemory
 
 HOME_DIR: Final = "memory"
 """The folder under ``data_dir`` holding one home per non-file ledger."""
@@ -167,7 +167,7 @@ class MemoryWiring:
 
     def backend_ref(self, agent: str) -> str:
         """The ``kind.alias`` of the backend an agent's memory lives in."""
-        return normalize_backend(self.config.agent(agent).memory)
+        return normalize_backend(self.config.backend_of(agent))
 
     def embedder(self) -> Embedder:
         """The configured embedder, built once and shared by every backend."""
@@ -238,6 +238,8 @@ class MemoryWiring:
                 self.sqlite_path(ref),
                 embedder=self.embedder(),
                 vector_probes=self._vector_probes(),
+                search_mode=_search_mode(self.config.memory.search_mode),
+                cache_size=self.config.memory.embedding_cache_size,
             )
             self._bind(memory)
             return memory
@@ -332,6 +334,15 @@ class MemoryWiring:
         if self._keys is not None:
             self._keys.close()
             self._keys = None
+
+
+def _search_mode(mode: str) -> SearchMode:
+    """``[memory] search_mode`` as the SQLite backend's mode (checked at load)."""
+    if mode == "bm25":
+        return "bm25"
+    if mode == "embedding":
+        return "embedding"
+    return "hybrid"
 
 
 def _check_keys_ledger(path: Path, ledger_id: str | None) -> None:

@@ -96,7 +96,7 @@ def test_the_flat_keys_stay_a_compatible_spelling():
         ),
         (
             "[agents.alpha.memory]\nbackend = 7\n",
-            "<config>: agents.alpha.memory.backend: Expected `str`, got `int`",
+            "<config>: agents.alpha.memory.backend: Expected `str | null`, got `int`",
         ),
         (
             '[agents.alpha.workspace]\nread_memory_from = ["b", 3]\n',
