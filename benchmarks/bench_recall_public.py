@@ -77,6 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import Scratch, Series, percentile
 
+import turnledger
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config, parse_config
 from turnledger.pipeline.memory import MemoryService
@@ -691,9 +692,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         datasets = {k: v[: args.limit_conversations] for k, v in datasets.items()}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load1 = os.getloadavg()[0]
-    print(f"{started}, load {load1:.2f}, modes {' '.join(args.modes)}")
+    package = str(Path(turnledger.__file__).resolve().parent)
+    print(
+        f"{started}, load {load1:.2f}, modes {' '.join(args.modes)}, "
+        f"turnledger from {package}"
+    )
     doc: dict[str, Any] = {
-        "meta": {"started": started, "loadavg_1m": load1, "modes": args.modes},
+        "meta": {
+            "started": started,
+            "loadavg_1m": load1,
+            "modes": args.modes,
+            "turnledger": package,
+        },
         "series": {},
         "ratios": {},
         "recall": {},
