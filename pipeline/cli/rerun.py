@@ -81,7 +81,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         1 with ``--check`` when a turn differs, else 0.
 
     Raises:
-        UsageError: ``--at`` was given too (a re-run covers the whole session).
+        UsageError: ``--at`` was given too (a re-run covers the whole session),
+            or the session cannot be re-run (outputs without recorded model
+            calls: imported, or written by an adapter).
     """
     if args.at is not None:
         msg = "expected --rerun or --at, found both (a re-run covers the whole session)"
@@ -89,7 +91,10 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     import msgspec
 
     from turnledger.pipeline.sessions import resolve_session
-    from turnledger.pipeline.timetravel.rerun import rerun_session
+    from turnledger.pipeline.timetravel.rerun import (
+        NotRerunnableError,
+        rerun_session,
+    )
 
     cfg = config(args)
     runtime = cfg.runtime
@@ -104,7 +109,10 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     cfg = msgspec.structs.replace(cfg, runtime=runtime)
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
-        report = rerun_session(store, ref, cfg)
+        try:
+            report = rerun_session(store, ref, cfg)
+        except NotRerunnableError as e:
+            raise UsageError(str(e)) from None
     if args.json:
         print_json(msgspec.to_builtins(report))
     else:

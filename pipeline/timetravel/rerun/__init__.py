@@ -18,8 +18,10 @@ Before each turn the agent's memory events recorded before that turn's start
 are copied into the scratch ledger, so recall sees the memory as it was then
 (autosave is off in the re-run: its recorded events are among those copied;
 so are the ``memory.superseded`` events of a rewind). The recorded ledger is
-only read. Results recorded bounded are rebounded the way the export path
-does (never bounded twice). The per-turn comparison is in
+only read. A session whose turns hold outputs without recorded model calls
+(imported, or written by an adapter) is refused before anything runs
+(:func:`~.recorded.check_rerunnable`). Results recorded bounded are rebounded
+the way the export path does (never bounded twice). The per-turn comparison is in
 :mod:`turnledger.pipeline.timetravel.rerun.diff`.
 """
 
@@ -53,11 +55,13 @@ from turnledger.pipeline.timetravel.rerun.diff import (
     facts,
 )
 from turnledger.pipeline.timetravel.rerun.recorded import (
+    NotRerunnableError,
     RecordedTurn,
     ReplayProvider,
     ReplayTool,
     RerunCrash,
     TurnCursor,
+    check_rerunnable,
     recorded_turns,
     replay_tools,
 )
@@ -68,7 +72,13 @@ if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
     from turnledger.pipeline.sessions import SessionRef
 
-__all__ = ["RecordedTurn", "ReplayProvider", "ReplayTool", "rerun_session"]
+__all__ = [
+    "NotRerunnableError",
+    "RecordedTurn",
+    "ReplayProvider",
+    "ReplayTool",
+    "rerun_session",
+]
 
 
 def rerun_config(config: Config, data_dir: Path) -> Config:
@@ -222,9 +232,15 @@ def rerun_session(store: EventStore, ref: SessionRef, config: Config) -> RerunRe
 
     Returns:
         The per-turn comparison of the recorded turns with the re-run.
+
+    Raises:
+        NotRerunnableError: A turn holds outputs without recorded model calls
+            (an imported transcript, an adapter's session): nothing is re-run
+            or compared.
     """
     chain = segments(store, ref.stream_id)
     turns = recorded_turns([r for s in chain for r in s.events])
+    check_rerunnable(f"{ref.agent}/{ref.key}", ref.channel, turns)
     with tempfile.TemporaryDirectory(prefix="turnledger-rerun-") as tmp:
         scratch = Path(tmp)
         policies = rerun_config(config, scratch / "data")

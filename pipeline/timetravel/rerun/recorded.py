@@ -27,6 +27,7 @@ from turnledger.ledger.events import (
     TurnFailed,
     TurnStarted,
 )
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -47,14 +48,20 @@ _REFUSED: ErrorKind = "bad_request"
 """How a call the recorded turn did not make fails."""
 
 __all__ = [
+    "NotRerunnableError",
     "RecordedTurn",
     "ReplayProvider",
     "ReplayTool",
     "RerunCrash",
     "TurnCursor",
+    "check_rerunnable",
     "recorded_turns",
     "replay_tools",
 ]
+
+
+class NotRerunnableError(PipelineError, ValueError):
+    """A session lacks what a re-run replays (its model calls); nothing ran."""
 
 
 class RerunCrash(BaseException):
@@ -108,6 +115,46 @@ def recorded_turns(events: list[Recorded]) -> list[RecordedTurn]:
         elif isinstance(event, ToolResultRecorded):
             turn.results.setdefault(event.call_id, event)
     return list(turns.values())
+
+
+def _origin(channel: str) -> str:
+    """Where a session without model calls came from, by its channel."""
+    if channel == "import":
+        return "was imported from a transcript"
+    if channel:
+        return f"was written through {channel!r} (an adapter or another writer)"
+    return "was not written by the turn engine"
+
+
+def check_rerunnable(name: str, channel: str, turns: list[RecordedTurn]) -> None:
+    """Refuse a session whose turns hold outputs without recorded model calls.
+
+    A re-run answers each model call with the recorded one (its usage, its
+    failure) and compares the prompts the engine recorded; a turn with
+    assistant messages, tool results or an end but no ``model.called`` event
+    (an imported transcript, a framework adapter's session) has neither, so
+    a re-run would only report differences it never observed.
+
+    Args:
+        name: The session, as shown (``agent/key``).
+        channel: The session's channel (``import``, an adapter's name...).
+        turns: Its recorded turns.
+
+    Raises:
+        NotRerunnableError: Such a turn exists, naming it.
+    """
+    for number, turn in enumerate(turns, start=1):
+        ended = any(
+            isinstance(r.event, TurnCompleted | TurnFailed) for r in turn.events
+        )
+        if turn.calls or not (turn.answers or turn.results or ended):
+            continue
+        msg = (
+            f"session {name} {_origin(channel)}: it has no recorded model calls "
+            f"to re-run (turn {number}, {turn.turn_id}, holds outputs but no "
+            "model.called event)"
+        )
+        raise NotRerunnableError(msg)
 
 
 class ReplayProvider:
