@@ -373,25 +373,26 @@ def _check_keys_ledger(path: Path, ledger_id: str | None) -> None:
         db.close()
     if row is None:
         return
-    if str(row[0]) != ledger_id:
+    if row != ledger_id:
         msg = (
             f"Expected the key store {str(path)!r} of ledger {ledger_id}, found "
-            f"one of ledger {row[0]}: its keys cannot be rebuilt from this "
+            f"one of ledger {row}: its keys cannot be rebuilt from this "
             "ledger; move it away (contents it sealed stay unreadable)"
         )
         raise MemoryAccessError(msg)
 
 
-def _recorded_ledger(db: sqlite3.Connection) -> tuple[str] | None:
+def _recorded_ledger(db: sqlite3.Connection) -> str | None:
     """The ledger id a key store recorded (None: none yet)."""
     try:
-        return db.execute(
+        row = db.execute(
             "SELECT value FROM key_store_meta WHERE name = 'ledger_id'"
         ).fetchone()
     except sqlite3.OperationalError as e:
         if "no such table" in str(e):
             return None
         raise
+    return None if row is None else str(row[0])
 
 
 def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:
