@@ -91,7 +91,8 @@ HISTORY = SESSION_HISTORY.name
 texts = st.text(max_size=24)
 names = st.text(
     st.characters(
-        blacklist_characters=[chr(c) for c in (*range(32), *range(127, 160))]
+        blacklist_characters=[chr(c) for c in (*range(32), *range(127, 160))],
+        blacklist_categories=("Cs",),
     ),
     min_size=1,
     max_size=8,

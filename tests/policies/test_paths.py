@@ -31,7 +31,8 @@ NO_LINKS = make_resolve({})
 
 
 KEY_CHARS = st.characters(
-    blacklist_characters=[chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))]
+    blacklist_characters=[chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))],
+    blacklist_categories=("Cs",),
 )
 """Any character a session key may hold: all but C0, DEL and C1 controls."""
 
