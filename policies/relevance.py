@@ -4,9 +4,12 @@ A keyword score is the share of the query's *information* an entry contains:
 ``sum(idf(t) for t matched) / sum(idf(t) for every query term)``, over the
 query's content terms (stop words and one-character tokens removed). It does
 not depend on which other rows were found, so ``0.4`` means "about 40% of what
-the query asked for is here" on every query, every store and every backend;
-the reference divided by the best hit of the batch instead, so the best hit of
-any batch scored 1.0 and a relevance floor filtered nothing.
+the query asked for is here" on every query; the SQLite backend takes the
+inverse document frequencies on the rows the caller may see, never the whole
+table, and breaks equal scores by BM25 on the same statistics
+(:func:`bm25_term`). The reference divided by the best hit of the batch
+instead, so the best hit of any batch scored 1.0 and a relevance floor filtered
+nothing.
 
 A query with no content term ("what is it", "a") matches nothing: no keyword
 hit, no substring hit and no vector hit.
@@ -169,6 +172,22 @@ def keyword_score(
     )
     shaped = float(coverage**COVERAGE_EXPONENT)
     return shaped * (1.0 - STRENGTH_SHARE + STRENGTH_SHARE * strength)
+
+
+def bm25_term(weight: float, frequency: int, length: int, average: float) -> float:
+    """Return one matched term's BM25 contribution (FTS5's ``k1`` and ``b``).
+
+    ``w * tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``.
+
+    Args:
+        weight: The term's inverse document frequency (:func:`term_weight`).
+        frequency: How often the term occurs in the row (at least 1 counts).
+        length: The row's length in tokens.
+        average: The scope's average row length in tokens.
+    """
+    tf = max(1, frequency)
+    ratio = max(length, 1) / average if average > 0 else 1.0
+    return weight * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * ratio))
 
 
 def uniform_coverage(query: str, text: str) -> float:

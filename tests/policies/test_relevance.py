@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnledger.policies.relevance import calibrate, term_strength
+from turnledger.policies.relevance import (
+    bm25_term,
+    calibrate,
+    term_strength,
+)
 
 counts = st.integers(-5, 1_000)
 lengths = st.integers(-5, 10_000)
@@ -44,3 +49,29 @@ def test_calibrate_maps_the_range_onto_zero_to_one(cosine, floor, width):
 def test_an_empty_or_inverted_range_only_clamps(cosine, floor, below):
     """A declared range with no width is ignored: the cosine is clamped to [0, 1]."""
     assert calibrate(cosine, floor, floor - below) == min(1.0, max(0.0, cosine))
+
+
+@given(
+    weight=st.floats(0.01, 20.0),
+    frequency=st.integers(1, 50),
+    length=st.integers(1, 2_000),
+    average=st.floats(1.0, 500.0),
+)
+def test_bm25_term_is_fts5s_formula(weight, frequency, length, average):
+    """``w tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))`` with k1 1.2, b 0.75."""
+    expected = (
+        weight * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * length / average))
+    )
+    assert bm25_term(weight, frequency, length, average) == pytest.approx(expected)
+    assert bm25_term(weight, frequency + 1, length, average) > bm25_term(
+        weight, frequency, length, average
+    )
+    assert bm25_term(weight, frequency, length + 1, average) < bm25_term(
+        weight, frequency, length, average
+    )
+
+
+def test_bm25_term_without_an_average_is_neutral_on_length():
+    """No average length (an empty scope): the length ratio counts 1."""
+    assert bm25_term(2.0, 1, 50, 0.0) == pytest.approx(2.0)
+    assert bm25_term(2.0, 0, 0, 1.0) == pytest.approx(2.0)  # found: at least once

@@ -11,9 +11,11 @@ Recall (see :meth:`SQLiteMemory.recall`):
 
 1. an empty or ``*`` query returns the scope's newest rows, unscored; a query
    with no content term (stop words, one-letter tokens) matches nothing;
-2. keyword stage: a safe, stop-word-bounded FTS5 query (``_sqlite_fts``)
-   returns up to ``2 * limit`` rows scored by query coverage (the IDF-weighted
-   share of the query's terms a row holds, comparable across queries);
+2. keyword stage: a safe, stop-word-bounded FTS5 query (``_fts``) returns up
+   to ``2 * limit`` rows scored by query coverage (the IDF-weighted share of
+   the query's terms a row holds, comparable across queries), equal scores
+   ordered by BM25; every statistic is the scope's own (row count, term
+   counts, average length), never the whole table's;
 3. vector stage (in hybrid mode the query's embedding is computed, and the
    matrix searched with it, on a worker thread while the keyword stage runs):
    the query's embedding against the scope's
@@ -21,7 +23,8 @@ Recall (see :meth:`SQLiteMemory.recall`):
    cosines are computed too; cosines are rescaled to the embedder's declared
    ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
 4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
-   measured each row (a live leg that missed the row counts 0), ties by id;
+   measured each row (a live leg that missed the row counts 0), ties by id; a
+   row that scores 0 is not returned;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
    share of content words found, at most 0.5.
 
@@ -58,7 +61,11 @@ from turnledger.projections.memory.protocol import (
 )
 from turnledger.projections.memory.sqlite import _writes as writes
 from turnledger.projections.memory.sqlite._embedding import EmbeddingStage
-from turnledger.projections.memory.sqlite._fts import FrequentTerms, keyword_search
+from turnledger.projections.memory.sqlite._fts import (
+    FrequentTerms,
+    StatsCache,
+    keyword_search,
+)
 from turnledger.projections.memory.sqlite._hybrid import fuse
 from turnledger.projections.memory.sqlite._ivf import DEFAULT_PROBES, check_probes
 from turnledger.projections.memory.sqlite._like import like_search
@@ -134,6 +141,7 @@ class SQLiteMemory(SQLiteReads):
         )
         self.capabilities = Capabilities(vectors=self._embedding.live)
         self._frequent: FrequentTerms = {}
+        self._stats: StatsCache = {}
         self._embedding.adopt_identity()
 
     @property
@@ -300,7 +308,14 @@ class SQLiteMemory(SQLiteReads):
             )
             try:
                 keyword = (  # while the query's vector is computed and searched
-                    keyword_search(conn, query, scope, window, self._frequent)
+                    keyword_search(
+                        conn,
+                        query,
+                        scope,
+                        window,
+                        frequent=self._frequent,
+                        stats_cache=self._stats,
+                    )
                     if keyword_live
                     else {}
                 )

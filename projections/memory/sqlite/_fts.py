@@ -6,42 +6,41 @@ the ``unicode61`` tokenizer splits text, and each token becomes a quoted phrase
 column filters and SQL text are only ever searched for. Stop words and
 one-character tokens are left out (a query of nothing else matches nothing).
 
-Scores are query coverage (:func:`~policies.relevance.coverage_score`): the
-IDF-weighted share of the query's terms a row contains, comparable across
-queries; BM25 only chooses the candidates and breaks ties.
+Scores are query coverage (:func:`~policies.relevance.keyword_score`): the
+IDF-weighted share of the query's terms a row holds, comparable across queries,
+with equal scores ordered by BM25 (FTS5's formula, ``k1`` 1.2, ``b`` 0.75). Every
+statistic is taken on the rows the caller may see, never the whole table: the
+scope's row count, each term's count among the scope's rows and (for BM25) the
+scope's average row length, so one agent's rows never move another agent's
+ranking. Lengths are FTS5's own token counts (its ``docsize`` records); which
+terms a row holds is asked of FTS5; how often it holds them is counted in SQL.
+Nothing is tokenised in Python but the query.
 
-Stop-word safety. A ranked MATCH costs one BM25 evaluation (a few µs) per
-matching row, and a query of frequent words matches most of the table (~120 ms
-at 100k rows; reading a frequent word's count from ``fts5vocab`` alone costs
-~9 ms, as it walks the whole doclist). So each token's document count is taken
-by counting its matches up to :data:`MATCH_BUDGET` (cheap: no ranking), and
-estimated from the newest :data:`SAMPLE_ROWS` rows above that. Then:
+Stop-word safety. Matching a frequent word walks its whole doclist (~120 ms at
+100k rows for a query of frequent words). So each term's rows in the scope are
+read up to :data:`MATCH_BUDGET` (the count, and the rows, exact), and above that
+its count is estimated on the scope's newest :data:`SAMPLE_ROWS` rows. Then:
 
-1. tokens that occur nowhere are dropped (they cannot match);
-2. if the tokens' document counts sum to at most :data:`MATCH_BUDGET`, the
-   query is the OR of all of them ranked by FTS5's BM25 (the reference
-   behaviour, and the only case small stores ever see);
-3. otherwise the rarest tokens whose counts fit the budget are OR-ed and ranked
-   by FTS5's BM25 to pick a bounded candidate pool, which is then re-scored in
-   Python over every token, so the frequent words still count;
-4. if even the rarest token alone exceeds the budget (a query of very
-   frequent words only), the candidates are the newest rows matching the AND
-   of the three rarest tokens (or the rarest alone when that AND matches nothing), again
-   re-scored over every token.
-
-Every query carries the read scope inside, so the budget and pools are computed
-on the rows the caller may see.
+1. terms no scoped row holds are dropped (they cannot match);
+2. the candidates are every scoped row holding one of the rarest terms whose
+   counts together fit :data:`MATCH_BUDGET` (all the terms, in small stores);
+3. if even the rarest term alone exceeds the budget (a query of very frequent
+   words only), the candidates are the newest scoped rows holding the three
+   rarest terms (or the rarest alone when no row holds all three);
+4. every candidate is scored over every live term, frequent ones included,
+   each term counted once; the best :data:`RESCORE_POOL` (or the window, if
+   larger) are scored again with how often they hold each term.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from turnledger.policies.relevance import (
     MIN_TERM_CHARS,
+    bm25_term,
     is_content_term,
     keyword_score,
     term_weight,
@@ -50,7 +49,7 @@ from turnledger.policies.relevance import (
 from turnledger.projections.memory.sqlite._scope import Scope, scope_sql
 
 MATCH_BUDGET: Final = 1_000
-"""The most documents the OR-ed terms of one ranked MATCH may cover."""
+"""The most scoped rows the candidate terms may cover together."""
 
 SAMPLE_ROWS: Final = 5_000
 """How many of the newest rows a frequent token's document count is estimated on."""
@@ -59,7 +58,7 @@ MAX_TERMS: Final = 16
 """How many distinct tokens of a query are used (the longest, when more)."""
 
 RESCORE_POOL: Final = 64
-"""The smallest candidate pool re-scored in Python."""
+"""The smallest candidate pool scored with term frequencies (counted in SQL)."""
 
 FREQUENT_AND_TERMS: Final = 3
 """How many of the rarest tokens a stop-word-only query ANDs."""
@@ -120,75 +119,197 @@ def query_terms(query: str) -> list[Term]:
     return [terms[i] for i in sorted(longest[:MAX_TERMS])]
 
 
-FrequentTerms: TypeAlias = dict[str, tuple[int, int]]
-"""Estimated counts of frequent phrases: ``{phrase: (count, row count then)}``."""
+FrequentTerms: TypeAlias = dict[tuple[Scope, str], tuple[int, int]]
+"""Estimated scoped counts of frequent phrases:
+``{(scope, phrase): (count, scope rows then)}``."""
 
 _FREQUENT_CACHE: Final = 4_096
 _STALE_SHARE: Final = 0.1
 
 
-def document_counts(
+class ScopeStats(NamedTuple):
+    """The statistics BM25 needs, taken on the caller's scope only.
+
+    Attributes:
+        rows: How many rows the scope holds.
+        average: Their average length in tokens (on the newest
+            :data:`LENGTH_SAMPLE` of them), at least 1.
+    """
+
+    rows: int
+    average: float
+
+
+_VARINT_FULL_BYTE: Final = 9  # a varint's ninth byte carries eight bits
+
+LENGTH_SAMPLE: Final = 1_000
+"""How many of the scope's newest rows its average row length is taken on."""
+
+
+StatsCache: TypeAlias = dict[Scope, tuple[tuple[int, int], ScopeStats]]
+"""Scope statistics by scope, with the database version they were taken at."""
+
+
+def cached_stats(
+    db: sqlite3.Connection, scope: Scope, cache: StatsCache | None = None
+) -> ScopeStats:
+    """Return :func:`scope_stats`, reused while the database has not changed.
+
+    The version is SQLite's ``data_version`` (moved by other connections'
+    commits) and this connection's ``total_changes`` (moved by its own).
+    """
+    version = (int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes)
+    known = None if cache is None else cache.get(scope)
+    if known is not None and known[0] == version:
+        return known[1]
+    where, params = scope_sql(scope)
+    stats = scope_stats(db, where, params)
+    if cache is not None:
+        if len(cache) >= _FREQUENT_CACHE:
+            cache.clear()
+        cache[scope] = (version, stats)
+    return stats
+
+
+def scope_stats(
+    db: sqlite3.Connection, where: str, params: Sequence[Any]
+) -> ScopeStats:
+    """Return the scope's row count and average row length (FTS5's token counts)."""
+    rows = int(
+        db.execute(
+            f"SELECT count(*) FROM memories AS m WHERE {where}", list(params)
+        ).fetchone()[0]
+    )
+    sizes = db.execute(
+        "SELECT d.sz FROM (SELECT m.rowid AS r FROM memories AS m "
+        f"WHERE {where} ORDER BY m.rowid DESC LIMIT ?) "
+        "JOIN memories_fts_docsize AS d ON d.id = r",
+        [*params, LENGTH_SAMPLE],
+    ).fetchall()
+    total = sum(doc_length(size) for (size,) in sizes)
+    return ScopeStats(rows, max(1.0, total / len(sizes)) if sizes else 1.0)
+
+
+def doc_length(size: bytes | None) -> int:
+    """Return a row's token count from its FTS5 ``docsize`` record.
+
+    The record is one SQLite varint per column (``key``, ``content``): seven
+    bits a byte, high bit set on every byte but the last (the ninth byte, if
+    any, carries eight).
+    """
+    if not size:
+        return 0
+    total = value = count = 0
+    for byte in size:
+        count += 1
+        if count == _VARINT_FULL_BYTE:
+            total += (value << 8) | byte
+            value = count = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            total += (value << 7) | byte
+            value = count = 0
+    return total
+
+
+def scoped_counts(
     db: sqlite3.Connection,
     terms: Sequence[Term],
-    total: int,
+    scope: Scope,
+    rows: int,
     frequent: FrequentTerms | None = None,
-) -> dict[Term, int]:
-    """Return how many rows contain each term (a prefix: any completion).
+) -> tuple[dict[Term, int], dict[Term, frozenset[int]]]:
+    """Return how many of the scope's rows hold each term, and which.
 
-    Counts are exact up to :data:`MATCH_BUDGET`; above it they are estimated
-    from the newest :data:`SAMPLE_ROWS` rows (and never below the budget + 1).
-    Estimates are kept in ``frequent`` and reused while the table has grown or
-    shrunk by less than a tenth: stop words recur in almost every query.
+    A term held by at most :data:`MATCH_BUDGET` rows of the scope is counted
+    exactly and its rows returned; above that its count is estimated on the
+    scope's newest :data:`SAMPLE_ROWS` rows (never below the budget + 1) and
+    kept in ``frequent`` while the scope has grown or shrunk by less than a
+    tenth: common words recur in almost every query. Nothing outside the scope
+    is counted.
 
     Args:
         db: The memory database.
         terms: The query's terms.
-        total: The number of indexed rows (see :func:`row_count`).
+        scope: The rows the caller may see.
+        rows: The scope's row count.
         frequent: The caller's cache of estimates (updated in place).
     """
     cache: FrequentTerms = {} if frequent is None else frequent
+    where, params = scope_sql(scope)
     counts: dict[Term, int] = {}
+    held: dict[Term, frozenset[int]] = {}
     for term in terms:
-        known = cache.get(term.phrase)
-        if known is not None and abs(total - known[1]) <= _STALE_SHARE * known[1]:
+        known = cache.get((scope, term.phrase))
+        if known is not None and abs(rows - known[1]) <= _STALE_SHARE * known[1]:
             counts[term] = known[0]
             continue
-        found = _count(db, term.phrase, MATCH_BUDGET + 1)
-        if found > MATCH_BUDGET:
-            found = max(found, _estimate(db, term.phrase, total))
-            if len(cache) >= _FREQUENT_CACHE:
-                cache.clear()
-            cache[term.phrase] = (found, total)
-        counts[term] = found
-    return counts
+        found = _matching(db, term.phrase, where, params, MATCH_BUDGET + 1)
+        if len(found) <= MATCH_BUDGET:
+            counts[term] = len(found)
+            held[term] = frozenset(found)
+            continue
+        estimate = max(
+            MATCH_BUDGET + 1, _estimate(db, term.phrase, where, params, rows)
+        )
+        if len(cache) >= _FREQUENT_CACHE:
+            cache.clear()
+        cache[(scope, term.phrase)] = (estimate, rows)
+        counts[term] = estimate
+    return counts, held
 
 
-def _count(db: sqlite3.Connection, expression: str, cap: int, after: int = 0) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-        "WHERE memories_fts MATCH ? AND rowid > ? LIMIT ?)",
-        (expression, after, cap),
+def _matching(
+    db: sqlite3.Connection,
+    expression: str,
+    where: str,
+    params: Sequence[Any],
+    cap: int,
+    *,
+    extra: str = "",
+    extra_params: Sequence[Any] = (),
+) -> list[int]:
+    sql = (
+        "SELECT m.rowid FROM memories_fts CROSS JOIN memories AS m "
+        "ON m.rowid = memories_fts.rowid "
+        f"WHERE memories_fts MATCH ? AND {where}{extra} LIMIT ?"
+    )
+    found = db.execute(sql, [expression, *params, *extra_params, cap])
+    return [int(rowid) for (rowid,) in found]
+
+
+def _estimate(
+    db: sqlite3.Connection,
+    expression: str,
+    where: str,
+    params: Sequence[Any],
+    rows: int,
+) -> int:
+    edge = db.execute(
+        f"SELECT m.rowid FROM memories AS m WHERE {where} "
+        "ORDER BY m.rowid DESC LIMIT 1 OFFSET ?",
+        [*params, SAMPLE_ROWS - 1],
     ).fetchone()
-    return int(row[0])
-
-
-def _estimate(db: sqlite3.Connection, expression: str, total: int) -> int:
-    after = max(0, total - SAMPLE_ROWS)
-    found = _count(db, expression, SAMPLE_ROWS, after)
-    return found if after == 0 else round(found * total / SAMPLE_ROWS)
-
-
-def row_count(db: sqlite3.Connection) -> int:
-    """Return the highest rowid: the indexed row count, give or take deletions.
-
-    It is O(log n) where ``count(*)`` walks the table, and only feeds estimates
-    (inverse document frequencies, sampling windows).
-    """
-    return int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
+    if edge is None:  # the whole scope is the sample
+        return len(_matching(db, expression, where, params, rows + 1))
+    found = _matching(
+        db,
+        expression,
+        where,
+        params,
+        SAMPLE_ROWS,
+        extra=" AND m.rowid >= ?",
+        extra_params=[edge[0]],
+    )
+    return round(len(found) * rows / SAMPLE_ROWS)
 
 
 def plan_query(counts: dict[Term, int], budget: int = MATCH_BUDGET) -> Plan | None:
     """Choose the MATCH for a query's terms (see the module docstring).
+
+    :func:`keyword_search` takes its candidates from :func:`selective_terms`
+    directly; this is the same choice written as one FTS5 expression.
 
     Args:
         counts: Each term's document count.
@@ -197,18 +318,11 @@ def plan_query(counts: dict[Term, int], budget: int = MATCH_BUDGET) -> Plan | No
     Returns:
         The plan, or ``None`` when no term occurs anywhere.
     """
-    live = sorted((t for t, n in counts.items() if n > 0), key=lambda t: (counts[t], t))
+    selective, live = selective_terms(counts, budget)
     if not live:
         return None
-    if sum(counts[t] for t in live) <= budget:
+    if len(selective) == len(live):
         return Plan(_join(live, "OR"), ranked=True)
-    selective: list[Term] = []
-    covered = 0
-    for term in live:
-        if covered + counts[term] > budget:
-            break
-        selective.append(term)
-        covered += counts[term]
     if selective:
         return Plan(_join(selective, "OR"), ranked=True, rescore=tuple(live))
     return Plan(
@@ -220,20 +334,46 @@ def _join(terms: Sequence[Term], operator: str) -> str:
     return f" {operator} ".join(t.phrase for t in terms)
 
 
+def selective_terms(
+    counts: dict[Term, int], budget: int = MATCH_BUDGET
+) -> tuple[list[Term], list[Term]]:
+    """Return the rarest live terms whose counts fit the budget, and every live term.
+
+    Both lists run rarest first (ties by text); a term no row holds is not live.
+    """
+    live = sorted((t for t, n in counts.items() if n > 0), key=lambda t: (counts[t], t))
+    selective: list[Term] = []
+    covered = 0
+    for term in live:
+        if covered + counts[term] > budget:
+            break
+        selective.append(term)
+        covered += counts[term]
+    return selective, live
+
+
 def keyword_search(
     db: sqlite3.Connection,
     query: str,
     scope: Scope,
     window: int,
+    *,
     frequent: FrequentTerms | None = None,
+    stats_cache: StatsCache | None = None,
 ) -> dict[int, tuple[str, float]]:
     """Return the scope's best keyword matches, scored by query coverage.
 
-    Candidates are chosen by BM25 (see the module docstring); each is then
-    scored by :func:`~policies.relevance.keyword_score`: the IDF-weighted share
-    of the query's content terms it contains, discounted a little for weak
-    evidence, on [0, 1] and independent of the other candidates. Ties go to
-    the entry id.
+    Every statistic is the scope's own: its row count, each term's count among
+    its rows and its average row length (:func:`scoped_counts`,
+    :func:`scope_stats`), so rows the caller may not see change nothing. The
+    candidates are every scoped row holding one of the rarest terms that fit
+    :data:`MATCH_BUDGET` (or, when even the rarest term is over it, the newest
+    rows holding the three rarest); which other terms each holds is asked of
+    FTS5, its length read from FTS5's ``docsize`` records, and how often the
+    term occurs counted in SQL on the best :data:`RESCORE_POOL` (no Python
+    tokenising). The score is :func:`~policies.relevance.keyword_score` (the
+    IDF-weighted share of the query's terms found, on [0, 1]); equal scores go
+    to the higher BM25, then the entry id.
 
     Args:
         db: The memory database.
@@ -241,66 +381,137 @@ def keyword_search(
         scope: The rows that may match.
         window: How many candidates to return at most.
         frequent: The caller's cache of frequent-term estimates.
+        stats_cache: The caller's cache of scope statistics.
 
     Returns:
-        ``{rowid: (entry id, score)}`` for at most ``window`` rows, best first.
+        ``{rowid: (entry id, score)}`` for at most ``window`` rows, best first,
+        every score above 0.
     """
     terms = query_terms(query)
     if not terms:
         return {}
-    total = row_count(db)
-    counts = document_counts(db, terms, total, frequent)
-    plan = plan_query(counts, MATCH_BUDGET)
-    if plan is None:
+    where, params = scope_sql(scope)
+    stats = cached_stats(db, scope, stats_cache)
+    if stats.rows == 0:
+        return {}
+    counts, held = scoped_counts(db, terms, scope, stats.rows, frequent)
+    selective, live = selective_terms(counts, MATCH_BUDGET)
+    if not live:
         return {}
     pool = max(window, RESCORE_POOL)
-    rows = _candidates(db, plan, scope, pool)
-    if not rows and plan.rescore and not plan.ranked:
-        rarest = Plan(plan.rescore[0].phrase, ranked=False, rescore=plan.rescore)
-        rows = _candidates(db, rarest, scope, pool)
-    weights = {t.phrase: term_weight(total, counts[t]) for t in terms}
-    scored: dict[int, tuple[str, float]] = {}
-    for row in _with_text(db, rows):
-        words = tokens(f"{row[3]} {row[4]}")
-        seen = Counter(words)
-        found = {t.phrase: _frequency(t, seen) for t in terms}
-        scored[int(row[0])] = (str(row[1]), keyword_score(weights, found, len(words)))
-    best = sorted(scored.items(), key=lambda kv: (-kv[1][1], kv[1][0]))
-    return dict(best[:window])
+    if selective:
+        candidates = sorted(set().union(*(held[t] for t in selective)))
+    else:
+        candidates = _newest_holding(db, live, where, params, pool)
+    if not candidates:
+        return {}
+    holding = {t: _holding(db, t, held, candidates) for t in live}
+    lengths = _lengths(db, candidates)
+    weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
+    shares = {t.phrase: w for t, w in weights.items()}
 
-
-def _candidates(
-    db: sqlite3.Connection, plan: Plan, scope: Scope, limit: int
-) -> list[tuple[Any, ...]]:
-    where, params = scope_sql(scope)
-    rank = "bm25(memories_fts)" if plan.ranked else "NULL"
-    order = "raw, m.id" if plan.ranked else "memories_fts.rowid DESC"
-    sql = (
-        f"SELECT m.rowid, m.id, {rank} AS raw FROM memories_fts "
-        "JOIN memories AS m ON m.rowid = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ? AND {where} ORDER BY {order} LIMIT ?"
-    )
-    return db.execute(sql, [plan.expression, *params, limit]).fetchall()
-
-
-def _with_text(
-    db: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]
-) -> list[tuple[Any, ...]]:
-    # Fetched apart, so the ranking above sorts narrow rows.
-    if not rows:
-        return []
-    marks = ",".join("?" * len(rows))
-    text = {
-        rowid: (key, content)
-        for rowid, key, content in db.execute(
-            f"SELECT rowid, key, content FROM memories WHERE rowid IN ({marks})",
-            [row[0] for row in rows],
+    def ranked(rowid: int, frequency: dict[Term, int]) -> tuple[float, float]:
+        found = {t: frequency.get(t, 1) for t in live if rowid in holding[t]}
+        length = lengths[rowid]
+        score = keyword_score(shares, {t.phrase: n for t, n in found.items()}, length)
+        bm25 = sum(
+            bm25_term(weights[t], n, length, stats.average) for t, n in found.items()
         )
+        return score, bm25
+
+    held_weight = dict.fromkeys(candidates, 0.0)  # coverage's numerator, once a term
+    for term in live:
+        for rowid in holding[term]:
+            held_weight[rowid] += weights[term]
+    first = sorted(  # BM25 with every held term once: the weight times g(length)
+        candidates,
+        key=lambda r: (
+            -held_weight[r],
+            -held_weight[r] * bm25_term(1.0, 1, lengths[r], stats.average),
+            r,
+        ),
+    )[:pool]
+    ids, frequencies = _frequencies(db, live, holding, first)
+    scored = sorted(
+        ((r, *ranked(r, frequencies[r])) for r in first),
+        key=lambda s: (-s[1], -s[2], ids[s[0]]),
+    )
+    return {
+        rowid: (ids[rowid], score) for rowid, score, _ in scored[:window] if score > 0
     }
-    return [(*row, *text[row[0]]) for row in rows]
 
 
-def _frequency(term: Term, seen: Counter[str]) -> int:
-    if term.prefix:
-        return sum(n for word, n in seen.items() if word.startswith(term.text))
-    return seen[term.text]
+def _newest_holding(
+    db: sqlite3.Connection,
+    live: Sequence[Term],
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+) -> list[int]:
+    # Every live term is over the budget: the newest rows holding the rarest.
+    for chosen in (live[:FREQUENT_AND_TERMS], live[:1]):
+        found = db.execute(
+            "SELECT m.rowid FROM memories_fts CROSS JOIN memories AS m "
+            "ON m.rowid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} "
+            "ORDER BY memories_fts.rowid DESC LIMIT ?",
+            [_join(chosen, "AND"), *params, limit],
+        ).fetchall()
+        if found:
+            return [int(rowid) for (rowid,) in found]
+    return []
+
+
+def _holding(
+    db: sqlite3.Connection,
+    term: Term,
+    held: dict[Term, frozenset[int]],
+    candidates: Sequence[int],
+) -> frozenset[int]:
+    if term in held:
+        return held[term] & frozenset(candidates)
+    marks = ",".join("?" * len(candidates))
+    found = db.execute(
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
+        f"AND rowid IN ({marks})",
+        [term.phrase, *candidates],
+    )
+    return frozenset(int(rowid) for (rowid,) in found)
+
+
+def _lengths(db: sqlite3.Connection, candidates: Sequence[int]) -> dict[int, int]:
+    marks = ",".join("?" * len(candidates))
+    sizes = dict(
+        db.execute(
+            f"SELECT id, sz FROM memories_fts_docsize WHERE id IN ({marks})",
+            list(candidates),
+        ).fetchall()
+    )
+    return {rowid: doc_length(sizes.get(rowid)) for rowid in candidates}
+
+
+def _frequencies(
+    db: sqlite3.Connection,
+    live: Sequence[Term],
+    holding: dict[Term, frozenset[int]],
+    rows: Sequence[int],
+) -> tuple[dict[int, str], dict[int, dict[Term, int]]]:
+    # How often each held term occurs: its occurrences as a substring of the
+    # lowercased key and content (at least 1: FTS5 found it as a word).
+    marks = ",".join("?" * len(rows))
+    ids: dict[int, str] = {}
+    frequencies: dict[int, dict[Term, int]] = {r: {} for r in rows}
+    counted = [t for t in live if holding[t].intersection(rows)]
+    columns = "".join(", (length(x) - length(replace(x, ?, ''))) / ?" for _ in counted)
+    found = db.execute(
+        f"SELECT rowid, id{columns} FROM (SELECT rowid, id, "
+        "lower(key || ' ' || content) AS x FROM memories "
+        f"WHERE rowid IN ({marks}))",
+        [*(v for t in counted for v in (t.text, len(t.text))), *rows],
+    )
+    for rowid, entry_id, *occurrences in found:
+        ids[rowid] = str(entry_id)
+        for term, times in zip(counted, occurrences, strict=True):
+            if rowid in holding[term]:
+                frequencies[rowid][term] = max(1, int(times))
+    return ids, frequencies

@@ -7,7 +7,8 @@ no keyword matched has keyword score 0 (when the keyword leg is on), and a
 keyword candidate's cosine is computed exactly. A row's score is then the
 weighted probabilistic OR of the legs that measured it
 (:func:`policies.relevance.fuse`; a row without a vector is scored on keywords
-alone). Ties are broken by entry id, ascending.
+alone). A row that scores 0 (a cosine at or under the embedder's floor and no
+keyword) is left out. Ties are broken by entry id, ascending.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def fuse(
             scores 0 on it).
 
     Returns:
-        Every entry of either input with its fused score, sorted by score
-        descending, then entry id ascending.
+        Every entry of either input whose fused score is above 0, sorted by
+        score descending, then entry id ascending.
     """
     fused: list[Scored] = []
     for rowid in vector.keys() | keyword.keys():
@@ -68,6 +69,7 @@ def fuse(
             vector_weight=vector_weight,
             keyword_weight=keyword_weight,
         )
-        fused.append(Scored(rowid, entry_id, score))
+        if score > 0:  # a row no leg found anything for is not a match
+            fused.append(Scored(rowid, entry_id, score))
     fused.sort(key=lambda s: (-s.score, s.entry_id, s.rowid))
     return fused

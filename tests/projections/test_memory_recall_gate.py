@@ -1,0 +1,107 @@
+"""SQLite recall (issue #28): statistics of the caller's scope, and no empty hits.
+
+One agent's rows never change another agent's ranking or scores; an unrelated
+question injects nothing and no row scored 0 is ever returned; a row sharing
+only a word common in the scope stays under the floor.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.contracts.memory_contract import T0
+from tests.projections.test_memory_sqlite import HashingEmbedder
+from turnledger.policies.recall import make_recall_selector
+from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
+from turnledger.projections.memory.protocol import MemoryEntry, NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
+
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+FILLER = (
+    "the weekly report went out on time",
+    "lunch was pasta again today",
+    "the build server restarted overnight",
+    "standup moved to the small room",
+    "the printer on floor two is jammed",
+    "reviewed the quarterly budget draft",
+)
+
+
+def put(memory: SQLiteMemory, key: str, content: str, agent: str = "ops") -> None:
+    memory.store(
+        NewMemory(
+            agent=agent, key=key, content=content, entry_id=f"{agent}-{key}", at=T0
+        )
+    )
+
+
+def block(found: list[MemoryEntry]) -> str:
+    """The ``[Memory context]`` block a user-facing turn would get."""
+    candidates = [
+        RecallCandidate(
+            id=e.id, key=e.key, content=e.content, category=e.category, score=e.score
+        )
+        for e in found
+    ]
+    policy = resolve_inject_policy("interactive", sessions=["s1"])
+    return make_recall_selector()(candidates, policy).block
+
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    own=st.lists(texts, min_size=1, max_size=8),
+    other=st.lists(texts, min_size=1, max_size=8),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+    interleave=st.booleans(),
+)
+def test_other_agents_rows_change_nothing(own, other, query, interleave):
+    """Alice's ranking and scores are the same with or without Bob's rows."""
+    alone = SQLiteMemory(":memory:")
+    shared = SQLiteMemory(":memory:")
+    for i, text in enumerate(own):
+        put(alone, f"k{i}", text, agent="alice")
+        if interleave:
+            put(shared, f"b{i}", other[i % len(other)], agent="bob")
+        put(shared, f"k{i}", text, agent="alice")
+    for i, text in enumerate(other):
+        put(shared, f"x{i}", text, agent="bob")
+    try:
+        expected = alone.recall(query, agents=["alice"], limit=10)
+        found = shared.recall(query, agents=["alice"], limit=10)
+        assert [(e.key, e.score) for e in found] == [(e.key, e.score) for e in expected]
+    finally:
+        alone.close()
+        shared.close()
+
+
+def test_an_unrelated_question_injects_nothing_and_nothing_scores_zero():
+    """No row scored 0 comes back; keyword only, no block is built.
+
+    (The hashing embedder counts ``the`` and ``on`` like any word, so its
+    cosines say nothing about abstention: the local model's test does.)
+    """
+    for embedder in (None, HashingEmbedder()):
+        memory = SQLiteMemory(":memory:", embedder=embedder)
+        put(memory, "editor", "Helix is my editor")
+        for i, text in enumerate(FILLER):
+            put(memory, f"f{i}", text)
+        found = memory.recall("what is the weather on Mars", agents=["ops"])
+        assert all(e.score is not None and e.score > 0 for e in found)
+        if embedder is None:
+            assert found == []
+            assert block(found) == ""
+        memory.close()
+
+
+def test_a_word_common_in_the_scope_is_not_evidence():
+    """A row sharing only a word most of the scope holds stays under the floor."""
+    memory = SQLiteMemory(":memory:")
+    for i, text in enumerate(FILLER):
+        put(memory, f"f{i}", f"{text} for the team")
+    found = memory.recall("team offsite location", agents=["ops"])
+    assert found
+    assert block(found) == ""
