@@ -48,6 +48,7 @@ BENCHMARKS = (
     "bench_peers_langgraph",
     "bench_peers_openai",
     "bench_cli_start",
+    "bench_recall_public",
 )
 START = "<!-- perf:start -->"
 END = "<!-- perf:end -->"
