@@ -541,9 +541,7 @@ def _constructs(path: Path, name: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    "path", BUILDERS, ids=[_shown(p) for p in BUILDERS]
-)
+@pytest.mark.parametrize("path", BUILDERS, ids=[_shown(p) for p in BUILDERS])
 def test_only_bootstrap_constructs_the_engine(path: Path):
     """``TurnEngine(...)`` appears in the composition root and nowhere else."""
     found = _constructs(path, "TurnEngine")

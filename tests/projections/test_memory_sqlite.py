@@ -27,8 +27,8 @@ from turnledger.projections.memory.sqlite import SQLiteMemory
 from turnledger.projections.memory.sqlite._fts import (
     MATCH_BUDGET,
     Term,
-    plan_query,
     query_terms,
+    selective_terms,
 )
 
 DIMS = 64
@@ -525,22 +525,21 @@ class TestFtsQueries:
         keyword_memory.store(new("k", "deployment pipeline"))
         assert keys(keyword_memory.recall("deploy*", agents=["alice"])) == ["k"]
 
-    def test_plans(self):
+    def test_selective_terms(self):
         rare, mid, stop = Term("zebra"), Term("deploy"), Term("the")
-        small = plan_query({rare: 2, mid: 6, Term("nowhere"): 0}, budget=100)
-        assert small.expression == '"zebra" OR "deploy"'
-        assert small.ranked
-        assert not small.rescore
-        bounded = plan_query({rare: 2, mid: 6, stop: 90}, budget=5)
-        assert bounded.expression == '"zebra"'
-        assert bounded.ranked
-        assert bounded.rescore == (rare, mid, stop)
-        stop_only = plan_query(
-            {stop: 90, Term("a"): 95, Term("of"): 80, Term("is"): 70}, budget=5
+        assert selective_terms({rare: 2, mid: 6, Term("nowhere"): 0}, budget=100) == (
+            [rare, mid],
+            [rare, mid],
         )
-        assert stop_only.expression == '"is" AND "of" AND "the"'
-        assert not stop_only.ranked
-        assert plan_query({Term("nowhere"): 0}) is None
+        assert selective_terms({rare: 2, mid: 6, stop: 90}, budget=5) == (
+            [rare],
+            [rare, mid, stop],
+        )
+        frequent = {stop: 90, Term("a"): 95, Term("of"): 80, Term("is"): 70}
+        selective, live = selective_terms(frequent, budget=5)
+        assert selective == []
+        assert [t.text for t in live] == ["is", "of", "the", "a"]
+        assert selective_terms({Term("nowhere"): 0}) == ([], [])
         assert MATCH_BUDGET >= 1_000
 
 

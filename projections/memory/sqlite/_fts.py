@@ -76,21 +76,6 @@ class Term(NamedTuple):
         return f'"{self.text}"*' if self.prefix else f'"{self.text}"'
 
 
-class Plan(NamedTuple):
-    """How to run a keyword query.
-
-    Attributes:
-        expression: The MATCH expression.
-        ranked: ``True``: candidates by FTS5 BM25; ``False``: newest matches.
-        rescore: Tokens to re-score the candidates with in Python (empty: the
-            FTS5 BM25 is the score).
-    """
-
-    expression: str
-    ranked: bool
-    rescore: tuple[Term, ...] = ()
-
-
 def tokens(text: str) -> list[str]:
     """Return the word tokens of a text, normalised."""
     return word_tokens(text)
@@ -303,31 +288,6 @@ def _estimate(
         extra_params=[edge[0]],
     )
     return round(len(found) * rows / SAMPLE_ROWS)
-
-
-def plan_query(counts: dict[Term, int], budget: int = MATCH_BUDGET) -> Plan | None:
-    """Choose the MATCH for a query's terms (see the module docstring).
-
-    :func:`keyword_search` takes its candidates from :func:`selective_terms`
-    directly; this is the same choice written as one FTS5 expression.
-
-    Args:
-        counts: Each term's document count.
-        budget: The most documents one ranked OR may cover.
-
-    Returns:
-        The plan, or ``None`` when no term occurs anywhere.
-    """
-    selective, live = selective_terms(counts, budget)
-    if not live:
-        return None
-    if len(selective) == len(live):
-        return Plan(_join(live, "OR"), ranked=True)
-    if selective:
-        return Plan(_join(selective, "OR"), ranked=True, rescore=tuple(live))
-    return Plan(
-        _join(live[:FREQUENT_AND_TERMS], "AND"), ranked=False, rescore=tuple(live)
-    )
 
 
 def _join(terms: Sequence[Term], operator: str) -> str:
