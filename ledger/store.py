@@ -304,19 +304,19 @@ class EventStore:
             InvalidArgumentError: ``stream_id`` is not a UUID.
         """
         check_stream_id(stream_id)
-        return self._reader.stream_version(stream_id)
+        return self.backend.stream_version(stream_id)
 
     def max_position(self) -> int:
         """Return the last position written (0 when the ledger is empty)."""
-        return self._reader.max_position()
+        return self.backend.max_position()
 
     def stream_ids(self) -> list[UUID]:
         """Return the id of every stream, sorted."""
-        return self._reader.stream_ids()
+        return self.backend.stream_ids()
 
     def count(self) -> int:
         """Return the number of events."""
-        return self._reader.count()
+        return self.backend.count_rows()
 
     def subscribe(
         self, *, after: int = 0, types: Sequence[type[Event] | str] = ()

@@ -1,11 +1,13 @@
-"""Reading the ledger: streams, pages of the global log, counts, subscriptions.
+"""Reading the ledger: streams, pages of the global log, subscriptions.
 
 :class:`StoreReader` is the read part of :class:`~ledger.store.EventStore`,
 which holds one and hands its read calls to it: it asks the backend for rows by
 stream or by position, optionally filtered by event type, and decodes them
 through the store's mapper into :class:`~ledger.envelope.Recorded` envelopes;
 nothing here writes. The pager over the global log, ``iter_all``, stays on the
-store (the one place that pages ``read_all``).
+store (the one place that pages ``read_all``), and so do the counts that decode
+nothing (a stream's version, the last position, the stream ids, the number of
+events), which the store asks its backend for itself.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class StoreReader:
 
     def iter_rows(self, *, after: int = 0, page_size: int = 500) -> Iterator[StoredRow]:
         """Iterate over raw rows (undecoded) in position order; ``verify`` uses it."""
-        until = self.max_position()
+        until = self.backend.max_position()
         while True:
             page = self.backend.select_all(
                 gt=after, limit=page_size, topics=(), lte=until
@@ -82,22 +84,6 @@ class StoreReader:
             if len(page) < page_size:
                 return
             after = page[-1].position
-
-    def stream_version(self, stream_id: UUID) -> int:
-        """Return a stream's head version (0 when the stream is empty)."""
-        return self.backend.stream_version(stream_id)
-
-    def max_position(self) -> int:
-        """Return the last position written (0 when the ledger is empty)."""
-        return self.backend.max_position()
-
-    def stream_ids(self) -> list[UUID]:
-        """Return the id of every stream, sorted."""
-        return self.backend.stream_ids()
-
-    def count(self) -> int:
-        """Return the number of events."""
-        return self.backend.count_rows()
 
     def subscribe(
         self, *, after: int = 0, types: Sequence[type[Event] | str] = ()

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Collection, MutableMapping, Sequence
 from typing import Any, Final
 
+from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.pipeline.cli import costs as cli_costs
 from turnledger.pipeline.cli import engine as cli_engine
 from turnledger.pipeline.cli import ledger as cli_ledger
@@ -25,7 +26,6 @@ from turnledger.pipeline.cli import transcripts as cli_transcripts
 from turnledger.pipeline.cli import web as cli_web
 from turnledger.pipeline.cli.common import (
     DB_ENV,
-    DEFAULT_LEDGER,
     Command,
     UsageError,
     check_arguments,
@@ -64,8 +64,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     parser.add_argument(
         "--db",
         default=None,
-        help="ledger file or postgresql:// URL"
-        f" (default ${DB_ENV} or {DEFAULT_LEDGER})",
+        help=f"ledger file or postgresql:// URL (default ${DB_ENV} or {DEFAULT_PATH})",
     )
     parser.add_argument(
         "--config",

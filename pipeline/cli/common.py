@@ -31,9 +31,6 @@ CONFIG_NAME: Final = "turnledger.toml"
 ``CONFIG_NAME``, spelled out so that a command run with no configuration file
 does not load the configuration's checks; a test checks they are equal)."""
 
-DEFAULT_LEDGER: Final = DEFAULT_PATH
-"""The ledger when nothing names one."""
-
 Command = Callable[[argparse.Namespace], int]
 """A command: parsed arguments in, exit code out."""
 
@@ -139,8 +136,8 @@ def target(args: argparse.Namespace) -> str:
         return str(chosen)
     named = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
     if not named and not os.path.lexists(CONFIG_NAME):
-        return DEFAULT_LEDGER  # no configuration anywhere: its defaults
-    return config(args).ledger or DEFAULT_LEDGER
+        return DEFAULT_PATH  # no configuration anywhere: its defaults
+    return config(args).ledger or DEFAULT_PATH
 
 
 def open_ledger(args: argparse.Namespace) -> EventStore:
