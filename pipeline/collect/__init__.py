@@ -1,0 +1,1 @@
+"""The OTLP receiver: OpenTelemetry GenAI spans into the ledger (``turnledger collect``)."""
