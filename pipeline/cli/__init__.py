@@ -16,9 +16,11 @@ from collections.abc import Collection, MutableMapping, Sequence
 from typing import Any, Final
 
 from turnledger.ledger.location import DEFAULT_PATH
+from turnledger.pipeline.cli import collect as cli_collect
 from turnledger.pipeline.cli import costs as cli_costs
 from turnledger.pipeline.cli import engine as cli_engine
 from turnledger.pipeline.cli import ledger as cli_ledger
+from turnledger.pipeline.cli import mcp as cli_mcp
 from turnledger.pipeline.cli import memory as cli_memory
 from turnledger.pipeline.cli import projections as cli_projections
 from turnledger.pipeline.cli import timetravel as cli_timetravel
@@ -41,6 +43,8 @@ MODULES: Final = (
     cli_memory,
     cli_web,
     cli_costs,
+    cli_mcp,
+    cli_collect,
 )
 
 COMMANDS: Final[dict[str, Command]] = {

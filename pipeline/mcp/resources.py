@@ -1,0 +1,134 @@
+"""The MCP resources: a session's history and transcript, the lifecycle table.
+
+``turnledger://lifecycle`` is the payload lifecycle table (Markdown, as
+``turnledger lifecycle`` prints it). For each session of the agent and its
+peers, ``turnledger://sessions/<stream id>/history`` is its provider-visible
+history (the messages a provider is sent next) and
+``turnledger://sessions/<stream id>/transcript`` its whole record: every
+recorded message, trimmed and rewound ones included, with its version and turn
+id. Both are JSON; a session may also be named by its key (URL-encoded).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+from urllib.parse import quote, unquote
+
+import msgspec
+
+from turnledger.ledger.errors import quote_value
+from turnledger.pipeline.mcp.tools import RefusedCallError
+
+if TYPE_CHECKING:
+    from turnledger.pipeline.mcp.tools import ToolServices
+
+LIFECYCLE_URI: Final = "turnledger://lifecycle"
+"""The lifecycle table's resource."""
+
+SESSION_PREFIX: Final = "turnledger://sessions/"
+"""Where the sessions' resources are."""
+
+VIEWS: Final = ("history", "transcript")
+"""What each session offers."""
+
+_DESCRIPTIONS: Final = {
+    "history": "The provider-visible history.",
+    "transcript": "Every recorded message, trimmed and rewound ones too.",
+}
+
+MAX_URI_CHARS: Final = 1_024
+"""The longest resource URI accepted."""
+
+
+class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A listed resource: its URI, name, description and MIME type."""
+
+    uri: str
+    name: str
+    description: str
+    mime: str
+
+
+def list_resources(services: ToolServices) -> list[ResourceInfo]:
+    """The lifecycle table, then each session's history and transcript."""
+    found = [
+        ResourceInfo(
+            uri=LIFECYCLE_URI,
+            name="lifecycle",
+            description=(
+                "The payload lifecycle table: who owns each surface, how long it lives."
+            ),
+            mime="text/markdown",
+        )
+    ]
+    found.extend(
+        ResourceInfo(
+            uri=session_uri(str(ref.stream_id), view),
+            name=f"{ref.agent}/{ref.key} {view}",
+            description=_DESCRIPTIONS[view],
+            mime="application/json",
+        )
+        for ref in services.sessions()
+        for view in VIEWS
+    )
+    return found
+
+
+def parse_uri(uri: str) -> tuple[str, str] | None:
+    """Return ``(session, view)`` of a session resource, ``None`` for the lifecycle.
+
+    Raises:
+        RefusedCallError: The URI names no resource of this server.
+    """
+    if len(uri) > MAX_URI_CHARS:
+        msg = (
+            f"Expected a resource URI of at most {MAX_URI_CHARS} characters, "
+            f"found {len(uri)}"
+        )
+        raise RefusedCallError(msg)
+    if uri == LIFECYCLE_URI:
+        return None
+    session, _, view = uri.removeprefix(SESSION_PREFIX).rpartition("/")
+    if not uri.startswith(SESSION_PREFIX) or view not in VIEWS or not session:
+        msg = (
+            f"Expected {LIFECYCLE_URI} or "
+            f"{SESSION_PREFIX}<session>/history|transcript, "
+            f"found {quote_value(uri)}"
+        )
+        raise RefusedCallError(msg)
+    return unquote(session), view
+
+
+def session_uri(session: str, view: str) -> str:
+    """The URI of a session's view (the session key or stream id URL-encoded)."""
+    return f"{SESSION_PREFIX}{quote(session, safe='')}/{view}"
+
+
+def read_resource(services: ToolServices, target: tuple[str, str] | None) -> str:
+    """Return a resource's text (``target`` from :func:`parse_uri`).
+
+    Raises:
+        ToolFailedError: The session is not one of the agent's or its peers'.
+    """
+    if target is None:
+        from turnledger.pipeline.lifecycle import lifecycle_markdown  # noqa: PLC0415
+
+        return lifecycle_markdown()
+    from turnledger.pipeline.sessions import load_history  # noqa: PLC0415
+    from turnledger.projections.history.read import provider_messages  # noqa: PLC0415
+
+    session, view = target
+    ref = services.session(session)
+    state = load_history(services.store, ref.stream_id)
+    head = {"agent": ref.agent, "session": ref.key, "stream": str(ref.stream_id)}
+    if view == "history":
+        body: dict[str, object] = {**head, "messages": provider_messages(state)}
+    else:
+        body = {
+            **head,
+            "entries": [
+                {"version": e.version, "turn_id": e.turn_id, "message": e.message}
+                for e in state.entries
+            ],
+        }
+    return msgspec.json.encode(body).decode()
