@@ -1,0 +1,331 @@
+"""OTLP trace requests (protobuf or JSON) into one neutral span model.
+
+Both encodings of an ``ExportTraceServiceRequest`` become the same
+:class:`Span` values: ids as lowercase hex, times as integer nanoseconds,
+attribute values as plain Python values (``AnyValue`` arrays as tuples,
+key-value lists as dicts, bytes as ``bytes``). The JSON form is OTLP/JSON:
+camelCase keys, hex trace and span ids, 64-bit integers as strings or numbers.
+A request that cannot be read whole is refused with a :class:`CollectError`
+naming what was expected and what was found; nothing of it is used.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from turnledger.ledger.errors import quote_value
+from turnledger.pipeline.errors import PipelineError
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+MAX_DEPTH: Final = 32
+"""The deepest nesting of attribute values read (arrays and key-value lists)."""
+
+_UNKNOWN_SERVICE: Final = "unknown_service"
+
+
+class CollectError(PipelineError, ValueError):
+    """An OTLP request or file that cannot be read whole; nothing of it is used."""
+
+
+class SpanEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A span event: its name, time and attributes."""
+
+    name: str
+    time_ns: int = 0
+    attributes: dict[str, object] = msgspec.field(default_factory=dict)
+
+
+class Span(msgspec.Struct, frozen=True, kw_only=True):
+    """One span, whatever encoding it came in.
+
+    Attributes:
+        trace_id: 32 lowercase hex digits.
+        span_id: 16 lowercase hex digits.
+        parent_id: The parent span's id, ``""`` for a root span.
+        name: The span's name.
+        start_ns: Start time, nanoseconds since the epoch.
+        end_ns: End time.
+        attributes: The span's attributes.
+        events: Its events, in the order sent.
+        status_code: 0 unset, 1 ok, 2 error.
+        status_message: The status description.
+        service: The resource's ``service.name``.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_id: str = ""
+    name: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    attributes: dict[str, object] = msgspec.field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    status_code: int = 0
+    status_message: str = ""
+    service: str = _UNKNOWN_SERVICE
+
+
+# --- protobuf -------------------------------------------------------------
+
+
+def decode_protobuf(body: bytes) -> list[Span]:
+    """Decode an OTLP/protobuf ``ExportTraceServiceRequest``.
+
+    Raises:
+        CollectError: The body is not such a message, or a span's ids are not
+            16 and 8 bytes.
+    """
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 - the otlp extra
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
+        ExportTraceServiceRequest,
+    )
+
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, RecursionError, ValueError) as e:
+        msg = (
+            "Expected an OTLP/protobuf ExportTraceServiceRequest, found "
+            f"{len(body)} bytes that do not decode ({quote_value(str(e))})"
+        )
+        raise CollectError(msg) from None
+    spans: list[Span] = []
+    for resource_spans in request.resource_spans:
+        resource = _pb_attributes(resource_spans.resource.attributes, "resource")
+        service = _service(resource)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                where = f"span {len(spans)}"
+                spans.append(
+                    Span(
+                        trace_id=_pb_id(span.trace_id, 16, f"{where} traceId"),
+                        span_id=_pb_id(span.span_id, 8, f"{where} spanId"),
+                        parent_id=_pb_id(span.parent_span_id, 8, f"{where} parent")
+                        if span.parent_span_id
+                        else "",
+                        name=span.name,
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano,
+                        attributes=_pb_attributes(span.attributes, where),
+                        events=tuple(
+                            SpanEvent(
+                                name=e.name,
+                                time_ns=e.time_unix_nano,
+                                attributes=_pb_attributes(e.attributes, where),
+                            )
+                            for e in span.events
+                        ),
+                        status_code=span.status.code,
+                        status_message=span.status.message,
+                        service=service,
+                    )
+                )
+    return spans
+
+
+def _pb_id(raw: bytes, size: int, where: str) -> str:
+    if len(raw) != size:
+        msg = f"Expected {where} of {size} bytes, found {len(raw)}"
+        raise CollectError(msg)
+    return raw.hex()
+
+
+def _pb_attributes(pairs: Sequence[KeyValue], where: str) -> dict[str, object]:
+    return {kv.key: _pb_value(kv.value, 0, where) for kv in pairs}
+
+
+def _pb_value(value: AnyValue, depth: int, where: str) -> object:
+    if depth > MAX_DEPTH:
+        msg = f"Expected {where} attribute values nested at most {MAX_DEPTH} deep"
+        raise CollectError(f"{msg}, found deeper")
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(_pb_value(v, depth + 1, where) for v in value.array_value.values)
+    if kind == "kvlist_value":
+        return {
+            kv.key: _pb_value(kv.value, depth + 1, where)
+            for kv in value.kvlist_value.values
+        }
+    return None if kind is None else getattr(value, kind)
+
+
+# --- JSON -----------------------------------------------------------------
+
+
+def decode_json(body: bytes) -> list[Span]:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest``.
+
+    Raises:
+        CollectError: The body is not JSON, is nested too deeply, or is not
+            shaped as the request (the message names the place).
+    """
+    try:
+        document = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
+        raise CollectError(msg) from None
+    return spans_of_document(document)
+
+
+def spans_of_document(document: object) -> list[Span]:
+    """The spans of an OTLP/JSON request already parsed from JSON.
+
+    Raises:
+        CollectError: It is not shaped as an ``ExportTraceServiceRequest``.
+    """
+    root = _object(document, "the document")
+    spans: list[Span] = []
+    for i, rs in enumerate(_list(root.get("resourceSpans", []), "resourceSpans")):
+        rs_obj = _object(rs, f"resourceSpans[{i}]")
+        resource = _object(rs_obj.get("resource", {}), f"resourceSpans[{i}].resource")
+        service = _service(
+            _json_attributes(resource.get("attributes", []), "resource", 0)
+        )
+        scopes = rs_obj.get("scopeSpans", rs_obj.get("instrumentationLibrarySpans", []))
+        for j, ss in enumerate(_list(scopes, f"resourceSpans[{i}].scopeSpans")):
+            where = f"resourceSpans[{i}].scopeSpans[{j}]"
+            raw_spans = _object(ss, where).get("spans", [])
+            for k, raw in enumerate(_list(raw_spans, f"{where}.spans")):
+                spans.append(_json_span(raw, f"{where}.spans[{k}]", service))
+    return spans
+
+
+def _json_span(raw: object, where: str, service: str) -> Span:
+    span = _object(raw, where)
+    status = _object(span.get("status", {}), f"{where}.status")
+    parent = span.get("parentSpanId", "")
+    return Span(
+        trace_id=_hex_id(span.get("traceId"), 16, f"{where}.traceId"),
+        span_id=_hex_id(span.get("spanId"), 8, f"{where}.spanId"),
+        parent_id=_hex_id(parent, 8, f"{where}.parentSpanId") if parent else "",
+        name=_text(span.get("name", ""), f"{where}.name"),
+        start_ns=_int(span.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano"),
+        end_ns=_int(span.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano"),
+        attributes=_json_attributes(span.get("attributes", []), where, 0),
+        events=tuple(
+            _json_event(e, f"{where}.events[{n}]")
+            for n, e in enumerate(_list(span.get("events", []), f"{where}.events"))
+        ),
+        status_code=_int(status.get("code", 0), f"{where}.status.code"),
+        status_message=_text(status.get("message", ""), f"{where}.status.message"),
+        service=service,
+    )
+
+
+def _json_event(raw: object, where: str) -> SpanEvent:
+    event = _object(raw, where)
+    return SpanEvent(
+        name=_text(event.get("name", ""), f"{where}.name"),
+        time_ns=_int(event.get("timeUnixNano", 0), f"{where}.timeUnixNano"),
+        attributes=_json_attributes(event.get("attributes", []), where, 0),
+    )
+
+
+def _json_attributes(raw: object, where: str, depth: int) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for n, pair in enumerate(_list(raw, f"{where}.attributes")):
+        kv = _object(pair, f"{where}.attributes[{n}]")
+        key = _text(kv.get("key"), f"{where}.attributes[{n}].key")
+        found[key] = _json_value(kv.get("value", {}), f"{where}.{key}", depth)
+    return found
+
+
+_SCALARS: Final = {
+    "stringValue": str,
+    "boolValue": bool,
+    "doubleValue": (int, float),
+}
+
+
+def _json_value(raw: object, where: str, depth: int) -> object:
+    if depth > MAX_DEPTH:
+        msg = f"Expected {where} nested at most {MAX_DEPTH} deep, found deeper"
+        raise CollectError(msg)
+    value = _object(raw, where)
+    if not value:
+        return None
+    if len(value) != 1:
+        msg = f"Expected {where} to be an AnyValue of one kind, found {sorted(value)}"
+        raise CollectError(msg)
+    kind, inner = next(iter(value.items()))
+    if kind in _SCALARS:
+        if not isinstance(inner, _SCALARS[kind]) or (
+            kind == "doubleValue" and isinstance(inner, bool)
+        ):
+            msg = f"Expected {where}.{kind} of its type, found {type(inner).__name__}"
+            raise CollectError(msg)
+        return float(inner) if kind == "doubleValue" else inner  # type: ignore[arg-type]
+    if kind == "intValue":
+        return _int(inner, f"{where}.intValue")
+    if kind == "bytesValue":
+        try:
+            return base64.b64decode(_text(inner, where), validate=True)
+        except binascii.Error:
+            msg = f"Expected {where}.bytesValue in base64, found {quote_value(inner)}"
+            raise CollectError(msg) from None
+    if kind == "arrayValue":
+        items = _object(inner, where).get("values", [])
+        return tuple(
+            _json_value(v, f"{where}[{n}]", depth + 1)
+            for n, v in enumerate(_list(items, where))
+        )
+    if kind == "kvlistValue":
+        return _json_attributes(
+            [*_list(_object(inner, where).get("values", []), where)], where, depth + 1
+        )
+    msg = f"Expected {where} to be an AnyValue, found the key {quote_value(kind)}"
+    raise CollectError(msg)
+
+
+def _object(value: object, where: str) -> Mapping[str, object]:
+    if not isinstance(value, dict):
+        msg = f"Expected {where} to be an object, found {type(value).__name__}"
+        raise CollectError(msg)
+    return value
+
+
+def _list(value: object, where: str) -> list[object]:
+    if not isinstance(value, list):
+        msg = f"Expected {where} to be an array, found {type(value).__name__}"
+        raise CollectError(msg)
+    return value
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        msg = f"Expected {where} to be a string, found {type(value).__name__}"
+        raise CollectError(msg)
+    return value
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    msg = f"Expected {where} to be an integer, found {quote_value(value)}"
+    raise CollectError(msg)
+
+
+def _hex_id(value: object, size: int, where: str) -> str:
+    text = _text(value, where)
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raw = b""
+    if len(raw) != size:
+        msg = f"Expected {where} of {size * 2} hex digits, found {quote_value(text)}"
+        raise CollectError(msg)
+    return raw.hex()
+
+
+def _service(resource: Mapping[str, object]) -> str:
+    name = resource.get("service.name")
+    return name if isinstance(name, str) and name else _UNKNOWN_SERVICE

@@ -1,0 +1,474 @@
+"""The OpenTelemetry GenAI conventions: what a span says, in neutral terms.
+
+:func:`read_span` sorts a :class:`~.decode.Span` by ``gen_ai.operation.name``:
+``chat``, ``text_completion`` and ``generate_content`` are model calls (so is
+a span without the name that carries OpenLLMetry's ``gen_ai.prompt.N.*`` or
+``llm.request.type``), ``execute_tool`` is a tool run; other GenAI operations
+(``invoke_agent``, ``create_agent``, ``embeddings``...) are known but carry no
+message of their own, and anything else is of no known shape. Nothing is
+guessed: a span that is neither a model call nor a tool run is only counted.
+
+A model call's content is read from, in this order: the current attributes
+``gen_ai.system_instructions``, ``gen_ai.input.messages`` and
+``gen_ai.output.messages`` (JSON text or structured values, on the span or on
+its ``gen_ai.client.inference.operation.details`` event); the previous span
+events ``gen_ai.system.message``, ``gen_ai.user.message``,
+``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice``;
+OpenLLMetry's ``gen_ai.prompt.N.*`` and ``gen_ai.completion.N.*`` attributes.
+A call with none of them has no content (usage only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+
+from turnledger.pipeline.collect.decode import Span
+
+CHAT_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
+"""``gen_ai.operation.name`` values of a model call."""
+
+KNOWN_OPERATIONS: Final = frozenset(
+    {"invoke_agent", "create_agent", "embeddings", "retrieval", "invoke_workflow"}
+)
+"""GenAI operations that carry no message of their own (counted, not recorded)."""
+
+_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+
+
+class UserSaid(msgspec.Struct, frozen=True):
+    """A user message."""
+
+    text: str
+
+
+class ToolCallSaid(msgspec.Struct, frozen=True):
+    """A tool call an assistant message made."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class AssistantSaid(msgspec.Struct, frozen=True):
+    """An assistant message and the tool calls it made."""
+
+    text: str
+    calls: tuple[ToolCallSaid, ...] = ()
+
+
+class ToolSaid(msgspec.Struct, frozen=True):
+    """A tool result."""
+
+    call_id: str
+    content: str
+    name: str = ""
+    is_error: bool = False
+
+
+Said: TypeAlias = UserSaid | AssistantSaid | ToolSaid
+"""One message of a conversation, in order."""
+
+
+class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A model call span, read.
+
+    Attributes:
+        model: The response model, else the request model.
+        provider: ``gen_ai.provider.name`` (or the older ``gen_ai.system``).
+        input_tokens: Prompt tokens.
+        output_tokens: Completion tokens.
+        cached_input_tokens: Prompt tokens read from the provider's cache.
+        duration_ms: End minus start.
+        success: Whether the span's status is not an error.
+        error: The error type or status message of a failed call.
+        system: The system instructions, when sent.
+        inputs: The input messages (system ones excluded), in order.
+        outputs: The output messages (the first choice).
+        content: Whether any message content was captured.
+        extra_choices: Choices after the first (counted, not recorded).
+    """
+
+    model: str = ""
+    provider: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    duration_ms: float = 0.0
+    success: bool = True
+    error: str | None = None
+    system: str | None = None
+    inputs: tuple[Said, ...] = ()
+    outputs: tuple[AssistantSaid, ...] = ()
+    content: bool = False
+    extra_choices: int = 0
+
+
+class ToolRun(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``execute_tool`` span, read (``result`` ``None``: not captured)."""
+
+    call_id: str
+    name: str
+    result: str | None = None
+    success: bool = True
+    error: str | None = None
+
+
+SpanKind: TypeAlias = Literal["chat", "tool", "known", "unknown"]
+
+
+class SpanReading(msgspec.Struct, frozen=True, kw_only=True):
+    """What a span is: its kind, a label to count it by, and what it says."""
+
+    kind: SpanKind
+    label: str
+    call: ModelCall | None = None
+    tool: ToolRun | None = None
+    conversation: str | None = None
+
+
+def read_span(span: Span) -> SpanReading:
+    """Read a span by the GenAI conventions (see the module's doc)."""
+    attrs = span.attributes
+    op = _str(attrs.get("gen_ai.operation.name"))
+    conversation = _str(attrs.get("gen_ai.conversation.id")) or None
+    if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
+        label = op or _str(attrs.get("llm.request.type")) or "chat"
+        return SpanReading(
+            kind="chat", label=label, call=read_call(span), conversation=conversation
+        )
+    if op == "execute_tool":
+        return SpanReading(
+            kind="tool",
+            label=op,
+            tool=_read_tool(span),
+            conversation=conversation,
+        )
+    if op in KNOWN_OPERATIONS:
+        return SpanReading(kind="known", label=op, conversation=conversation)
+    label = f"operation {op[:64]}" if op else "no gen_ai.operation.name"
+    return SpanReading(kind="unknown", label=label)
+
+
+def _openllmetry_call(attrs: Mapping[str, object]) -> bool:
+    if _str(attrs.get("llm.request.type")) in ("chat", "completion"):
+        return True
+    return "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs
+
+
+def read_call(span: Span) -> ModelCall:
+    """Read a model call span's model, usage, status and content."""
+    attrs = dict(span.attributes)
+    for event in span.events:
+        if event.name == _DETAILS_EVENT:
+            attrs.update(event.attributes)
+    system, inputs, outputs, extra, content = _content(span, attrs)
+    failed = span.status_code == 2
+    error = (
+        _str(attrs.get("error.type")) or span.status_message or "error"
+        if failed
+        else None
+    )
+    return ModelCall(
+        model=_str(attrs.get("gen_ai.response.model"))
+        or _str(attrs.get("gen_ai.request.model")),
+        provider=_str(attrs.get("gen_ai.provider.name"))
+        or _str(attrs.get("gen_ai.system")),
+        input_tokens=_count(attrs, "gen_ai.usage.input_tokens", "prompt_tokens"),
+        output_tokens=_count(attrs, "gen_ai.usage.output_tokens", "completion_tokens"),
+        cached_input_tokens=_count(attrs, "gen_ai.usage.cache_read.input_tokens", ""),
+        duration_ms=max(0.0, (span.end_ns - span.start_ns) / 1e6),
+        success=not failed,
+        error=error,
+        system=system,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        content=content,
+        extra_choices=extra,
+    )
+
+
+def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
+    value = attrs.get(key)
+    if value is None and older:
+        value = attrs.get(f"gen_ai.usage.{older}")
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float):
+        return max(0, int(value))
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
+_Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bool]
+
+
+def _content(span: Span, attrs: Mapping[str, object]) -> _Content:
+    if any(
+        k in attrs
+        for k in (
+            "gen_ai.input.messages",
+            "gen_ai.output.messages",
+            "gen_ai.system_instructions",
+        )
+    ):
+        return _current(attrs)
+    names = {e.name for e in span.events}
+    if names & _EVENT_NAMES:
+        return _from_events(span)
+    if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
+        return _openllmetry(attrs)
+    return None, [], [], 0, False
+
+
+# --- the current form: gen_ai.input.messages / output.messages -------------
+
+
+def _current(attrs: Mapping[str, object]) -> _Content:
+    system_parts = _json(attrs.get("gen_ai.system_instructions"))
+    system_texts = [_part_text(p) for p in _seq(system_parts)]
+    if isinstance(system_parts, str):
+        system_texts = [system_parts]
+    inputs: list[Said] = []
+    for message in _seq(_json(attrs.get("gen_ai.input.messages"))):
+        role = _str(_get(message, "role"))
+        parts = _seq(_get(message, "parts"))
+        if role == "system":
+            system_texts.append("".join(_part_text(p) for p in parts))
+        else:
+            inputs.extend(_said_of_parts(role, parts))
+    outputs: list[AssistantSaid] = []
+    choices = _seq(_json(attrs.get("gen_ai.output.messages")))
+    for message in choices[:1]:
+        said = _said_of_parts("assistant", _seq(_get(message, "parts")))
+        outputs.extend(s for s in said if isinstance(s, AssistantSaid))
+    system = "\n".join(t for t in system_texts if t) or None
+    return system, inputs, outputs, max(0, len(choices) - 1), True
+
+
+def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
+    texts: list[str] = []
+    calls: list[ToolCallSaid] = []
+    results: list[ToolSaid] = []
+    for part in parts:
+        kind = _str(_get(part, "type"))
+        if kind == "tool_call":
+            calls.append(
+                ToolCallSaid(
+                    id=_str(_get(part, "id")),
+                    name=_str(_get(part, "name")),
+                    arguments=_arguments(_get(part, "arguments")),
+                )
+            )
+        elif kind == "tool_call_response":
+            response = _get(part, "response")
+            if response is None:
+                response = _get(part, "result")
+            results.append(
+                ToolSaid(call_id=_str(_get(part, "id")), content=_as_text(response))
+            )
+        else:
+            texts.append(_part_text(part))
+    text = "".join(texts)
+    if results:
+        found: list[Said] = list(results)
+        if text and role == "user":
+            found.append(UserSaid(text))
+        return found
+    if role == "assistant":
+        return [AssistantSaid(text, tuple(calls))]
+    return [UserSaid(text)]
+
+
+def _part_text(part: object) -> str:
+    if isinstance(part, str):
+        return part
+    content = _get(part, "content")
+    return content if isinstance(content, str) else ""
+
+
+# --- the previous form: span events ----------------------------------------
+
+_EVENT_NAMES: Final = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.choice",
+    }
+)
+
+
+def _from_events(span: Span) -> _Content:
+    system: list[str] = []
+    inputs: list[Said] = []
+    outputs: list[AssistantSaid] = []
+    extra = 0
+    for event in span.events:
+        attrs = event.attributes
+        body = _json(attrs.get("body"))
+        fields: Mapping[str, object] = body if isinstance(body, Mapping) else attrs
+        content = _as_text(_json(fields.get("content")))
+        match event.name:
+            case "gen_ai.system.message":
+                system.append(content)
+            case "gen_ai.user.message":
+                inputs.append(UserSaid(content))
+            case "gen_ai.assistant.message":
+                inputs.append(AssistantSaid(content, _openai_calls(fields)))
+            case "gen_ai.tool.message":
+                call_id = _str(fields.get("id")) or _str(fields.get("tool_call_id"))
+                inputs.append(ToolSaid(call_id=call_id, content=content))
+            case "gen_ai.choice":
+                if outputs:
+                    extra += 1
+                    continue
+                message = _json(fields.get("message"))
+                inner = message if isinstance(message, Mapping) else fields
+                outputs.append(
+                    AssistantSaid(
+                        _as_text(_json(inner.get("content"))), _openai_calls(inner)
+                    )
+                )
+            case _:
+                continue
+    return "\n".join(t for t in system if t) or None, inputs, outputs, extra, True
+
+
+def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+    calls: list[ToolCallSaid] = []
+    for call in _seq(_json(fields.get("tool_calls"))):
+        function = _get(call, "function")
+        calls.append(
+            ToolCallSaid(
+                id=_str(_get(call, "id")),
+                name=_str(_get(function, "name")),
+                arguments=_arguments(_get(function, "arguments")),
+            )
+        )
+    return tuple(calls)
+
+
+# --- OpenLLMetry: gen_ai.prompt.N.* / gen_ai.completion.N.* -----------------
+
+_INDEXED: Final = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
+
+
+def _openllmetry(attrs: Mapping[str, object]) -> _Content:
+    rows: dict[tuple[str, int], dict[str, object]] = {}
+    for key, value in attrs.items():
+        match = _INDEXED.fullmatch(key)
+        if match is not None:
+            side, index, field = match.groups()
+            rows.setdefault((side, int(index)), {})[field] = value
+    system: list[str] = []
+    inputs: list[Said] = []
+    outputs: list[AssistantSaid] = []
+    extra = 0
+    for (side, _index), row in sorted(rows.items()):
+        role = _str(row.get("role"))
+        text = _as_text(_json(row.get("content")))
+        calls = _indexed_calls(row)
+        if side == "completion":
+            if outputs:
+                extra += 1
+            else:
+                outputs.append(AssistantSaid(text, calls))
+        elif role == "system":
+            system.append(text)
+        elif role == "assistant":
+            inputs.append(AssistantSaid(text, calls))
+        elif role == "tool":
+            inputs.append(ToolSaid(call_id=_str(row.get("tool_call_id")), content=text))
+        else:
+            inputs.append(UserSaid(text))
+    return "\n".join(t for t in system if t) or None, inputs, outputs, extra, True
+
+
+def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+    found: dict[int, dict[str, object]] = {}
+    for field, value in row.items():
+        head, _, rest = field.partition(".")
+        number, _, name = rest.partition(".")
+        if head == "tool_calls" and number.isdigit():
+            found.setdefault(int(number), {})[name] = value
+    return tuple(
+        ToolCallSaid(
+            id=_str(c.get("id")),
+            name=_str(c.get("name")),
+            arguments=_arguments(c.get("arguments")),
+        )
+        for _, c in sorted(found.items())
+    )
+
+
+# --- tool runs --------------------------------------------------------------
+
+
+def _read_tool(span: Span) -> ToolRun:
+    attrs = span.attributes
+    result = attrs.get("gen_ai.tool.call.result")
+    failed = span.status_code == 2
+    return ToolRun(
+        call_id=_str(attrs.get("gen_ai.tool.call.id")),
+        name=_str(attrs.get("gen_ai.tool.name")),
+        result=None if result is None else _as_text(result),
+        success=not failed,
+        error=(_str(attrs.get("error.type")) or span.status_message or "error")
+        if failed
+        else None,
+    )
+
+
+# --- values -----------------------------------------------------------------
+
+
+def _json(value: object) -> object:
+    """A JSON text value parsed (structured values pass as they are)."""
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return msgspec.json.decode(value)
+        except (msgspec.DecodeError, RecursionError):
+            return value
+    return value
+
+
+def _seq(value: object) -> Sequence[object]:
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _get(value: object, key: str) -> object:
+    return value.get(key) if isinstance(value, Mapping) else None
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _as_text(value: object) -> str:
+    """Message content as text: text as it is, parts joined, else JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(p, Mapping) and isinstance(p.get("text", p.get("content")), str)
+        for p in value
+    ):
+        return "".join(str(p.get("text", p.get("content"))) for p in value)  # type: ignore[union-attr]
+    return msgspec.json.encode(value, enc_hook=repr).decode()
+
+
+def _arguments(value: object) -> str:
+    if isinstance(value, str):
+        return value or "{}"
+    if value is None:
+        return "{}"
+    return msgspec.json.encode(value, enc_hook=repr).decode()

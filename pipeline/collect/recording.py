@@ -1,0 +1,450 @@
+"""GenAI spans into ledger appends: one atomic append per batch of spans.
+
+A session is the span's ``gen_ai.conversation.id`` (or that of another span
+of the same trace in the batch), else its trace id; its agent is the
+resource's ``service.name``. Each session's state (head version, the spans
+already recorded, its messages so far, the open turn, the system prompt) is
+folded from its stream and brought up to date before every batch, so spans of
+one trace arriving in several batches continue the same session, and a span
+delivered twice (an exporter's retry) is recorded once.
+
+What a span records:
+
+- a model call with content: the system prompt when it changed
+  (``system_prompt.set``), the input messages not yet in the session (a user
+  message opens a turn, closing the one before), ``model.called`` with usage
+  and cost (priced by ``[pricing]``), the assistant's reply;
+- a model call without content: ``model.called`` alone;
+- a tool run: ``tool_result.recorded`` when its result was captured;
+- every recorded span: an ``item.recorded`` of framework ``otlp`` (kind
+  ``span``, or ``span_without_content``) naming its trace and span ids, which
+  is how a later batch knows it and how ``audit`` tells a session whose
+  conversation is not there.
+
+Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
+all of it or nothing, durable when it returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, TypeAlias
+from uuid import UUID
+
+import msgspec
+
+from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.events import (
+    AssistantMessage,
+    Event,
+    ItemRecorded,
+    ModelCalled,
+    SessionOpened,
+    SystemPromptSet,
+    ToolCallRecord,
+    ToolResultRecorded,
+    TurnCompleted,
+    TurnStarted,
+)
+from turnledger.ledger.ids import CONTROL_CHARACTERS, session_stream_id
+from turnledger.ledger.store import Append, EventStore
+from turnledger.pipeline.collect.decode import Span
+from turnledger.pipeline.collect.genai import (
+    AssistantSaid,
+    ModelCall,
+    Said,
+    SpanReading,
+    ToolRun,
+    ToolSaid,
+    UserSaid,
+    read_span,
+)
+from turnledger.policies.pricing import (
+    ModelPrice,
+    PricingError,
+    TokenUsage,
+    price_usage,
+)
+from turnledger.policies.scrubbing import summarize
+
+FRAMEWORK: Final = "otlp"
+"""The ``framework`` of the ``item.recorded`` events a collected span writes."""
+
+SPAN_KIND: Final = "span"
+NO_CONTENT_KIND: Final = "span_without_content"
+CHANNEL: Final = "otlp"
+UNKNOWN: Final = "unknown"
+_ATTEMPTS: Final = 3
+
+_Print: TypeAlias = tuple[str, str, tuple[str, ...]]
+
+
+class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one batch of spans recorded and what it only counted.
+
+    Attributes:
+        spans: Spans received.
+        mapped: Model call and tool spans recorded.
+        duplicates: Spans already in the ledger (sent again), not written twice.
+        without_content: Recorded spans whose messages were not captured.
+        known: GenAI spans of other operations, by operation (counted only).
+        unknown: Spans of no known shape, by what they lacked (counted only).
+        sessions: The sessions written to (``agent/key``).
+        events: Events written.
+    """
+
+    spans: int
+    mapped: int
+    duplicates: int = 0
+    without_content: int = 0
+    known: dict[str, int] = msgspec.field(default_factory=dict)
+    unknown: dict[str, int] = msgspec.field(default_factory=dict)
+    sessions: tuple[str, ...] = ()
+    events: int = 0
+
+
+class _State:
+    """A session's stream, folded as far as the recorder needs it."""
+
+    def __init__(self, agent: str, key: str) -> None:
+        self.agent = agent
+        self.key = key
+        self.stream = session_stream_id(agent, key)
+        self.version = 0
+        self.span_ids: set[str] = set()
+        self.seen: list[_Print] = []
+        self.results: set[str] = set()
+        self.names: dict[str, str] = {}
+        self.open_turn: str | None = None
+        self.system: str | None = None
+
+    def copy(self) -> _State:
+        other = _State.__new__(_State)
+        other.__dict__.update(self.__dict__)
+        other.span_ids = set(self.span_ids)
+        other.seen = list(self.seen)
+        other.results = set(self.results)
+        other.names = dict(self.names)
+        return other
+
+    def fold(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self._apply(event)
+
+    def _apply(self, event: Event) -> None:
+        match event:
+            case TurnStarted(turn_id=turn, user_input=text):
+                self.seen.append(("u", text, ()))
+                self.open_turn = turn
+            case TurnCompleted():
+                self.open_turn = None
+            case AssistantMessage(text=text, tool_calls=calls):
+                self.seen.append(("a", text, tuple(c.id for c in calls)))
+                self.names.update((c.id, c.name) for c in calls)
+            case ToolResultRecorded(call_id=call_id):
+                self.results.add(call_id)
+            case SystemPromptSet(text=text):
+                self.system = text
+            case ItemRecorded(framework="otlp", fields=fields):
+                span_id = msgspec.json.decode(fields).get("span_id")
+                if isinstance(span_id, str):
+                    self.span_ids.add(span_id)
+            case _:
+                return
+
+
+class Recorder:
+    """Records batches of OTLP spans into the ledger (one batch at a time).
+
+    Args:
+        store: The ledger.
+        pricing: The rate sheet model calls are priced with (``[pricing]``).
+    """
+
+    def __init__(
+        self, store: EventStore, *, pricing: Mapping[str, ModelPrice] | None = None
+    ) -> None:
+        self.store = store
+        self.pricing = dict(pricing or {})
+        self._states: dict[UUID, _State] = {}
+        self._lock = threading.Lock()
+
+    def record(self, spans: Sequence[Span]) -> BatchReport:
+        """Record a batch atomically; returns once it is durable.
+
+        Raises:
+            InvalidEventError: A span cannot be recorded; nothing was written.
+            ConcurrencyError: Another writer kept moving the same sessions.
+            StoreUnavailableError: The database failed; nothing was written.
+        """
+        with self._lock:
+            for attempt in range(_ATTEMPTS):
+                try:
+                    return self._record(spans)
+                except ConcurrencyError:
+                    self._states.clear()  # another writer: read them again
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+            raise AssertionError  # pragma: no cover - the loop returns or raises
+
+    def _record(self, spans: Sequence[Span]) -> BatchReport:
+        readings = [(span, read_span(span)) for span in spans]
+        known: Counter[str] = Counter()
+        unknown: Counter[str] = Counter()
+        conversations = {
+            span.trace_id: r.conversation for span, r in readings if r.conversation
+        }
+        grouped: dict[tuple[str, str], list[tuple[Span, SpanReading]]] = {}
+        for span, reading in readings:
+            if reading.kind == "known":
+                known[reading.label] += 1
+            elif reading.kind == "unknown":
+                unknown[reading.label] += 1
+            else:
+                key = _clean(
+                    reading.conversation
+                    or conversations.get(span.trace_id)
+                    or span.trace_id
+                )
+                grouped.setdefault((_clean(span.service), key), []).append(
+                    (span, reading)
+                )
+        appends: list[Append] = []
+        states: list[_State] = []
+        totals = Counter[str]()
+        for (agent, key), members in grouped.items():
+            state = self._state(agent, key).copy()
+            builder = _Builder(state, self.pricing)
+            members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
+            for span, reading in members:
+                builder.add(span, reading)
+            totals.update(builder.counts)
+            if builder.events:
+                digest = hashlib.sha256(
+                    ",".join(sorted(builder.recorded)).encode()
+                ).hexdigest()
+                appends.append(
+                    Append(
+                        state.stream,
+                        builder.events,
+                        state.version - len(builder.events),
+                        f"otlp:{state.stream.hex}:{digest}",
+                    )
+                )
+                states.append(state)
+        if appends:
+            self.store.append_atomic(appends)
+        for state in states:
+            self._states[state.stream] = state
+        return BatchReport(
+            spans=len(spans),
+            mapped=totals["mapped"],
+            duplicates=totals["duplicates"],
+            without_content=totals["without_content"],
+            known=dict(known),
+            unknown=dict(unknown),
+            sessions=tuple(f"{s.agent}/{s.key}" for s in states),
+            events=sum(len(a.events) for a in appends),
+        )
+
+    def _state(self, agent: str, key: str) -> _State:
+        stream = session_stream_id(agent, key)
+        state = self._states.get(stream)
+        if state is None:
+            state = self._states[stream] = _State(agent, key)
+        recorded = self.store.read_stream(stream, after=state.version)
+        if recorded:
+            state.fold(r.event for r in recorded)
+            state.version = recorded[-1].version
+        return state
+
+
+class _Builder:
+    """The events of one session's spans in one batch (advances its state)."""
+
+    def __init__(self, state: _State, pricing: Mapping[str, ModelPrice]) -> None:
+        self.state = state
+        self.pricing = pricing
+        self.events: list[Event] = []
+        self.recorded: list[str] = []
+        self.counts: Counter[str] = Counter()
+        if state.version == 0:
+            self._emit(
+                SessionOpened(agent=state.agent, session_key=state.key, channel=CHANNEL)
+            )
+
+    def _emit(self, event: Event) -> None:
+        self.events.append(event)
+        self.state.fold((event,))
+        self.state.version += 1
+
+    def add(self, span: Span, reading: SpanReading) -> None:
+        if span.span_id in self.state.span_ids:
+            self.counts["duplicates"] += 1
+            return
+        turn = self.state.open_turn or f"otlp-{span.span_id}"
+        content = True
+        if reading.call is not None:
+            content = reading.call.content
+            turn = self._call(span, reading.call)
+        elif reading.tool is not None:
+            content = reading.tool.result is not None
+            self._tool(span, reading.tool, turn)
+        fields = {
+            "trace_id": span.trace_id,
+            "span_id": span.span_id,
+            "name": span.name[:200],
+            "operation": reading.label[:200],
+        }
+        self._emit(
+            ItemRecorded(
+                turn_id=turn,
+                framework=FRAMEWORK,
+                kind=SPAN_KIND if content else NO_CONTENT_KIND,
+                fields=msgspec.json.encode(fields).decode(),
+                typed=True,
+            )
+        )
+        self.recorded.append(span.span_id)
+        self.counts["mapped"] += 1
+        if not content:
+            self.counts["without_content"] += 1
+
+    def _turn(self, span: Span) -> str:
+        return self.state.open_turn or f"otlp-{span.span_id}"
+
+    def _call(self, span: Span, call: ModelCall) -> str:
+        state = self.state
+        if call.system is not None and call.system != state.system:
+            self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
+        self._inputs(span, call.inputs)
+        turn = self._turn(span)
+        self._emit(
+            ModelCalled(
+                turn_id=turn,
+                provider=call.provider[:200],
+                model=call.model[:200],
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+                cached_input_tokens=min(call.cached_input_tokens, call.input_tokens),
+                cost_usd=self._cost(call),
+                duration_ms=call.duration_ms,
+                success=call.success,
+                error=None if call.error is None else summarize(call.error),
+            )
+        )
+        for said in call.outputs:
+            self._assistant(said, turn)
+        return turn
+
+    def _inputs(self, span: Span, inputs: Sequence[Said]) -> None:
+        prints = [_print(s) for s in inputs if not isinstance(s, ToolSaid)]
+        start = _overlap(self.state.seen, prints)
+        users = 0
+        spoken = 0
+        for said in inputs:
+            if isinstance(said, ToolSaid):
+                if said.call_id not in self.state.results:
+                    self._result(said, self._turn(span), provenance="imported")
+                continue
+            spoken += 1
+            if spoken <= start:
+                continue
+            if isinstance(said, UserSaid):
+                if self.state.open_turn is not None:
+                    self._emit(TurnCompleted(turn_id=self.state.open_turn))
+                users += 1
+                suffix = "" if users == 1 else f"-{users}"
+                self._emit(
+                    TurnStarted(
+                        turn_id=f"otlp-{span.span_id}{suffix}",
+                        origin="interactive",
+                        user_input=said.text,
+                    )
+                )
+            else:
+                self._assistant(said, self._turn(span))
+
+    def _assistant(self, said: AssistantSaid, turn: str) -> None:
+        self._emit(
+            AssistantMessage(
+                turn_id=turn,
+                text=said.text,
+                tool_calls=tuple(
+                    ToolCallRecord(
+                        id=c.id or UNKNOWN, name=c.name or UNKNOWN, arguments=c.arguments
+                    )
+                    for c in said.calls
+                ),
+            )
+        )
+
+    def _result(
+        self, said: ToolSaid, turn: str, *, provenance: str = "imported"
+    ) -> None:
+        call_id = said.call_id or UNKNOWN
+        self._emit(
+            ToolResultRecorded(
+                turn_id=turn,
+                call_id=call_id,
+                tool=said.name or self.state.names.get(call_id, UNKNOWN),
+                success=not said.is_error,
+                output="" if said.is_error else said.content,
+                error=said.content if said.is_error else None,
+                original_chars=len(said.content),
+                kept_chars=len(said.content),
+                provenance="executed" if provenance == "executed" else "imported",
+            )
+        )
+
+    def _tool(self, span: Span, run: ToolRun, turn: str) -> None:
+        if run.result is None:
+            return
+        call_id = run.call_id or f"otlp-{span.span_id}"
+        if call_id in self.state.results:
+            return
+        failed = not run.success
+        said = ToolSaid(
+            call_id=call_id,
+            content=run.result if not failed else (run.result or run.error or ""),
+            name=run.name,
+            is_error=failed,
+        )
+        self._result(said, turn, provenance="executed")
+
+    def _cost(self, call: ModelCall) -> float:
+        usage = TokenUsage(
+            model=call.model,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cached_input_tokens=min(call.cached_input_tokens, call.input_tokens),
+        )
+        try:
+            return price_usage(usage, self.pricing).cost_usd
+        except PricingError:
+            return 0.0
+
+
+def _print(said: UserSaid | AssistantSaid) -> _Print:
+    if isinstance(said, UserSaid):
+        return ("u", said.text, ())
+    return ("a", said.text, tuple(c.id or UNKNOWN for c in said.calls))
+
+
+def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> int:
+    """How many of ``prints`` the session already holds: the longest tail of
+    ``seen`` that is a head of ``prints`` (a client that trimmed its history
+    still matches).
+    """
+    for size in range(min(len(seen), len(prints)), 0, -1):
+        if seen[len(seen) - size :] == prints[:size]:
+            return size
+    return 0
+
+
+def _clean(text: str) -> str:
+    """An identifier without control characters, at most 200 characters."""
+    return CONTROL_CHARACTERS.sub("_", text)[:200] or UNKNOWN
