@@ -43,7 +43,7 @@ class Ledger(NamedTuple):
 
     def run_json(self, *args: str) -> object:
         """Run a reading command with --json; return what it printed."""
-        done = subprocess.run(  # noqa: S603 - our own command line
+        done = subprocess.run(
             [*self.cli(*args), "--json"],
             capture_output=True,
             text=True,

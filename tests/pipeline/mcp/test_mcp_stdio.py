@@ -85,7 +85,11 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
                 session, "memory_store", key="editor", content="Ada uses vim"
             )
             await call(
-                session, "memory_store", key="draft", content="temp note", category="note"
+                session,
+                "memory_store",
+                key="draft",
+                content="temp note",
+                category="note",
             )
             seen["rows"] = await call(session, "memory_recall", query="vim")
             seen["block"] = await call(
@@ -135,11 +139,7 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
     assert own["agent"] == "ops"
     assert own["channel"] == "mcp"
     assert own["session"].startswith(f"mcp-{CLIENT}-")
-    calls = [
-        c["name"]
-        for m in seen["history"]["messages"]
-        for c in m["tool_calls"]
-    ]
+    calls = [c["name"] for m in seen["history"]["messages"] for c in m["tool_calls"]]
     assert calls[:3] == ["memory_store", "memory_store", "memory_recall"]
     # As of the first call's turn: that call and its result only.
     assert len(seen["history_at"]["messages"]) == 2
@@ -157,8 +157,9 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
         f"turnledger://sessions/{stream}/transcript",
     ]
     assert "{session}" in seen["templates"][0]
-    assert "| Surface" in seen["reads"]["turnledger://lifecycle"] or "Surface" in (
-        seen["reads"]["turnledger://lifecycle"]
+    assert (
+        "| Surface" in seen["reads"]["turnledger://lifecycle"]
+        or "Surface" in (seen["reads"]["turnledger://lifecycle"])
     )
     transcript = json.loads(seen["reads"][f"turnledger://sessions/{stream}/transcript"])
     assert transcript["session"] == own["session"]
@@ -169,7 +170,9 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
     events = events_of(ledger)
     (opened,) = [e for e in events if isinstance(e, SessionOpened)]
     assert (opened.agent, opened.channel) == ("ops", "mcp")
-    made = [c.name for e in events if isinstance(e, AssistantMessage) for c in e.tool_calls]
+    made = [
+        c.name for e in events if isinstance(e, AssistantMessage) for c in e.tool_calls
+    ]
     results = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert len(made) == len(results)
     assert made.count("read_resource") == 4  # three reads and the refused session
@@ -179,7 +182,10 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
         False,
     ]
     stored = [e for e in events if isinstance(e, MemoryStored)]
-    assert [(e.key, e.source) for e in stored] == [("editor", "tool"), ("draft", "tool")]
+    assert [(e.key, e.source) for e in stored] == [
+        ("editor", "tool"),
+        ("draft", "tool"),
+    ]
     assert stored[1].session == opened.session_key  # a non-durable category
     assert [e.key for e in events if isinstance(e, MemoryForgotten)] == ["draft"]
     audit = ledger.run_json("audit", opened.session_key)
