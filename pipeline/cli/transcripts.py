@@ -96,7 +96,7 @@ def _ledger_audit(
         sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
     else:
         sessions = [resolve_session(store, target, agent=agent)]
-    return audit_conversations(
+    report = audit_conversations(
         "ledger",
         (
             (
@@ -106,6 +106,19 @@ def _ledger_audit(
             for s in sessions
         ),
     )
+    # Collected spans whose content was not captured: the conversation is not
+    # in the ledger, and the audit says so (pipeline.collect.coverage).
+    from turnledger.pipeline.collect.coverage import (
+        NOT_RECORDED,
+        spans_without_content,
+    )
+
+    missing = spans_without_content(store, (s.stream_id for s in sessions))
+    if not missing:
+        return report
+    import msgspec
+
+    return msgspec.structs.replace(report, skipped={NOT_RECORDED: missing})
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -1,0 +1,403 @@
+"""turnledger collect: the real OTLP exporter and OTLP/JSON posts into the receiver.
+
+Spans are built with the OpenTelemetry SDK and sent by its OTLP/HTTP exporter
+(protobuf) or posted as OTLP/JSON over real HTTP; the ledger (SQLite and
+PostgreSQL) is then read back, and the recorded sessions go through audit,
+replay, export and serve's JSON API.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from starlette.testclient import TestClient
+
+from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.receiver import running
+from tests.pipeline.collect.spans import (
+    ANSWER,
+    CALL,
+    RESULT,
+    USER,
+    chat_attributes,
+    exporter_provider,
+    json_request,
+    json_span,
+    text,
+)
+from turnledger.ledger.events import (
+    AssistantMessage,
+    ItemRecorded,
+    ModelCalled,
+    SessionOpened,
+    SystemPromptSet,
+    ToolResultRecorded,
+    TurnCompleted,
+    TurnStarted,
+)
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.collect.coverage import NOT_RECORDED
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.sessions import list_sessions, load_history
+from turnledger.pipeline.web.app import create_app
+from turnledger.pipeline.web.state import WebSettings
+from turnledger.policies.messages import Message
+from turnledger.policies.pricing import ModelPrice
+
+PRICES = {"gpt-4o": ModelPrice(input_per_million=2.5, output_per_million=10.0)}
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def _types(ledger: Ledger) -> list[type]:
+    return [type(r.event) for r in ledger.store.iter_all()]
+
+
+def _said(message: Message) -> str:
+    return message.text or "".join(r.content for r in message.tool_results)
+
+
+def _post_json(url: str, document: object) -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/traces",
+        content=json.dumps(document),
+        headers={"content-type": "application/json"},
+    )
+
+
+def _agent_run(provider: TracerProvider) -> str:
+    """An agent run: a tool round trip under one invoke_agent span."""
+    tracer = provider.get_tracer("tests")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather"}
+    with tracer.start_as_current_span("invoke_agent weather", attributes=agent) as run:
+        first = chat_attributes(
+            system="You answer weather questions.",
+            inputs=[USER],
+            outputs=[CALL],
+        )
+        with tracer.start_as_current_span("chat gpt-4o", attributes=first):
+            pass
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.id": "call_1",
+            "gen_ai.tool.call.result": "18C, sunny",
+        }
+        with tracer.start_as_current_span("execute_tool get_weather", attributes=tool):
+            pass
+        second = chat_attributes(
+            system="You answer weather questions.",
+            inputs=[USER, CALL, RESULT],
+            outputs=[ANSWER],
+            usage=(150, 12),
+        )
+        with tracer.start_as_current_span("chat gpt-4o", attributes=second):
+            pass
+        return format(run.get_span_context().trace_id, "032x")
+
+
+def test_sdk_exporter_records_the_conversation(ledger: Ledger) -> None:
+    with running(ledger.store, pricing=PRICES) as (url, app):
+        with exporter_provider(url) as provider:
+            trace = _agent_run(provider)
+            assert provider.force_flush()
+        assert app.spans == 4
+        assert app.refused == 0
+    (session,) = list_sessions(ledger.store)
+    assert (session.agent, session.key, session.channel) == (
+        "support-bot",
+        trace,
+        "otlp",
+    )
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    shapes = [type(e) for e in events if not isinstance(e, ItemRecorded)]
+    assert shapes == [
+        SessionOpened,
+        SystemPromptSet,
+        TurnStarted,
+        ModelCalled,
+        AssistantMessage,
+        ToolResultRecorded,
+        ModelCalled,
+        AssistantMessage,
+    ]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.model, c.input_tokens, c.output_tokens) for c in calls] == [
+        ("gpt-4o", 100, 20),
+        ("gpt-4o", 150, 12),
+    ]
+    assert calls[0].cost_usd == pytest.approx((100 * 2.5 + 20 * 10.0) / 1e6)
+    assert calls[0].provider == "openai"
+    system = next(e for e in events if isinstance(e, SystemPromptSet))
+    assert system.text == "You answer weather questions."
+    messages = [
+        e.message for e in load_history(ledger.store, session.stream_id).entries
+    ]
+    assert [(m.role, _said(m)) for m in messages] == [
+        ("user", "What is the weather in Paris?"),
+        ("assistant", ""),
+        ("tool", "18C, sunny"),
+        ("assistant", "It is 18C and sunny in Paris."),
+    ]
+    assert messages[1].tool_calls[0].name == "get_weather"
+    assert messages[1].tool_calls[0].arguments == '{"city":"Paris"}'
+    spans = [e for e in events if isinstance(e, ItemRecorded)]
+    assert [s.kind for s in spans] == ["span", "span", "span"]  # invoke_agent: counted
+
+
+def test_recorded_sessions_audit_replay_export_and_serve(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, _app), exporter_provider(url) as provider:
+        trace = _agent_run(provider)
+        assert provider.force_flush()
+    capsys.readouterr()
+    db = ["--db", ledger.url]
+    assert main([*db, "audit", trace, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert (audit["tool_calls"], audit["tool_results"], audit["skipped"]) == (1, 1, {})
+    assert main([*db, "replay", trace, "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert (replayed["ok"], replayed["messages"], replayed["system_prompts"]) == (
+        True,
+        4,
+        1,
+    )
+    assert main([*db, "export", trace, "--format", "openai-chat"]) == 0
+    exported = capsys.readouterr().out
+    assert "You answer weather questions." in exported
+    assert "get_weather" in exported
+    (session,) = list_sessions(ledger.store)
+    web = WebSettings(store=ledger.store, config=Config(), ledger_url=ledger.url)
+    with TestClient(create_app(web), base_url="http://127.0.0.1") as client:
+        page = client.get("/")
+        assert page.status_code == 200
+        assert trace in page.text
+        answer = client.get(f"/api/sessions/{session.stream_id}/events")
+        assert answer.status_code == 200
+        shown = [e["type"] for e in answer.json()["events"]]
+        assert shown.count("model.called") == 2
+        assert "tool_result.recorded" in shown
+        timeline = client.get(f"/sessions/{session.stream_id}")
+        assert timeline.status_code == 200
+        assert "It is 18C and sunny in Paris." in timeline.text
+
+
+def test_json_post_in_batches_continues_the_session_and_writes_retries_once(
+    ledger: Ledger,
+) -> None:
+    first = json_span(
+        TRACE,
+        "00f067aa0ba902b7",
+        chat_attributes(inputs=[USER], outputs=[CALL]),
+        start=1_700_000_000_000_000_000,
+    )
+    second = json_span(
+        TRACE,
+        "00f067aa0ba902b8",
+        chat_attributes(inputs=[USER, CALL, RESULT], outputs=[ANSWER]),
+        start=1_700_000_001_000_000_000,
+    )
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request([first]))
+        assert answer.status_code == 200
+        assert answer.json() == {}
+        head = ledger.store.max_position()
+        retried = _post_json(url, json_request([first]))  # an exporter's retry
+        assert retried.status_code == 200
+        assert json.loads(retried.headers["turnledger-batch"])["duplicates"] == 1
+        assert ledger.store.max_position() == head
+        assert _post_json(url, json_request([first, second])).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    messages = [
+        e.message for e in load_history(ledger.store, session.stream_id).entries
+    ]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    calls = [r for r in ledger.store.iter_all() if isinstance(r.event, ModelCalled)]
+    assert len(calls) == 2
+
+
+def test_conversation_id_is_the_session_across_traces(ledger: Ledger) -> None:
+    attrs = chat_attributes(inputs=[USER], outputs=[ANSWER])
+    attrs["gen_ai.conversation.id"] = "conv-42"
+    again = chat_attributes(
+        inputs=[USER, ANSWER, {"role": "user", "parts": [text("And tomorrow?")]}],
+        outputs=[{"role": "assistant", "parts": [text("Rain.")]}],
+    )
+    again["gen_ai.conversation.id"] = "conv-42"
+    spans = [
+        json_span(TRACE, "00f067aa0ba902b7", attrs, start=1),
+        json_span(
+            "6b8efff798038103d269b633813fc60c", "10f067aa0ba902b7", again, start=2
+        ),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    assert session.key == "conv-42"
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    turns = [e.user_input for e in events if isinstance(e, TurnStarted)]
+    assert turns == ["What is the weather in Paris?", "And tomorrow?"]
+    assert sum(isinstance(e, TurnCompleted) for e in events) == 1
+
+
+def test_previous_event_form_and_openllmetry_attributes(ledger: Ledger) -> None:
+    base = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.usage.prompt_tokens": 30,
+        "gen_ai.usage.completion_tokens": 7,
+    }
+    events = [
+        ("gen_ai.system.message", {"content": "Be brief."}),
+        ("gen_ai.user.message", {"content": "Hi"}),
+        (
+            "gen_ai.choice",
+            {"index": 0, "message": {"role": "assistant", "content": "Hello."}},
+        ),
+    ]
+    openllmetry = {
+        "llm.request.type": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.usage.prompt_tokens": 40,
+        "gen_ai.usage.completion_tokens": 3,
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "Be brief.",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": "Hi",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "Hello.",
+    }
+    other = "7b8efff798038103d269b633813fc60c"
+    spans = [
+        json_span(TRACE, "00f067aa0ba902b7", base, start=1, events=events),
+        json_span(other, "20f067aa0ba902b7", openllmetry, start=2),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    for session in list_sessions(ledger.store):
+        recorded = [r.event for r in ledger.store.read_stream(session.stream_id)]
+        history = load_history(ledger.store, session.stream_id).entries
+        assert [(e.message.role, e.message.text) for e in history] == [
+            ("user", "Hi"),
+            ("assistant", "Hello."),
+        ]
+        system = [e.text for e in recorded if isinstance(e, SystemPromptSet)]
+        assert system == ["Be brief."]
+        (call,) = [e for e in recorded if isinstance(e, ModelCalled)]
+        assert call.input_tokens in (30, 40)
+        assert call.provider == "openai"
+
+
+def test_spans_without_content_are_usage_only_and_audit_says_so(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = chat_attributes(usage=(70, 9))
+    with running(ledger.store) as (url, _app):
+        assert (
+            _post_json(
+                url, json_request([json_span(TRACE, "00f067aa0ba902b7", bare, start=1)])
+            ).status_code
+            == 200
+        )
+    types = _types(ledger)
+    assert types == [SessionOpened, ModelCalled, ItemRecorded]
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert audit["skipped"] == {NOT_RECORDED: 1}
+    assert main(["--db", ledger.url, "audit", TRACE]) == 0
+    assert f"skipped 1 x {NOT_RECORDED}" in capsys.readouterr().out
+
+
+def test_spans_of_no_known_shape_are_counted_not_recorded(ledger: Ledger) -> None:
+    spans = [
+        json_span(TRACE, "00f067aa0ba902b7", {"http.method": "GET"}, start=1),
+        json_span(
+            TRACE, "00f067aa0ba902b8", {"gen_ai.operation.name": "rerank"}, start=2
+        ),
+        json_span(
+            TRACE,
+            "00f067aa0ba902b9",
+            {"gen_ai.operation.name": "invoke_agent"},
+            start=3,
+        ),
+    ]
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request(spans))
+    assert answer.status_code == 200
+    partial = answer.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "2"
+    assert "no known GenAI shape" in partial["errorMessage"]
+    counts = json.loads(answer.headers["turnledger-batch"])
+    assert counts["spans"] == 3
+    assert counts["mapped"] == 0
+    assert counts["known"] == {"invoke_agent": 1}
+    assert counts["unknown"] == {
+        "no gen_ai.operation.name": 1,
+        "operation rerank": 1,
+    }
+    assert ledger.store.max_position() == 0
+
+
+def test_a_batch_is_all_or_nothing(ledger: Ledger) -> None:
+    good = json_span(TRACE, "00f067aa0ba902b7", chat_attributes(inputs=[USER]), start=1)
+    bad_call = {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "id": "call\x01", "name": "f", "arguments": {}}
+        ],
+    }
+    bad = json_span(
+        "8b8efff798038103d269b633813fc60c",
+        "30f067aa0ba902b7",
+        chat_attributes(inputs=[USER], outputs=[bad_call]),
+        start=2,
+    )
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request([good, bad]))
+    assert answer.status_code == 400
+    assert answer.json()["code"] == 3
+    assert "\n" not in answer.json()["message"]
+    assert ledger.store.max_position() == 0
+
+
+def test_the_token_guards_the_receiver(ledger: Ledger) -> None:
+    body = json_request(
+        [json_span(TRACE, "00f067aa0ba902b7", chat_attributes(), start=1)]
+    )
+    with running(ledger.store, token="s3cret-token") as (url, _app):  # noqa: S106 - a test token
+        assert _post_json(url, body).status_code == 401
+        wrong = httpx.post(
+            f"{url}/v1/traces",
+            content=json.dumps(body),
+            headers={"content-type": "application/json", "authorization": "Bearer x"},
+        )
+        assert wrong.status_code == 401
+        assert ledger.store.max_position() == 0
+        with exporter_provider(
+            url, headers={"authorization": "Bearer s3cret-token"}
+        ) as provider:
+            with provider.get_tracer("t").start_as_current_span(
+                "chat", attributes=chat_attributes()
+            ):
+                pass
+            assert provider.force_flush()
+    assert _types(ledger) == [SessionOpened, ModelCalled, ItemRecorded]
+
+
+def test_session_keys_are_stream_ids_of_agent_and_trace(ledger: Ledger) -> None:
+    body = json_request(
+        [json_span(TRACE, "00f067aa0ba902b7", chat_attributes(), start=1)],
+        service="ops\x07bot",
+    )
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, body).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    assert session.agent == "ops_bot"
+    assert isinstance(session.stream_id, uuid.UUID)
