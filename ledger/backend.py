@@ -13,7 +13,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
 
-from turnledger.ledger.chain import Seal
+from turnledger.ledger.chain import AppendRecord, Seal
+from turnledger.ledger.frame import FLAG_KEYED, HEADER_SIZE
 
 
 class EncodedRow(NamedTuple):
@@ -34,6 +35,33 @@ class EncodedRow(NamedTuple):
     def state(self) -> bytes:
         """The frame: ``header | body``."""
         return self.header + self.body
+
+
+def mark_keyed(rows: Sequence[EncodedRow | StoredEvent]) -> list[EncodedRow]:
+    """Return an append's rows with :data:`~ledger.frame.FLAG_KEYED` on the last one.
+
+    The flag sits in the row's clear header, which its link covers: ``verify``
+    then knows these rows were written under an idempotency key, and that the
+    key's record must exist.
+    """
+    out = [
+        row
+        if type(row) is EncodedRow
+        else EncodedRow(
+            row.originator_version,
+            row.topic,
+            row.state[:HEADER_SIZE],
+            row.state[HEADER_SIZE:],
+        )
+        for row in rows
+    ]
+    if not out:
+        return out
+    last = out[-1]
+    header = bytearray(last.header)
+    header[1] |= FLAG_KEYED
+    out[-1] = last._replace(header=bytes(header))
+    return out
 
 
 class AppendRequest(NamedTuple):
@@ -164,12 +192,44 @@ class Backend(Protocol):
         """Subscribe to rows after position ``gt``."""
         ...
 
-    def insert_seal(self, body: bytes, mac: str) -> int:
-        """Record a seal (append-only); return its id."""
+    def insert_seal(self, body: bytes, mac: str, *, after: int) -> int:
+        """Record a seal (append-only) if the newest seal's id is still ``after``.
+
+        Returns the new seal's id, or 0 when another seal was written since
+        (``after`` 0: none may exist yet); the caller then chains again.
+        """
         ...
 
     def latest_seal(self) -> Seal | None:
         """Return the newest seal, if any."""
+        ...
+
+    def seals(self) -> list[Seal]:
+        """Return every seal, oldest first."""
+        ...
+
+    def seal_sequence(self) -> int:
+        """Return the highest seal id the database ever issued (0: none)."""
+        ...
+
+    def append_records(self) -> list[AppendRecord]:
+        """Return every idempotency record."""
+        ...
+
+    def beyond_sequence(self) -> list[StoredRow]:
+        """Return rows whose position the position sequence never issued.
+
+        PostgreSQL: rows above the sequence's last value (no reader sees them
+        until a real append passes them). SQLite has no such sequence: none.
+        """
+        ...
+
+    def cipher_fingerprint(self, fingerprint: str | None) -> str | None:
+        """Return the cipher key fingerprint recorded in the ledger.
+
+        With ``fingerprint``, record it first when none is recorded yet (the
+        first one recorded stays); a read-only ledger records nothing.
+        """
         ...
 
     def close(self) -> None:

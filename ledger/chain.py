@@ -285,17 +285,60 @@ def head_link(
 
 
 class SealBody(msgspec.Struct, frozen=True, kw_only=True):
-    """What a seal records: the last position and every stream's head.
+    """What a seal records: the last position, every stream's head, its place.
+
+    Seals form a chain of their own: each records its index (1, 2, ...) and the
+    digest of the seal before it (:func:`seal_digest`), so a seal deleted,
+    edited or re-inserted out of order shows. Seals written before the chain
+    have index 0 and none of the last four fields.
 
     Attributes:
         position: The last position when sealed.
         sealed_at_us: When (microseconds since the epoch, UTC).
         heads: Per stream (hex id): ``[version, link hex, position]``.
+        index: The seal's place in the chain (0: a seal from before the chain).
+        prev: The digest of the seal before it (``""`` for the first).
+        appends: How many idempotency records cover rows up to ``position``.
+        appends_digest: The SHA-256 (hex) over those records (:func:`records_digest`).
     """
 
     position: int
     sealed_at_us: int
     heads: dict[str, tuple[int, str, int]]
+    index: int = 0
+    prev: str = ""
+    appends: int = 0
+    appends_digest: str = ""
+
+
+class AppendRecord(NamedTuple):
+    """An idempotency record: the key, the stream and what its append wrote."""
+
+    key: str
+    stream_id: UUID
+    first_version: int
+    last_version: int
+    positions: tuple[int, ...]
+
+
+def seal_digest(body: bytes) -> str:
+    """Return the hex SHA-256 of a stored seal body (what the next seal chains from)."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def records_digest(records: Iterable[AppendRecord]) -> tuple[int, str]:
+    """Return how many idempotency records there are and a SHA-256 over them.
+
+    Order-independent: the records are sorted by key first.
+    """
+    ordered = sorted(records)
+    encoded = _SEAL_ENCODER.encode(
+        [
+            (r.key, r.stream_id.hex, r.first_version, r.last_version, r.positions)
+            for r in ordered
+        ]
+    )
+    return len(ordered), hashlib.sha256(encoded).hexdigest()
 
 
 class Seal(NamedTuple):

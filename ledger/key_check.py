@@ -6,14 +6,17 @@ wrong key cannot decrypt them, and reading with one is a
 not decrypt, never garbage. Writing with one, though, used to be accepted, and
 left rows no later reader with the right key could decrypt.
 
-:func:`check_cipher_key` closes that: the ledger's first encrypted event is its
-key check value. A store with a key must decrypt it, a store without a key must
-not write to a ledger that has one, and both are refused with a
-:class:`CipherKeyError` before any write. No separate value is stored: the first
-encrypted row (the oldest, so it never changes once written) is the check. A
-ledger with no encrypted row yet accepts any key, and its first encrypted append
-becomes the check. Finding it is one query: the database reads the frame header
-of the first :data:`SCAN_ROWS` rows and returns only the first encrypted row.
+:func:`check_cipher_key` closes that. The ledger records the **fingerprint** of
+its key (:func:`key_fingerprint`: an HMAC-SHA256 keyed with the key over a fixed
+label, so the key cannot be recovered from it) the first time a store opens it
+with a key; from then on a store with another key is refused in one line,
+wherever the ledger's first encrypted event lies. A ledger encrypted before
+fingerprints existed gets one at its next open with a key, after its first
+encrypted event (searched through the whole ledger, once) decrypts with that
+key. A store without a key is refused on a ledger whose first
+:data:`SCAN_ROWS` rows hold an encrypted event, or that recorded a fingerprint
+and holds an encrypted event anywhere. Both refusals are a
+:class:`CipherKeyError`, before any write.
 
 :func:`~turnledger.ledger.store.open_store` runs the check before it returns a
 store (SQLite and PostgreSQL alike), so the command line, the bootstrap, the
@@ -25,6 +28,10 @@ wrong key reads its encrypted events as a "does not decrypt"
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
 from typing import Final, Protocol
 
 from turnledger.ledger.backend import Backend, StoredRow
@@ -36,7 +43,20 @@ CIPHER_KEY_ENV: Final = "TURNLEDGER_CIPHER_KEY"
 """The environment variable holding the base64 AES key for encryption at rest."""
 
 SCAN_ROWS: Final = 10_000
-"""How many rows from the start are searched for the first encrypted one."""
+"""How many rows from the start a store without a key searches for an encrypted one
+on a ledger with no fingerprint."""
+
+_EVERY_ROW: Final = 2**62
+_LABEL: Final = b"turnledger cipher key fingerprint v1"
+
+
+def key_fingerprint(key: str) -> str:
+    """Return a base64 cipher key's fingerprint (HMAC-SHA256, hex; never the key)."""
+    try:
+        raw = base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        raw = key.encode()
+    return hmac.new(raw, _LABEL, hashlib.sha256).hexdigest()
 
 
 class CipherKeyError(LedgerError):
@@ -65,31 +85,63 @@ class KeyedStore(Protocol):
         ...
 
 
-def check_cipher_key(store: KeyedStore, *, scan_rows: int = SCAN_ROWS) -> None:
+def check_cipher_key(
+    store: KeyedStore, *, scan_rows: int = SCAN_ROWS, key: str | None = None
+) -> None:
     """Refuse a store whose cipher key does not fit its ledger.
 
     Args:
         store: An open store, with or without a cipher key.
-        scan_rows: How many rows from the start to look at for the first
-            encrypted one (a ledger encrypted from its start has it first).
+        scan_rows: Without a fingerprint in the ledger and without a key: how
+            many rows from the start to search for an encrypted one.
+        key: The store's key (base64), whose fingerprint is compared with (or
+            recorded as) the ledger's; ``None`` with a keyed store checks by
+            decrypting the first encrypted row only.
 
     Raises:
-        CipherKeyError: The store has a key and the ledger's first encrypted
-            event does not decrypt with it (a wrong key), or the store has no key
-            and the ledger holds encrypted events (a missing key).
+        CipherKeyError: The store has a key and the ledger recorded another's
+            fingerprint, or its first encrypted event does not decrypt with it
+            (a wrong key); or the store has no key and the ledger holds
+            encrypted events (a missing key).
     """
-    if scan_rows <= 0:
-        return
-    row = store.backend.first_encrypted(scan_rows)  # the database scans
-    if row is None:
-        return
+    backend = store.backend
     if store.mapper.cipher is None:
+        recorded = backend.cipher_fingerprint(None)
+        limit = _EVERY_ROW if recorded is not None else scan_rows
+        row = backend.first_encrypted(limit) if limit > 0 else None
+        if row is not None:
+            msg = (
+                f"Expected a cipher key ({CIPHER_KEY_ENV}) for this ledger, found"
+                f" none: its events are encrypted (first at position {row.position});"
+                " nothing was written"
+            )
+            raise CipherKeyError(msg)
+        return
+    fingerprint = key_fingerprint(key) if key else None
+    recorded = backend.cipher_fingerprint(None)
+    if recorded is None:
+        _decrypts_first(store, _EVERY_ROW if fingerprint else scan_rows)
+        if fingerprint is None:
+            return
+        recorded = backend.cipher_fingerprint(fingerprint)
+        if recorded is None:  # a read-only ledger: nothing recorded
+            return
+    if fingerprint is not None and not hmac.compare_digest(recorded, fingerprint):
         msg = (
-            f"Expected a cipher key ({CIPHER_KEY_ENV}) for this ledger, found none:"
-            f" its events are encrypted (first at position {row.position});"
+            "Expected the cipher key this ledger was encrypted with (its"
+            " fingerprint is recorded in the ledger), found another key;"
             " nothing was written"
         )
         raise CipherKeyError(msg)
+
+
+def _decrypts_first(store: KeyedStore, limit: int) -> None:
+    """Refuse the store's key if the first encrypted row does not decrypt with it."""
+    if limit <= 0:
+        return
+    row = store.backend.first_encrypted(limit)  # the database scans
+    if row is None:
+        return
     try:
         store.decode(row)
     except CorruptRecordError:

@@ -41,6 +41,8 @@ from turnledger.ledger.store_read import StoreReader
 
 if TYPE_CHECKING:
     from eventsourcing.cryptography import AESCipher
+
+    from turnledger.ledger.erasable import Sealer
 from turnledger.ledger.subscription import Subscription
 
 _new_request = tuple.__new__
@@ -80,6 +82,8 @@ class EventStore:
         self.backend = backend
         self.mapper = MsgspecMapper(cipher=_cipher(cipher_key))
         self._reader = StoreReader(backend, self.mapper)
+        self.sealer: Sealer | None = None
+        """Seals erasable subjects' events (``ledger.erasable``; set at open)."""
 
     @property
     def kind(self) -> str:
@@ -110,7 +114,8 @@ class EventStore:
                 f"found {len(idempotency_key)}"
             )
             raise InvalidEventError(msg)
-        rows = self.mapper.encode_rows(events, first_version, at_us)
+        seal = None if self.sealer is None else self.sealer.plan(stream_id, events)
+        rows = self.mapper.encode_rows(events, first_version, at_us, seal)
         for event in events:  # each one a registered event: encode_rows checked
             for field, value in event.identifiers():
                 check_identifier(field, value)
@@ -433,6 +438,7 @@ def open_store(
     cipher_key: str | None = None,
     lock_timeout: int = DEFAULT_LOCK_TIMEOUT,
     check_key: bool = True,
+    erasable: bool | None = None,
 ) -> EventStore:
     """Open (creating if needed) the ledger at ``url``, its cipher key checked.
 
@@ -450,12 +456,18 @@ def open_store(
             returning (default); ``False`` opens a ledger with a wrong key
             anyway, whose encrypted events then read as a
             :class:`~ledger.errors.CorruptRecordError` ("does not decrypt").
+        erasable: Seal every event of an erasable subject under its own data
+            key, which ``turnledger erase`` destroys (``ledger.erasable``);
+            ``None`` (the default): when a cipher key is set. The erasure key
+            store is opened whenever it exists, to read what was sealed.
 
     Raises:
         ConfigurationError: The URL or an option is invalid.
         StoreUnavailableError: The database cannot be opened.
         CipherKeyError: The key is wrong for this ledger, or missing while its
             events are encrypted (``ledger.key_check``); nothing was written.
+        ErasureKeysError: The ledger's events are sealed and its erasure key
+            store is missing, or the key store is another ledger's.
     """
     url = url or DEFAULT_PATH
     key = cipher_key if cipher_key is not None else os.environ.get(CIPHER_KEY_ENV)
@@ -465,6 +477,8 @@ def open_store(
         return _checked(
             EventStore(PostgresBackend(url, lock_timeout=lock_timeout), cipher_key=key),
             check_key=check_key,
+            key=key,
+            erasure=(url, erasable),
         )
     from turnledger.ledger.sqlite import SQLiteBackend  # noqa: PLC0415 - keep import cheap
 
@@ -477,15 +491,29 @@ def open_store(
         msg = f"Expected a SQLite file path or a postgresql:// URL, found {url!r}"
         raise ConfigurationError(msg)
     backend = SQLiteBackend(path, synchronous=level, lock_timeout=lock_timeout)  # type: ignore[arg-type]
-    return _checked(EventStore(backend, cipher_key=key), check_key=check_key)
+    return _checked(
+        EventStore(backend, cipher_key=key),
+        check_key=check_key,
+        key=key,
+        erasure=(path, erasable),
+    )
 
 
-def _checked(store: EventStore, *, check_key: bool) -> EventStore:
-    """Refuse a wrong or missing cipher key before the store is handed out."""
-    if not check_key:
-        return store
+def _checked(
+    store: EventStore,
+    *,
+    check_key: bool,
+    key: str | None,
+    erasure: tuple[str, bool | None],
+) -> EventStore:
+    """Open the erasure key store, then refuse a wrong or missing cipher key,
+    before the store is handed out."""
+    from turnledger.ledger.erasable import attach  # noqa: PLC0415 - loads crypto
+
     try:
-        check_cipher_key(store)
+        attach(store, location=erasure[0], cipher_key=key, erasable=erasure[1])
+        if check_key:
+            check_cipher_key(store, key=key or None)
     except BaseException:
         store.close()
         raise

@@ -2,9 +2,11 @@
 
 ``verify`` reads every row in position order and checks that every event decodes,
 that every stream's versions are contiguous from 1, and every row's hash chain
-link (``ledger.chain``); then it checks the latest seal (its HMAC when a seal key
-is given) against what it found. Problems are collected, not raised, so one run
-lists them all, each with ``kind``, ``stream``, ``version`` and ``position``:
+link (``ledger.chain``); then the seal chain (every seal, its HMAC when a seal
+key is given), the newest seal in chain order against what it found, the
+idempotency records against the rows, and, given a witness (``ledger.witness``),
+every witnessed seal. Problems are collected, not raised, so one run lists them
+all, each with ``kind``, ``stream``, ``version`` and ``position``:
 
 - ``corrupt`` / ``unknown_type``: the row does not decode;
 - ``edited_payload``: the body does not match its recorded digest;
@@ -19,24 +21,38 @@ lists them all, each with ``kind``, ``stream``, ``version`` and ``position``:
 - ``forged``: a row after the last seal that the ledger did not write (no link,
   a link that does not match it, a copy of another row, or one that does not
   chain from its predecessor);
-- ``truncated``: a stream ends before the version the last seal recorded;
-- ``seal_forged``: the latest seal's HMAC does not match the key (it is then
-  not used).
+- ``truncated``: a stream ends before the version the newest seal recorded, or
+  the ledger ends before the position a seal (or a witnessed seal) covers;
+- ``seal_forged``: a seal does not decode or its HMAC does not match the key (it
+  is then not used);
+- ``seal_deleted``: seals missing from the chain (an index skipped, fewer seals
+  than seal ids the database issued, or a witnessed seal gone);
+- ``seal_reinserted``: a copy of an earlier seal, or a seal out of chain order
+  (an older seal inserted again to roll the ledger back); it is not used;
+- ``seal_replaced``: a seal that does not chain from the one before it, or that
+  differs from what the witness recorded for its index;
+- ``idempotency_edited``: an idempotency record that names rows of another
+  stream or version, or no row, or rows written without a key; or records
+  changed since the seal that covers them (their digest);
+- ``idempotency_deleted``: the last row of an append made under a key (its
+  header flag says so) whose record is gone, or fewer records than the seal
+  covers;
+- ``beyond_sequence`` (PostgreSQL): a row above the position sequence's last
+  value, which no reader sees (the sequence never issued its position).
 
 Rows written before the chain existed are counted as ``pre_chain``, not problems.
-What ``verify`` cannot see: a row appended after the last seal by someone who
-writes the database directly and computes the chain correctly; anything, when the
-seals themselves were rewritten and no key is set; and changes after an older seal
-when the newer seals were deleted (only the latest seal left is checked: keep the
-id and position ``turnledger seal`` prints somewhere else to notice that). Seal
-often, and set ``TURNLEDGER_SEAL_KEY``.
+What ``verify`` cannot see without a witness is listed in the security guide
+(docs/guides/security.md): in short, whatever the database owner rewrites
+consistently past the newest seal left standing. Seal often, set
+``TURNLEDGER_SEAL_KEY``, and witness the seals.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from uuid import UUID
 
 import msgspec
@@ -45,15 +61,20 @@ from turnledger.ledger.backend import StoredRow
 from turnledger.ledger.chain import (
     GENESIS,
     SEAL_KEY_ENV,
+    AppendRecord,
     SealBody,
     decode_seal,
     link_of,
     mac_matches,
     parse_chained,
     prechain_link,
+    records_digest,
+    seal_digest,
 )
 from turnledger.ledger.errors import CorruptRecordError, UnknownEventTypeError
+from turnledger.ledger.frame import FLAG_KEYED
 from turnledger.ledger.store import EventStore
+from turnledger.ledger.witness import Witness, WitnessEntry, WitnessError
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,8 +95,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
         streams: Streams seen.
         last_position: The highest position.
         pre_chain: Rows written before the hash chain existed (no link of their own).
-        sealed_position: The position the latest valid seal covers (0: no seal).
+        sealed_position: The position the newest valid seal covers (0: no seal).
         problems: Every problem, in the order found.
+        seals: Seals read.
+        witnessed: Witness entries of this ledger checked (0: no witness).
     """
 
     events: int
@@ -84,6 +107,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     pre_chain: int
     sealed_position: int
     problems: tuple[Problem, ...]
+    seals: int = 0
+    witnessed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -101,6 +126,16 @@ class _Stream:
 
 
 @dataclass
+class SealChain:
+    """The seals as read: the newest in chain order, and what each is."""
+
+    accepted: SealBody | None = None
+    count: int = 0
+    by_index: dict[int, str] = field(default_factory=dict)
+    digests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Walk:
     """What one pass over the ledger found (``seal`` uses it too)."""
 
@@ -110,25 +145,38 @@ class Walk:
     last: int
     pre_chain: int
     seal: SealBody | None
+    seals: int = 0
+    witnessed: int = 0
 
 
 def verify(
-    store: EventStore, *, page_size: int = 1000, seal_key: str | None = None
+    store: EventStore,
+    *,
+    page_size: int = 1000,
+    seal_key: str | None = None,
+    witness: Witness | None = None,
 ) -> VerifyReport:
-    """Check every row of the ledger and the latest seal.
+    """Check every row of the ledger, the seals and the idempotency records.
 
     Args:
         store: The ledger to check.
         page_size: How many rows to read at a time.
         seal_key: The HMAC key seals are signed with (checked when given);
             defaults to ``TURNLEDGER_SEAL_KEY``.
+        witness: Where the seals were witnessed (``seal --witness``): every
+            entry of this ledger is checked against it.
 
     Returns:
         The counts and every problem found.
+
+    Raises:
+        WitnessError: The witness cannot be read, or holds no entry of this
+            ledger.
     """
     if seal_key is None:
         seal_key = os.environ.get(SEAL_KEY_ENV) or None
-    walk = walk_ledger(store, page_size=page_size, seal_key=seal_key)
+    entries = None if witness is None else _entries_of(store, witness)
+    walk = walk_ledger(store, page_size=page_size, seal_key=seal_key, witness=entries)
     return VerifyReport(
         events=walk.events,
         streams=len(walk.streams),
@@ -136,22 +184,49 @@ def verify(
         pre_chain=walk.pre_chain,
         sealed_position=walk.seal.position if walk.seal else 0,
         problems=tuple(walk.problems),
+        seals=walk.seals,
+        witnessed=walk.witnessed,
     )
 
 
-def walk_ledger(  # noqa: C901 - one pass, one check per tampering kind
-    store: EventStore, *, page_size: int = 1000, seal_key: str | None = None
+def _entries_of(store: EventStore, witness: Witness) -> list[WitnessEntry]:
+    entries = witness.entries()
+    ledger = store.backend.ledger_id or ""
+    mine = [e for e in entries if e.ledger == ledger]
+    if not mine:
+        msg = (
+            f"Expected the witness {witness.target} to hold seals of this ledger "
+            f"(id {ledger or 'none'}), found {len(entries)} entries, none of it"
+        )
+        raise WitnessError(msg)
+    return mine
+
+
+def walk_ledger(  # noqa: C901, PLR0912, PLR0915 - one pass, one check per kind
+    store: EventStore,
+    *,
+    page_size: int = 1000,
+    seal_key: str | None = None,
+    witness: Sequence[WitnessEntry] | None = None,
 ) -> Walk:
-    """Read the whole ledger once, checking each row and then the latest seal."""
+    """Read the whole ledger once, checking each row, then seals and records."""
     problems: list[Problem] = []
-    seal = _latest_seal(store, seal_key, problems)
-    walk = Walk(problems, {}, 0, 0, 0, seal)
+    chain = _seal_chain(store, seal_key, problems)
+    seal = chain.accepted
+    walk = Walk(problems, {}, 0, 0, 0, seal, chain.count)
+    # Read before the rows: every record's rows are committed, so the walk sees them.
+    expected = _record_rows(store.backend.append_records())
+    keyed: list[StoredRow] = []
     moved: list[tuple[StoredRow, int]] = []
     chained_from: int | None = None
     for row in store.iter_rows(page_size=page_size):
         walk.events += 1
         walk.last = max(walk.last, row.position)
         _decode(store, row, problems)
+        if expected:
+            _check_record_row(expected.pop(row.position, None), row, problems)
+        if len(row.state) > 1 and row.state[1] & FLAG_KEYED:
+            keyed.append(row)
         stream = walk.streams.setdefault(row.stream_id, _Stream())
         covered = seal is not None and row.position <= seal.position
         chained = parse_chained(row.state)
@@ -183,7 +258,7 @@ def walk_ledger(  # noqa: C901 - one pass, one check per tampering kind
             stream.prev = None if chained_from is not None else link[:16]
             continue
         body_sha = hashlib.sha256(chained.body).digest()
-        expected = link_of(
+        expected_link = link_of(
             chained.prev,
             row.stream_id,
             version=row.version,
@@ -196,7 +271,7 @@ def walk_ledger(  # noqa: C901 - one pass, one check per tampering kind
             _add(problems, "edited_payload", row, "the body differs from its digest")
         elif chained.position != row.position:
             moved.append((row, chained.position))
-        elif expected != chained.link:
+        elif expected_link != chained.link:
             kind = "edited_envelope" if covered else "forged"
             _add(problems, kind, row, "the envelope no longer matches the link")
         elif stream.prev is not None and chained.prev != stream.prev:
@@ -204,6 +279,10 @@ def walk_ledger(  # noqa: C901 - one pass, one check per tampering kind
         _advance(stream, row, chained.link, seal)
     _classify_moves(store, moved, seal, problems)
     _check_seal(walk)
+    _check_records(store, walk, expected, keyed)
+    _check_sequences(store, walk, chain)
+    if witness is not None:
+        _check_witness(walk, chain, witness)
     return walk
 
 
@@ -303,29 +382,272 @@ def _check_seal(walk: Walk) -> None:
                 )
 
 
-def _latest_seal(
+def _seal_chain(
     store: EventStore, key: str | None, problems: list[Problem]
-) -> SealBody | None:
-    stored = store.backend.latest_seal()
-    if stored is None:
-        return None
-    body = decode_seal(stored.body)
-    forged = body is None or (
-        key is not None and not mac_matches(stored.body, stored.mac, key)
-    )
-    if forged:
+) -> SealChain:
+    """Read every seal in id order and follow their chain (index and ``prev``)."""
+    chain = SealChain()
+    last_index = 0
+    last_digest = ""
+    for stored in store.backend.seals():
+        chain.count += 1
+        body = decode_seal(stored.body)
+        if body is None or (
+            key is not None and not mac_matches(stored.body, stored.mac, key)
+        ):
+            problems.append(
+                _sealed(
+                    "seal_forged",
+                    body.position if body else 0,
+                    f"Seal {stored.seal_id} does not match its HMAC (key given) or "
+                    "does not decode; it is not used",
+                )
+            )
+            continue
+        digest = seal_digest(stored.body)
+        copied = chain.digests.get(digest)
+        if copied is not None:
+            problems.append(
+                _sealed(
+                    "seal_reinserted",
+                    body.position,
+                    f"Seal {stored.seal_id} is a copy of seal {copied} (to position "
+                    f"{body.position}): inserted again; it is not used",
+                )
+            )
+            continue
+        chain.digests[digest] = stored.seal_id
+        if body.index <= last_index and (body.index > 0 or chain.by_index):
+            problems.append(
+                _sealed(
+                    "seal_reinserted",
+                    body.position,
+                    f"Seal {stored.seal_id} (index {body.index}, to position "
+                    f"{body.position}) comes after seal index {last_index}: an older "
+                    "seal inserted out of chain order; it is not used",
+                )
+            )
+            continue
+        if body.index > last_index + 1:
+            problems.append(
+                _sealed(
+                    "seal_deleted",
+                    body.position,
+                    f"Seals of index {last_index + 1}..{body.index - 1} are missing "
+                    f"before seal {stored.seal_id} (index {body.index})",
+                )
+            )
+        elif body.index > 0 and body.prev != last_digest:
+            problems.append(
+                _sealed(
+                    "seal_replaced",
+                    body.position,
+                    f"Seal {stored.seal_id} (index {body.index}) does not chain from "
+                    "the seal before it: that seal was changed or replaced",
+                )
+            )
+        chain.accepted = body
+        last_digest = digest
+        if body.index > 0:
+            last_index = body.index
+            chain.by_index[body.index] = digest
+    return chain
+
+
+def _record_rows(records: list[AppendRecord]) -> dict[int, tuple[AppendRecord, int]]:
+    """Each position an idempotency record names, with the version it must hold."""
+    return {
+        position: (record, record.first_version + offset)
+        for record in records
+        for offset, position in enumerate(record.positions)
+    }
+
+
+def _check_record_row(
+    expected: tuple[AppendRecord, int] | None, row: StoredRow, problems: list[Problem]
+) -> None:
+    if expected is None:
+        return
+    record, version = expected
+    if row.stream_id != record.stream_id or row.version != version:
         problems.append(
             Problem(
-                kind="seal_forged",
-                stream=None,
-                version=0,
-                position=body.position if body else 0,
-                message=f"Seal {stored.seal_id} does not match its HMAC (key given); "
-                "it is not used",
+                kind="idempotency_edited",
+                stream=record.stream_id,
+                version=version,
+                position=row.position,
+                message=(
+                    f"The idempotency record of key {record.key[:200]!r} expects "
+                    f"version {version} of its stream at position {row.position}, "
+                    f"found version {row.version} of stream {row.stream_id}"
+                ),
             )
         )
-        return None
-    return body
+
+
+def _check_records(
+    store: EventStore,
+    walk: Walk,
+    unseen: dict[int, tuple[AppendRecord, int]],
+    keyed: list[StoredRow],
+) -> None:
+    """Records that name no row, keyed rows without a record, the seal's digest."""
+    problems = walk.problems
+    for position, (record, version) in sorted(unseen.items()):
+        if position <= walk.last:
+            problems.append(
+                Problem(
+                    kind="idempotency_edited",
+                    stream=record.stream_id,
+                    version=version,
+                    position=position,
+                    message=(
+                        f"The idempotency record of key {record.key[:200]!r} names "
+                        f"position {position}, which holds no row"
+                    ),
+                )
+            )
+    # Read after the rows: the record of every keyed row seen is committed.
+    records = store.backend.append_records()
+    lasts = {r.positions[-1]: r for r in records if r.positions}
+    for row in keyed:
+        if row.position not in lasts:
+            _add(
+                problems,
+                "idempotency_deleted",
+                row,
+                "the last row of an append made under an idempotency key, whose "
+                "record is gone (a retry would write it again)",
+            )
+    flagged = {row.position for row in keyed}
+    for position, record in sorted(lasts.items()):
+        if position <= walk.last and position not in flagged:
+            problems.append(
+                Problem(
+                    kind="idempotency_edited",
+                    stream=record.stream_id,
+                    version=record.last_version,
+                    position=position,
+                    message=(
+                        f"The idempotency record of key {record.key[:200]!r} names "
+                        f"position {position}, whose row was not written under a key"
+                    ),
+                )
+            )
+    _check_sealed_records(walk, records)
+
+
+def _check_sealed_records(walk: Walk, records: list[AppendRecord]) -> None:
+    """The records the newest seal covers: as many, and the same, as it recorded."""
+    problems = walk.problems
+    seal = walk.seal
+    if seal is None or seal.index == 0:
+        return
+    if any(p.kind.startswith("idempotency_") for p in problems):
+        return  # named row by row already
+    count, digest = records_digest(
+        r for r in records if max(r.positions, default=0) <= seal.position
+    )
+    if count < seal.appends:
+        problems.append(
+            _sealed(
+                "idempotency_deleted",
+                seal.position,
+                f"Expected {seal.appends} idempotency records up to position "
+                f"{seal.position} (sealed), found {count}",
+            )
+        )
+    elif digest != seal.appends_digest:
+        problems.append(
+            _sealed(
+                "idempotency_edited",
+                seal.position,
+                f"The idempotency records up to position {seal.position} differ "
+                "from what the seal recorded (a key changed, added or removed)",
+            )
+        )
+
+
+def _check_sequences(store: EventStore, walk: Walk, chain: SealChain) -> None:
+    """Rows above the position sequence; seal ids issued but gone; a cut tail."""
+    problems = walk.problems
+    for row in store.backend.beyond_sequence():
+        _add(
+            problems,
+            "beyond_sequence",
+            row,
+            "above the position sequence's last value: no append wrote it, and no "
+            "reader sees it",
+        )
+    issued = store.backend.seal_sequence()
+    if issued > chain.count:
+        problems.append(
+            _sealed(
+                "seal_deleted",
+                chain.accepted.position if chain.accepted else 0,
+                f"Expected {issued} seals (the ids the database issued), found "
+                f"{chain.count}: seals were deleted",
+            )
+        )
+    seal = walk.seal
+    if (
+        seal is not None
+        and seal.position > walk.last
+        and not any(p.kind == "truncated" for p in problems)
+    ):
+        problems.append(
+            _sealed(
+                "truncated",
+                seal.position,
+                f"Expected the ledger to reach position {seal.position} (sealed), "
+                f"found it ending at {walk.last}",
+            )
+        )
+
+
+def _check_witness(
+    walk: Walk, chain: SealChain, entries: Sequence[WitnessEntry]
+) -> None:
+    """Every witnessed seal in the ledger, unchanged; the ledger reaching it."""
+    problems = walk.problems
+    checked: set[tuple[int, str]] = set()
+    for entry in entries:
+        if (entry.index, entry.digest) in checked:
+            continue
+        checked.add((entry.index, entry.digest))
+        if entry.digest in chain.digests:
+            continue
+        if entry.index in chain.by_index:
+            kind = "seal_replaced"
+            why = "differs from what the witness recorded"
+        else:
+            kind = "seal_deleted"
+            why = "is gone from the ledger"
+        problems.append(
+            _sealed(
+                kind,
+                entry.position,
+                f"Witnessed seal {entry.seal} (index {entry.index}, to position "
+                f"{entry.position}) {why}",
+            )
+        )
+    walk.witnessed = len(checked)
+    highest = max(entries, key=lambda e: e.position)
+    if highest.position > walk.last:
+        problems.append(
+            _sealed(
+                "truncated",
+                highest.position,
+                f"Expected the ledger to reach position {highest.position} "
+                f"(witnessed seal {highest.seal}), found it ending at {walk.last}",
+            )
+        )
+
+
+def _sealed(kind: str, position: int, message: str) -> Problem:
+    return Problem(
+        kind=kind, stream=None, version=0, position=position, message=message
+    )
 
 
 def _decode(store: EventStore, row: StoredRow, problems: list[Problem]) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
+import msgspec
 import psycopg
 from eventsourcing.persistence import Notification, PersistenceError
 from eventsourcing.postgres import (
@@ -34,7 +35,7 @@ from eventsourcing.postgres import (
 from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
-from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, AppendRecord, Seal
 from turnledger.ledger.errors import (
     ConfigurationError,
     LedgerError,
@@ -52,6 +53,8 @@ from turnledger.ledger.postgres.recorder import (
     WakingSubscription,
 )
 from turnledger.ledger.postgres.write import (
+    CIPHER_TABLE,
+    KEYS_TABLE,
     SEALS_TABLE,
     HeadCache,
     Statements,
@@ -183,35 +186,118 @@ class PostgresBackend:
 
         return self._guard(run)
 
-    def insert_seal(self, body: bytes, mac: str) -> int:
-        """Record a seal; return its id."""
-        sql = SQL(
-            "INSERT INTO {schema}.{seals} (body, mac) VALUES (%s, %s) RETURNING id"
-        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+    def insert_seal(self, body: bytes, mac: str, *, after: int) -> int:
+        """Record a seal if the newest seal's id is still ``after``; return its id."""
+        seals = SQL("{schema}.{seals}").format(
+            seals=Identifier(SEALS_TABLE), **self._table
+        )
+        key = f"turnledger-seal:{self.url.schema}"
 
         def run() -> int:
-            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-                cursor.execute(sql, (body, mac))
-                row = cursor.fetchone()
+            with self._datastore.get_connection() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+                newest = conn.execute(
+                    SQL("SELECT max(id) AS id FROM {0}").format(seals)
+                ).fetchone()
+                if int((newest or {}).get("id") or 0) != after:
+                    return 0
+                row = conn.execute(
+                    SQL(
+                        "INSERT INTO {0} (body, mac) VALUES (%s, %s) RETURNING id"
+                    ).format(seals),
+                    (body, mac),
+                ).fetchone()
                 return int(row["id"]) if row else 0
 
         return self._guard(run)
 
     def latest_seal(self) -> Seal | None:
         """Return the newest seal, if any."""
+        found = self._seals(SQL(" ORDER BY id DESC LIMIT 1"))
+        return found[0] if found else None
+
+    def seals(self) -> list[Seal]:
+        """Return every seal, oldest first."""
+        return self._seals(SQL(" ORDER BY id"))
+
+    def _seals(self, order: SQL) -> list[Seal]:
+        sql = SQL("SELECT id, body, mac FROM {schema}.{seals}").format(
+            seals=Identifier(SEALS_TABLE), **self._table
+        )
+        return [
+            Seal(int(r["id"]), bytes(r["body"]), str(r["mac"]))
+            for r in self._fetch(sql + order)
+        ]
+
+    def seal_sequence(self) -> int:
+        """Return the highest seal id the seals' sequence ever issued."""
         sql = SQL(
-            "SELECT id, body, mac FROM {schema}.{seals} ORDER BY id DESC LIMIT 1"
-        ).format(seals=Identifier(SEALS_TABLE), **self._table)
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM {0}"
+        ).format(Identifier(self.url.schema, f"{SEALS_TABLE}_id_seq"))
+        rows = self._fetch(sql)
+        return int(rows[0]["n"]) if rows else 0
 
-        def run() -> Seal | None:
-            with self._datastore.get_connection() as conn, conn.cursor() as cursor:
-                cursor.execute(sql)
-                row = cursor.fetchone()
-                if row is None:
-                    return None
-                return Seal(int(row["id"]), bytes(row["body"]), str(row["mac"]))
+    def append_records(self) -> list[AppendRecord]:
+        """Return every idempotency record."""
+        sql = SQL(
+            "SELECT key, stream, first_version, last_version, positions "
+            "FROM {schema}.{keys}"
+        ).format(keys=Identifier(KEYS_TABLE), **self._table)
+        return [
+            AppendRecord(
+                str(r["key"]),
+                r["stream"],
+                int(r["first_version"]),
+                int(r["last_version"]),
+                tuple(msgspec.json.decode(r["positions"], type=list[int])),
+            )
+            for r in self._fetch(sql)
+        ]
 
-        return self._guard(run)
+    def beyond_sequence(self) -> list[StoredRow]:
+        """Return rows above the position sequence's last value (none issued them)."""
+        sql = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE notification_id > (SELECT CASE WHEN "
+            "is_called THEN last_value ELSE 0 END FROM {seq}) "
+            "ORDER BY notification_id LIMIT 1000"
+        ).format(
+            seq=Identifier(self.url.schema, f"{TABLE}_notification_id_seq"),
+            **self._table,
+        )
+        return [
+            StoredRow(
+                int(r["notification_id"]),
+                r["originator_id"],
+                int(r["originator_version"]),
+                str(r["topic"]),
+                bytes(r["state"]),
+            )
+            for r in self._fetch(sql)
+        ]
+
+    def cipher_fingerprint(self, fingerprint: str | None) -> str | None:
+        """Return the recorded key fingerprint, recording ``fingerprint`` if none."""
+        table = SQL("{schema}.{cipher}").format(
+            cipher=Identifier(CIPHER_TABLE), **self._table
+        )
+        if fingerprint is not None:
+            insert = SQL(
+                "INSERT INTO {0} (one, fingerprint) VALUES (1, %s) "
+                "ON CONFLICT DO NOTHING"
+            ).format(table)
+            self._fetch_none(insert, (fingerprint,))
+        rows = self._fetch(
+            SQL("SELECT fingerprint FROM {0} WHERE one = 1").format(table)
+        )
+        return str(rows[0]["fingerprint"]) if rows else None
+
+    def _fetch_none(self, sql: Any, params: Sequence[object]) -> None:
+        def run() -> None:
+            with self._datastore.get_connection() as conn:
+                conn.execute(sql, params)
+
+        self._guard(run)
 
     def select_stream(
         self,

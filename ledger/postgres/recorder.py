@@ -27,7 +27,7 @@ from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, LINK_OFFSET
 from turnledger.ledger.errors import ConfigurationError
-from turnledger.ledger.postgres.write import KEYS_TABLE, SEALS_TABLE
+from turnledger.ledger.postgres.write import CIPHER_TABLE, KEYS_TABLE, SEALS_TABLE
 
 TABLE: Final = "turnledger_events"
 """The events table (the library's layout)."""
@@ -63,6 +63,7 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
         "table": Identifier(table),
         "keys": Identifier(KEYS_TABLE),
         "seals": Identifier(SEALS_TABLE),
+        "cipher": Identifier(CIPHER_TABLE),
     }
     return [
         SQL(
@@ -127,13 +128,17 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
             "CREATE TABLE IF NOT EXISTS {schema}.{seals} (id bigserial PRIMARY KEY, "
             "body bytea NOT NULL, mac text NOT NULL)"
         ).format(**ident),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {schema}.{cipher} (one integer PRIMARY KEY "
+            "CHECK (one = 1), fingerprint text NOT NULL)"
+        ).format(**ident),
         *(
             SQL(
                 "CREATE OR REPLACE TRIGGER turnledger_no_change "
                 "BEFORE UPDATE OR DELETE ON {schema}.{other} "
                 "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
             ).format(other=Identifier(other), **ident)
-            for other in (KEYS_TABLE, SEALS_TABLE)
+            for other in (KEYS_TABLE, SEALS_TABLE, CIPHER_TABLE)
         ),
     ]
 

@@ -21,7 +21,7 @@ from uuid import UUID
 import msgspec
 import psycopg
 
-from turnledger.ledger.backend import AppendRequest, Conflict, Replayed
+from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, mark_keyed
 from turnledger.ledger.chain import GENESIS, chain_state
 
 Outcome = tuple[int, ...] | Conflict | Replayed
@@ -102,7 +102,8 @@ def insert_rows(
         prev = prevs.get(stream, GENESIS)
         written = tuple(positions[taken : taken + len(step.rows)])
         taken += len(step.rows)
-        for row, position in zip(step.rows, written, strict=True):
+        frames = step.rows if step.idempotency_key is None else mark_keyed(step.rows)
+        for row, position in zip(frames, written, strict=True):
             version = row.originator_version
             state, link = chain_state(
                 row.state,

@@ -39,6 +39,7 @@ from turnledger.ledger.postgres.rows import Outcome, insert_rows, plan_group, se
 
 KEYS_TABLE: Final = "turnledger_appends"
 SEALS_TABLE: Final = "turnledger_seals"
+CIPHER_TABLE: Final = "turnledger_cipher"
 LINK_SIZE: Final = 32
 
 

@@ -36,11 +36,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 from uuid import UUID
 
+import msgspec
 from eventsourcing.persistence import ListenNotifySubscription, Notification
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from turnledger.ledger.backend import AppendRequest, Conflict, Replayed, StoredRow
-from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, Seal
+from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, AppendRecord, Seal
 from turnledger.ledger.errors import (
     LedgerError,
     LedgerLockedError,
@@ -48,6 +49,7 @@ from turnledger.ledger.errors import (
 )
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.sqlite.setup import (
+    CIPHER_TABLE,
     SEALS_TABLE,
     Datastore,
     Recorder,
@@ -55,7 +57,13 @@ from turnledger.ledger.sqlite.setup import (
     ledger_identity,
     translate,
 )
-from turnledger.ledger.sqlite.write import TABLE, WriteCache, blob, write_group
+from turnledger.ledger.sqlite.write import (
+    KEYS_TABLE,
+    TABLE,
+    WriteCache,
+    blob,
+    write_group,
+)
 
 __all__ = ["SQLiteBackend", "Synchronous", "translate"]
 
@@ -319,14 +327,28 @@ class SQLiteBackend:
         rows = self._query(_FIRST_ENCRYPTED, (scan_rows,))
         return _row_of(rows[0]) if rows else None
 
-    def insert_seal(self, body: bytes, mac: str) -> int:
-        """Record a seal; return its id."""
+    def insert_seal(self, body: bytes, mac: str, *, after: int) -> int:
+        """Record a seal if the newest seal's id is still ``after``; return its id."""
 
         def run() -> int:
             with self._writer() as raw:
-                cursor = raw.execute(
-                    f"INSERT INTO {SEALS_TABLE} (body, mac) VALUES (?, ?)", (body, mac)
-                )
+                raw.execute("BEGIN IMMEDIATE")
+                try:
+                    newest = raw.execute(f"SELECT max(id) FROM {SEALS_TABLE}")
+                    if int(newest.fetchone()[0] or 0) != after:
+                        raw.execute("ROLLBACK")
+                        return 0
+                    cursor = raw.execute(
+                        f"INSERT INTO {SEALS_TABLE} (body, mac) VALUES (?, ?)",
+                        (body, mac),
+                    )
+                    raw.execute("COMMIT")
+                except BaseException:
+                    if raw.in_transaction:
+                        raw.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._cache.forget()
                 return int(cursor.lastrowid or 0)
 
         return self._guard(run)
@@ -336,9 +358,64 @@ class SQLiteBackend:
         rows = self._query(
             f"SELECT id, body, mac FROM {SEALS_TABLE} ORDER BY id DESC LIMIT 1"
         )
-        return (
-            Seal(int(rows[0][0]), bytes(rows[0][1]), str(rows[0][2])) if rows else None
+        return _seal(rows[0]) if rows else None
+
+    def seals(self) -> list[Seal]:
+        """Return every seal, oldest first."""
+        rows = self._query(f"SELECT id, body, mac FROM {SEALS_TABLE} ORDER BY id")
+        return [_seal(row) for row in rows]
+
+    def seal_sequence(self) -> int:
+        """Return the highest seal id ever issued (``sqlite_sequence``)."""
+        rows = self._query(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (SEALS_TABLE,)
         )
+        return int(rows[0][0] or 0) if rows else 0
+
+    def append_records(self) -> list[AppendRecord]:
+        """Return every idempotency record."""
+        rows = self._query(
+            f"SELECT key, stream, first_version, last_version, positions "
+            f"FROM {KEYS_TABLE}"
+        )
+        return [
+            AppendRecord(
+                str(r[0]),
+                UUID(str(r[1])),
+                int(r[2]),
+                int(r[3]),
+                tuple(msgspec.json.decode(r[4], type=list[int])),
+            )
+            for r in rows
+        ]
+
+    def beyond_sequence(self) -> list[StoredRow]:
+        """SQLite positions are rowids, issued by no sequence: none."""
+        return []
+
+    def cipher_fingerprint(self, fingerprint: str | None) -> str | None:
+        """Return the recorded key fingerprint, recording ``fingerprint`` if none."""
+        select = f"SELECT fingerprint FROM {CIPHER_TABLE} WHERE one = 1"
+
+        def run() -> str | None:
+            with self._writer() as raw:
+                found = raw.execute(select).fetchone()
+                if found is None and fingerprint is not None:
+                    try:
+                        raw.execute(
+                            f"INSERT OR IGNORE INTO {CIPHER_TABLE} (one, fingerprint) "
+                            "VALUES (1, ?)",
+                            (fingerprint,),
+                        )
+                    except sqlite3.OperationalError as e:
+                        if "readonly" not in str(e).lower():
+                            raise
+                        return None
+                    self._cache.forget()
+                    found = raw.execute(select).fetchone()
+                return None if found is None else str(found[0])
+
+        return self._guard(run)
 
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> _PollingSubscription:
         """Subscribe to rows after ``gt`` (polled every ``poll_interval`` seconds)."""
@@ -370,6 +447,10 @@ def _row_of(found: sqlite3.Row) -> StoredRow:
     return StoredRow(
         int(found[0]), UUID(found[1]), int(found[2]), str(found[3]), blob(found[4])
     )
+
+
+def _seal(row: sqlite3.Row) -> Seal:
+    return Seal(int(row[0]), blob(row[1]), str(row[2]))
 
 
 def _row(n: Notification) -> StoredRow:

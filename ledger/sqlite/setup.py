@@ -37,6 +37,8 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 """SQLite's ``synchronous`` levels."""
 
 SEALS_TABLE: Final = "turnledger_seals"
+CIPHER_TABLE: Final = "turnledger_cipher"
+"""One row: the fingerprint of the ledger's cipher key (``ledger.key_check``)."""
 IDENTITY_TABLE: Final = "turnledger_identity"
 """One row: the ledger's random id, written once (derived files record it)."""
 _REFUSE: Final = (
@@ -86,6 +88,11 @@ _APPEND_ONLY_TRIGGERS: Final = (
         "CHECK (one = 1), id TEXT NOT NULL)"
     ),
     *_no_change(IDENTITY_TABLE),
+    (
+        f"CREATE TABLE IF NOT EXISTS {CIPHER_TABLE} (one INTEGER PRIMARY KEY "
+        "CHECK (one = 1), fingerprint TEXT NOT NULL)"
+    ),
+    *_no_change(CIPHER_TABLE),
 )
 
 STATEMENT_CACHE_SIZE: Final = 64

@@ -30,7 +30,13 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from turnledger.ledger.backend import AppendRequest, Conflict, EncodedRow, Replayed
+from turnledger.ledger.backend import (
+    AppendRequest,
+    Conflict,
+    EncodedRow,
+    Replayed,
+    mark_keyed,
+)
 from turnledger.ledger.chain import (
     CHAIN_FORMAT,
     GENESIS,
@@ -214,9 +220,8 @@ def _write(  # noqa: C901, PLR0915 - the group's plan, kept in one place
                 results.append(Conflict(head[0]))
                 conflicts = True
                 continue
-            mine, prev = chain_rows(
-                _parts(request.rows), stream, stream.hex, next_position, head[1]
-            )
+            parts = _parts(request.rows) if key is None else mark_keyed(request.rows)
+            mine, prev = chain_rows(parts, stream, stream.hex, next_position, head[1])
             count = len(mine)
             positions = tuple(range(next_position, next_position + count))
             key_row = None if key is None else _key_row(request, positions)

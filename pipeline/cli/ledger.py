@@ -22,6 +22,7 @@ from turnledger.pipeline.cli.common import (
 
 if TYPE_CHECKING:
     from turnledger.ledger.envelope import Recorded
+    from turnledger.ledger.witness import Witness
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -104,20 +105,31 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check every row's hash chain and decoding, and the latest seal.
+    """Check every row's hash chain and decoding, the seals and idempotency records.
 
     Reports by position every edited payload or envelope, deleted, replaced,
-    reordered or forged row, and every stream truncated below the last seal
-    (the seal's HMAC is checked with $TURNLEDGER_SEAL_KEY when set). Exit 0 when
-    clean, 1 when problems were found (each is listed; --json: ``problems`` with
-    ``kind``, ``stream``, ``version``, ``position``, ``message``).
+    reordered or forged row, every stream truncated below the newest seal,
+    every seal deleted, re-inserted or replaced in the seal chain (each seal's
+    HMAC is checked with $TURNLEDGER_SEAL_KEY when set), every idempotency
+    record edited or deleted, and (PostgreSQL) rows above the position
+    sequence. With --witness TARGET (file:PATH, sqlite:PATH, a postgresql://
+    URL, or the path of a saved `seal --witness -` log) every seal witnessed
+    there must be in the ledger, unchanged, and the ledger must reach its
+    position. Exit 0 when clean, 1 when problems were found (each is listed;
+    --json: ``problems`` with ``kind``, ``stream``, ``version``, ``position``,
+    ``message``), 2 when the witness cannot be read.
 
     Example: turnledger verify --json
     """
     from turnledger.ledger.verify import verify
 
     with open_ledger(args) as store:
-        report = verify(store)
+        witness = _witness(args, reading=True)
+        try:
+            report = verify(store, witness=witness)
+        finally:
+            if witness is not None:
+                witness.close()
     if args.json:
         print_json(report)
     else:
@@ -133,6 +145,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 else ""
             )
             + (f", {report.pre_chain} pre-chain" if report.pre_chain else "")
+            + (f", {report.witnessed} witnessed" if report.witnessed else "")
         )
     return 0 if report.ok else 1
 
@@ -140,16 +153,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_seal(args: argparse.Namespace) -> int:
     """Verify the ledger, then record a seal of every stream's head.
 
-    The seal is signed (HMAC-SHA256) with $TURNLEDGER_SEAL_KEY when set. A ledger
-    with problems is not sealed: they are listed and the exit is 1. On a ledger
-    written before the hash chain, the first seal pins the old rows' links.
+    The seal is signed (HMAC-SHA256) with $TURNLEDGER_SEAL_KEY when set, and
+    chained to the seal before it. With --witness TARGET its digest is also
+    recorded outside the ledger's database: file:PATH (append-only JSON lines),
+    sqlite:PATH, a postgresql:// URL (its own table; ?schema=name), or - (one
+    JSON line on stdout, for the operator's log). A ledger with problems is not
+    sealed: they are listed and the exit is 1. On a ledger written before the
+    hash chain, the first seal pins the old rows' links.
 
-    Example: turnledger seal --json
+    Example: turnledger seal --witness file:/var/log/turnledger-seals.jsonl
     """
     from turnledger.ledger.seal import seal
+    from turnledger.ledger.witness import entry_line
 
     with open_ledger(args) as store:
-        report = seal(store)
+        witness = _witness(args, reading=False)
+        try:
+            report = seal(store, witness=witness)
+        finally:
+            if witness is not None:
+                witness.close()
     if args.json:
         print_json(report)
         return 0 if report.ok else 1
@@ -158,12 +181,24 @@ def cmd_seal(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"not sealed: {len(report.problems)} problem(s)")
         return 1
+    if args.witness == "-" and report.witness is not None:
+        print(entry_line(report.witness))
     signed = "signed" if report.signed else "unsigned (no TURNLEDGER_SEAL_KEY)"
+    witnessed = f", witnessed in {args.witness}" if args.witness else ""
     print(
         f"seal {report.seal_id}: {report.streams} streams to position "
-        f"{report.position}, {signed}"
+        f"{report.position}, {signed}{witnessed}"
     )
     return 0
+
+
+def _witness(args: argparse.Namespace, *, reading: bool) -> Witness | None:
+    """Open --witness (None without one, or for - when sealing)."""
+    if not args.witness:
+        return None
+    from turnledger.ledger.witness import open_witness
+
+    return open_witness(args.witness, ledger=target(args), reading=reading)
 
 
 class Stats(TypedDict):
@@ -216,6 +251,16 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add a ledger command's options."""
     if name in ("tail", "verify", "seal", "stats"):
         p.add_argument("--json", action="store_true", help="print JSON")
+    if name in ("verify", "seal"):
+        p.add_argument(
+            "--witness",
+            metavar="TARGET",
+            default=None,
+            help=(
+                "file:PATH, sqlite:PATH, a postgresql:// URL, or - (stdout; "
+                "verify: the saved log's path)"
+            ),
+        )
     if name == "tail":
         p.add_argument("--follow", "-f", action="store_true", help="keep following")
         p.add_argument("--after", type=count, default=0, help="start after POSITION")

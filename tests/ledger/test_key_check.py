@@ -14,7 +14,11 @@ import uuid
 import pytest
 
 from turnledger.ledger.events import SessionOpened
-from turnledger.ledger.key_check import CipherKeyError, check_cipher_key
+from turnledger.ledger.key_check import (
+    CipherKeyError,
+    check_cipher_key,
+    key_fingerprint,
+)
 from turnledger.ledger.store import EventStore, open_store
 
 KEY_A = base64.b64encode(b"a" * 32).decode()
@@ -55,7 +59,7 @@ def test_the_first_encrypted_row_within_the_scan(url: str):
         row = store.backend.first_encrypted(10)
         assert row is not None
         assert store.decode(row).event == SessionOpened(agent="ops", session_key="d")
-    with pytest.raises(CipherKeyError, match="position 4 does not decrypt"):
+    with pytest.raises(CipherKeyError, match="fingerprint is recorded"):
         open_store(url, cipher_key=KEY_B)
     with pytest.raises(CipherKeyError, match="first at position 4"):
         open_store(url)
@@ -88,3 +92,45 @@ def test_only_well_framed_rows_count(sqlite_path: str):
         row = store.backend.first_encrypted(10)
         assert row is not None
         assert row.position == 4
+
+
+def _far_encrypted(url: str) -> None:
+    """10,001 clear rows, then encrypted ones under KEY_A (beyond the old scan)."""
+    with open_store(url) as store:
+        store.append(uuid.uuid4(), _opened("clear") * 10_001, expected_version=0)
+    with open_store(url, cipher_key=KEY_A) as store:
+        store.append(uuid.uuid4(), _opened("secret"), expected_version=0)
+
+
+def test_a_second_key_is_refused_beyond_the_first_rows(url: str):
+    """The first encrypted event at position 10,002: another key is still refused
+    (the recorded fingerprint), in one line, and nothing is written."""
+    _far_encrypted(url)
+    with pytest.raises(CipherKeyError) as refused:
+        open_store(url, cipher_key=KEY_B)
+    assert "\n" not in str(refused.value)
+    assert "found another key" in str(refused.value)
+    assert KEY_B not in str(refused.value)
+    with open_store(url, cipher_key=KEY_A) as store:
+        assert store.count() == 10_002
+        recorded = store.backend.cipher_fingerprint(None)
+        assert recorded == key_fingerprint(KEY_A) != key_fingerprint(KEY_B)
+        assert KEY_A not in recorded
+
+
+def test_a_ledger_from_before_fingerprints(sqlite_path: str):
+    """No fingerprint recorded (an older ledger): the whole ledger is searched for
+    its first encrypted event once; a wrong key is refused, the right one is then
+    recorded."""
+    _far_encrypted(sqlite_path)
+    raw = sqlite3.connect(sqlite_path)
+    raw.execute("DROP TRIGGER turnledger_cipher_no_delete")
+    raw.execute("DELETE FROM turnledger_cipher")
+    raw.commit()
+    raw.close()
+    with pytest.raises(CipherKeyError, match="position 10002 does not decrypt"):
+        open_store(sqlite_path, cipher_key=KEY_B)
+    with open_store(sqlite_path, cipher_key=KEY_A) as store:
+        assert store.backend.cipher_fingerprint(None) == key_fingerprint(KEY_A)
+    with pytest.raises(CipherKeyError, match="found none"):
+        open_store(sqlite_path)
