@@ -17,6 +17,9 @@ position it came from (``turnledger.ledger.position``, ``turnledger.ledger.strea
 - a ``tool_result.recorded`` event is an ``execute_tool {tool}`` span
   (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``).
 
+Every name, id and key put on a span (span names included) is scrubbed of
+credentials and bounded to 64 characters, like the observer's labels.
+
 Content is off by default: no prompt, answer, tool argument or output is put on
 a span. With ``[telemetry] capture_content = true`` the turn span carries the
 user input and the chat span the answer (``gen_ai.input.messages`` /
@@ -69,6 +72,14 @@ def _nanos(moment: datetime) -> int:
 def _messages(role: str, text: str) -> str:
     content = summarize(scrub_text(text))
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": content}]}])
+
+
+_LABEL_LIMIT: Final = 64
+
+
+def _label(text: str) -> str:
+    """A name, id or key put on a span: scrubbed and bounded (64 characters)."""
+    return summarize(text, _LABEL_LIMIT) if text else ""
 
 
 def _linked(recorded: Recorded) -> dict[str, Any]:
@@ -127,23 +138,23 @@ class _Spans:
         agent, key = self.sessions.get(recorded.stream_id, ("", ""))
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": key,
-            "turnledger.turn.id": event.turn_id,
-            "turnledger.turn.origin": event.origin,
+            "gen_ai.agent.name": _label(agent),
+            "gen_ai.conversation.id": _label(key),
+            "turnledger.turn.id": _label(event.turn_id),
+            "turnledger.turn.origin": _label(event.origin),
             **_linked(recorded),
         }
         if self.capture:
             attributes["gen_ai.input.messages"] = _messages("user", event.user_input)
-        span = self._start(f"invoke_agent {agent}", at, attributes=attributes)
+        span = self._start(f"invoke_agent {_label(agent)}", at, attributes=attributes)
         self.turns[(recorded.stream_id, event.turn_id)] = span
 
     def _chat(self, recorded: Recorded, event: ModelCalled, at: int) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": event.provider,
-            "gen_ai.request.model": event.model,
-            "gen_ai.response.model": event.model,
+            "gen_ai.provider.name": _label(event.provider),
+            "gen_ai.request.model": _label(event.model),
+            "gen_ai.response.model": _label(event.model),
             "gen_ai.usage.input_tokens": event.input_tokens,
             "gen_ai.usage.output_tokens": event.output_tokens,
             "gen_ai.usage.cache_read.input_tokens": event.cached_input_tokens,
@@ -153,9 +164,9 @@ class _Spans:
             **_linked(recorded),
         }
         if not event.success:
-            attributes["error.type"] = (event.error or "error").split(":")[0][:64]
+            attributes["error.type"] = _label((event.error or "error").split(":")[0])
         span = self._start(
-            f"chat {event.model}",
+            f"chat {_label(event.model)}",
             at - int(event.duration_ms * 1_000_000),
             context=self._child_of(recorded, event.turn_id),
             kind=self.trace.SpanKind.CLIENT,
@@ -171,15 +182,15 @@ class _Spans:
     def _tool(self, recorded: Recorded, event: ToolResultRecorded, at: int) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": event.tool,
-            "gen_ai.tool.call.id": event.call_id,
+            "gen_ai.tool.name": _label(event.tool),
+            "gen_ai.tool.call.id": _label(event.call_id),
             "gen_ai.tool.type": "function",
             **_linked(recorded),
         }
         if not event.success:
             attributes["error.type"] = "tool_error"
         span = self._start(
-            f"execute_tool {event.tool}",
+            f"execute_tool {_label(event.tool)}",
             at,
             context=self._child_of(recorded, event.turn_id),
             attributes=attributes,
@@ -194,7 +205,7 @@ class _Spans:
         if span is None:
             return
         if isinstance(recorded.event, TurnFailed):
-            span.set_attribute("error.type", recorded.event.kind)
+            span.set_attribute("error.type", _label(recorded.event.kind))
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR))
         span.end(end_time=at)
 

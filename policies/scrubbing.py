@@ -42,10 +42,12 @@ from typing import Final
 
 from turnledger.policies import secret_shapes
 from turnledger.policies.errors import PolicyError
+from turnledger.policies.secret_rules import scrub_rule_matches
 from turnledger.policies.secret_shapes import (
     key_words,
     scrub_secretish_values,
     scrub_tokens,
+    scrub_unknown_tokens,
     scrub_userinfo,
     scrub_webhooks,
 )
@@ -87,13 +89,23 @@ _CREDENTIAL_KEYS: Final = (
     r"|c(?:redentials?|lient[_-]key|ookie)"
 )
 _CREDENTIAL: Final = re.compile(
-    # key, optional closing quote, separator, optional auth scheme; or "bearer "
+    # key, optional closing quote (JSON-escaped too), separator, optional auth
+    # scheme; or "bearer "
     rf"(?:{_CREDENTIAL_KEYS})"
-    r"(?:[\"']?[ \t]*[:=][ \t]*(?:(?:bearer|basic|token)[ \t]+)?|(?<=bearer)[ \t]+)"
-    # a value of 8+ characters: double-quoted, single-quoted or bare
-    r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.){8,})\""
+    r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:(?:bearer|basic|token)[ \t]+)?"
+    r"|(?<=bearer)[ \t]+)"
+    # a value of 8+ characters: JSON-escaped double-quoted (a JSON text inside a
+    # JSON string), double-quoted, single-quoted or bare
+    r"(?:\\\"(?P<eq>[^\"\\\r\n]{8,})\\\""
+    r"|\"(?P<dq>(?:[^\"\\\r\n]|\\.){8,})\""
     r"|'(?P<sq>(?:[^'\\\r\n]|\\.){8,})'"
     r"|(?P<bare>[a-z0-9_\-./+=]{8,}))"
+)
+# A password too short for _CREDENTIAL (``password: hunter2``) goes whole. The
+# value stops before a marker character, so a redacted value never matches.
+_SHORT_PASSWORD: Final = re.compile(
+    r"pass(?:word|wd|phrase)(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?"
+    r"(?P<value>[^\s\"'\\\[\]*]{3,7})(?=\\?[\"']|[\s,;})]|\Z)"
 )
 _SECRET_WORDS: Final = frozenset(
     {
@@ -197,8 +209,20 @@ def scrub_text(text: str) -> str:
     text = _URL.sub(_strip_query, text)
     text = scrub_webhooks(text)
     text = _scrub_credentials(text, text.translate(_ASCII_LOWER))
+    if "pass" in text.translate(_ASCII_LOWER):
+        text = _scrub_short_passwords(text)
     text = scrub_secretish_values(text, looks_like_secret_key)
-    return scrub_tokens(text)
+    return scrub_rule_matches(scrub_tokens(text))
+
+
+def _scrub_short_passwords(text: str) -> str:
+    pieces: list[str] = []
+    last = 0
+    for match in _SHORT_PASSWORD.finditer(text.translate(_ASCII_LOWER)):
+        pieces += (text[last : match.start("value")], REDACTED)
+        last = match.end("value")
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def looks_like_secret_key(key: str) -> bool:
@@ -243,7 +267,7 @@ def summarize(text: str, limit: int = SUMMARY_LIMIT) -> str:
     if limit < 1:
         msg = f"Expected a summary limit >= 1, found {limit}"
         raise ValueError(msg)
-    scrubbed = scrub_text(text)
+    scrubbed = scrub_unknown_tokens(scrub_text(text))
     if len(scrubbed) <= limit:
         return scrubbed
     return scrubbed[:limit].rstrip() + ELLIPSIS

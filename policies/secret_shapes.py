@@ -17,14 +17,22 @@ Shapes (all replaced whole by ``[REDACTED]`` unless said otherwise):
   ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, GitLab ``glpat-``/
   ``gldt-``/``glptt-``, Slack ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``/
   ``xapp-``, Google ``AIza`` API keys, ``GOCSPX-`` OAuth secrets and ``ya29.``
-  access tokens, npm ``npm_`` (36 characters), Hugging Face ``hf_``, PyPI
+  access tokens and ``1//0`` OAuth refresh tokens, Mailgun ``key-`` (32 hex
+  characters), npm ``npm_`` (36 characters), Hugging Face ``hf_``, PyPI
   ``pypi-AgE``, SendGrid ``SG.x.y``, Shopify ``shpat_``/``shpss_``, DigitalOcean
   ``dop_v1_``, AWS access key ids (``AKIA``, ``ASIA`` and the other 4-letter id
   prefixes, then 16 upper-case letters or digits) and JWTs (``eyJ...eyJ...``);
+- Telegram bot tokens (5-16 digits, ``:AA``, 33 characters);
 - Azure AD client secrets (``xxx8Q~`` then 31-34 characters);
 - bare 40-character AWS-style secret access keys (exactly 40 of ``A-Za-z0-9/+``
   mixing upper case, lower case and digits, with at least 3.5 bits of entropy per
   character; a 40-character hex digest is never one);
+- unknown tokens (:func:`scrub_unknown_tokens`, used by
+  :func:`policies.scrubbing.summarize`, so on observer, log and telemetry
+  text): runs of :data:`UNKNOWN_TOKEN_CHARS` or more base64/base64url characters
+  whose first :data:`UNKNOWN_TOKEN_CHARS` characters mix upper case, lower case
+  and digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of entropy per
+  character;
 - high-entropy values (16+ characters mixing letters and digits, at least 3.0
   bits per character) under a secret-like key (:func:`secretish_key`): a key that
   :func:`policies.scrubbing.looks_like_secret_key` accepts, or one whose last word
@@ -75,6 +83,8 @@ TOKEN_SHAPES: Final = (
     ),
     ("ACCA", rf"[0-9A-Z]{{16}}{_ALNUM_AFTER}"),
     ("ya29.", r"[A-Za-z0-9\-_]{16,}"),
+    ("1//0", r"[A-Za-z0-9\-_]{30,}"),
+    ("key-", rf"[0-9a-f]{{32}}{_ALNUM_AFTER}"),
     ("npm_", rf"[A-Za-z0-9]{{36}}{_ALNUM_AFTER}"),
     ("hf_", r"[A-Za-z0-9]{30,}"),
     ("pypi-AgE", r"[A-Za-z0-9\-_]{16,}"),
@@ -89,6 +99,10 @@ _TOKENS: Final = tuple(
         re.compile(f"{re.escape(prefix)}(?<![A-Za-z0-9]{re.escape(prefix)}){body}"),
     )
     for prefix, body in TOKEN_SHAPES
+)
+
+_TELEGRAM_BOT_TOKEN: Final = re.compile(
+    r"(?<![0-9])[0-9]{5,16}:AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])"
 )
 
 _AZURE_SECRET: Final = re.compile(r"Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])")
@@ -305,6 +319,63 @@ def _bare_aws_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+UNKNOWN_TOKEN_CHARS: Final = 40
+"""The shortest run judged by :func:`scrub_unknown_tokens`: longer than the ids
+providers use for calls and messages (``call_...``, ``toolu_...``, ``msg_...``:
+24-30 characters), as long as an AWS secret access key."""
+
+UNKNOWN_TOKEN_BITS: Final = 4.2
+"""The entropy (bits per character) from which a run is a token: 40 random
+base64 characters carry about 4.9, English words and paths written in camelCase
+or snake_case about 3.5-4.0, a hex digest at most 4.0 (and no upper case)."""
+
+_TOKEN_CLASS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+_-"
+)
+_TOKEN_MAP: Final = str.maketrans(
+    {
+        chr(c): "a" if chr(c) in _TOKEN_CLASS else "b" if chr(c) == "=" else " "
+        for c in range(128)
+    }
+)
+
+
+def _unknown_token(head: str) -> bool:
+    return (
+        any(char.isupper() for char in head)
+        and any(char.islower() for char in head)
+        and any(char.isdigit() for char in head)
+        and entropy_bits(head) >= UNKNOWN_TOKEN_BITS
+    )
+
+
+def scrub_unknown_tokens(text: str) -> str:
+    """Replace long high-entropy tokens of no known shape by ``[REDACTED]``.
+
+    A run of base64/base64url characters (``A-Za-z0-9+/_-``, then any ``=``
+    padding) of at least :data:`UNKNOWN_TOKEN_CHARS` characters is a token when
+    its first :data:`UNKNOWN_TOKEN_CHARS` characters hold upper case, lower case
+    and digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of entropy per
+    character. Only the head is judged, so cutting a run short (a bounded
+    summary) never changes the verdict on what is left of it.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with each such token (and its padding) replaced whole.
+    """
+    mapped = text.translate(_TOKEN_MAP)
+    spans: list[tuple[int, int]] = []
+    for start, run_end in _runs(mapped, UNKNOWN_TOKEN_CHARS):
+        if _unknown_token(text[start : start + UNKNOWN_TOKEN_CHARS]):
+            end = run_end
+            while end < len(mapped) and mapped[end] == "b":
+                end += 1
+            spans.append((start, end))
+    return _splice(text, spans)
+
+
 def scrub_tokens(text: str) -> str:
     """Replace prefixed tokens, Azure client secrets and bare AWS secrets.
 
@@ -317,6 +388,8 @@ def scrub_tokens(text: str) -> str:
     for prefix, pattern in _TOKENS:
         if prefix in text:
             text = pattern.sub(REDACTED, text)
+    if ":AA" in text:
+        text = _TELEGRAM_BOT_TOKEN.sub(REDACTED, text)
     if "Q~" in text:
         text = _splice(text, _azure_spans(text))
     return _splice(text, _bare_aws_spans(text))

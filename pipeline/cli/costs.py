@@ -89,10 +89,12 @@ def cmd_costs(args: argparse.Namespace) -> int:
     input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
     reasoning_tokens, total_tokens, cost_usd, duration_ms), most costly first.
     Cached and cache-write tokens are parts of input_tokens, reasoning tokens
-    part of output_tokens.
+    part of output_tokens. Group names (models, agents, session keys) are
+    shown scrubbed of credentials and bounded.
 
     Example: turnledger costs --by day --since 2026-11-01 --json
     """
+    from turnledger.policies.scrubbing import summarize
     from turnledger.projections.costs import summarize_costs
 
     if args.session is not None and not args.session.strip():
@@ -114,7 +116,10 @@ def cmd_costs(args: argparse.Namespace) -> int:
             {
                 "by": args.by,
                 "total": _totals_json(total),
-                "rows": [{"group": r.group, **_totals_json(r.totals)} for r in rows],
+                "rows": [
+                    {"group": summarize(r.group), **_totals_json(r.totals)}
+                    for r in rows
+                ],
             }
         )
         return 0
@@ -123,7 +128,9 @@ def cmd_costs(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.by:<32} {'calls':>7} {'tokens':>12} {'cost_usd':>12}")
     for row in (*rows, None):
-        name, totals = ("total", total) if row is None else (row.group, row.totals)
+        name, totals = (
+            ("total", total) if row is None else (summarize(row.group), row.totals)
+        )
         print(
             f"{name[:32]:<32} {totals.calls:>7} {totals.total_tokens:>12} "
             f"{totals.cost_usd:>12.6f}"

@@ -40,6 +40,7 @@ from turnledger.pipeline.web.pages import session_ref
 from turnledger.pipeline.web.state import WebState
 from turnledger.policies.messages import Message
 from turnledger.policies.scrubbing import scrub_text
+from turnledger.policies.structured_scrubbing import scrub_json_text
 from turnledger.projections.costs import grand_total
 from turnledger.projections.history.read import provider_messages
 from turnledger.projections.memory.protocol import Unsupported
@@ -63,13 +64,17 @@ def _message(m: Message) -> dict[str, Any]:
         "kind": m.kind,
         "text": scrub_text(m.text),
         "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": scrub_text(c.arguments)}
+            {
+                "id": scrub_text(c.id),
+                "name": scrub_text(c.name),
+                "arguments": scrub_json_text(c.arguments),
+            }
             for c in m.tool_calls
         ],
         "tool_results": [
             {
-                "call_id": r.call_id,
-                "name": r.name,
+                "call_id": scrub_text(r.call_id),
+                "name": scrub_text(r.name),
                 "content": scrub_text(r.content),
                 "is_error": r.is_error,
             }
@@ -114,9 +119,12 @@ def _at_route(state: WebState, request: Request) -> Response:
                 "ok": report.ok,
             },
             "memory": {
-                "keys": memory_keys_at(state.store, ref.agent, position),
+                "keys": [
+                    scrub_text(key)
+                    for key in memory_keys_at(state.store, ref.agent, position)
+                ],
                 "recalled": [
-                    {"key": e.key, "score": e.score}
+                    {"key": scrub_text(e.key), "score": e.score}
                     for e in (recall.entries if recall else ())
                 ],
                 "injected_chars": recall.injected_chars if recall else 0,
@@ -125,7 +133,8 @@ def _at_route(state: WebState, request: Request) -> Response:
                 else {
                     "turn_id": upcoming.turn_id,
                     "recalled": [
-                        {"key": e.key, "score": e.score} for e in upcoming.entries
+                        {"key": scrub_text(e.key), "score": e.score}
+                        for e in upcoming.entries
                     ],
                     "injected_chars": upcoming.injected_chars,
                 },

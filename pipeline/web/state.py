@@ -20,6 +20,7 @@ from turnledger.pipeline.config import Config
 from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.web.queries import SessionCache, anchor
 from turnledger.policies.scrubbing import scrub_text
+from turnledger.policies.structured_scrubbing import scrub_json_text
 
 HERE: Final = Path(__file__).resolve().parent
 
@@ -85,6 +86,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["scrub"] = lambda text: scrub_text(str(text or ""))
+    env.filters["scrub_json"] = lambda text: scrub_json_text(str(text or ""))
     env.filters["money"] = _money
     env.filters["marked"] = marked
     env.filters["short"] = lambda digest: str(digest)[:12]

@@ -510,7 +510,9 @@ class TestSecretShapes:
                 "primary_key=Zx81kQ0aPz3mN7vW2yT5uR9s",
                 "primary_key=Zx81kQ0aPz3mN7vW2yT5uR9s",
             ),
-            ("oauth=Zx81kQ0aPz3mN7vW2yT5uR9s", "oauth=Zx81kQ0aPz3mN7vW2yT5uR9s"),
+            ("layout=Zx81kQ0aPz3mN7vW2yT5uR9s", "layout=Zx81kQ0aPz3mN7vW2yT5uR9s"),
+            # gitleaks' generic-api-key rule: "auth" in the key, high entropy
+            ("oauth=Zx81kQ0aPz3mN7vW2yT5uR9s", "oauth=[REDACTED]"),
         ],
     )
     def test_high_entropy_values_under_secret_like_keys(self, text, expected):
