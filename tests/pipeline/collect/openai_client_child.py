@@ -1,0 +1,64 @@
+"""An OpenAI client instrumented by opentelemetry-instrumentation-openai-v2.
+
+Run as a child process (the instrumentation reads its content-capture settings
+from the environment once): ``python openai_client_child.py OTLP_URL OPENAI_URL``.
+It sends a tool round trip (a call, the tool's result, the answer) through the
+real ``openai`` client to the fake server and exports the spans over OTLP/HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import openai
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+            },
+        },
+    }
+]
+
+
+def main(otlp_url: str, openai_url: str) -> None:
+    """Run the round trip, then flush the spans."""
+    provider = TracerProvider(resource=Resource({"service.name": "weather-app"}))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
+    )
+    trace.set_tracer_provider(provider)
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
+    tracer = provider.get_tracer("weather-app")
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You answer weather questions."},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
+    with tracer.start_as_current_span("weather request"):
+        first = client.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=TOOLS
+        )
+        call = first.choices[0].message.tool_calls[0]
+        messages.append(first.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
+        client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+    provider.force_flush()
+    provider.shutdown()
+    print(json.dumps({"call": call.id}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

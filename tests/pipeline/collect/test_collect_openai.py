@@ -1,0 +1,115 @@
+"""An OpenAI client instrumented by opentelemetry-instrumentation-openai-v2.
+
+The real ``openai`` client talks to the local fake OpenAI server; the
+contrib instrumentation makes the spans and the SDK's OTLP exporter sends
+them to the receiver. With content capture on (the latest GenAI conventions,
+content on spans) the session holds the conversation; with it off it holds
+the model calls' usage alone, and audit says the conversation is not there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.receiver import running
+from tests.pipeline.fake_llm_server import (
+    FakeLLMServer,
+    ToolUse,
+    openai_text,
+    openai_tool_calls,
+)
+from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.collect.coverage import NOT_RECORDED
+from turnledger.pipeline.sessions import list_sessions, load_history
+
+CHILD = Path(__file__).with_name("openai_client_child.py")
+CONTENT_ON = {
+    "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
+}
+CONTENT_OFF = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
+
+
+@pytest.fixture(name="llm")
+def _llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        server.queue_openai(
+            openai_tool_calls(
+                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
+            ),
+            openai_text("18C in Paris.", usage=(70, 6)),
+        )
+        yield server
+
+
+def _run_client(url: str, llm: FakeLLMServer, env: dict[str, str]) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, str(CHILD), url, llm.openai_base_url],
+        env={**clean, **env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["call"] == "call_w1"
+
+
+def test_content_capture_on_records_the_conversation(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, app):
+        _run_client(url, llm, CONTENT_ON)
+        assert app.refused == 0
+    (session,) = list_sessions(ledger.store)
+    assert session.agent == "weather-app"
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.model, c.input_tokens, c.output_tokens) for c in calls] == [
+        ("gpt-4o", 50, 10),
+        ("gpt-4o", 70, 6),
+    ]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[0].text == "Weather in Paris?"
+    assert history[1].tool_calls[0].id == "call_w1"
+    assert history[2].tool_results[0].content == "18C"
+    assert history[3].text == "18C in Paris."
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", session.key, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert (audit["tool_calls"], audit["tool_results"], audit["skipped"]) == (1, 1, {})
+    assert (
+        main(["--db", ledger.url, "export", session.key, "--format", "anthropic"]) == 0
+    )
+    assert "18C in Paris." in capsys.readouterr().out
+
+
+def test_content_capture_off_records_usage_and_audit_says_so(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, _app):
+        _run_client(url, llm, CONTENT_OFF)
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.input_tokens, c.output_tokens) for c in calls] == [(50, 10), (70, 6)]
+    assert load_history(ledger.store, session.stream_id).entries == ()
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", session.key, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert audit["skipped"] == {NOT_RECORDED: 2}
