@@ -44,11 +44,13 @@ from turnledger.ledger.events import Event, tag_of
 from turnledger.ledger.events.registry import DECODERS, PLANS, TYPES, fast_decoders
 from turnledger.ledger.frame import (
     FLAG_ENCRYPTED,
+    FLAG_SEALED,
     FRAME_FORMAT,
     HEADER,
+    PREFIX,
     TIME,
 )
-from turnledger.ledger.frame_decode import decode_frame
+from turnledger.ledger.frame_decode import Opener, decode_frame
 
 __all__ = [
     "DecodedEvent",
@@ -109,6 +111,8 @@ class MsgspecMapper(Mapper[UUID]):
 
     def __init__(self, cipher: Cipher | None = None) -> None:
         super().__init__(transcoder=MsgspecTranscoder(), cipher=cipher)
+        self.opener: Opener | None = None
+        """Opens bodies sealed under a subject's data key (``ledger.erasable``)."""
 
     def encode_body(self, event: Event) -> bytes:
         """Encode and validate an event's payload.
@@ -139,14 +143,20 @@ class MsgspecMapper(Mapper[UUID]):
         return fast_decoders()
 
     def encode_rows(
-        self, events: Sequence[Event], first_version: int, at_us: int
+        self,
+        events: Sequence[Event],
+        first_version: int,
+        at_us: int,
+        seal: Callable[[Event, bytes], bytes | None] | None = None,
     ) -> list[EncodedRow]:
         """Validate and encode events as consecutive rows (the store's fast path).
 
         The same frames as :meth:`to_stored_event` (each row's ``header`` and
         ``body`` apart; ``state`` joins them), without building the library's
         intermediate objects: each type's tag, header prefix and validating
-        decoder come from a table built when it was registered.
+        decoder come from a table built when it was registered. ``seal`` (the
+        store's :class:`~ledger.erasable.Sealer` plan) seals the bodies of an
+        erasable subject under its data key, before the cipher encrypts them.
 
         Raises:
             InvalidEventError: An event fails its type's schema.
@@ -175,7 +185,14 @@ class MsgspecMapper(Mapper[UUID]):
                 raise _invalid(event, plan[0], e) from e
             except (UnicodeEncodeError, RecursionError) as e:
                 raise _unencodable(event, plan[0], e) from None
-            if clear:
+            if seal is not None and (sealed := seal(event, body)) is not None:
+                flags = FLAG_SEALED
+                if not clear:
+                    sealed = cipher.encrypt(sealed)  # type: ignore[union-attr]
+                    flags |= FLAG_ENCRYPTED
+                head = PREFIX.pack(FRAME_FORMAT, flags, type(event).SCHEMA_VERSION)
+                append(make(EncodedRow, (version, plan[0], head + at, sealed)))
+            elif clear:
                 append(make(EncodedRow, (version, plan[0], plan[1] + at, body)))
             else:
                 stored = cipher.encrypt(body)  # type: ignore[union-attr]
@@ -234,7 +251,7 @@ class MsgspecMapper(Mapper[UUID]):
             UnknownEventTypeError: The tag or schema version is not known here.
             CorruptRecordError: The frame or body does not decode.
         """
-        return decode_frame(self.cipher, topic, state, where)
+        return decode_frame(self.cipher, topic, state, where, self.opener)
 
 
 _SEARCHED: Final = 10_000

@@ -19,9 +19,11 @@ from eventsourcing.persistence import Cipher
 from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.errors import CorruptRecordError, UnknownEventTypeError
 from turnledger.ledger.events import Event
+from turnledger.ledger.events.erasure import Erased
 from turnledger.ledger.events.registry import DECODERS, TYPES, UPCASTERS, type_for_tag
 from turnledger.ledger.frame import (
     FLAG_ENCRYPTED,
+    FLAG_SEALED,
     FRAME_FORMAT,
     HEADER,
     HEADER_SIZE,
@@ -30,13 +32,20 @@ from turnledger.ledger.frame import (
 
 _UNTYPED = msgspec.json.Decoder()
 
+Opener = Callable[[bytes, Callable[[], str]], bytes | None]
+"""Opens a body sealed under a subject's data key; ``None`` once it is destroyed."""
+
 
 class UpcastError(Exception):
     """An upcaster could not lift a stored payload (reported as a corrupt record)."""
 
 
 def decode_frame(
-    cipher: Cipher | None, topic: str, state: bytes, where: Callable[[], str]
+    cipher: Cipher | None,
+    topic: str,
+    state: bytes,
+    where: Callable[[], str],
+    opener: Opener | None = None,
 ) -> tuple[datetime, Event]:
     """Decode a row's ``(topic, state)`` into its recorded time and event.
 
@@ -45,6 +54,9 @@ def decode_frame(
         topic: The stored tag.
         state: The stored frame.
         where: Names the row in error messages (called only on error).
+        opener: Opens bodies sealed under a subject's data key (a row whose
+            key was destroyed decodes as an
+            :class:`~ledger.events.erasure.Erased` placeholder).
 
     Raises:
         UnknownEventTypeError: The tag or schema version is not known here.
@@ -72,15 +84,33 @@ def decode_frame(
         body = _decrypt(cipher, state[start:], where)
     else:
         body = state[start:]
+    if flags & FLAG_SEALED:
+        opened = _open(opener, body, where)
+        if opened is None:
+            return _recorded_at(at_us, where), Erased(original_type=topic)
+        body = opened
+    return _recorded_at(at_us, where), _decode_event(topic, version, body, where)
+
+
+def _open(opener: Opener | None, body: bytes, where: Callable[[], str]) -> bytes | None:
+    if opener is None:
+        msg = (
+            f"Sealed record at {where()}: expected the ledger's erasure key store"
+            " (its events are sealed under erasable subjects' keys), found none open"
+        )
+        raise CorruptRecordError(msg)
+    return opener(body, where)
+
+
+def _recorded_at(at_us: int, where: Callable[[], str]) -> datetime:
     try:
-        recorded_at = datetime_from_us(at_us)
+        return datetime_from_us(at_us)
     except OverflowError:
         msg = (
             f"Corrupt record at {where()}: expected a recorded time before "
             f"year 10000, found {at_us} microseconds"
         )
         raise CorruptRecordError(msg) from None
-    return recorded_at, _decode_event(topic, version, body, where)
 
 
 def _decrypt(cipher: Cipher | None, body: bytes, where: Callable[[], str]) -> bytes:

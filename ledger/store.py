@@ -347,7 +347,9 @@ class EventStore:
         return self._reader.decode(row)
 
     def close(self) -> None:
-        """Release the backend's connections."""
+        """Release the backend's connections (and the erasure key store's)."""
+        if self.sealer is not None:
+            self.sealer.keys.close()
         self.backend.close()
 
     def __enter__(self) -> Self:
@@ -506,8 +508,10 @@ def _checked(
     key: str | None,
     erasure: tuple[str, bool | None],
 ) -> EventStore:
-    """Open the erasure key store, then refuse a wrong or missing cipher key,
-    before the store is handed out."""
+    """Open the erasure key store, then refuse a wrong or missing cipher key.
+
+    Both happen before the store is handed out.
+    """
     from turnledger.ledger.erasable import attach  # noqa: PLC0415 - loads crypto
 
     try:

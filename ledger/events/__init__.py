@@ -20,8 +20,9 @@ This module defines the turn's events (session opened, turn started, prompt,
 model call, assistant message, tool result, trim, media, system prompt, turn
 end) and is the catalogue's public home: it re-exports the ``Event`` base and
 field types (:mod:`ledger.events.base`), the memory events
-(:mod:`ledger.events.memory`) and the session-history events
-(:mod:`ledger.events.history`), and lists them all in ``EVENT_TYPES``.
+(:mod:`ledger.events.memory`), the session-history events
+(:mod:`ledger.events.history`) and the erasure receipt
+(:mod:`ledger.events.erasure`), and lists them all in ``EVENT_TYPES``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from turnledger.ledger.events.base import (
     TurnOrigin,
     tag_of,
 )
+from turnledger.ledger.events.erasure import ErasureRecorded
 from turnledger.ledger.events.history import (
     ItemRecorded,
     ItemsRemoved,
@@ -304,6 +306,7 @@ LedgerEvent: TypeAlias = (
     | ItemsRemoved
     | SessionForked
     | SessionRewound
+    | ErasureRecorded
 )
 """Every event type the ledger records."""
 
@@ -328,12 +331,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ItemsRemoved,
     SessionForked,
     SessionRewound,
+    ErasureRecorded,
 )
 """The catalogue in declaration order."""
 
 __all__ = [
     "EVENT_TYPES",
     "AssistantMessage",
+    "ErasureRecorded",
     "Event",
     "HistoryTrimmed",
     "ItemRecorded",

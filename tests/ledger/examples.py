@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from turnledger.ledger.events import (
     AssistantMessage,
+    ErasureRecorded,
     Event,
     HistoryTrimmed,
     ItemRecorded,
@@ -162,5 +163,13 @@ EXAMPLES: list[Event] = [
         turns=("t2",),
         memory_rule="supersede",
         superseded=("editor",),
+    ),
+    ErasureRecorded(
+        subject="session",
+        agent="ops",
+        subject_digest="0" * 64,
+        streams=("00000000-0000-4000-8000-000000000001",),
+        keys_destroyed=2,
+        command="turnledger erase --session",
     ),
 ]

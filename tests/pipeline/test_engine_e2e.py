@@ -52,6 +52,7 @@ from tests.pipeline.fake_llm_server import (
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.events import (
     EVENT_TYPES,
+    ErasureRecorded,
     HistoryTrimmed,
     ItemRecorded,
     ItemsRemoved,
@@ -449,10 +450,12 @@ async def test_session_through_the_fake_server(
     )
     rewind_session(store, resolve_session(store, fork.stream), outcomes[0].turn_id)
 
-    # Every event type of the catalogue was recorded (but the framework adapters').
+    # Every event type of the catalogue was recorded (but the framework adapters'
+    # and the erasure receipt, which turnledger erase writes).
     everything = list(store.iter_all())
     events = [r.event for r in everything]
-    assert {type(e) for e in events} == set(EVENT_TYPES) - {ItemRecorded, ItemsRemoved}
+    unrecorded = {ItemRecorded, ItemsRemoved, ErasureRecorded}
+    assert {type(e) for e in events} == set(EVENT_TYPES) - unrecorded
     session_events = [r.event for r in store.read_stream(stream)]
 
     attached = next(e for e in session_events if isinstance(e, MediaAttached))
