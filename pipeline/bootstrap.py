@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from turnledger.ledger.aio import AsyncLedger
+from turnledger.ledger.file_keys import cipher_key_of
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
@@ -60,14 +61,18 @@ def views_location(config: Config, ledger_url: str, chosen: str | None = None) -
     return str(path.with_name(path.stem + ".views.db"))
 
 
-def open_view_store(where: str) -> ViewStore:
-    """Open a view store: PostgreSQL for a URL, else a SQLite file."""
+def open_view_store(where: str, *, cipher_key: str | None = None) -> ViewStore:
+    """Open a view store: PostgreSQL for a URL, else a SQLite file.
+
+    ``cipher_key`` (the ledger's: ``ledger.file_keys.cipher_key_of``; None reads
+    ``TURNLEDGER_CIPHER_KEY``) encrypts a SQLite file (SQLCipher).
+    """
     if where.startswith(_POSTGRES):
         # PostgreSQL support is an optional extra: import it only when used.
         from turnledger.projections.views.postgres import PostgresViewStore  # noqa: PLC0415
 
         return PostgresViewStore(where)
-    return SQLiteViewStore(where)
+    return SQLiteViewStore(where, cipher_key=cipher_key)
 
 
 class Runtime:
@@ -192,7 +197,9 @@ def bootstrap(
     url = ledger_url or config.ledger_url()
     owns_store = store is None
     ledger_store = store if store is not None else open_store(url)
-    view_store = open_view_store(views_location(config, url, views))
+    view_store = open_view_store(
+        views_location(config, url, views), cipher_key=cipher_key_of(ledger_store)
+    )
     try:
         bind_views(view_store, ledger_store)  # another ledger's views: emptied
     except BaseException:

@@ -83,33 +83,51 @@ AT_REST: Final[tuple[tuple[str, str, bool, str], ...]] = (
         ),
     ),
     (
-        "Memory store",
+        "SQLite memory store",
         (
-            "turnledger.memory.db (SQLite FTS5 + vectors); Markdown, PostgreSQL, "
-            "Qdrant and Lucid backends alike"
+            "turnledger.memory.db, -wal, -shm (FTS5, vectors, embedding cache); "
+            "the Lucid backend's turnledger.lucid.db"
         ),
+        True,
+        (
+            "SQLCipher (the sqlcipher extra) with the key derived for memory; "
+            "full-text and vector search run on the open database."
+        ),
+    ),
+    (
+        "Other memory backends",
+        "Markdown files, PostgreSQL and Qdrant stores",
         False,
         (
-            "Full-text and vector search need the text; memory --shred seals "
-            "contents with per-entry keys instead."
+            "Kept by their own storage (Markdown is meant to be read); memory "
+            "--shred seals contents with per-entry keys instead."
         ),
     ),
     (
         "View databases",
-        "turnledger.views.db (session history, observer, costs, knowledge graph)",
-        False,
         (
-            "Rebuildable projections the queries read; delete the file and rebuild "
-            "from the ledger."
+            "turnledger.views.db, -wal, -shm (session history, observer, costs, "
+            "knowledge graph)"
         ),
+        True,
+        (
+            "SQLCipher with the key derived for views; rebuildable projections "
+            "the queries read."
+        ),
+    ),
+    (
+        "PostgreSQL view store",
+        "the view tables in a PostgreSQL database",
+        False,
+        "Kept by the database server; encrypt its storage there.",
     ),
     (
         "Key store",
         "turnledger.keys.db",
-        False,
+        True,
         (
-            "Holds no payload: only the per-entry keys memory --shred seals contents "
-            "with; forget destroys them."
+            "SQLCipher with the key derived for keys; holds only the per-entry "
+            "keys memory --shred seals contents with; forget destroys them."
         ),
     ),
     (

@@ -42,6 +42,7 @@ from langgraph.store.base import (
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import Event, MemoryForgotten, MemoryStored
+from turnledger.ledger.file_keys import cipher_key_of
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.projections.memory.apply import BackendTarget
@@ -115,7 +116,9 @@ class TurnledgerStore(BaseStore):
                 if "://" in base
                 else f"{base}.memory.sqlite"
             )
-        return cls(ledger, SQLiteMemory(memory_path), agent=agent, close_store=True)
+        # Keyed as the ledger is (encrypted at rest with its cipher key).
+        memory = SQLiteMemory(memory_path, cipher_key=cipher_key_of(ledger))
+        return cls(ledger, memory, agent=agent, close_store=True)
 
     def close(self) -> None:
         """Close the ledger and the view if the store owns them."""

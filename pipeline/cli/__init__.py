@@ -18,6 +18,7 @@ from typing import Any, Final
 from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.pipeline.cli import collect as cli_collect
 from turnledger.pipeline.cli import costs as cli_costs
+from turnledger.pipeline.cli import encryption as cli_encryption
 from turnledger.pipeline.cli import engine as cli_engine
 from turnledger.pipeline.cli import ledger as cli_ledger
 from turnledger.pipeline.cli import mcp as cli_mcp
@@ -40,6 +41,7 @@ MODULES: Final = (
     cli_transcripts,
     cli_timetravel,
     cli_projections,
+    cli_encryption,
     cli_memory,
     cli_web,
     cli_costs,

@@ -40,6 +40,7 @@ def open_views(args: argparse.Namespace, store: EventStore) -> ViewStore:
     """Open the view store a command uses, tied to ``store`` (``bind_views``)."""
     import sqlite3
 
+    from turnledger.ledger.file_keys import cipher_key_of
     from turnledger.pipeline.bootstrap import open_view_store
     from turnledger.projections.views import bind_views
 
@@ -53,7 +54,9 @@ def open_views(args: argparse.Namespace, store: EventStore) -> ViewStore:
         except psycopg.Error as e:
             raise UsageError(_unusable_views(where, e)) from None
     try:
-        return bind_views(open_view_store(where), store)
+        return bind_views(
+            open_view_store(where, cipher_key=cipher_key_of(store)), store
+        )
     except sqlite3.Error as e:  # not a database, a folder, no such folder
         raise UsageError(_unusable_views(where, e)) from None
 

@@ -30,6 +30,8 @@ from pathlib import Path
 import msgspec
 
 from turnledger.ledger.events import MemoryStored
+from turnledger.ledger.file_keys import cipher_key_of, file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.config.sections import StorageConfig
 from turnledger.pipeline.memory.service import MemoryService
@@ -40,6 +42,7 @@ from turnledger.projections.memory.errors import (
 )
 from turnledger.projections.memory.protocol import MemoryBackend
 from turnledger.projections.memory.shred import FORGOTTEN
+from turnledger.projections.memory.sqlite._schema import CLEAR_MEMORY_REMEDY
 from turnledger.projections.record import memory_provenance
 
 IN_PLACE_KINDS = frozenset({"sqlite", "markdown"})
@@ -155,7 +158,11 @@ def rebuild_in_place(service: MemoryService, agent: str, kind: str) -> tuple[int
     try:
         entries = _build(service, agent, kind, staging, cfg, one_agent=False)
         if live.exists():
-            _backup_sqlite(live, live.with_name(f"{live.name}.bak-{_stamp()}"))
+            _backup_sqlite(
+                live,
+                live.with_name(f"{live.name}.bak-{_stamp()}"),
+                cipher_key_of(service.store),
+            )
         for suffix in ("-wal", "-shm"):
             Path(f"{live}{suffix}").unlink(missing_ok=True)
         (staging / "memory.db").replace(live)
@@ -244,12 +251,20 @@ def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _backup_sqlite(live: Path, backup: Path) -> None:
-    """Copy the live store (a consistent snapshot); a driver error leaves typed."""
+def _backup_sqlite(live: Path, backup: Path, cipher_key: str) -> None:
+    """Copy the live store (a consistent snapshot); a driver error leaves typed.
+
+    With a cipher key both are encrypted with the memory key (SQLCipher).
+    """
     started = time.monotonic()
+    key = file_key("memory", cipher_key)
     try:
-        source = sqlite3.connect(live)
-        target = sqlite3.connect(backup)
+        source = connect_file(
+            live, key=key, what="memory database", clear_remedy=CLEAR_MEMORY_REMEDY
+        )
+        target = connect_file(
+            backup, key=key, what="memory backup", clear_remedy=CLEAR_MEMORY_REMEDY
+        )
         try:
             source.backup(target)
         finally:

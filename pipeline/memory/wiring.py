@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.file_keys import cipher_key_of, file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
@@ -32,7 +34,7 @@ from turnledger.projections.memory.embedding import (
     OpenAICompatibleEmbedder,
 )
 from turnledger.projections.memory.protocol import MemoryBackend
-from turnledger.projections.memory.shred import KeyStore
+from turnledger.projections.memory.shred import CLEAR_KEYS_REMEDY, KeyStore
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
@@ -157,9 +159,15 @@ class MemoryWiring:
         if self._keys is None:
             self.keys_path.parent.mkdir(parents=True, exist_ok=True)
             if self._store is not None:
-                _check_keys_ledger(self.keys_path, self._store.backend.ledger_id)
-            self._keys = KeyStore(str(self.keys_path))
+                _check_keys_ledger(
+                    self.keys_path, self._store.backend.ledger_id, self._cipher_key()
+                )
+            self._keys = KeyStore(str(self.keys_path), cipher_key=self._cipher_key())
         return self._keys
+
+    def _cipher_key(self) -> str | None:
+        """The ledger's cipher key for the files beside it (None: the environment's)."""
+        return None if self._store is None else cipher_key_of(self._store)
 
     def keys_exist(self) -> bool:
         """Whether there is a key store (open, or its file written earlier)."""
@@ -240,6 +248,7 @@ class MemoryWiring:
                 vector_probes=self._vector_probes(),
                 search_mode=_search_mode(self.config.memory.search_mode),
                 cache_size=self.config.memory.embedding_cache_size,
+                cipher_key=self._cipher_key(),
             )
             self._bind(memory)
             return memory
@@ -277,7 +286,9 @@ class MemoryWiring:
             from turnledger.projections.memory.lucid import LucidMemory  # noqa: PLC0415
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
-            local = SQLiteMemory(self._home_file(f"{self.stem}.lucid.db"))
+            local = SQLiteMemory(
+                self._home_file(f"{self.stem}.lucid.db"), cipher_key=self._cipher_key()
+            )
             self._bind(local)
             return LucidMemory(local, list(storage.command))
         from turnledger.projections.memory.none import NoneMemory  # noqa: PLC0415
@@ -345,15 +356,23 @@ def _search_mode(mode: str) -> SearchMode:
     return "hybrid"
 
 
-def _check_keys_ledger(path: Path, ledger_id: str | None) -> None:
+def _check_keys_ledger(
+    path: Path, ledger_id: str | None, cipher_key: str | None
+) -> None:
     """Record the ledger's id in its key store; refuse another ledger's.
 
     Raises:
         MemoryAccessError: The key store records another ledger's id.
+        FileKeyError: The key store does not fit the cipher key.
     """
     if ledger_id is None:
         return
-    db = sqlite3.connect(str(path), isolation_level=None, timeout=5)
+    db = connect_file(
+        path,
+        key=file_key("keys", cipher_key),
+        what="memory key store",
+        clear_remedy=CLEAR_KEYS_REMEDY,
+    )
     try:
         row = _recorded_ledger(db)
         if row is None:  # a new key store, or one made before ids: it takes ours

@@ -5,19 +5,24 @@ of its own (AES-GCM) before it reaches the ledger; the keys live in a small
 key store beside it. Forgetting the entry destroys its keys: the ciphertext left
 in the append-only ledger can no longer be read by anyone, the memory projection
 drops the row, and a rebuild still succeeds, rendering ``[forgotten]``.
+
+With a cipher key the key store is a SQLCipher database keyed with the key
+derived for it (``ledger.file_keys``); one that does not fit the key is
+refused at open (``ledger.sqlite.encrypted``).
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import sqlite3
 import threading
 from typing import Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from turnledger.ledger.file_keys import file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.projections.memory.errors import typed_memory_errors
 
 SEALED_PREFIX: Final = "tl-sealed:v1:"
@@ -25,6 +30,12 @@ SEALED_PREFIX: Final = "tl-sealed:v1:"
 
 FORGOTTEN: Final = "[forgotten]"
 """What a sealed content reads as once its key is destroyed."""
+
+CLEAR_KEYS_REMEDY: Final = (
+    "encrypt it in place with turnledger encrypt-files (its keys cannot be"
+    " rebuilt from the ledger: never delete it)"
+)
+"""What the refusal of a clear key store with a cipher key set tells the user."""
 
 
 class ShreddingError(ValueError):
@@ -43,12 +54,20 @@ class KeyStore:
     Args:
         path: The key file (``secure_delete`` is on, and every delete is
             checkpointed, so a destroyed key leaves no copy behind).
+        cipher_key: The base64 cipher key (as ``open_store`` takes it); None
+            reads ``TURNLEDGER_CIPHER_KEY``, ``""`` means none. With a key the
+            file is encrypted (SQLCipher).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, cipher_key: str | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = connect_file(
+            path,
+            key=file_key("keys", cipher_key),
+            what="memory key store",
+            clear_remedy=CLEAR_KEYS_REMEDY,
+        )
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.execute("PRAGMA synchronous=FULL")

@@ -12,12 +12,16 @@ in it, and a store found holding another ledger's id (a file copied from
 another ledger, or kept beside a ledger deleted and created again), or
 tracking a position past the ledger's head, is emptied there, so every
 projection catches up from the ledger again instead of serving what it held.
+
+With a cipher key (``TURNLEDGER_CIPHER_KEY``, or the ledger's own key passed
+as ``cipher_key``) the SQLite view file is a SQLCipher database, keyed with the
+key derived for views (``ledger.file_keys``); one that does not fit the key is
+refused at open (``ledger.sqlite.encrypted``).
 """
 
 from __future__ import annotations
 
 import fcntl
-import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,6 +30,8 @@ from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar
 import msgspec
 
 from turnledger.ledger.driver_errors import typed_driver_errors
+from turnledger.ledger.file_keys import file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
 
 if TYPE_CHECKING:
@@ -34,6 +40,12 @@ if TYPE_CHECKING:
 S = TypeVar("S")
 
 _ENCODER: Final = msgspec.json.Encoder()
+
+CLEAR_VIEWS_REMEDY: Final = (
+    "encrypt it in place with turnledger encrypt-files, or move it (and its -wal,"
+    " -shm) away and the views are rebuilt from the ledger, encrypted"
+)
+"""What the refusal of a clear view file with a cipher key set tells the user."""
 
 
 class TrackingConflictError(RuntimeError):
@@ -84,13 +96,24 @@ class SQLiteViewStore:
 
     Args:
         path: The view database file.
+        cipher_key: The base64 cipher key (as ``open_store`` takes it); None
+            reads ``TURNLEDGER_CIPHER_KEY``, ``""`` means none. With a key the
+            file is encrypted (SQLCipher).
+
+    Raises:
+        FileKeyError: The file does not fit the key (encrypted with another,
+            encrypted without a key given, or in clear with a key given).
+        SQLCipherMissingError: A key is given without the ``sqlcipher`` extra.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, cipher_key: str | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False
+        self._conn = connect_file(
+            path,
+            key=file_key("views", cipher_key),
+            what="view store",
+            clear_remedy=CLEAR_VIEWS_REMEDY,
         )
         # A busy answer while another process switches a new file is tried again.
         set_wal(self._conn, 30.0)

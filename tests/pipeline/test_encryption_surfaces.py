@@ -1,8 +1,9 @@
 """Encryption at rest, said exactly, and the cipher key checked by ``open_store`` (#17).
 
 With a key set, a turn's planted text is grepped for in every file written: it
-is in exactly the files ``pipeline.lifecycle.AT_REST`` declares clear (memory
-store, view databases) and in no ledger file.
+is in exactly the files ``pipeline.lifecycle.AT_REST`` declares clear, and a
+plain SQLite turn writes none (the SQLite memory store, the view database and
+the key store are SQLCipher files since #26), nor in any ledger file.
 
 ``open_store`` itself refuses a wrong or missing key (library callers, the
 bootstrap and the adapters as well as the CLI) before anything is written, on
@@ -148,18 +149,17 @@ arguments = {{ key = "vault", content = "{PLANTED} memory" }}
 text = "Noted {PLANTED} answer"
 """
 
-CLEAR_FILES = {"turnledger.memory.db", "turnledger.views.db"}
-"""The files of the declared-clear surfaces a plain turn writes the text to (the key
-store holds keys only; a turn without attachments writes no media)."""
+CLEAR_FILES: set[str] = set()
+"""The files of the declared-clear surfaces a plain SQLite turn writes the text to:
+none (no Markdown, PostgreSQL or Qdrant memory, no PostgreSQL views, no media)."""
 
 
 def test_with_a_key_plaintext_is_only_where_declared(tmp_path, monkeypatch):
     """Grep every file a keyed turn writes: hits exactly in the declared-clear files."""
     declared_clear = {name for name, _, encrypted, _ in AT_REST if not encrypted}
     assert declared_clear == {
-        "Memory store",
-        "View databases",
-        "Key store",
+        "Other memory backends",
+        "PostgreSQL view store",
         "Media files",
     }
     script = tmp_path / "s.toml"
@@ -173,6 +173,7 @@ def test_with_a_key_plaintext_is_only_where_declared(tmp_path, monkeypatch):
     assert main(["project", "catch-up"]) == 0
     assert main(["memory", "list", "--agent", "ops"]) == 0
     files = {p.name: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    assert {"turnledger.memory.db", "turnledger.views.db"} <= set(files)
     hits = {name for name, data in files.items() if PLANTED.encode() in data}
     assert hits == CLEAR_FILES, (hits, sorted(files))
     ledger = [n for n in files if n.startswith("turnledger.db")]

@@ -28,6 +28,9 @@ Recall (see :meth:`SQLiteMemory.recall`):
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
    share of content words found, at most 0.5.
 
+With a cipher key the file is a SQLCipher database (``_schema``): the
+stages above run on the open database as on a clear one.
+
 The agent allowlist, the session (with session-less core/daily rows visible
 from every session) and the time window are applied INSIDE every stage's query,
 before ranking, normalising and limiting. An "unlimited" limit (0) means 1,024.
@@ -111,10 +114,16 @@ class SQLiteMemory(SQLiteReads):
             number: a search over 16,384 rows or more in scope scores only the
             rows of the query's nearest inverted lists, this many lists
             (approximate; ``[embedding] index = "ivf"``, see ``_vector_ivf``).
+        cipher_key: The base64 cipher key (as ``open_store`` takes it); None
+            reads ``TURNLEDGER_CIPHER_KEY``, ``""`` means none. With a key the
+            file is encrypted (SQLCipher); ``:memory:`` never is.
 
     Raises:
         ValueError: A weight is negative, both are zero, the cache size is
             negative, the search mode is unknown, or ``vector_probes`` < 1.
+        FileKeyError: The file does not fit the key (encrypted with another,
+            encrypted without a key given, or in clear with a key given).
+        SQLCipherMissingError: A key is given without the ``sqlcipher`` extra.
     """
 
     name = "sqlite"
@@ -129,13 +138,16 @@ class SQLiteMemory(SQLiteReads):
         keyword_weight: float = 0.3,
         search_mode: SearchMode = "hybrid",
         vector_probes: int | None = None,
+        cipher_key: str | None = None,
     ) -> None:
         _check_settings(vector_weight, keyword_weight, search_mode, cache_size)
         check_probes(vector_probes, "vector_probes")  # before the file opens
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
         self.search_mode: SearchMode = search_mode
-        self._db = Database(path, on_rollback=self._forget_vectors)
+        self._db = Database(
+            path, on_rollback=self._forget_vectors, cipher_key=cipher_key
+        )
         self._embedding = EmbeddingStage(
             self._db, embedder or NoEmbedder(), cache_size, probes=vector_probes
         )

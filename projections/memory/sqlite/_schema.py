@@ -6,6 +6,12 @@ step by triggers), ``memory_meta`` (schema
 version and embedding identity), ``embedding_cache`` and ``memory_tracking``
 (the applied ledger position). Times are integer microseconds since the epoch
 (UTC), so comparisons are exact and a rebuild reproduces them.
+
+With a cipher key the file is a SQLCipher database keyed with the key derived
+for memory (``ledger.file_keys``): every table, the full-text index, the
+vectors and the embedding cache are encrypted at rest, write-ahead log
+included; a file that does not fit the key is refused at open
+(``ledger.sqlite.encrypted``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from turnledger.ledger.file_keys import file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
@@ -43,6 +51,13 @@ another process switches a new file is tried again)."""
 
 BUSY_SECONDS: Final = 5.0
 """How long opening waits for another process's lock (as ``busy_timeout``)."""
+
+CLEAR_MEMORY_REMEDY: Final = (
+    "encrypt it in place with turnledger encrypt-files, or move it (and its -wal,"
+    " -shm) away and the memory is rebuilt from the ledger's memory events,"
+    " encrypted (then memory reindex computes its vectors)"
+)
+"""What the refusal of a clear memory file with a cipher key set tells the user."""
 
 DDL: Final = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -142,17 +157,24 @@ _META_MODEL = "embedding_model"
 _META_PROVIDER = "embedding_provider"
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | Path, cipher_key: str | None = None) -> sqlite3.Connection:
     """Open (and create) a memory database in autocommit mode.
 
     Args:
         path: A file path, or ``:memory:``.
+        cipher_key: The base64 cipher key; None reads ``TURNLEDGER_CIPHER_KEY``,
+            ``""`` means none (see ``ledger.file_keys``).
 
     Returns:
         The connection, in WAL mode, with :data:`PRAGMAS` applied and the
         schema created.
     """
-    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    db = connect_file(
+        path,
+        key=file_key("memory", cipher_key),
+        what="memory database",
+        clear_remedy=CLEAR_MEMORY_REMEDY,
+    )
     set_wal(db, BUSY_SECONDS)
     for name, value in PRAGMAS.items():
         db.execute(f"PRAGMA {name} = {value}")
@@ -260,12 +282,17 @@ class Database:
         path: A file path, or ``:memory:``.
         on_rollback: Called after a transaction rolls back (caches that may
             hold rolled-back rows drop them).
+        cipher_key: The base64 cipher key (see :func:`connect`).
     """
 
     def __init__(
-        self, path: str | Path, on_rollback: Callable[[], None] | None = None
+        self,
+        path: str | Path,
+        on_rollback: Callable[[], None] | None = None,
+        *,
+        cipher_key: str | None = None,
     ) -> None:
-        self.conn = connect(path)
+        self.conn = connect(path, cipher_key)
         self.lock = threading.RLock()
         self._on_rollback = on_rollback
 
