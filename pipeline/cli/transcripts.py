@@ -39,7 +39,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Formats: auto (detected), openai-chat, openai-responses, anthropic, gemini,
     langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents,
-    inspect-ai (.json or zipped .eval), openhands, har. System
+    inspect-ai (.json or zipped .eval), openhands, har, otlp (OpenTelemetry
+    GenAI spans in OTLP JSON, one request or one per line, recorded as
+    `turnledger collect` records them; agent: each span's service.name unless
+    --agent names another). System
     and developer messages are kept (system_prompt.set). Unknown item types are
     skipped and counted; malformed lines are reported with their line numbers; with
     auto, a file whose detected reader recognised too little is refused (exit 2,
@@ -48,6 +51,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Example: turnledger import session.jsonl --agent ops --json
     """
+    from turnledger.pipeline.collect.files import looks_like_otlp
+
+    if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(args.file)):
+        from turnledger.pipeline.cli.collect import cmd_import_otlp
+
+        return cmd_import_otlp(args)
     from turnledger.pipeline.formats import read_transcript
     from turnledger.pipeline.importer import import_transcript
     from turnledger.policies.paths import sanitize_session_key
@@ -363,7 +372,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         formats = ["auto", *FORMAT_NAMES]
     if name == "import":
         p.add_argument("file", help="the transcript file")
-        p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument("--format", choices=[*formats, "otlp"], default="auto")
         p.add_argument(
             "--agent", default="imported", help="the agent the sessions belong to"
         )

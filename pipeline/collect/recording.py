@@ -82,6 +82,15 @@ _ATTEMPTS: Final = 3
 _Print: TypeAlias = tuple[str, str, tuple[str, ...]]
 
 
+class SessionWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """One session a batch wrote to: its agent, key, stream and events written."""
+
+    agent: str
+    session: str
+    stream: str
+    events: int
+
+
 class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     """What one batch of spans recorded and what it only counted.
 
@@ -92,7 +101,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         without_content: Recorded spans whose messages were not captured.
         known: GenAI spans of other operations, by operation (counted only).
         unknown: Spans of no known shape, by what they lacked (counted only).
-        sessions: The sessions written to (``agent/key``).
+        sessions: The sessions written to.
         events: Events written.
     """
 
@@ -102,7 +111,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     without_content: int = 0
     known: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
-    sessions: tuple[str, ...] = ()
+    sessions: tuple[SessionWritten, ...] = ()
     events: int = 0
 
 
@@ -162,13 +171,19 @@ class Recorder:
     Args:
         store: The ledger.
         pricing: The rate sheet model calls are priced with (``[pricing]``).
+        agent: The agent of every session (default: each span's ``service.name``).
     """
 
     def __init__(
-        self, store: EventStore, *, pricing: Mapping[str, ModelPrice] | None = None
+        self,
+        store: EventStore,
+        *,
+        pricing: Mapping[str, ModelPrice] | None = None,
+        agent: str | None = None,
     ) -> None:
         self.store = store
         self.pricing = dict(pricing or {})
+        self.agent = agent
         self._states: dict[UUID, _State] = {}
         self._lock = threading.Lock()
 
@@ -209,9 +224,8 @@ class Recorder:
                     or conversations.get(span.trace_id)
                     or span.trace_id
                 )
-                grouped.setdefault((_clean(span.service), key), []).append(
-                    (span, reading)
-                )
+                agent = self.agent or _clean(span.service)
+                grouped.setdefault((agent, key), []).append((span, reading))
         appends: list[Append] = []
         states: list[_State] = []
         totals = Counter[str]()
@@ -246,7 +260,15 @@ class Recorder:
             without_content=totals["without_content"],
             known=dict(known),
             unknown=dict(unknown),
-            sessions=tuple(f"{s.agent}/{s.key}" for s in states),
+            sessions=tuple(
+                SessionWritten(
+                    agent=s.agent,
+                    session=s.key,
+                    stream=str(s.stream),
+                    events=len(a.events),
+                )
+                for s, a in zip(states, appends, strict=True)
+            ),
             events=sum(len(a.events) for a in appends),
         )
 
@@ -375,7 +397,9 @@ class _Builder:
                 text=said.text,
                 tool_calls=tuple(
                     ToolCallRecord(
-                        id=c.id or UNKNOWN, name=c.name or UNKNOWN, arguments=c.arguments
+                        id=c.id or UNKNOWN,
+                        name=c.name or UNKNOWN,
+                        arguments=c.arguments,
                     )
                     for c in said.calls
                 ),
@@ -435,9 +459,10 @@ def _print(said: UserSaid | AssistantSaid) -> _Print:
 
 
 def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> int:
-    """How many of ``prints`` the session already holds: the longest tail of
-    ``seen`` that is a head of ``prints`` (a client that trimmed its history
-    still matches).
+    """How many of ``prints`` the session already holds.
+
+    The longest tail of ``seen`` that is a head of ``prints``: a client that
+    trimmed its history still matches.
     """
     for size in range(min(len(seen), len(prints)), 0, -1):
         if seen[len(seen) - size :] == prints[:size]:
