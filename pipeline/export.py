@@ -31,6 +31,7 @@ from turnledger.policies.bounding import make_result_bounder
 from turnledger.policies.messages import Message, ToolResult, make_message
 from turnledger.policies.pairing_repair import RepairDecision, repair_pairing
 from turnledger.policies.recall import inject_memory_context
+from turnledger.policies.recordable import nests_within
 from turnledger.policies.trimming import TrimDecision, trim_to_budget
 
 ExportFormat: TypeAlias = Literal[
@@ -221,9 +222,11 @@ def to_openai_chat(messages: Sequence[Message]) -> list[Json]:
 
 
 def _tool_input(arguments: str) -> Json:
+    if not nests_within(arguments):  # a parser would exhaust the recursion limit
+        return {"_raw_arguments": arguments}
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: kept as recorded
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 

@@ -43,6 +43,7 @@ TurnFailureKind: TypeAlias = Literal[
     "provider_error",
     "cancelled",
     "budget_exceeded",
+    "unrecordable_response",
 ]
 """Why a turn did not complete."""
 

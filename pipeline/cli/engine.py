@@ -71,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run scripted turns: the model plays SCRIPT, the user says each --turn.
 
     With no --turn, each line of standard input is one user turn. Exit 1 when a
-    turn failed (provider error, iteration limit).
+    turn failed (provider error, iteration limit, budget, a model response that
+    cannot be recorded: nothing of it is).
 
     Example: turnledger run script.toml --agent ops --turn "When is the release?"
     """

@@ -61,6 +61,7 @@ from turnledger.pipeline.config.sections import (
     BudgetConfig,
     EmbeddingConfig,
     MemoryConfig,
+    PrivacyConfig,
     ProviderConfig,
     RecallConfig,
     RuntimeConfig,
@@ -116,6 +117,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     recall: RecallConfig = RecallConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     memory: MemoryConfig = MemoryConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
     providers: dict[str, ProviderConfig] = {}
     pricing: dict[str, ModelPrice] = {}
     budgets: BudgetConfig = BudgetConfig()
@@ -288,6 +290,7 @@ RANGES: Final[tuple[tuple[str, str, float, float], ...]] = (
     ("runtime", "tool_concurrency", 1, 1_024),
     ("runtime", "max_media_bytes", 0, 1 << 40),
     ("runtime", "max_input_bytes", 1, 1 << 40),
+    ("runtime", "max_response_chars", 0, 1 << 30),
     ("recall", "limit", 0, 10_000),
     ("recall", "min_relevance", 0.0, 1.0),
     ("recall", "max_entries", 0, 10_000),

@@ -17,6 +17,7 @@ import msgspec
 
 from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES
 from turnledger.policies.recall_tuning import RecallTuning
+from turnledger.policies.recordable import DEFAULT_MAX_RESPONSE_CHARS
 
 
 class AgentConfig(
@@ -65,6 +66,7 @@ class RuntimeConfig(
     tool_concurrency: int = 4
     max_media_bytes: int = 20 * 1024 * 1024
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
 
 
 class RecallConfig(
@@ -157,6 +159,21 @@ class TelemetryConfig(
     otlp_endpoint: str | None = None
     capture_content: bool = False
     service_name: str = "turnledger"
+
+
+class PrivacyConfig(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``[privacy]``: erasure of a session, an agent, a user key, a memory key.
+
+    ``erasable`` seals every event of a session and every memory entry under a
+    data key of its own, which ``turnledger erase`` destroys (crypto-shredding,
+    ``turnledger.ledger.erasable``); it is on whenever a cipher key is set,
+    whatever this says. The command line and the runtime honour it; a library
+    caller passes ``open_store(..., erasable=True)``.
+    """
+
+    erasable: bool = False
 
 
 class MemoryConfig(

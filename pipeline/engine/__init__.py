@@ -3,20 +3,22 @@
 A turn: open or resume the session (repairing a turn a crash interrupted) ->
 record turn started (input, attachments as references) -> recall and inject per
 the recall policy (references recorded with the first prompt; the recall runs in
-a worker thread while the start commits; a recall failure never fails the
-turn) -> assemble the prompt from the session-history projection, bounded, trimmed
-and pairing-repaired by the policies (its fingerprint recorded, never the
-prompt) -> call the provider (usage and cost recorded) -> record the assistant
-message BEFORE any tool runs -> run the tools (bounded concurrency), bound and
-promote their results, record them -> repeat until a final answer or the
-iteration limit -> autosave through the gate -> turn completed. Each step is one
-atomic append, keyed ``f"{turn_id}:{step}"`` (``started``, ``prompt-N``,
-``assistant-N``, ``results-N``, ``trim-N``, ``model-N.A``, ``failed``,
-``completed``; a repair is ``{interrupted turn}:repaired``): an append retried
-after a lost acknowledgement writes nothing twice (see
+a worker thread while the start commits; a recall failure never fails the turn)
+-> assemble the prompt from the session-history projection, bounded, trimmed and
+pairing-repaired by the policies (its fingerprint recorded, never the prompt) ->
+call the provider (usage and cost recorded) -> check that the response can be
+recorded whole (else the turn fails, nothing of the response appended) -> record
+the assistant message BEFORE any tool runs -> run the tools (bounded
+concurrency), bound and promote their results, record them -> repeat until a
+final answer or the iteration limit -> autosave through the gate -> turn
+completed. Each step is one atomic append, keyed ``f"{turn_id}:{step}"``
+(``started``, ``prompt-N``, ``assistant-N``, ``results-N``, ``trim-N``,
+``model-N.A``, ``failed``, ``completed``; a repair is ``{interrupted
+turn}:repaired``): an append retried after a lost acknowledgement writes nothing
+twice (see
 :meth:`~turnledger.pipeline.engine.session_cursor.SessionCursors.append`). A
-context-overflow error triggers the reactive 2/3 trim and one retry, recorded
-as a trim.
+context-overflow error triggers the reactive 2/3 trim and one retry, recorded as
+a trim.
 
 The engine holds the parts of a turn, each an object of its own built with
 only the collaborators it uses: opening the session (crash repair) and
@@ -55,13 +57,13 @@ from turnledger.ledger.events import (
     AssistantMessage,
     MediaAttached,
     ToolCallRecord,
-    TurnFailed,
     TurnOrigin,
     TurnStarted,
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine.budget_guard import BudgetGuard, refusal_text
+from turnledger.pipeline.engine.failure import TurnFailure
 from turnledger.pipeline.engine.finishing import TurnFinisher
 from turnledger.pipeline.engine.logger import engine_logger as _logger
 from turnledger.pipeline.engine.model_step import ModelStep
@@ -95,7 +97,7 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
         answer: The final answer ("" when it did not complete).
         iterations: Provider calls made.
         failure: Why it did not complete (``iteration_limit``, ``provider_error``,
-            ``budget_exceeded``).
+            ``budget_exceeded``, ``unrecordable_response``).
         stream_id: The session stream.
     """
 
@@ -272,22 +274,13 @@ class TurnEngine:
         for iteration in range(limit):
             budget = self.budget.status()
             if budget.state == "exceeded":  # refused before the model is called
-                await self.sessions.append(
-                    session,
-                    [
-                        TurnFailed(
-                            turn_id=turn_id,
-                            kind="budget_exceeded",
-                            error=refusal_text(budget),
-                        )
-                    ],
-                    step_key=f"{turn_id}:failed",
+                refused = TurnFailure(
+                    kind="budget_exceeded", error=refusal_text(budget)
                 )
-                _logger().warning("turn.budget_exceeded", period=budget.period)
-                return _failed(session, turn_id, iteration, "budget_exceeded")
+                return await self._fail(session, turn_id, iteration, refused)
             response = await self.model.call(session, turn_id, iteration, recall.block)
-            if response is None:
-                return _failed(session, turn_id, iteration + 1, "provider_error")
+            if isinstance(response, TurnFailure):
+                return await self._fail(session, turn_id, iteration + 1, response)
             calls = tuple(
                 ToolCallRecord(
                     id=c.id or f"call_{os.urandom(6).hex()}",
@@ -327,29 +320,28 @@ class TurnEngine:
             await self.sessions.append(
                 session, results, step_key=f"{turn_id}:results-{iteration}"
             )
-        await self.sessions.append(
-            session,
-            [
-                TurnFailed(
-                    turn_id=turn_id,
-                    kind="iteration_limit",
-                    error=f"stopped after {limit} model calls",
-                )
-            ],
-            step_key=f"{turn_id}:failed",
+        stopped = TurnFailure(
+            kind="iteration_limit", error=f"stopped after {limit} model calls"
         )
-        _logger().warning("turn.iteration_limit", iterations=limit)
-        return _failed(session, turn_id, limit, "iteration_limit")
+        return await self._fail(session, turn_id, limit, stopped)
 
-
-def _failed(
-    session: SessionCursor, turn_id: str, iterations: int, failure: str
-) -> TurnOutcome:
-    return TurnOutcome(
-        turn_id=turn_id,
-        completed=False,
-        answer="",
-        iterations=iterations,
-        failure=failure,
-        stream_id=str(session.stream_id),
-    )
+    async def _fail(
+        self,
+        session: SessionCursor,
+        turn_id: str,
+        iterations: int,
+        failure: TurnFailure,
+    ) -> TurnOutcome:
+        """Record the turn's failure (the one place ``turn.failed`` is appended)."""
+        await self.sessions.append(
+            session, [failure.event(turn_id)], step_key=f"{turn_id}:failed"
+        )
+        _logger().warning("turn.failed", kind=failure.kind, iterations=iterations)
+        return TurnOutcome(
+            turn_id=turn_id,
+            completed=False,
+            answer="",
+            iterations=iterations,
+            failure=failure.kind,
+            stream_id=str(session.stream_id),
+        )

@@ -2,17 +2,21 @@
 
 The event (``model.called``) carries the provider, model, token counts, cost and
 duration, and for a failure a scrubbed, bounded error summary: never the prompt
-or the answer.
+or the answer. The model is the one the response names, unless that name is
+empty, longer than :data:`MAX_MODEL_CHARS`, holds a control character or text
+UTF-8 cannot encode: then it is the provider's configured model.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 import msgspec
 
 from turnledger.ledger.events import ModelCalled
+from turnledger.ledger.ids import CONTROL_CHARACTERS
 from turnledger.pipeline.providers.base import (
     ChatRequest,
     ChatResponse,
@@ -22,7 +26,19 @@ from turnledger.pipeline.providers.base import (
 )
 from turnledger.policies.messages import Message
 from turnledger.policies.pricing import ModelPrice, TokenUsage, price_usage
+from turnledger.policies.recordable import text_problem
 from turnledger.policies.scrubbing import scrub_text, summarize
+
+MAX_MODEL_CHARS: Final = 200
+"""The longest model name a response may report and have recorded."""
+
+
+def _recordable_name(model: str) -> bool:
+    return (
+        0 < len(model) <= MAX_MODEL_CHARS
+        and CONTROL_CHARACTERS.search(model) is None
+        and text_problem("model", model) is None
+    )
 
 
 class ModelCallFailedError(Exception):
@@ -81,7 +97,7 @@ async def call_model(
         )
         raise ModelCallFailedError(e, failed) from e
     usage = response.usage
-    model = response.model or provider.model
+    model = response.model if _recordable_name(response.model) else provider.model
     tokens = TokenUsage(
         model=model,
         input_tokens=usage.input_tokens if usage else 0,

@@ -6,17 +6,22 @@
 (:func:`~turnledger.pipeline.engine.model_calls.call_model`), counts the call's
 cost in the budget guard at once and queues its ``model.called`` event to
 commit with the reply. A context overflow triggers the reactive 2/3 trim
-(recorded as a trim) and one retry; any other provider failure is recorded as
-``turn.failed`` of kind ``provider_error``.
+(recorded as a trim) and one retry; any other provider failure ends the turn
+with a failure of kind ``provider_error``. A response that cannot be recorded
+whole (:func:`turnledger.policies.recordable.response_problem`: text UTF-8
+cannot encode, a call id with a control character, arguments nested too deep,
+more than ``[runtime] max_response_chars``) ends it with a failure of kind
+``unrecordable_response``, before any of the response is appended; the call's
+``model.called`` (its usage and cost) is then recorded with the failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from turnledger.ledger.events import TurnFailed
 from turnledger.pipeline.config.sections import RuntimeConfig
 from turnledger.pipeline.engine.budget_guard import BudgetGuard
+from turnledger.pipeline.engine.failure import TurnFailure
 from turnledger.pipeline.engine.logger import engine_logger as _logger
 from turnledger.pipeline.engine.model_calls import ModelCallFailedError, call_model
 from turnledger.pipeline.engine.prompting import trim_event
@@ -29,6 +34,7 @@ from turnledger.pipeline.providers.base import (
 )
 from turnledger.policies.messages import Message
 from turnledger.policies.pricing import ModelPrice
+from turnledger.policies.recordable import response_problem
 from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.trimming import REASON_CONTEXT_OVERFLOW, trim_after_overflow
 
@@ -67,11 +73,14 @@ class ModelStep:
 
     async def call(
         self, session: SessionCursor, turn_id: str, iteration: int, block: str
-    ) -> ChatResponse | None:
-        """Record the prompt and call the model; ``None`` when the provider failed.
+    ) -> ChatResponse | TurnFailure:
+        """Record the prompt and call the model; the response, or why the turn fails.
 
         ``block`` is the recalled memory injected into the prompt. A failure is
-        recorded as ``turn.failed`` before ``None`` is returned.
+        returned for the engine to record; when the call succeeded but its
+        response cannot be recorded, the call's ``model.called`` (usage and
+        cost, no response) waits in the cursor's pending events and goes out
+        with the failure.
         """
         prompt = session.prompts.assemble(
             session.state,
@@ -86,11 +95,12 @@ class ModelStep:
         )
         messages = list(prompt.messages)
         try:
-            return await self._complete(session, turn_id, iteration, messages)
+            response = await self._complete(session, turn_id, iteration, messages)
         except ProviderError as e:
             if e.kind != "context_overflow":
-                await self._provider_failed(session, turn_id, e)
-                return None
+                return _provider_failed(e)
+        else:
+            return self._recordable(response)
         # Reactive recovery: trim to 2/3 of the current estimate, retry once.
         recovery = trim_after_overflow(messages)
         if recovery.decision.trimmed:
@@ -109,10 +119,23 @@ class ModelStep:
             )
         try:
             retried = list(recovery.decision.messages)
-            return await self._complete(session, turn_id, iteration, retried, attempt=1)
+            response = await self._complete(
+                session, turn_id, iteration, retried, attempt=1
+            )
         except ProviderError as e:
-            await self._provider_failed(session, turn_id, e)
-            return None
+            return _provider_failed(e)
+        return self._recordable(response)
+
+    def _recordable(self, response: ChatResponse) -> ChatResponse | TurnFailure:
+        """The response, or the failure naming why it cannot be recorded whole."""
+        problem = response_problem(
+            response.text,
+            response.tool_calls,
+            max_chars=self._runtime.max_response_chars,
+        )
+        if problem is None:
+            return response
+        return TurnFailure(kind="unrecordable_response", error=problem)
 
     async def _complete(
         self,
@@ -147,18 +170,9 @@ class ModelStep:
         )
         return call.response
 
-    async def _provider_failed(
-        self, session: SessionCursor, turn_id: str, error: ProviderError
-    ) -> None:
-        await self._sessions.append(
-            session,
-            [
-                TurnFailed(
-                    turn_id=turn_id,
-                    kind="provider_error",
-                    error=summarize(scrub_text(f"{error.kind}: {error}")),
-                )
-            ],
-            step_key=f"{turn_id}:failed",
-        )
-        _logger().warning("turn.provider_error", kind=error.kind)
+
+def _provider_failed(error: ProviderError) -> TurnFailure:
+    """The failure a provider error ends the turn with (scrubbed, bounded)."""
+    return TurnFailure(
+        kind="provider_error", error=summarize(scrub_text(f"{error.kind}: {error}"))
+    )

@@ -5,7 +5,9 @@ Calls of one assistant message run concurrently under a gate
 unknown tool and a tool that raises all become failed results, never an
 exception out of the turn. Each outcome is image-promoted (producing tools
 only) and bounded once, then recorded as ``tool_result.recorded`` with its
-original and kept sizes.
+original and kept sizes. An outcome whose text UTF-8 cannot encode (a lone
+surrogate) is recorded as a failed result naming the character, never
+dropped and never written half.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from turnledger.pipeline.providers.base import ToolSpec
 from turnledger.pipeline.tools.base import Tool, ToolContext, ToolOutcome
 from turnledger.policies.bounding import make_result_bounder
 from turnledger.policies.images import promote_image_paths
+from turnledger.policies.recordable import text_problem
 from turnledger.policies.scrubbing import scrub_text, summarize
 
 
@@ -64,7 +67,7 @@ class ToolRunner:
             return ToolOutcome(success=False, error=f"Unknown tool: {name}")
         try:
             parsed = json.loads(arguments or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             return ToolOutcome(
                 success=False,
                 error=f"Expected JSON object arguments for {name}, found invalid JSON",
@@ -92,13 +95,17 @@ class ToolRunner:
         promoted = promote_image_paths(raw, os.path.isfile, tool_name=name).text
         bounded = self._bound(promoted)
         text = bounded.text
+        success = outcome.success
+        problem = text_problem("output" if success else "error", text)
+        if problem is not None:  # never recorded: the call fails with why
+            success, text = False, f"Tool {name} returned unrecordable text: {problem}"
         return ToolResultRecorded(
             turn_id=turn_id,
             call_id=call_id or "unknown",
             tool=name or "unknown",
-            success=outcome.success,
-            output=text if outcome.success else "",
-            error=None if outcome.success else text,
+            success=success,
+            output=text if success else "",
+            error=None if success else text,
             original_chars=bounded.original_chars,
             kept_chars=bounded.kept_chars,
             truncated=bounded.truncated,

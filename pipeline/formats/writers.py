@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from turnledger.policies.recordable import nests_within
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -37,9 +39,11 @@ ADK_AGENT: Final = "turnledger"
 
 def _arguments(arguments: str) -> object:
     """Parse call arguments to a JSON object; other text is kept under a key."""
+    if not nests_within(arguments):  # a parser would exhaust the recursion limit
+        return {"_raw_arguments": arguments}
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: kept as recorded
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 
@@ -52,9 +56,11 @@ def _response_object(result: ToolResult) -> Json:
     the same text.
     """
     key = "error" if result.is_error else "output"
+    if not nests_within(result.content):  # too deep to send as an object
+        return {key: result.content}
     try:
         value = json.loads(result.content)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: kept as text
         return {key: result.content}
     if isinstance(value, dict) and not result.is_error and set(value) != {"error"}:
         return value

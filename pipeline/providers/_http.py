@@ -165,7 +165,7 @@ def read_error_detail(content: bytes) -> ErrorDetail:
     text = content.decode("utf-8", errors="replace")
     try:
         value: Any = msgspec.json.decode(content)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return ErrorDetail(message=text)
     if isinstance(value, dict) and "error" in value:
         value = value["error"]
@@ -310,6 +310,8 @@ def decode_body(
         return decoder.decode(response.content)
     except msgspec.DecodeError as e:
         problem = str(e)
+    except RecursionError:
+        problem = "JSON nested deeper than the interpreter's recursion limit"
     # Outside the except: the decode error holds nothing secret, but one rule for
     # every provider error keeps the chain empty.
     message = (

@@ -2,19 +2,20 @@
 
 :class:`ReplayProvider` answers each model call of each turn with the recorded
 assistant message (text and tool calls, in order) and usage, or the recorded
-failure; :class:`ReplayTool` returns the recorded result of a call (matched by
-name and arguments within the turn, which names the recorded call id). A result
-the recorded turn never got from its tool (the process died; the next open
-synthesized it), or that it has neither result nor end, is replayed as the same
-death: :class:`RerunCrash`, which no
-``except Exception`` catches, so the re-run's turn is left open like the
-recorded one and the next turn repairs it.
+failure (a response the recorded turn could not record is answered with
+:data:`UNRECORDED`, so the re-run's turn fails alike); :class:`ReplayTool`
+returns the recorded result of a call (matched by name and arguments within the
+turn, which names the recorded call id). A result the recorded turn never got
+from its tool (the process died; the next open synthesized it), or that it has
+neither result nor end, is replayed as the same death: :class:`RerunCrash`,
+which no ``except Exception`` catches, so the re-run's turn is left open like
+the recorded one and the next turn repairs it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 import msgspec
 
@@ -46,6 +47,15 @@ if TYPE_CHECKING:
 
 _REFUSED: ErrorKind = "bad_request"
 """How a call the recorded turn did not make fails."""
+
+UNRECORDED: Final = "\ud800"
+"""The text a re-run gets for a response the recorded turn could not record.
+
+That response is not in the ledger (its turn failed with
+``unrecordable_response``, nothing of it appended); a lone surrogate, which
+UTF-8 cannot encode, makes the re-run's turn fail the same way under any
+policy.
+"""
 
 __all__ = [
     "NotRerunnableError",
@@ -208,7 +218,17 @@ class ReplayProvider:
             kind, _, rest = (call.error or "server").partition(":")
             known = kind if kind in get_args(ErrorKind) else "server"
             raise ProviderError(cast("ErrorKind", known), rest.strip() or kind)
+        usage = Usage(
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cached_input_tokens=call.cached_input_tokens,
+            cache_write_tokens=call.cache_write_tokens,
+            reasoning_tokens=call.reasoning_tokens,
+        )
         if self._answer >= len(turn.answers):
+            if self._call == len(turn.calls) and _unrecordable(turn):
+                # Its response was never recorded: a stand-in no policy records.
+                return ChatResponse(text=UNRECORDED, usage=usage, model=call.model)
             msg = "the recorded turn has no assistant message for this call"
             raise ProviderError(_REFUSED, msg)
         answer = turn.answers[self._answer]
@@ -219,19 +239,21 @@ class ReplayProvider:
                 ToolCall(id=c.id, name=c.name, arguments=c.arguments)
                 for c in answer.tool_calls
             ),
-            usage=Usage(
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                cached_input_tokens=call.cached_input_tokens,
-                cache_write_tokens=call.cache_write_tokens,
-                reasoning_tokens=call.reasoning_tokens,
-            ),
+            usage=usage,
             model=call.model,
             finish_reason="tool_calls" if answer.tool_calls else "stop",
         )
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+def _unrecordable(turn: RecordedTurn) -> bool:
+    """Whether the turn failed on a model response it could not record."""
+    return any(
+        isinstance(r.event, TurnFailed) and r.event.kind == "unrecordable_response"
+        for r in turn.events
+    )
 
 
 class ReplayTool:
