@@ -25,7 +25,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 import msgspec
@@ -44,6 +44,7 @@ from turnledger.policies.structured_scrubbing import scrub_json
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
+    from turnledger.policies.structured_scrubbing import JsonValue
 
 CHANNEL: Final = "mcp"
 """The channel of the sessions MCP calls are recorded in."""
@@ -127,7 +128,7 @@ class McpRecorder:
         return f"mcp-{client_label(client)}-{self._run}"
 
     def record_call(
-        self, client: str, tool: str, arguments: Mapping[str, object]
+        self, client: str, tool: str, arguments: Mapping[str, Any]
     ) -> CallRef:
         """Record a call before it runs (opening the client's session first)."""
         recorded = msgspec.json.encode(
@@ -199,10 +200,8 @@ class McpRecorder:
         )
         session.version = result.last_version
 
-    def _recorded_arguments(
-        self, tool: str, arguments: Mapping[str, object]
-    ) -> dict[str, object]:
-        kept = dict(arguments)
+    def _recorded_arguments(self, tool: str, arguments: Mapping[str, Any]) -> JsonValue:
+        kept: dict[str, JsonValue] = dict(arguments)
         content = kept.get("content")
         if self._shredding and tool == "memory_store" and isinstance(content, str):
             kept["content"] = f"[sealed in memory: {len(content)} characters]"

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from turnledger.pipeline.config import Config
     from turnledger.pipeline.memory import MemoryService
     from turnledger.pipeline.sessions import SessionRef
+    from turnledger.projections.costs import CostTotals
 
 MAX_KEY_CHARS: Final = 256
 """The longest memory key, category, namespace, session or position accepted."""
@@ -515,9 +516,15 @@ def _costs(services: ToolServices, args: Mapping[str, Any], session: str) -> obj
     total, rows = summarize_costs(events, by=by, agent=services.agent, since=since)
     return {
         "by": by,
-        "total": total,
-        "rows": [{"group": r.group, **msgspec.to_builtins(r.totals)} for r in rows],
+        "total": _totals(total),
+        "rows": [{"group": r.group, **_totals(r.totals)} for r in rows],
     }
+
+
+def _totals(totals: CostTotals) -> dict[str, object]:
+    """A cost total's fields and ``total_tokens``, as ``turnledger costs --json``."""
+    found: dict[str, object] = msgspec.to_builtins(totals)
+    return {**found, "total_tokens": totals.total_tokens}
 
 
 _HANDLERS: Final[
