@@ -50,6 +50,7 @@ consistently past the newest seal left standing. Seal often, set
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,7 +72,11 @@ from turnledger.ledger.chain import (
     records_digest,
     seal_digest,
 )
-from turnledger.ledger.errors import CorruptRecordError, UnknownEventTypeError
+from turnledger.ledger.errors import (
+    CorruptRecordError,
+    UnknownEventTypeError,
+    quote_value,
+)
 from turnledger.ledger.frame import FLAG_KEYED
 from turnledger.ledger.store import EventStore
 from turnledger.ledger.witness import Witness, WitnessEntry, WitnessError
@@ -215,7 +220,7 @@ def walk_ledger(  # noqa: C901, PLR0912, PLR0915 - one pass, one check per kind
     seal = chain.accepted
     walk = Walk(problems, {}, 0, 0, 0, seal, chain.count)
     # Read before the rows: every record's rows are committed, so the walk sees them.
-    expected = _record_rows(store.backend.append_records())
+    expected = RecordRows(store.backend.append_records())
     keyed: list[StoredRow] = []
     moved: list[tuple[StoredRow, int]] = []
     chained_from: int | None = None
@@ -223,8 +228,8 @@ def walk_ledger(  # noqa: C901, PLR0912, PLR0915 - one pass, one check per kind
         walk.events += 1
         walk.last = max(walk.last, row.position)
         _decode(store, row, problems)
-        if expected:
-            _check_record_row(expected.pop(row.position, None), row, problems)
+        if expected.pending:
+            expected.check(row, problems)
         if len(row.state) > 1 and row.state[1] & FLAG_KEYED:
             keyed.append(row)
         stream = walk.streams.setdefault(row.stream_id, _Stream())
@@ -454,59 +459,93 @@ def _seal_chain(
     return chain
 
 
-def _record_rows(records: list[AppendRecord]) -> dict[int, tuple[AppendRecord, int]]:
-    """Each position an idempotency record names, with the version it must hold."""
-    return {
-        position: (record, record.first_version + offset)
-        for record in records
-        for offset, position in enumerate(record.positions)
-    }
+class RecordRows:
+    """The rows idempotency records name, checked as the walk passes them.
 
+    Records are taken in the order of their first position and each one's
+    positions followed with a heap, so only the records whose rows the walk is
+    between are held apart (not one entry per keyed row).
+    """
 
-def _check_record_row(
-    expected: tuple[AppendRecord, int] | None, row: StoredRow, problems: list[Problem]
-) -> None:
-    if expected is None:
-        return
-    record, version = expected
-    if row.stream_id != record.stream_id or row.version != version:
-        problems.append(
-            Problem(
-                kind="idempotency_edited",
-                stream=record.stream_id,
-                version=version,
-                position=row.position,
-                message=(
-                    f"The idempotency record of key {record.key[:200]!r} expects "
-                    f"version {version} of its stream at position {row.position}, "
-                    f"found version {row.version} of stream {row.stream_id}"
-                ),
-            )
+    def __init__(self, records: list[AppendRecord]) -> None:
+        self.records = sorted(
+            (r for r in records if r.positions), key=lambda r: r.positions[0]
         )
+        self.next = 0
+        self.heap: list[tuple[int, int, int]] = []  # (position, record, offset)
+        self.pending = bool(self.records)
+
+    def check(self, row: StoredRow, problems: list[Problem]) -> None:
+        """Check ``row`` against the record naming its position, if any."""
+        records = self.records
+        while (
+            self.next < len(records) and records[self.next].positions[0] <= row.position
+        ):
+            heapq.heappush(self.heap, (records[self.next].positions[0], self.next, 0))
+            self.next += 1
+        heap = self.heap
+        while heap and heap[0][0] <= row.position:
+            position, index, offset = heapq.heappop(heap)
+            record = records[index]
+            version = record.first_version + offset
+            if position < row.position:
+                _no_row(record, version, position, problems)
+            elif row.stream_id != record.stream_id or row.version != version:
+                problems.append(
+                    Problem(
+                        kind="idempotency_edited",
+                        stream=record.stream_id,
+                        version=version,
+                        position=row.position,
+                        message=(
+                            f"The idempotency record of key {quote_value(record.key)} "
+                            f"expects version {version} of its stream at position "
+                            f"{row.position}, found version {row.version} of stream "
+                            f"{row.stream_id}"
+                        ),
+                    )
+                )
+            if offset + 1 < len(record.positions):
+                heapq.heappush(heap, (record.positions[offset + 1], index, offset + 1))
+        self.pending = bool(heap) or self.next < len(records)
+
+    def unseen(self, last: int, problems: list[Problem]) -> None:
+        """After the walk: positions up to ``last`` a record names but no row held."""
+        for index in range(self.next, len(self.records)):
+            heapq.heappush(self.heap, (self.records[index].positions[0], index, 0))
+        while self.heap and self.heap[0][0] <= last:
+            position, index, offset = heapq.heappop(self.heap)
+            record = self.records[index]
+            _no_row(record, record.first_version + offset, position, problems)
+            if offset + 1 < len(record.positions):
+                heapq.heappush(
+                    self.heap, (record.positions[offset + 1], index, offset + 1)
+                )
+
+
+def _no_row(
+    record: AppendRecord, version: int, position: int, problems: list[Problem]
+) -> None:
+    problems.append(
+        Problem(
+            kind="idempotency_edited",
+            stream=record.stream_id,
+            version=version,
+            position=position,
+            message=(
+                f"The idempotency record of key {quote_value(record.key)} names "
+                f"position {position}, which holds no row"
+            ),
+        )
+    )
 
 
 def _check_records(
-    store: EventStore,
-    walk: Walk,
-    unseen: dict[int, tuple[AppendRecord, int]],
-    keyed: list[StoredRow],
+    store: EventStore, walk: Walk, expected: RecordRows, keyed: list[StoredRow]
 ) -> None:
     """Records that name no row, keyed rows without a record, the seal's digest."""
     problems = walk.problems
-    for position, (record, version) in sorted(unseen.items()):
-        if position <= walk.last:
-            problems.append(
-                Problem(
-                    kind="idempotency_edited",
-                    stream=record.stream_id,
-                    version=version,
-                    position=position,
-                    message=(
-                        f"The idempotency record of key {record.key[:200]!r} names "
-                        f"position {position}, which holds no row"
-                    ),
-                )
-            )
+    expected.unseen(walk.last, problems)
     # Read after the rows: the record of every keyed row seen is committed.
     records = store.backend.append_records()
     lasts = {r.positions[-1]: r for r in records if r.positions}
@@ -529,8 +568,9 @@ def _check_records(
                     version=record.last_version,
                     position=position,
                     message=(
-                        f"The idempotency record of key {record.key[:200]!r} names "
-                        f"position {position}, whose row was not written under a key"
+                        "The idempotency record of key "
+                        f"{quote_value(record.key)} names position {position}, "
+                        "whose row was not written under a key"
                     ),
                 )
             )

@@ -168,6 +168,16 @@ def _idempotency_edited(owner: Owner, ledger: Sealed) -> set[str]:
     return {"idempotency_edited"}
 
 
+def _idempotency_nowhere(owner: Owner, ledger: Sealed) -> set[str]:
+    """A key's record made to name a position that holds no row."""
+    owner.drop_all_triggers()
+    positions = json.dumps([0, *ledger.positions["a"][1:8]])
+    owner.run(
+        f"UPDATE {owner.keys} SET positions = ? WHERE key = 'turn-a1'", (positions,)
+    )
+    return {"idempotency_edited"}
+
+
 def _idempotency_renamed(owner: Owner, _: Sealed) -> set[str]:
     """A key renamed (its rows still match it): the seal's digest shows it."""
     owner.drop_all_triggers()
@@ -183,6 +193,7 @@ CASES: dict[str, Case] = {
     "reinserted_seal": _reinserted_seal,
     "idempotency_deleted": _idempotency_deleted,
     "idempotency_edited": _idempotency_edited,
+    "idempotency_nowhere": _idempotency_nowhere,
     "idempotency_renamed": _idempotency_renamed,
 }
 WITNESS_ADDS: dict[str, set[str]] = {
