@@ -14,13 +14,23 @@ error messages). It removes, in this order:
 4. credential ``key=value`` / ``key: value`` pairs with a value of at least 8
    characters: the key and the first 4 characters stay, then ``*[REDACTED]``
    (``Authorization: Bearer <token>`` keeps the scheme word too; a value that
-   already starts with a redaction marker keeps only the marker);
+   already starts with a redaction marker keeps only the marker). Quotes may be
+   JSON-escaped (a backslash before each quote: a JSON text inside a JSON
+   string); a ``password``/``passwd``/``passphrase`` value of 3-7 characters
+   (``password: hunter2``) is replaced whole;
 5. bare ``Bearer <token>`` values the same way;
 6. high-entropy values under other secret-like keys (``STRIPE_KEY=...``,
    ``AccountKey=...``), replaced whole;
 7. tokens of a known shape (cloud keys, provider tokens, JWTs, bare AWS secret
    access keys; the list is in :mod:`policies.secret_shapes`), replaced whole by
-   ``[REDACTED]``.
+   ``[REDACTED]``;
+8. secrets found by gitleaks' maintained rule set (about 220 provider rules
+   with keywords, entropy thresholds and allowlists, MIT; see
+   :mod:`policies.secret_rules`), replaced whole by ``[REDACTED]``.
+
+:func:`summarize` (observer items, log values, telemetry text) also replaces
+long high-entropy tokens of no known shape
+(:func:`policies.secret_shapes.scrub_unknown_tokens`).
 
 Every step is idempotent and none creates input for an earlier one, so
 ``scrub_text(scrub_text(x)) == scrub_text(x)``. The patterns are linear: each
@@ -42,7 +52,7 @@ from typing import Final
 
 from turnledger.policies import secret_shapes
 from turnledger.policies.errors import PolicyError
-from turnledger.policies.secret_rules import scrub_rule_matches
+from turnledger.policies.secret_rules import rule_findings, scrub_rule_matches
 from turnledger.policies.secret_shapes import (
     key_words,
     scrub_secretish_values,
@@ -92,8 +102,11 @@ _CREDENTIAL: Final = re.compile(
     # key, optional closing quote (JSON-escaped too), separator, optional auth
     # scheme; or "bearer "
     rf"(?:{_CREDENTIAL_KEYS})"
-    r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:(?:bearer|basic|token)[ \t]+)?"
+    r"(?:(?:\\?[\"'])?[ \t]*[:=][ \t]*"
+    r"(?:(?:bearer|basic|(?:api-)?token|digest)[ \t]+)?"
     r"|(?<=bearer)[ \t]+)"
+    # never the scheme word itself (its token already cut to a short head)
+    r"(?!(?:bearer|basic|(?:api-)?token|digest)[ \t])"
     # a value of 8+ characters: JSON-escaped double-quoted (a JSON text inside a
     # JSON string), double-quoted, single-quoted or bare
     r"(?:\\\"(?P<eq>[^\"\\\r\n]{8,})\\\""
@@ -212,7 +225,41 @@ def scrub_text(text: str) -> str:
     if "pass" in text.translate(_ASCII_LOWER):
         text = _scrub_short_passwords(text)
     text = scrub_secretish_values(text, looks_like_secret_key)
-    return scrub_rule_matches(scrub_tokens(text))
+    return _scrub_escaped_secrets(scrub_rule_matches(scrub_tokens(text)))
+
+
+# A line holding a backslash escape (JSON text inside a JSON string, a log of a
+# request body) is unescaped once and read by the rule set too: its rules expect
+# real quotes and newlines around a secret.
+_ESCAPED_LINE: Final = re.compile(r"[^\n\\]*\\[^\n]*")
+_ESCAPE: Final = re.compile(r"\\([\"\\/nrt])")
+_UNESCAPED: Final = {"n": "\n", "r": "\r", "t": "\t"}
+_MIN_ESCAPED_SECRET: Final = 8
+
+
+def _escaped(secret: str) -> str:
+    return (
+        secret.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
+def _scrub_escaped_secrets(text: str) -> str:
+    if "\\" not in text:
+        return text
+    secrets: set[str] = set()
+    for line in _ESCAPED_LINE.finditer(text):
+        view = _ESCAPE.sub(
+            lambda m: _UNESCAPED.get(m.group(1), m.group(1)), line.group(0)
+        )
+        secrets.update(view[start:end] for _, start, end in rule_findings(view))
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= _MIN_ESCAPED_SECRET:
+            text = text.replace(_escaped(secret), REDACTED).replace(secret, REDACTED)
+    return text
 
 
 def _scrub_short_passwords(text: str) -> str:

@@ -50,7 +50,9 @@ def scrub_json(value: JsonValue) -> JsonValue:
         A new value: the value of each secret-looking key (any type) becomes
         ``"[REDACTED]"``, and so does a high-entropy string under a secret-like
         key (``"AccountKey": "<88 base64 characters>"``, see
-        :mod:`policies.secret_shapes`); every other string goes through
+        :mod:`policies.secret_shapes`); a string that holds a JSON object or
+        array (JSON text inside JSON, as in tool arguments) is scrubbed as
+        JSON and re-encoded compactly; every other string goes through
         :func:`scrub_text`.
         Numbers, booleans and ``None`` are returned as they are; a container
         nested deeper than :data:`MAX_JSON_DEPTH` becomes ``"[nested too
@@ -61,7 +63,7 @@ def scrub_json(value: JsonValue) -> JsonValue:
 
 def _scrub_json(value: JsonValue, depth: int) -> JsonValue:
     if isinstance(value, str):
-        return scrub_text(value)
+        return _scrub_string(value, depth)
     if isinstance(value, dict | list | tuple) and depth <= 0:
         return TOO_DEEP
     if isinstance(value, dict):
@@ -74,6 +76,15 @@ def _scrub_json(value: JsonValue, depth: int) -> JsonValue:
     if isinstance(value, tuple):
         return tuple(_scrub_json(item, depth - 1) for item in value)
     return value
+
+
+def _scrub_string(text: str, depth: int) -> str:
+    """A string holding a JSON object or array is scrubbed as JSON, else as text."""
+    if depth > 0 and text.lstrip()[:1] in ("{", "["):
+        parsed, inner = _decode(text)
+        if parsed and isinstance(inner, dict | list):
+            return msgspec.json.encode(_scrub_json(inner, depth - 1)).decode()
+    return scrub_text(text)
 
 
 def _redacts_whole(key: str, item: JsonValue) -> bool:

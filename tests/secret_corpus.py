@@ -1,7 +1,9 @@
 """A corpus of planted secrets, one per common shape (issue #17).
 
-Used by ``tests/test_hostile_secrets.py`` (every shape x every surface, 0 leaks)
-and ``benchmarks/bench_scrub.py`` (scrub throughput over the same corpus). Every
+Used by ``tests/pipeline/test_hostile_secrets.py`` (every shape x every surface,
+0 leaks) and ``benchmarks/bench_scrub.py`` (scrub throughput over the same
+corpus). :func:`gitleaks_cases` reads the second corpus, the true positives of
+gitleaks' own rule fixtures (``tests/fixtures/secrets/gitleaks_tps.json``). Every
 value is fake but has the real shape. Each entry is ``(shape, planted text,
 secret)``: the planted text holds the secret once, in the context it is usually
 found in; the secret must not survive anywhere.
@@ -9,6 +11,8 @@ found in; the secret must not survive anywhere.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Final
 
 _B64_40: Final = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12"
@@ -216,3 +220,18 @@ CORPUS: Final[tuple[tuple[str, str, str], ...]] = (
     ),
 )
 """(shape, planted text, secret) for every shape; more than 30 shapes."""
+
+GITLEAKS_FIXTURE: Final = (
+    Path(__file__).parent / "fixtures" / "secrets" / "gitleaks_tps.json"
+)
+"""The literal true positives of gitleaks' rule files (provenance inside)."""
+
+
+def gitleaks_cases() -> list[tuple[str, str, str]]:
+    """Return ``(rule id, planted text, secret)`` of every gitleaks fixture case.
+
+    The secret is what the rule extracts from the text; ``scripts/
+    gen_gitleaks_rules.py`` wrote the file from a gitleaks checkout.
+    """
+    data = json.loads(GITLEAKS_FIXTURE.read_text(encoding="utf-8"))
+    return [(case["rule"], case["text"], case["secret"]) for case in data["cases"]]
