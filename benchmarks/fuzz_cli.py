@@ -213,8 +213,8 @@ def _cli_checker(workdir: fz.Workdir, tally: Tally, command: str, count: int):  
     return check
 
 
-SERVERS = {"serve"}
-"""Left out: ``serve`` runs a web server until stopped (as the in-suite fuzzer
+SERVERS = {"serve", "mcp"}
+"""Left out: ``serve`` and ``mcp`` run a server until stopped (as the in-suite fuzzer
 leaves out ``tail --follow`` and ``project run``)."""
 
 

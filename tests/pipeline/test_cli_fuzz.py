@@ -24,7 +24,7 @@ Standard input is a few drawn lines, so ``chat`` and ``run`` without ``--turn``
 end after them; the repository's ``examples/`` (a provider script and a
 configuration with a scripted provider) are among the paths, so ``run`` and
 ``chat`` sometimes run real turns through the engine. Left out: ``tail --follow``,
-``project run`` and ``serve`` (they run until stopped) and ``--help``/``-h``
+``project run``, ``serve`` and ``mcp`` (they run until stopped) and ``--help``/``-h``
 (argparse's exit 0 by design). ``demo`` records a whole scripted session (about a
 second per example), so it gets few examples.
 """
@@ -501,8 +501,9 @@ SETTINGS = settings(
 )
 
 
-SERVERS = {"serve"}
-"""Commands that serve until stopped (tests/web covers their arguments)."""
+SERVERS = {"serve", "mcp"}
+"""Commands that serve until stopped (tests/web and tests/pipeline/mcp cover their
+arguments)."""
 
 
 @pytest.mark.parametrize(
