@@ -18,13 +18,14 @@ from turnledger.ledger.chain import BODY_OFFSET
 from turnledger.ledger.codec import MsgspecMapper
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import Event, LedgerEvent
-from turnledger.ledger.frame import HEADER_SIZE, datetime_from_us
+from turnledger.ledger.frame import FLAG_KEYED, HEADER_SIZE, datetime_from_us
 
 
 def decode_rows(mapper: MsgspecMapper, rows: Sequence[StoredRow]) -> list[Recorded]:
     """Decode rows in order (the replay hot path).
 
-    Clear frames of current schema versions take a fast path (one typed
+    Clear frames of current schema versions (with no flag, or only
+    :data:`~ledger.frame.FLAG_KEYED`) take a fast path (one typed
     decode over a view of the body, recorded times shared within an
     append); anything else, and every error, goes through :func:`decode_row`.
     """
@@ -41,7 +42,15 @@ def decode_rows(mapper: MsgspecMapper, rows: Sequence[StoredRow]) -> list[Record
         if (
             decoder is None
             or len(state) < BODY_OFFSET
-            or not state.startswith(decoder[0])
+            or not (
+                state.startswith(decoder[0])
+                # The last row of a keyed append: the same, with FLAG_KEYED set.
+                or (
+                    state[1] == FLAG_KEYED
+                    and state[0] == decoder[0][0]
+                    and state[2:4] == decoder[0][2:4]
+                )
+            )
         ):
             append(decode_row(mapper, row))
             continue
