@@ -1,8 +1,9 @@
 """What collected sessions lack: spans recorded without their conversation.
 
 A model call span whose content was not captured records its usage only, and a
-tool run without its result records nothing but the span itself (an
-``item.recorded`` of framework ``otlp``, kind ``span_without_content``). The
+tool run without its result records nothing but its place in the batch's
+``item.recorded`` (framework ``otlp``, kind ``spans``, its id listed under
+``without_content``). The
 ledger ``audit`` reports them under ``skipped`` with :data:`NOT_RECORDED`, so
 a clean pairing audit of such a session still says its conversation is not
 there.
@@ -14,7 +15,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
 from turnledger.ledger.events import ItemRecorded
-from turnledger.pipeline.collect.recording import FRAMEWORK, NO_CONTENT_KIND
+from turnledger.pipeline.collect.recording import (
+    FRAMEWORK,
+    SPANS_KIND,
+)
+from turnledger.pipeline.collect.recording import (
+    spans_without_content as listed_without_content,
+)
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -34,7 +41,7 @@ def spans_without_content(store: EventStore, streams: Iterable[UUID]) -> int:
             if (
                 isinstance(event, ItemRecorded)
                 and event.framework == FRAMEWORK
-                and event.kind == NO_CONTENT_KIND
+                and event.kind == SPANS_KIND
             ):
-                found += 1
+                found += listed_without_content(event.fields)
     return found

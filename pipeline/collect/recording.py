@@ -16,10 +16,11 @@ What a span records:
   and cost (priced by ``[pricing]``), the assistant's reply;
 - a model call without content: ``model.called`` alone;
 - a tool run: ``tool_result.recorded`` when its result was captured;
-- every recorded span: an ``item.recorded`` of framework ``otlp`` (kind
-  ``span``, or ``span_without_content``) naming its trace and span ids, which
-  is how a later batch knows it and how ``audit`` tells a session whose
-  conversation is not there.
+- the batch's recorded spans of a session: one ``item.recorded`` of framework
+  ``otlp``, kind ``spans``, listing each span's trace id, span id and operation
+  and the ids of those without content; that is how a later batch knows a span
+  already recorded, and how ``audit`` tells a session whose conversation is
+  not there.
 
 Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
 all of it or nothing, durable when it returns.
@@ -73,8 +74,8 @@ from turnledger.policies.scrubbing import summarize
 FRAMEWORK: Final = "otlp"
 """The ``framework`` of the ``item.recorded`` events a collected span writes."""
 
-SPAN_KIND: Final = "span"
-NO_CONTENT_KIND: Final = "span_without_content"
+SPANS_KIND: Final = "spans"
+"""The ``kind`` of the ``item.recorded`` event listing a batch's spans in a session."""
 CHANNEL: Final = "otlp"
 UNKNOWN: Final = "unknown"
 _ATTEMPTS: Final = 3
@@ -157,12 +158,29 @@ class _State:
                 self.results.add(call_id)
             case SystemPromptSet(text=text):
                 self.system = text
-            case ItemRecorded(framework="otlp", fields=fields):
-                span_id = msgspec.json.decode(fields).get("span_id")
-                if isinstance(span_id, str):
-                    self.span_ids.add(span_id)
+            case ItemRecorded(framework="otlp", kind="spans", fields=fields):
+                self.span_ids.update(
+                    entry[1]
+                    for entry in msgspec.json.decode(fields, type=_Listed).spans
+                )
             case _:
                 return
+
+
+class _Listed(msgspec.Struct):
+    """The ``fields`` of a ``spans`` item.
+
+    ``[trace id, span id, operation]`` of each span recorded, and the ids of
+    those recorded without content.
+    """
+
+    spans: list[tuple[str, str, str]]
+    without_content: list[str] = msgspec.field(default_factory=list)
+
+
+def spans_without_content(fields: str) -> int:
+    """How many spans a ``spans`` item lists as recorded without content."""
+    return len(msgspec.json.decode(fields, type=_Listed).without_content)
 
 
 class Recorder:
@@ -235,10 +253,11 @@ class Recorder:
             members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
             for span, reading in members:
                 builder.add(span, reading)
+            builder.finish()
             totals.update(builder.counts)
             if builder.events:
                 digest = hashlib.sha256(
-                    ",".join(sorted(builder.recorded)).encode()
+                    ",".join(sorted(s[1] for s in builder.listed)).encode()
                 ).hexdigest()
                 appends.append(
                     Append(
@@ -291,7 +310,9 @@ class _Builder:
         self.state = state
         self.pricing = pricing
         self.events: list[Event] = []
-        self.recorded: list[str] = []
+        self.listed: list[tuple[str, str, str]] = []
+        self.without: list[str] = []
+        self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
             self._emit(
@@ -315,25 +336,28 @@ class _Builder:
         elif reading.tool is not None:
             content = reading.tool.result is not None
             self._tool(span, reading.tool, turn)
-        fields = {
-            "trace_id": span.trace_id,
-            "span_id": span.span_id,
-            "name": span.name[:200],
-            "operation": reading.label[:200],
-        }
+        self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
+        self.state.span_ids.add(span.span_id)
+        self.last_turn = turn
+        self.counts["mapped"] += 1
+        if not content:
+            self.without.append(span.span_id)
+            self.counts["without_content"] += 1
+
+    def finish(self) -> None:
+        """List the spans recorded (one ``item.recorded`` for the batch)."""
+        if not self.listed:
+            return
+        listed = _Listed(spans=self.listed, without_content=self.without)
         self._emit(
             ItemRecorded(
-                turn_id=turn,
+                turn_id=self.last_turn,
                 framework=FRAMEWORK,
-                kind=SPAN_KIND if content else NO_CONTENT_KIND,
-                fields=msgspec.json.encode(fields).decode(),
+                kind=SPANS_KIND,
+                fields=msgspec.json.encode(listed).decode(),
                 typed=True,
             )
         )
-        self.recorded.append(span.span_id)
-        self.counts["mapped"] += 1
-        if not content:
-            self.counts["without_content"] += 1
 
     def _turn(self, span: Span) -> str:
         return self.state.open_turn or f"otlp-{span.span_id}"
@@ -440,6 +464,8 @@ class _Builder:
         self._result(said, turn, provenance="executed")
 
     def _cost(self, call: ModelCall) -> float:
+        if call.model not in self.pricing:
+            return 0.0  # unpriced: what price_usage answers, without its work
         usage = TokenUsage(
             model=call.model,
             input_tokens=call.input_tokens,

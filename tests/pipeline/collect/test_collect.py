@@ -144,8 +144,15 @@ def test_sdk_exporter_records_the_conversation(ledger: Ledger) -> None:
     ]
     assert messages[1].tool_calls[0].name == "get_weather"
     assert messages[1].tool_calls[0].arguments == '{"city":"Paris"}'
-    spans = [e for e in events if isinstance(e, ItemRecorded)]
-    assert [s.kind for s in spans] == ["span", "span", "span"]  # invoke_agent: counted
+    (listed,) = [e for e in events if isinstance(e, ItemRecorded)]  # one per batch
+    assert (listed.framework, listed.kind) == ("otlp", "spans")
+    fields = json.loads(listed.fields)
+    assert [op for _trace, _span, op in fields["spans"]] == [
+        "chat",
+        "execute_tool",
+        "chat",
+    ]  # invoke_agent: counted, not listed
+    assert fields["without_content"] == []
 
 
 def test_recorded_sessions_audit_replay_export_and_serve(
