@@ -302,6 +302,14 @@ def _check(tool: str, key: str, arg: Arg, value: object) -> None:
         if not isinstance(value, str):
             msg = f"Expected {where} to be a string, found {type(value).__name__}"
             raise RefusedCallError(msg)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            msg = (
+                f"Expected {where} to be valid Unicode, found the lone surrogate "
+                f"U+{ord(value[e.start]):04X} at character {e.start}"
+            )
+            raise RefusedCallError(msg) from None
         if len(value) > arg.max_chars:
             msg = (
                 f"Expected {where} of at most {arg.max_chars} characters, "

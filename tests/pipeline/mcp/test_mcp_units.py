@@ -1,0 +1,132 @@
+"""The MCP server's parts alone: the argument check, URIs, client labels.
+
+The argument check is what stands between a hostile client and the ledger: any
+JSON it can send either passes (every value of its declared type, within its
+bounds) or is refused with :class:`RefusedCallError`, never anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from turnledger.pipeline.mcp import MAX_CONTENT_CHARS, TOOLS, RefusedCallError
+from turnledger.pipeline.mcp.recording import MAX_CLIENT_CHARS, client_label
+from turnledger.pipeline.mcp.resources import LIFECYCLE_URI, parse_uri, session_uri
+from turnledger.pipeline.mcp.tools import check_arguments
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    name=st.sampled_from([*TOOLS, "nope", ""]),
+    arguments=st.dictionaries(
+        st.sampled_from(["key", "content", "query", "limit", "format", "at", "x"])
+        | st.text(max_size=6),
+        json_values,
+        max_size=5,
+    ),
+    allow_writes=st.booleans(),
+)
+def test_any_arguments_pass_typed_or_are_refused(
+    name: str, arguments: dict[str, Any], allow_writes: bool
+):
+    """Passed: known keys, values of their type within bounds; else refused."""
+    try:
+        checked = check_arguments(name, arguments, allow_writes=allow_writes)
+    except RefusedCallError as e:
+        assert str(e).startswith("Expected")
+        assert len(str(e)) < 600
+        return
+    tool = TOOLS[name]
+    assert allow_writes or not tool.writes
+    assert set(checked) <= set(tool.args)
+    assert all(k in checked for k, a in tool.args.items() if a.required)
+    for key, value in checked.items():
+        arg = tool.args[key]
+        if arg.kind == "string":
+            assert isinstance(value, str)
+            assert len(value) <= arg.max_chars
+            assert not arg.choices or value in arg.choices
+        else:
+            assert not isinstance(value, bool)
+            assert isinstance(value, int if arg.kind == "integer" else int | float)
+
+
+def test_bounds_are_inclusive():
+    """A content of exactly the cap passes; one character more is refused."""
+    at_cap = {"key": "k", "content": "x" * MAX_CONTENT_CHARS}
+    assert check_arguments("memory_store", at_cap, allow_writes=True) == at_cap
+    with pytest.raises(RefusedCallError, match=f"found {MAX_CONTENT_CHARS + 1}$"):
+        check_arguments(
+            "memory_store",
+            {"key": "k", "content": "x" * (MAX_CONTENT_CHARS + 1)},
+            allow_writes=True,
+        )
+    assert check_arguments(
+        "memory_recall", {"query": "q", "limit": 100}, allow_writes=False
+    )
+    with pytest.raises(RefusedCallError, match="from 1 to 100, found 101"):
+        check_arguments(
+            "memory_recall", {"query": "q", "limit": 101}, allow_writes=False
+        )
+
+
+def test_a_lone_surrogate_is_refused_before_it_reaches_the_ledger():
+    """JSON can carry \\ud800; no ledger can hold it: refused, naming where."""
+    with pytest.raises(
+        RefusedCallError, match="lone surrogate U\\+D800 at character 2"
+    ):
+        check_arguments(
+            "memory_store", {"key": "k", "content": "ab\ud800"}, allow_writes=True
+        )
+
+
+def test_nulls_count_as_absent():
+    """An optional argument sent as null is left out; a required one is missing."""
+    assert check_arguments(
+        "memory_recall", {"query": "q", "limit": None}, allow_writes=False
+    ) == {"query": "q"}
+    with pytest.raises(RefusedCallError, match="Expected argument 'query'"):
+        check_arguments("memory_recall", {"query": None}, allow_writes=False)
+
+
+def test_a_huge_tool_name_is_quoted_bounded():
+    """The refusal quotes at most a bounded prefix of what it was sent."""
+    with pytest.raises(RefusedCallError) as caught:
+        check_arguments("t" * 1_000_000, {}, allow_writes=True)
+    assert len(str(caught.value)) < 600
+    assert "1,000,000 characters" in str(caught.value)
+
+
+def test_resource_uris_round_trip_and_others_are_refused():
+    """A session key with any character round-trips; foreign URIs are refused."""
+    assert parse_uri(LIFECYCLE_URI) is None
+    key = "a/b c?é"
+    assert parse_uri(session_uri(key, "history")) == (key, "history")
+    for bad in (
+        "turnledger://sessions/s1/secrets",
+        "turnledger://sessions//history",
+        "file:///etc/passwd",
+        "turnledger://sessions/" + "x" * 2_000 + "/history",
+    ):
+        with pytest.raises(RefusedCallError, match=r"^Expected"):
+            parse_uri(bad)
+
+
+@given(st.text())
+def test_client_labels_are_safe_key_parts(name: str):
+    """A client's label is non-empty ASCII of letters, digits, - _ . only."""
+    label = client_label(name)
+    assert 0 < len(label) <= MAX_CLIENT_CHARS
+    assert all(c.isascii() and (c.isalnum() or c in "-_.") for c in label)
