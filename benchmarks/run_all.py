@@ -45,6 +45,7 @@ BENCHMARKS = (
     "bench_adapters",
     "bench_scrub",
     "bench_serve",
+    "bench_collect",
     "bench_peers_langgraph",
     "bench_peers_openai",
     "bench_cli_start",

@@ -314,7 +314,7 @@ def _from_events(span: Span) -> _Content:
     for event in span.events:
         attrs = event.attributes
         body = _json(attrs.get("body"))
-        fields: Mapping[str, object] = body if isinstance(body, Mapping) else attrs
+        fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
         content = _as_text(_json(fields.get("content")))
         match event.name:
             case "gen_ai.system.message":
@@ -331,7 +331,7 @@ def _from_events(span: Span) -> _Content:
                     extra += 1
                     continue
                 message = _json(fields.get("message"))
-                inner = message if isinstance(message, Mapping) else fields
+                inner = message if isinstance(message, dict) else fields
                 outputs.append(
                     AssistantSaid(
                         _as_text(_json(inner.get("content"))), _openai_calls(inner)
@@ -445,7 +445,7 @@ def _seq(value: object) -> Sequence[object]:
 
 
 def _get(value: object, key: str) -> object:
-    return value.get(key) if isinstance(value, Mapping) else None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def _str(value: object) -> str:
@@ -459,7 +459,7 @@ def _as_text(value: object) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)) and all(
-        isinstance(p, Mapping) and isinstance(p.get("text", p.get("content")), str)
+        isinstance(p, dict) and isinstance(p.get("text", p.get("content")), str)
         for p in value
     ):
         return "".join(str(p.get("text", p.get("content"))) for p in value)  # type: ignore[union-attr]

@@ -142,9 +142,9 @@ class _State:
 
     def fold(self, events: Iterable[Event]) -> None:
         for event in events:
-            self._apply(event)
+            self.apply(event)
 
-    def _apply(self, event: Event) -> None:
+    def apply(self, event: Event) -> None:
         match event:
             case TurnStarted(turn_id=turn, user_input=text):
                 self.seen.append(("u", text, ()))
@@ -321,7 +321,7 @@ class _Builder:
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
-        self.state.fold((event,))
+        self.state.apply(event)
         self.state.version += 1
 
     def add(self, span: Span, reading: SpanReading) -> None:
