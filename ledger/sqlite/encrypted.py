@@ -294,10 +294,6 @@ class CipherConnection:
         """Run statements separated by semicolons."""
         return CipherCursor(self._call(self._raw.executescript, script), self._errors)
 
-    def cursor(self) -> CipherCursor:
-        """Return a new cursor."""
-        return CipherCursor(self._call(self._raw.cursor), self._errors)
-
     def backup(self, target: CipherConnection, **options: Any) -> None:
         """Copy the database into another SQLCipher connection (keyed alike)."""
         try:
@@ -359,10 +355,6 @@ class CipherCursor:
         """Return the remaining rows."""
         return cast("list[Any]", self._call(self._raw.fetchall))
 
-    def fetchmany(self, size: int = 1) -> list[Any]:
-        """Return up to ``size`` of the remaining rows."""
-        return cast("list[Any]", self._call(self._raw.fetchmany, size))
-
     def close(self) -> None:
         """Close the cursor."""
         self._call(self._raw.close)
@@ -372,15 +364,11 @@ class CipherCursor:
         """Rows the last statement changed."""
         return int(self._raw.rowcount)
 
-    @property
-    def lastrowid(self) -> int | None:
-        """The rowid of the last inserted row."""
-        return cast("int | None", self._raw.lastrowid)
-
-    @property
-    def description(self) -> Any:
-        """The columns of the last query."""
-        return self._raw.description
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._raw, name)
+        if not callable(value):
+            return value
+        return lambda *args: self._call(value, *args)
 
     def __iter__(self) -> Iterator[Any]:
         return self

@@ -11,6 +11,10 @@ Given the ledger (``store``), a SQLite memory database is tied to it at open
 from this ledger's memory events), and the key store records the ledger's id:
 a key store of another ledger cannot be rebuilt from this one (its keys are
 not in the ledger), so it is refused in one line naming the file.
+
+With a cipher key, the SQLite memory databases and the key store are opened
+with the ledger's key (``ledger.file_keys.cipher_key_of``): SQLCipher files,
+each keyed with its own derived key.
 """
 
 from __future__ import annotations
