@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 from uuid import UUID
 
+from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.errors import CorruptRecordError
 from turnledger.ledger.events import Event, MemoryStored, SessionForked, SessionOpened
-from turnledger.ledger.frame import FLAG_SEALED
+from turnledger.ledger.frame import FLAG_ENCRYPTED, FLAG_SEALED, HEADER_SIZE
 from turnledger.ledger.subject_keys import (
     KEY_ID_BYTES,
     ErasureKeysError,
@@ -45,7 +46,7 @@ from turnledger.ledger.subject_keys import (
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from turnledger.ledger.backend import Backend
+    from turnledger.ledger.backend import Backend, StoredRow
     from turnledger.ledger.codec import MsgspecMapper
 
 Seal = Callable[[Event, bytes], bytes | None]
@@ -250,3 +251,21 @@ def _missing(where: str, position: int) -> ErasureKeysError:
         f" its events are sealed under erasable subjects' keys (first at position"
         f" {position}); nothing was written"
     )
+
+
+def sealed_key_id(mapper: MsgspecMapper, row: StoredRow) -> bytes | None:
+    """Return the id of the data key a row is sealed under (``None``: not sealed).
+
+    Raises:
+        CorruptRecordError: The row is encrypted and does not decrypt.
+    """
+    state = row.state
+    if len(state) < HEADER_SIZE or not state[1] & FLAG_SEALED:
+        return None
+    body = state[BODY_OFFSET if state[0] == CHAIN_FORMAT else HEADER_SIZE :]
+    if state[1] & FLAG_ENCRYPTED:
+        if mapper.cipher is None:
+            msg = f"Encrypted record at position {row.position}: no cipher key"
+            raise CorruptRecordError(msg)
+        body = mapper.cipher.decrypt(body)
+    return body[:KEY_ID_BYTES]

@@ -227,6 +227,7 @@ class SubjectKeyStore:
         agent: str | None = None,
         session: str | None = None,
         memory_key: str | None = None,
+        key_ids: Sequence[bytes] = (),
     ) -> list[KeyRow]:
         """List the keys of a subject (never their secrets).
 
@@ -234,10 +235,17 @@ class SubjectKeyStore:
         their sessions wrote (``agent`` and ``session`` name the writer);
         ``agent`` alone: every key of the agent; ``session`` alone (a user
         key): every key of a session under that key, any agent, and the memory
-        keys such sessions wrote; ``agent`` and ``memory_key``: that entry's keys.
+        keys such sessions wrote; ``agent`` and ``memory_key``: that entry's keys;
+        ``key_ids``: those keys.
         """
         columns = "key_id, kind, stream_id, agent, subject, session"
-        if memory_key is not None:
+        if key_ids:
+            marks = ", ".join("?" * len(key_ids))
+            rows = self._rows(
+                f"SELECT {columns} FROM {self._keys} WHERE key_id IN ({marks})",
+                tuple(key_ids),
+            )
+        elif memory_key is not None:
             rows = self._rows(
                 f"SELECT {columns} FROM {self._keys} WHERE kind = 'memory' "
                 "AND agent = ? AND subject = ?",

@@ -196,7 +196,11 @@ def bootstrap(
     """
     url = ledger_url or config.ledger_url()
     owns_store = store is None
-    ledger_store = store if store is not None else open_store(url)
+    ledger_store = (
+        store
+        if store is not None
+        else open_store(url, erasable=True if config.privacy.erasable else None)
+    )
     view_store = open_view_store(
         views_location(config, url, views), cipher_key=cipher_key_of(ledger_store)
     )

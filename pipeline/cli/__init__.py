@@ -20,6 +20,7 @@ from turnledger.pipeline.cli import collect as cli_collect
 from turnledger.pipeline.cli import costs as cli_costs
 from turnledger.pipeline.cli import encryption as cli_encryption
 from turnledger.pipeline.cli import engine as cli_engine
+from turnledger.pipeline.cli import erase as cli_erase
 from turnledger.pipeline.cli import ledger as cli_ledger
 from turnledger.pipeline.cli import mcp as cli_mcp
 from turnledger.pipeline.cli import memory as cli_memory
@@ -46,6 +47,7 @@ MODULES: Final = (
     cli_web,
     cli_costs,
     cli_mcp,
+    cli_erase,
     cli_collect,
 )
 

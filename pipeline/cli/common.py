@@ -146,10 +146,21 @@ def open_ledger(args: argparse.Namespace) -> EventStore:
     Raises:
         CipherKeyError: ``TURNLEDGER_CIPHER_KEY`` is wrong for this ledger, or
             missing while its events are encrypted; nothing was written.
+        ErasureKeysError: Its events are sealed and its erasure key store is
+            missing, or is another ledger's.
     """
     from turnledger.ledger.store import open_store  # noqa: PLC0415
 
-    return open_store(target(args))  # open_store runs check_cipher_key
+    # open_store runs check_cipher_key; [privacy] erasable seals new events.
+    return open_store(target(args), erasable=True if _erasable(args) else None)
+
+
+def _erasable(args: argparse.Namespace) -> bool:
+    """Return the configuration's ``[privacy] erasable`` (False without one)."""
+    named = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
+    if not named and not os.path.lexists(CONFIG_NAME):
+        return False  # no configuration anywhere: its defaults
+    return config(args).privacy.erasable
 
 
 def print_json(value: Any) -> None:
