@@ -128,9 +128,9 @@ def check_cipher_key(
             return
     if fingerprint is not None and not hmac.compare_digest(recorded, fingerprint):
         msg = (
-            "Expected the cipher key this ledger was encrypted with (its"
-            " fingerprint is recorded in the ledger), found another key;"
-            " nothing was written"
+            "Expected the cipher key this ledger was encrypted with, found"
+            " another: the ledger recorded another key's fingerprint, and what"
+            " that key encrypts does not decrypt with this one; nothing was written"
         )
         raise CipherKeyError(msg)
 

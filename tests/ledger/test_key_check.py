@@ -59,7 +59,7 @@ def test_the_first_encrypted_row_within_the_scan(url: str):
         row = store.backend.first_encrypted(10)
         assert row is not None
         assert store.decode(row).event == SessionOpened(agent="ops", session_key="d")
-    with pytest.raises(CipherKeyError, match="fingerprint is recorded"):
+    with pytest.raises(CipherKeyError, match="recorded another key's fingerprint"):
         open_store(url, cipher_key=KEY_B)
     with pytest.raises(CipherKeyError, match="first at position 4"):
         open_store(url)
@@ -109,7 +109,7 @@ def test_a_second_key_is_refused_beyond_the_first_rows(url: str):
     with pytest.raises(CipherKeyError) as refused:
         open_store(url, cipher_key=KEY_B)
     assert "\n" not in str(refused.value)
-    assert "found another key" in str(refused.value)
+    assert "recorded another key's fingerprint" in str(refused.value)
     assert KEY_B not in str(refused.value)
     with open_store(url, cipher_key=KEY_A) as store:
         assert store.count() == 10_002
