@@ -203,6 +203,41 @@ def receipts_for(store: EventStore, stream_id: str) -> list[Recorded]:
     ]
 
 
+def erased_session(store: EventStore, target: str, agent: str | None) -> str | None:
+    """Say how a session a command names was erased (``None``: it was not).
+
+    ``target`` is a stream id or a session key (of ``agent``, or of the agent a
+    receipt names); the newest receipt naming it is described: when, by which
+    command, how many keys. Nothing of the session is left to say more.
+    """
+    from turnledger.ledger.errors import LedgerError, quote_value  # noqa: PLC0415
+
+    for recorded in reversed(store.read_stream(ERASURE_STREAM)):
+        receipt = recorded.event
+        if not isinstance(receipt, ErasureRecorded):
+            continue
+        streams = set(receipt.streams)
+        named = target in streams
+        for candidate in {a for a in (agent, receipt.agent) if a}:
+            try:
+                named = named or str(session_stream_id(candidate, target)) in streams
+            except LedgerError:  # a control character: no such session
+                return None
+        if receipt.subject == "user":
+            named = named or receipt.subject_digest == subject_digest(
+                "user", "", target
+            )
+        if named:
+            return (
+                f"session {quote_value(target)} erased: its events can no longer be"
+                f" read (erasure receipt at position {recorded.position},"
+                f" {recorded.recorded_at.isoformat(timespec='seconds')}, by"
+                f" {receipt.command or 'an erasure'}, {receipt.keys_destroyed} data"
+                " keys destroyed)"
+            )
+    return None
+
+
 def _with_tool_memories(
     store: EventStore, keys: SubjectKeyStore, rows: list[KeyRow], sessions: list[str]
 ) -> list[KeyRow]:

@@ -79,7 +79,13 @@ def resolve_session(
     if len(matches) == 1:
         return matches[0]
     if not matches:
+        from turnledger.pipeline.erasure import erased_session  # noqa: PLC0415
+
         scope = f" of agent {agent!r}" if agent else ""
+        erased = erased_session(store, target, agent)
+        if erased is not None:
+            msg = f"Expected a session id or key{scope}, found {erased}"
+            raise SessionNotFoundError(msg)
         msg = f"Expected a session id or key{scope}, found no session {target!r}"
         raise SessionNotFoundError(msg)
     agents = sorted({s.agent for s in matches})

@@ -14,6 +14,7 @@ events read as ``Erased`` placeholders with the receipt beside them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import shutil
 import sqlite3
@@ -30,6 +31,7 @@ from turnledger.ledger.events.erasure import (
     subject_digest,
 )
 from turnledger.ledger.ids import memory_stream_id, session_stream_id
+from turnledger.ledger.key_check import CIPHER_KEY_ENV
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.subject_keys import ErasureKeysError, keys_path
 from turnledger.ledger.verify import verify
@@ -44,6 +46,7 @@ from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.policies.messages import ToolCall
 
 AGENT = "ops"
+CIPHER_KEY = base64.b64encode(bytes(range(32))).decode()
 CANARY = "Zq\u00e9Canary-7781xK"
 KEPT = "KeptCanary-5523pW"
 
@@ -128,18 +131,25 @@ def setup_folder(tmp_path: Path, ledger: str) -> tuple[Config, Path]:
     return parse_config(text), config_file
 
 
+@pytest.mark.parametrize("cipher_key", ["", CIPHER_KEY], ids=["clear", "cipher"])
 def test_erase_session_leaves_no_copy_in_any_sqlite_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    cipher_key: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if cipher_key:  # erasure is on with a cipher key, the side files SQLCipher
+        monkeypatch.setenv(CIPHER_KEY_ENV, cipher_key)
     ledger = str(tmp_path / "l.db")
     config, config_file = setup_folder(tmp_path, ledger)
-    store = open_store(ledger, erasable=True)
+    store = open_store(ledger, erasable=True if not cipher_key else None)
     try:
         record_session(store, config, ledger, "telegram_42", CANARY)
         record_session(store, config, ledger, "telegram_7", KEPT)
     finally:
         store.close()
-    assert hits(tmp_path, CANARY)  # the canary is there to be found (views, memory)
+    if not cipher_key:  # the canary is there to be found (views, memory)
+        assert hits(tmp_path, CANARY)
 
     args = ["--db", ledger, "--config", str(config_file), "erase"]
     assert main([*args, "--session", "telegram_42", "--agent", AGENT]) == 2
@@ -149,7 +159,8 @@ def test_erase_session_leaves_no_copy_in_any_sqlite_file(
     assert "erased session" in capsys.readouterr().out
 
     assert hits(tmp_path, CANARY) == []
-    assert hits(tmp_path, KEPT)  # the other session is untouched
+    if not cipher_key:
+        assert hits(tmp_path, KEPT)  # the other session is untouched
 
     with open_store(ledger) as store:
         assert verify(store).ok
@@ -183,6 +194,24 @@ def test_erase_session_leaves_no_copy_in_any_sqlite_file(
             assert KEPT in kept_entry.content
         finally:
             memory.close()
+
+    # The commands that read a session say it was erased, and how.
+    base = ["--db", ledger, "--config", str(config_file)]
+    named = ["telegram_42", "--agent", AGENT]
+    for command in (
+        ["history", *named],
+        ["export", *named, "--format", "openai-chat"],
+        ["replay", *named],
+        ["audit", *named],
+        ["history", str(session_stream_id(AGENT, "telegram_42"))],
+    ):
+        assert main([*base, *command]) == 2, command
+        err = capsys.readouterr().err
+        assert "'telegram_42' erased" in err or "erased: its events" in err, err
+        assert "erasure receipt at position" in err
+        assert "turnledger erase --session" in err
+        assert err.count("\n") == 1
+        assert CANARY not in err
 
     # Erased already: nothing to erase, exit 1, nothing written.
     code = main([*args, "--session", "telegram_42", "--agent", AGENT, "--yes"])
