@@ -257,3 +257,22 @@ def test_encrypt_files_refuses_a_file_in_use(capsys, tmp_path, monkeypatch):
     )
     assert is_clear_database(memory)
     assert not list(tmp_path.glob(".*.encrypting"))
+
+
+def test_memory_rebuild_in_place_keeps_the_memory_and_its_backup_encrypted(
+    capsys, tmp_path
+):
+    stored(capsys, f"{CANARY} helix editor")
+    code, out, err = cli(
+        capsys, "memory", "rebuild", "--agent", "ops", "--backend", "sqlite", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["entries"] == 1
+    backups = sorted(tmp_path.glob("turnledger.memory.db.bak-*"))
+    assert len(backups) == 1
+    assert not is_clear_database(backups[0])
+    assert not is_clear_database(tmp_path / "turnledger.memory.db")
+    assert raw_hits(tmp_path, CANARY) == []
+    code, out, _ = cli(capsys, "memory", "recall", "--agent", "ops", "helix", "--json")
+    assert code == 0
+    assert CANARY in out
