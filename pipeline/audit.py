@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -29,8 +30,12 @@ from turnledger.pipeline.formats.counts import (
     rule_for,
 )
 from turnledger.pipeline.formats.read import FormatChoice
+from turnledger.pipeline.sessions import SessionRef, load_history
 from turnledger.policies.messages import Message
 from turnledger.policies.pairing import audit_pairing
+
+if TYPE_CHECKING:
+    from turnledger.ledger.store import EventStore
 
 
 class AuditViolation(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,6 +153,25 @@ def audit_conversations(
         unpaired_results=totals[4],
         violations=tuple(violations),
         warnings=tuple(warnings),
+    )
+
+
+def audit_sessions(store: EventStore, sessions: Iterable[SessionRef]) -> AuditReport:
+    """Audit ledger sessions by the ledger's rule, each named ``agent/key``.
+
+    Every recorded message of each session is audited (trimmed ones included,
+    a fork's source prefix too), as :func:`pipeline.sessions.load_history`
+    returns them.
+    """
+    return audit_conversations(
+        "ledger",
+        (
+            (
+                f"{s.agent}/{s.key}",
+                [e.message for e in load_history(store, s.stream_id).entries],
+            )
+            for s in sessions
+        ),
     )
 
 

@@ -24,40 +24,77 @@ from turnledger.pipeline.cli.rerun import (
     cmd_rerun,
     refuse_rerun_options,
 )
+from turnledger.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from uuid import UUID
 
     from turnledger.ledger.store import EventStore
     from turnledger.pipeline.audit import AuditReport
+    from turnledger.pipeline.import_files import FileImport
     from turnledger.pipeline.sessions import SessionRef
     from turnledger.pipeline.timetravel.pointintime import PointInTime
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import a transcript file into the ledger: one session per conversation.
+    """Import transcript files into the ledger: one session per conversation.
 
-    Formats: auto (detected), openai-chat, openai-responses, anthropic, gemini,
-    langchain, pydantic-ai, claude-code, codex, cassette, adk, openai-agents,
-    inspect-ai (.json or zipped .eval), openhands, har, otlp (OpenTelemetry
-    GenAI spans in OTLP JSON, one request or one per line, recorded as
-    `turnledger collect` records them; agent: each span's service.name unless
-    --agent names another). System
-    and developer messages are kept (system_prompt.set). Unknown item types are
-    skipped and counted; malformed lines are reported with their line numbers; with
-    auto, a file whose detected reader recognised too little is refused (exit 2,
-    naming the formats considered; --format reads it anyway); a failed import
-    writes nothing.
+    FILE may be several files or directories (searched for .json, .jsonl,
+    .eval, .har, .yaml, .yml and .db files); each file is imported on its own
+    and a per-file summary is printed (a progress bar on stderr when it is a
+    terminal). Formats: auto (detected), openai-chat, openai-responses,
+    anthropic, gemini, langchain, pydantic-ai, claude-code, codex, cassette,
+    adk, openai-agents, inspect-ai (.json or zipped .eval), openhands, har,
+    otlp (OpenTelemetry GenAI spans in OTLP JSON, one request or one per line,
+    recorded as `turnledger collect` records them; agent: each span's
+    service.name unless --agent names another). System and developer messages
+    are kept (system_prompt.set). Unknown item types are skipped and counted;
+    malformed lines are reported with their line numbers; with auto, a file
+    whose detected reader recognised too little is refused (naming the
+    formats considered; --format reads it anyway).
+
+    Session keys default to each conversation's in-file id and the first 8
+    hex digits of the file's SHA-256 (`1-3fa2b9c0`); importing the same file
+    again writes nothing and says `already_imported`. A file that fails
+    writes nothing: a session key holding another source's events is
+    refused naming the session (--session KEY imports it under another key);
+    the other files are still imported, and the exit code is 2 at the end.
+    With --json: format, sessions (session, agent, stream, events,
+    conversation, outcome), skipped, problems (line, message, file), written,
+    and files (file, outcome: imported|already_imported|failed, format,
+    sha256, sessions, skipped, problems, written, error).
 
     Example: turnledger import session.jsonl --agent ops --json
     """
+    from turnledger.pipeline.import_files import transcript_files
+
+    files = transcript_files(args.file)
+    if args.session is not None and len(files) != 1:
+        msg = f"Expected one file with --session, found {len(files)}"
+        raise UsageError(msg)
+    if not files:
+        msg = (
+            "Expected transcript files (.json, .jsonl, .eval, .har, .yaml, .yml,"
+            f" .db) under {', '.join(args.file)[:200]}, found none"
+        )
+        raise UsageError(msg)
+    if len(files) == 1:
+        return _import_one(args, files[0])
+    return _import_many(args, files)
+
+
+def _import_one(args: argparse.Namespace, file: str) -> int:
+    """One file: its failure is the command's (exit 2, one line, nothing written)."""
     from turnledger.pipeline.collect.files import looks_like_otlp
 
-    if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(args.file)):
+    if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(file)):
         from turnledger.pipeline.cli.collect import cmd_import_otlp
 
+        args.file = file
         return cmd_import_otlp(args)
-    from turnledger.pipeline.formats import read_transcript
+    from turnledger.pipeline.formats.read import read_transcript_source
+    from turnledger.pipeline.import_files import FileImport
     from turnledger.pipeline.importer import import_transcript
     from turnledger.policies.paths import sanitize_session_key
 
@@ -65,56 +102,149 @@ def cmd_import(args: argparse.Namespace) -> int:
         msg = f"Expected a non-empty --session key, found {args.session!r}"
         raise UsageError(msg)
     limit = config(args).runtime.max_input_bytes
-    parsed = read_transcript(Path(args.file), format=args.format, max_bytes=limit)
+    parsed, digest = read_transcript_source(
+        Path(file), format=args.format, max_bytes=limit
+    )
     with open_ledger(args) as store:
         report = import_transcript(
-            store, parsed, agent=args.agent, session=args.session
+            store, parsed, agent=args.agent, session=args.session, source=digest
         )
+    again = bool(report.sessions) and all(
+        s.outcome == "already_imported" for s in report.sessions
+    )
+    done = FileImport(
+        file=file,
+        outcome="already_imported" if again else "imported",
+        format=report.format,
+        sha256=digest,
+        sessions=report.sessions,
+        skipped=report.skipped,
+        problems=report.problems,
+        written=report.written,
+    )
+    _print_imports(args, [done])
+    return 0
+
+
+def _import_many(args: argparse.Namespace, files: list[str]) -> int:
+    """Several files: each imported or failed alone; exit 2 at the end if one failed."""
+    import sys
+
+    from turnledger.pipeline.cli.collect import DEFAULT_IMPORT_AGENT
+    from turnledger.pipeline.import_files import import_file
+
+    cfg = config(args)
+    otlp_agent = None if args.agent == DEFAULT_IMPORT_AGENT else args.agent
+    bar = sys.stderr.isatty()
+    done = []
+    with open_ledger(args) as store:
+        for index, file in enumerate(files):
+            if bar:
+                name = file if len(file) <= 50 else "\u2026" + file[-49:]
+                sys.stderr.write(f"\r\x1b[K[{index + 1}/{len(files)}] {name}")
+                sys.stderr.flush()
+            done.append(
+                import_file(
+                    store,
+                    file,
+                    format=args.format,
+                    agent=args.agent,
+                    otlp_agent=otlp_agent,
+                    max_bytes=cfg.runtime.max_input_bytes,
+                    pricing=cfg.pricing,
+                )
+            )
+    if bar:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+    _print_imports(args, done)
+    failed = [d for d in done if d.outcome == "failed"]
+    if failed:
+        first = failed[0]
+        msg = (
+            f"Expected every file imported, found {len(failed)} of {len(done)} not"
+            f" imported (nothing of them written); {first.file}: {first.error}"
+        )
+        raise ImportFailedError(msg)
+    return 0
+
+
+class ImportFailedError(PipelineError):
+    """Some of the files named could not be imported (the others were)."""
+
+
+def _print_imports(args: argparse.Namespace, done: list[FileImport]) -> None:
+    """The per-file summary: JSON (one object) or one line per file and session."""
     if args.json:
+        formats = {d.format for d in done if d.format}
         print_json(
             {
-                "format": report.format,
-                "sessions": report.sessions,
-                "skipped": report.skipped,
+                "format": formats.pop() if len(formats) == 1 else "mixed",
+                "sessions": [s for d in done for s in d.sessions],
+                "skipped": _summed(d.skipped for d in done),
                 "problems": [
-                    {"line": line, "message": m} for line, m in report.problems
+                    {"line": line, "message": m, "file": d.file}
+                    for d in done
+                    for line, m in d.problems
                 ],
+                "written": sum(d.written for d in done),
+                "files": done,
             }
         )
-        return 0
-    for s in report.sessions:
-        print(f"imported {s.session} (agent {s.agent}): {s.events} events")
-    for kind, n in report.skipped.items():
-        print(f"skipped {n} x {kind}")
-    for line, message in report.problems:
-        print(f"line {line}: {message}")
-    return 0
+        return
+    several = len(done) > 1
+    for d in done:
+        prefix = f"{d.file}: " if several else ""
+        if d.outcome == "failed":
+            print(f"{prefix}not imported (nothing written): {d.error}")
+            continue
+        for s in d.sessions:
+            if s.outcome == "already_imported":
+                print(
+                    f"{prefix}already imported {s.session} (agent {s.agent}):"
+                    f" {s.events} events, nothing written"
+                )
+            else:
+                print(
+                    f"{prefix}imported {s.session} (agent {s.agent}): {s.events} events"
+                )
+        for kind, n in d.skipped.items():
+            print(f"{prefix}skipped {n} x {kind}")
+        for line, message in d.problems:
+            print(f"{prefix}line {line}: {message}")
+    if several:
+        counts = {o: sum(d.outcome == o for d in done) for o in _OUTCOMES}
+        print(
+            f"{len(done)} files: {counts['imported']} imported,"
+            f" {counts['already_imported']} already imported,"
+            f" {counts['failed']} not imported;"
+            f" {sum(d.written for d in done)} events written"
+        )
+
+
+_OUTCOMES: Final = ("imported", "already_imported", "failed")
+
+
+def _summed(tables: Iterable[dict[str, int]]) -> dict[str, int]:
+    from collections import Counter
+
+    total: Counter[str] = Counter()
+    for table in tables:
+        total.update(table)
+    return dict(sorted(total.items()))
 
 
 def _ledger_audit(
     store: EventStore, target: str | None, agent: str | None
 ) -> AuditReport:
-    from turnledger.pipeline.audit import audit_conversations
-    from turnledger.pipeline.sessions import (
-        list_sessions,
-        load_history,
-        resolve_session,
-    )
+    from turnledger.pipeline.audit import audit_sessions
+    from turnledger.pipeline.sessions import list_sessions, resolve_session
 
     if target is None:
         sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
     else:
         sessions = [resolve_session(store, target, agent=agent)]
-    report = audit_conversations(
-        "ledger",
-        (
-            (
-                f"{s.agent}/{s.key}",
-                [e.message for e in load_history(store, s.stream_id).entries],
-            )
-            for s in sessions
-        ),
-    )
+    report = audit_sessions(store, sessions)
     # Collected spans whose content was not captured: the conversation is not
     # in the ledger, and the audit says so (pipeline.collect.coverage).
     from turnledger.pipeline.collect.coverage import (
@@ -371,7 +501,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
         formats = ["auto", *FORMAT_NAMES]
     if name == "import":
-        p.add_argument("file", help="the transcript file")
+        p.add_argument(
+            "file", nargs="+", help="transcript files, or directories of them"
+        )
         p.add_argument("--format", choices=[*formats, "otlp"], default="auto")
         p.add_argument(
             "--agent", default="imported", help="the agent the sessions belong to"

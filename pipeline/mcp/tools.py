@@ -487,22 +487,12 @@ def _history(services: ToolServices, args: Mapping[str, Any], session: str) -> o
 
 
 def _audit(services: ToolServices, args: Mapping[str, Any], session: str) -> object:
-    from turnledger.pipeline.audit import audit_conversations  # noqa: PLC0415
-    from turnledger.pipeline.sessions import load_history  # noqa: PLC0415
+    from turnledger.pipeline.audit import audit_sessions  # noqa: PLC0415
 
     del session
     target = args.get("session")
     refs = services.sessions() if target is None else [services.session(target)]
-    return audit_conversations(
-        "ledger",
-        (
-            (
-                f"{s.agent}/{s.key}",
-                [e.message for e in load_history(services.store, s.stream_id).entries],
-            )
-            for s in refs
-        ),
-    )
+    return audit_sessions(services.store, refs)
 
 
 def _costs(services: ToolServices, args: Mapping[str, Any], session: str) -> object:
