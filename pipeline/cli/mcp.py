@@ -72,15 +72,25 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     token = _token(args)
     cfg = config(args)
     ledger_url = target(args)
-    import anyio
+    try:
+        import anyio
 
-    from turnledger.pipeline.mcp import (
-        McpRecorder,
-        ToolServices,
-        build_server,
-        http_app,
-        serve_stdio,
-    )
+        from turnledger.pipeline.mcp import (
+            McpRecorder,
+            ToolServices,
+            build_server,
+            http_app,
+            serve_stdio,
+        )
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").partition(".")[0]
+        if missing == "turnledger":  # a module of ours is missing: a bug
+            raise
+        msg = (
+            "Expected the mcp extra (pip install 'turnledger[mcp]'), "
+            f"found no module {missing!r}"
+        )
+        raise UsageError(msg) from None
     from turnledger.pipeline.memory import MemoryService
 
     with open_ledger(args) as store:

@@ -7,6 +7,9 @@ bounds) or is refused with :class:`RefusedCallError`, never anything else.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +133,27 @@ def test_client_labels_are_safe_key_parts(name: str):
     label = client_label(name)
     assert 0 < len(label) <= MAX_CLIENT_CHARS
     assert all(c.isascii() and (c.isalnum() or c in "-_.") for c in label)
+
+
+def test_without_the_mcp_extra_the_command_says_so(tmp_path: Path):
+    """No ``mcp`` package: exit 2, one line naming the extra, no traceback."""
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None\n"
+        "from turnledger.pipeline.cli import main\n"
+        f"raise SystemExit(main(['--db', {str(tmp_path / 'l.db')!r}, 'mcp']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "turnledger: Expected the mcp extra (pip install 'turnledger[mcp]'), "
+        "found no module 'mcp'\n"
+    )
