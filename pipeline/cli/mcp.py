@@ -62,9 +62,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     result; a refused call (unknown tool, bad or oversized arguments) gets one
     protocol error and writes nothing. --transport stdio (default) talks on
     standard input and output; --transport http serves streamable HTTP at
-    http://HOST:PORT/mcp, 127.0.0.1 by default; any other address needs --token
-    (or $TURNLEDGER_MCP_TOKEN), sent as "Authorization: Bearer TOKEN" (401
-    without it). With http, --json prints the address as one JSON object (url,
+    http://HOST:PORT/mcp, 127.0.0.1 by default; a non-loopback address needs
+    --token (or $TURNLEDGER_MCP_TOKEN), sent as "Authorization: Bearer TOKEN"
+    (401 without it). With http, --json prints the address as one JSON object (url,
     host, port, agent, allow_writes, token_required) once listening.
 
     Example: turnledger mcp --agent ops --allow-writes
