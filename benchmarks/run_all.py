@@ -34,6 +34,7 @@ BENCHMARKS = (
     "bench_append",
     "bench_policies",
     "bench_memory",
+    "bench_encryption",
     "bench_recall_quality",
     "bench_vector_index",
     "bench_replay",

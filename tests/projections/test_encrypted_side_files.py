@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from turnledger.ledger.errors import LedgerError, StoreUnavailableError
 from turnledger.ledger.file_keys import (
@@ -36,6 +38,7 @@ from turnledger.ledger.key_check import CIPHER_KEY_ENV, CipherKeyError
 from turnledger.ledger.sqlite.encrypted import (
     SQLCIPHER_EXTRA,
     connect_file,
+    encrypt_in_place,
     is_clear_database,
 )
 from turnledger.projections.memory.embedding import EmbeddingIdentity
@@ -296,6 +299,22 @@ def test_each_kind_has_its_own_key(tmp_path):
         connect_file(path, key=keys["memory"], what="view store", clear_remedy="-")
 
 
+@given(
+    raw=st.sampled_from([16, 24, 32]).flatmap(
+        lambda n: st.binary(min_size=n, max_size=n)
+    )
+)
+def test_the_derivation_is_one_key_per_purpose(raw):
+    """Deterministic, 32 bytes, distinct per purpose, never the cipher key itself,
+    and the same from the base64 text the environment holds."""
+    derived = {p: derive_file_key(raw, p) for p in ("views", "memory", "keys")}
+    assert len(set(derived.values())) == 3
+    assert raw not in derived.values()
+    assert all(len(k) == 32 for k in derived.values())
+    text = base64.b64encode(raw).decode()
+    assert all(file_key(p, text) == k for p, k in derived.items())
+
+
 @pytest.mark.parametrize("bad", ["not base64!", base64.b64encode(b"short").decode()])
 def test_a_malformed_key_is_a_configuration_error(tmp_path, bad):
     with pytest.raises(LedgerError, match="Expected a base64 AES key of 16, 24 or 32"):
@@ -416,3 +435,29 @@ def test_driver_errors_of_an_encrypted_file_leave_typed(tmp_path):
     memory.close()
     with pytest.raises(MemoryStoreError):
         memory.count(agents=["ops"])
+
+
+def test_encrypt_in_place_keeps_everything_and_leaves_no_clear_copy(tmp_path):
+    path = tmp_path / "x.db"
+    clear = sqlite3.connect(path, isolation_level=None)
+    clear.execute("PRAGMA journal_mode=WAL")
+    clear.execute("CREATE VIRTUAL TABLE f USING fts5 (body)")
+    clear.execute("INSERT INTO f VALUES (?)", (f"{CANARY} helix",))
+    clear.execute("PRAGMA user_version = 7")
+    clear.close()
+    key = file_key("memory", KEY_A)
+    assert key is not None
+    assert encrypt_in_place(path, key=key, what="memory database")
+    assert not is_clear_database(path)
+    assert hits(path, CANARY) == []
+    assert not list(tmp_path.glob(".*encrypting"))
+    conn = connect_file(path, key=key, what="memory database", clear_remedy="-")
+    try:
+        found = conn.execute("SELECT body FROM f WHERE f MATCH 'helix'").fetchall()
+        assert found == [(f"{CANARY} helix",)]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    finally:
+        conn.close()
+    assert not encrypt_in_place(path, key=key, what="memory database")  # done
+    assert not encrypt_in_place(tmp_path / "none.db", key=key, what="memory database")
+    assert not (tmp_path / "none.db").exists()
