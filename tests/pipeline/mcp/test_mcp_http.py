@@ -102,6 +102,20 @@ def test_the_sdk_client_calls_tools_over_http_with_the_token(
             ).contents
             assert isinstance(content, types.TextResourceContents)
             seen["lifecycle"] = content.text
+            rest = {
+                "memory_list": {},
+                "memory_forget": {"key": "lang"},
+                "ledger_sessions": {},
+                "ledger_audit": {},
+                "ledger_costs": {},
+                "ledger_history": {"session": "no-such-session"},
+            }
+            seen["rest"] = {}
+            for name, arguments in rest.items():
+                result = await session.call_tool(name, arguments)
+                (text,) = result.content
+                assert isinstance(text, types.TextContent)
+                seen["rest"][name] = (result.is_error, text.text)
             return seen
 
     seen = anyio.run(scenario)
@@ -118,7 +132,29 @@ def test_the_sdk_client_calls_tools_over_http_with_the_token(
     names = [
         c.name for e in events if isinstance(e, AssistantMessage) for c in e.tool_calls
     ]
-    assert names == ["memory_store", "memory_recall", "read_resource"]
+    assert names == [
+        "memory_store",
+        "memory_recall",
+        "read_resource",
+        "memory_list",
+        "memory_forget",
+        "ledger_sessions",
+        "ledger_audit",
+        "ledger_costs",
+        "ledger_history",
+    ]
+    rest = seen["rest"]
+    assert json.loads(rest["memory_list"][1])["total"] == 1
+    assert json.loads(rest["memory_forget"][1]) == {"forgotten": True, "key": "lang"}
+    (listed,) = json.loads(rest["ledger_sessions"][1])
+    assert listed["session"] == opened.session_key
+    assert json.loads(rest["ledger_audit"][1])["tool_calls"] == 7
+    assert json.loads(rest["ledger_costs"][1])["rows"] == []
+    assert rest["ledger_history"][0] is True
+    assert "found none named 'no-such-session'" in rest["ledger_history"][1]
+    assert not any(
+        is_error for name, (is_error, _) in rest.items() if name != "ledger_history"
+    )
 
 
 @pytest.mark.parametrize(
