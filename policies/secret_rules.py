@@ -16,7 +16,8 @@ them with gitleaks' semantics:
    and so is one that the global or the rule's allowlists accept (a regex on the
    secret, the match or the line; a stopword in the secret);
 4. every secret found is replaced whole by ``[REDACTED]`` (overlapping secrets
-   as one).
+   as one), and the rules that found one run again (a rule's matches do not
+   overlap: one long match can hide a second secret).
 
 The rules are compiled once, on the first call (not at import: a CLI command that
 never scrubs never compiles them).
@@ -184,34 +185,36 @@ def rule_findings(text: str) -> list[tuple[str, int, int]]:
     Returns:
         The findings in rule order, then text order (they may overlap).
     """
-    compiled = rule_set()
-    lowered = text.translate(_ASCII_LOWER)
-    present = {keyword for keyword in compiled.keywords if keyword in lowered}
+    allow = rule_set().allow
     return [
         (rule.id, start, end)
-        for rule in compiled.rules
-        if not rule.keywords or not present.isdisjoint(rule.keywords)
-        for start, end in _findings(rule, text, compiled.allow)
+        for rule in _rules_present(text)
+        for start, end in _findings(rule, text, allow)
     ]
 
 
-def scrub_rule_matches(text: str) -> str:
-    """Replace every secret gitleaks' rules find by ``[REDACTED]``.
+MAX_PASSES: Final = 16
+"""Passes of :func:`scrub_rule_matches` at most (see there)."""
 
-    Args:
-        text: Any text.
 
-    Returns:
-        The text with each secret (overlapping ones merged) replaced whole.
-    """
+def _rules_present(text: str) -> tuple[CompiledRule, ...]:
+    compiled = rule_set()
+    lowered = text.translate(_ASCII_LOWER)
+    present = {keyword for keyword in compiled.keywords if keyword in lowered}
+    return tuple(
+        rule
+        for rule in compiled.rules
+        if not rule.keywords or not present.isdisjoint(rule.keywords)
+    )
+
+
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
     merged: list[list[int]] = []
-    for start, end in sorted((start, end) for _, start, end in rule_findings(text)):
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    if not merged:
-        return text
     pieces: list[str] = []
     last = 0
     for start, end in merged:
@@ -219,3 +222,34 @@ def scrub_rule_matches(text: str) -> str:
         last = end
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def scrub_rule_matches(text: str) -> str:
+    """Replace every secret gitleaks' rules find by ``[REDACTED]``.
+
+    A rule's matches do not overlap, so a long match can hide another secret of
+    the same rule inside it (``curl ... --user a:b`` then a second ``curl -u``:
+    the greedy match reaches the second). The rules that found something run
+    again on the scrubbed text, up to :data:`MAX_PASSES` passes in all.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with each secret (overlapping ones merged) replaced whole.
+    """
+    allow = rule_set().allow
+    rules = _rules_present(text)
+    for _ in range(MAX_PASSES):
+        found: list[tuple[int, int]] = []
+        finders: list[CompiledRule] = []
+        for rule in rules:
+            spans = list(_findings(rule, text, allow))
+            if spans:
+                found += spans
+                finders.append(rule)
+        if not found:
+            break
+        text = _replace(text, found)
+        rules = tuple(finders)
+    return text

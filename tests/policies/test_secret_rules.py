@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.secret_corpus import GITLEAKS_FIXTURE, gitleaks_cases
-from turnledger.policies import _gitleaks_rules
+from turnledger.policies import _gitleaks_rules, secret_rules
 from turnledger.policies.scrubbing import scrub_text, summarize
 from turnledger.policies.secret_rules import (
     UPSTREAM,
@@ -299,6 +299,19 @@ class TestRuleSemantics:
         scrubbed = scrub_rule_matches(both)
         assert scrubbed.count("[REDACTED]") == 1
         assert "abc123xyz" not in scrubbed
+
+    def test_a_match_hiding_another_is_searched_again(self, monkeypatch):
+        """A greedy match over two curl commands hides the first ``--user``."""
+        text = (
+            "curl https://a.io/token \\\n"
+            "  --user c28wlsosanujy2z:qgsnai0xokrw4j1 --data x\n\n"
+            "curl -u alice:Zx81kQ0aPz3mN7vW https://b.io\n"
+        )
+        scrubbed = scrub_rule_matches(text)
+        assert scrubbed.count("[REDACTED]") == 2
+        assert scrub_rule_matches(scrubbed) == scrubbed
+        monkeypatch.setattr(secret_rules, "MAX_PASSES", 1)
+        assert scrub_rule_matches(text).count("[REDACTED]") == 1
 
     def test_keyword_prefilter(self):
         """A rule whose keywords are absent does not run."""
