@@ -76,6 +76,9 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
         receipt_position: Where the receipt was appended.
         views_rebuilt: Per projection, the events replayed into its views.
         memory_agents: The agents whose SQLite memory was rebuilt.
+        memory_not_rebuilt: ``agent (kind)`` of the agents concerned whose
+            memory is of another kind (Markdown, Qdrant, PostgreSQL...): not
+            rebuilt here, their copies stay until rebuilt or deleted.
         media_removed: How many attachment files were deleted.
     """
 
@@ -87,6 +90,7 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     receipt_position: int
     views_rebuilt: dict[str, int]
     memory_agents: tuple[str, ...]
+    memory_not_rebuilt: tuple[str, ...]
     media_removed: int
 
 
@@ -179,7 +183,7 @@ def erase(
     )
     rebuilt = _rebuild_views(store, views_at)
     agents = tuple(sorted({r.agent for r in rows if r.agent} | ({agent} - {""})))
-    _rebuild_memory(store, config, ledger_url, agents)
+    rebuilt_memory, others = _rebuild_memory(store, config, ledger_url, agents)
     removed = _remove_media(store, config, attached)
     return ErasureReport(
         subject=subject,
@@ -189,7 +193,8 @@ def erase(
         keys_destroyed=destroyed,
         receipt_position=result.positions[0],
         views_rebuilt=rebuilt,
-        memory_agents=agents,
+        memory_agents=rebuilt_memory,
+        memory_not_rebuilt=others,
         media_removed=removed,
     )
 
@@ -377,23 +382,34 @@ def _vacuum_postgres(url: str, tables: tuple[str, ...]) -> None:
 
 def _rebuild_memory(
     store: EventStore, config: Config, ledger_url: str, agents: tuple[str, ...]
-) -> None:
-    """Empty, catch up and scrub the SQLite memory of each agent concerned."""
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Empty, catch up and scrub the SQLite memory of each agent concerned.
+
+    Returns the agents rebuilt, and ``agent (kind)`` of those of another kind.
+    """
     from turnledger.pipeline.memory import MemoryService  # noqa: PLC0415
     from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
     service = MemoryService(store, config, ledger_url=ledger_url)
+    rebuilt: list[str] = []
+    others: list[str] = []
     try:
         for agent in agents:
+            kind = service.backend_ref(agent).partition(".")[0]
+            if kind == "none":
+                continue
             backend = service.backend(agent)
             if not isinstance(backend, SQLiteMemory):
-                continue  # another kind: rebuilt with turnledger memory rebuild
+                others.append(f"{agent} ({kind})")
+                continue
             backend.bind(store.backend.ledger_id, -1)  # -1: every row is stale
             backend = service.backend(agent)  # caught up from the ledger again
             if isinstance(backend, SQLiteMemory):
                 backend.scrub()
+            rebuilt.append(agent)
     finally:
         service.close()
+    return tuple(rebuilt), tuple(others)
 
 
 def _remove_media(store: EventStore, config: Config, attached: set[str]) -> int:

@@ -72,6 +72,12 @@ def cmd_erase(args: argparse.Namespace) -> int:
             f" {report.receipt_position}, views rebuilt, {report.media_removed}"
             " media files deleted"
         )
+    for other in report.memory_not_rebuilt:
+        print(
+            f"turnledger: the memory of {other} was not rebuilt: its copies of the"
+            " erased entries stay until it is rebuilt without a backup or deleted",
+            file=sys.stderr,
+        )
     return 0
 
 
