@@ -4,7 +4,8 @@
 store. Without a cipher key it is the standard ``sqlite3`` driver. With one it
 is SQLCipher (the ``sqlcipher3`` driver of the ``sqlcipher`` extra: SQLite with
 every page encrypted, AES-256 with an HMAC per page, the write-ahead log
-included), keyed with the file's own raw key derived from the cipher key
+included; temporary tables and sorts kept in memory), keyed with the file's
+own raw key derived from the cipher key
 (:func:`~turnledger.ledger.file_keys.derive_file_key`), set before any other
 statement. Full-text search (FTS5), WAL and every query work on the open
 database as on a clear one.
@@ -15,7 +16,7 @@ at some later row), and a file that does not fit is refused with a one-line
 :class:`~turnledger.ledger.file_keys.FileKeyError`:
 
 - a key set, and the file in clear with content (it is never opened and kept
-  in clear: the caller's message says how to replace it);
+  in clear: the caller's message says how to encrypt or replace it);
 - a key set, and the file encrypted with another key (a wrong key, or a second
   key after the first);
 - no key, and the file encrypted.
@@ -102,6 +103,7 @@ def connect_file(
     raw.execute("PRAGMA cipher_log_level = NONE")
     raw.execute(f"PRAGMA key = \"x'{key.hex()}'\"")
     _check(conn, location, keyed=True, what=what, remedy=clear_remedy)
+    conn.execute("PRAGMA temp_store = MEMORY")  # sorts and temp tables: no file
     return conn
 
 
