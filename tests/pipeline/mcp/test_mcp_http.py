@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import httpx
 import mcp_types as types
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -28,21 +29,11 @@ from turnledger.ledger.store import open_store
 TOKEN = "s3cret-token-for-tests"  # noqa: S105 - a test token
 
 
-@pytest.fixture(name="served")
-def _served(ledger: Ledger) -> Iterator[tuple[Ledger, str]]:
-    """``turnledger mcp --transport http`` on a free port, with a token."""
+@contextmanager
+def serving(ledger: Ledger, *extra: str) -> Iterator[dict[str, Any]]:
+    """``turnledger mcp --transport http --port 0 --json``: its printed address."""
     command = ledger.cli(
-        "mcp",
-        "--transport",
-        "http",
-        "--port",
-        "0",
-        "--agent",
-        "ops",
-        "--allow-writes",
-        "--token",
-        TOKEN,
-        "--json",
+        "mcp", "--transport", "http", "--port", "0", "--agent", "ops", "--json", *extra
     )
     with subprocess.Popen(
         command,
@@ -56,12 +47,18 @@ def _served(ledger: Ledger) -> Iterator[tuple[Ledger, str]]:
             assert process.stdout is not None
             line = process.stdout.readline()
             assert line, process.stderr.read() if process.stderr else ""
-            address = json.loads(line)
-            assert address["token_required"] is True
-            yield ledger, address["url"]
+            yield json.loads(line)
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+@pytest.fixture(name="served")
+def _served(ledger: Ledger) -> Iterator[tuple[Ledger, str]]:
+    """``turnledger mcp --transport http`` on a free port, with a token."""
+    with serving(ledger, "--allow-writes", "--token", TOKEN) as address:
+        assert address["token_required"] is True
+        yield ledger, address["url"]
 
 
 def test_the_sdk_client_calls_tools_over_http_with_the_token(
@@ -218,3 +215,34 @@ def test_a_bad_token_is_refused(ledger: Ledger):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "Expected a token of 8 to 512 printable ASCII characters" in done.stderr
+
+
+def test_a_client_of_the_current_protocol_is_named_from_its_request(ledger: Ledger):
+    """The SDK's default client (2026-07-28, no handshake) on a loopback server
+    without a token: its calls are recorded under its name, writes refused."""
+    with serving(ledger) as address:
+        assert address["token_required"] is False
+
+        async def scenario() -> tuple[str, Any, int]:
+            info = types.Implementation(name="modern-client", version="2")
+            async with Client(address["url"], client_info=info) as client:
+                recalled = await client.call_tool("memory_recall", {"query": "x"})
+                (text,) = recalled.content
+                assert isinstance(text, types.TextContent)
+                with pytest.raises(MCPError) as err:
+                    await client.call_tool("memory_store", {"key": "k", "content": "v"})
+                return client.protocol_version, json.loads(text.text), err.value.code
+
+        version, answer, refused = anyio.run(scenario)
+    assert version == "2026-07-28"
+    assert answer == {"rows": []}
+    assert refused == types.INVALID_PARAMS
+    with open_store(ledger.url) as store:
+        events = [r.event for r in store.iter_all()]
+    assert isinstance(events[0], SessionOpened)
+    assert events[0].session_key.startswith("mcp-modern-client-")
+    assert [type(e).__name__ for e in events] == [
+        "SessionOpened",
+        "AssistantMessage",
+        "ToolResultRecorded",
+    ]
