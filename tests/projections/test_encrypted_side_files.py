@@ -422,6 +422,7 @@ def test_driver_errors_of_an_encrypted_file_leave_typed(tmp_path):
     assert caught.value.sqlite_errorname == "SQLITE_ERROR"
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         list(conn.execute("SELECT * FROM nowhere"))
+    assert conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # memory
     conn.execute("CREATE TABLE t (x UNIQUE)")
     assert conn.execute("INSERT INTO t VALUES (1)").lastrowid == 1
     with pytest.raises(sqlite3.IntegrityError):
