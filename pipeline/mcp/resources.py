@@ -36,6 +36,9 @@ _DESCRIPTIONS: Final = {
     "transcript": "Every recorded message, trimmed and rewound ones too.",
 }
 
+PAGE_SESSIONS: Final = 100
+"""Sessions per page of the resource list."""
+
 MAX_URI_CHARS: Final = 1_024
 """The longest resource URI accepted."""
 
@@ -49,18 +52,34 @@ class ResourceInfo(msgspec.Struct, frozen=True, kw_only=True):
     mime: str
 
 
-def list_resources(services: ToolServices) -> list[ResourceInfo]:
-    """The lifecycle table, then each session's history and transcript."""
-    found = [
-        ResourceInfo(
-            uri=LIFECYCLE_URI,
-            name="lifecycle",
-            description=(
-                "The payload lifecycle table: who owns each surface, how long it lives."
-            ),
-            mime="text/markdown",
-        )
-    ]
+_LIFECYCLE: Final = ResourceInfo(
+    uri=LIFECYCLE_URI,
+    name="lifecycle",
+    description="The payload lifecycle table: who owns each surface, how long it lives",
+    mime="text/markdown",
+)
+
+
+def list_resources(
+    services: ToolServices, cursor: str | None = None
+) -> tuple[list[ResourceInfo], str | None]:
+    """One page: the lifecycle table first, then each session's two views.
+
+    A page holds :data:`PAGE_SESSIONS` sessions; the cursor of the next page
+    (``None`` after the last) is the number of sessions listed before it.
+
+    Raises:
+        RefusedCallError: The cursor is not one this server gave.
+    """
+    first = 0
+    if cursor is not None:
+        if not (cursor.isascii() and cursor.isdecimal() and len(cursor) <= 12):
+            msg = f"Expected a cursor this server gave, found {quote_value(cursor)}"
+            raise RefusedCallError(msg)
+        first = int(cursor)
+    sessions = services.sessions()
+    page = sessions[first : first + PAGE_SESSIONS]
+    found = [] if first else [_LIFECYCLE]
     found.extend(
         ResourceInfo(
             uri=session_uri(str(ref.stream_id), view),
@@ -68,10 +87,11 @@ def list_resources(services: ToolServices) -> list[ResourceInfo]:
             description=_DESCRIPTIONS[view],
             mime="application/json",
         )
-        for ref in services.sessions()
+        for ref in page
         for view in VIEWS
     )
-    return found
+    following = first + PAGE_SESSIONS
+    return found, str(following) if following < len(sessions) else None
 
 
 def parse_uri(uri: str) -> tuple[str, str] | None:

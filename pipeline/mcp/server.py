@@ -172,15 +172,22 @@ def build_server(
     async def on_list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        del ctx, params
-        found = await anyio.to_thread.run_sync(list_resources, services)
+        del ctx
+        cursor = None if params is None else params.cursor
+        try:
+            found, following = await anyio.to_thread.run_sync(
+                list_resources, services, cursor
+            )
+        except RefusedCallError as e:
+            raise MCPError(types.INVALID_PARAMS, str(e)) from None
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
                     uri=r.uri, name=r.name, description=r.description, mime_type=r.mime
                 )
                 for r in found
-            ]
+            ],
+            next_cursor=following,
         )
 
     async def on_list_templates(

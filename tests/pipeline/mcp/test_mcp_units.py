@@ -16,10 +16,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnledger.pipeline.mcp import MAX_CONTENT_CHARS, TOOLS, RefusedCallError
+from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.store import EventStore
+from turnledger.pipeline.config import Config
+from turnledger.pipeline.mcp import (
+    MAX_CONTENT_CHARS,
+    TOOLS,
+    RefusedCallError,
+    ToolServices,
+)
 from turnledger.pipeline.mcp.recording import MAX_CLIENT_CHARS, client_label
-from turnledger.pipeline.mcp.resources import LIFECYCLE_URI, parse_uri, session_uri
+from turnledger.pipeline.mcp.resources import (
+    LIFECYCLE_URI,
+    PAGE_SESSIONS,
+    list_resources,
+    parse_uri,
+    session_uri,
+)
 from turnledger.pipeline.mcp.tools import check_arguments
+from turnledger.pipeline.memory import MemoryService
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
@@ -157,3 +173,34 @@ def test_without_the_mcp_extra_the_command_says_so(tmp_path: Path):
         "turnledger: Expected the mcp extra (pip install 'turnledger[mcp]'), "
         "found no module 'mcp'\n"
     )
+
+
+def test_the_resource_list_is_paged(sqlite_store: EventStore, tmp_path: Path):
+    """150 sessions: a page of 100 (lifecycle first), then 50; bad cursors refused."""
+    for i in range(150):
+        store_key = f"s{i:03d}"
+        sqlite_store.append(
+            session_stream_id("ops", store_key),
+            [SessionOpened(agent="ops", session_key=store_key)],
+            expected_version=0,
+        )
+    config = Config(data_dir=str(tmp_path / "data"))
+    memory = MemoryService(sqlite_store, config, ledger_url=str(tmp_path / "x.db"))
+    try:
+        services = ToolServices(
+            store=sqlite_store, memory=memory, config=config, agent="ops"
+        )
+        first, cursor = list_resources(services)
+        second, end = list_resources(services, cursor)
+        for bad in ("-1", "abc", "9" * 13, "١٢"):
+            with pytest.raises(RefusedCallError, match="Expected a cursor"):
+                list_resources(services, bad)
+    finally:
+        memory.close()
+    assert first[0].uri == LIFECYCLE_URI
+    assert len(first) == 1 + 2 * PAGE_SESSIONS
+    assert cursor == str(PAGE_SESSIONS)
+    assert len(second) == 2 * 50
+    assert end is None
+    names = [r.name for r in first[1:] + second if r.name.endswith(" history")]
+    assert names == [f"ops/s{i:03d} history" for i in range(150)]
