@@ -94,17 +94,30 @@ def connect_file(
         if location not in _IN_MEMORY:
             _check(conn, location, keyed=False, what=what, remedy=clear_remedy)
         return conn
-    driver = _sqlcipher(location, what)
-    raw = driver.connect(
-        location, timeout=timeout, isolation_level=None, check_same_thread=False
-    )
-    conn = cast("sqlite3.Connection", CipherConnection(raw, driver.Error))
-    # Its first statements: no log lines on stderr, then the key (before any read).
-    raw.execute("PRAGMA cipher_log_level = NONE")
-    raw.execute(f"PRAGMA key = \"x'{key.hex()}'\"")
+    cipher = _open_cipher(_sqlcipher(location, what), location, timeout)
+    conn = cast("sqlite3.Connection", cipher)
+    try:
+        # Its first statements: no log lines on stderr, then the key (before
+        # any read).
+        conn.execute("PRAGMA cipher_log_level = NONE")
+        conn.execute(f"PRAGMA key = \"x'{key.hex()}'\"")
+    except BaseException:
+        conn.close()
+        raise
     _check(conn, location, keyed=True, what=what, remedy=clear_remedy)
     conn.execute("PRAGMA temp_store = MEMORY")  # sorts and temp tables: no file
     return conn
+
+
+def _open_cipher(driver: ModuleType, location: str, timeout: float) -> CipherConnection:
+    """A SQLCipher connection; its driver's errors leave as ``sqlite3``'s."""
+    try:
+        raw = driver.connect(
+            location, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+    except driver.Error as e:
+        raise _as_sqlite3(e) from e
+    return CipherConnection(raw, driver.Error)
 
 
 def encrypt_in_place(path: str | Path, *, key: bytes, what: str) -> bool:
@@ -129,9 +142,7 @@ def encrypt_in_place(path: str | Path, *, key: bytes, what: str) -> bool:
     driver = _sqlcipher(str(location), what)
     staging = location.with_name(f".{location.name}.encrypting")
     staging.unlink(missing_ok=True)
-    source = CipherConnection(
-        driver.connect(str(location), timeout=0, isolation_level=None), driver.Error
-    )
+    source = _open_cipher(driver, str(location), 0)
     try:
         source.execute("PRAGMA locking_mode = EXCLUSIVE")
         source.execute("PRAGMA journal_mode = DELETE")  # the log folded in, removed

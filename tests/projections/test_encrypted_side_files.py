@@ -428,6 +428,11 @@ def test_driver_errors_of_an_encrypted_file_leave_typed(tmp_path):
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute("INSERT INTO t VALUES (1)")
     conn.close()
+    nowhere = tmp_path / "no such folder" / "x.db"
+    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        SQLiteViewStore(str(nowhere), cipher_key=KEY_A)
+    with pytest.raises(MemoryStoreError, match="unable to open"):
+        SQLiteMemory(nowhere, cipher_key=KEY_A)
     views = SQLiteViewStore(str(tmp_path / "v.db"), cipher_key=KEY_A)
     views.close()
     with pytest.raises(StoreUnavailableError):
