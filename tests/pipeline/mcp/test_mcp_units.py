@@ -12,19 +12,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp import Client
 
-from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.events import (
+    AssistantMessage,
+    MemoryStored,
+    SessionOpened,
+    ToolResultRecorded,
+)
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.config import Config
+from turnledger.pipeline.config.sections import MemoryConfig, RuntimeConfig
 from turnledger.pipeline.mcp import (
     MAX_CONTENT_CHARS,
     TOOLS,
+    McpRecorder,
     RefusedCallError,
     ToolServices,
+    build_server,
 )
 from turnledger.pipeline.mcp.recording import MAX_CLIENT_CHARS, client_label
 from turnledger.pipeline.mcp.resources import (
@@ -204,3 +215,88 @@ def test_the_resource_list_is_paged(sqlite_store: EventStore, tmp_path: Path):
     assert end is None
     names = [r.name for r in first[1:] + second if r.name.endswith(" history")]
     assert names == [f"ops/s{i:03d} history" for i in range(150)]
+
+
+SECRET = "sk-abcdefghijklmnopqrstuvwxyz0123"  # noqa: S105 - a fake key, to be scrubbed
+
+
+def _recorded_run(
+    store: EventStore, config: Config, ledger_url: str, calls: list[tuple[str, Any]]
+) -> list[Any]:
+    """Run calls through the in-process SDK client; return the ledger's events."""
+    memory = MemoryService(store, config, ledger_url=ledger_url)
+    try:
+        services = ToolServices(store=store, memory=memory, config=config, agent="ops")
+        recorder = McpRecorder(
+            store,
+            agent="ops",
+            max_result_chars=config.runtime.max_tool_result_chars,
+            shredding=memory.shredding,
+        )
+        server = build_server(services, recorder, allow_writes=True)
+
+        async def scenario() -> None:
+            info = types.Implementation(name="unit", version="1")
+            async with Client(server, mode="legacy", client_info=info) as client:
+                for name, arguments in calls:
+                    result = await client.call_tool(name, arguments)
+                    assert not result.is_error
+
+        anyio.run(scenario)
+    finally:
+        memory.close()
+    return [r.event for r in store.iter_all()]
+
+
+def test_recorded_arguments_and_results_are_scrubbed_and_bounded(
+    sqlite_store: EventStore, tmp_path: Path
+):
+    """A key in the arguments is redacted in the record (the memory keeps what was
+    stored); an answer over the bound is recorded cut, with its sizes."""
+    config = Config(
+        data_dir=str(tmp_path / "data"),
+        runtime=RuntimeConfig(max_tool_result_chars=300),
+    )
+    events = _recorded_run(
+        sqlite_store,
+        config,
+        str(tmp_path / "x.db"),
+        [
+            ("memory_store", {"key": "cred", "content": f"token={SECRET}"}),
+            *[
+                ("memory_store", {"key": f"k{i}", "content": "x" * 100})
+                for i in range(5)
+            ],
+            ("memory_list", {}),
+        ],
+    )
+    (first, *_) = [e for e in events if isinstance(e, AssistantMessage)]
+    assert SECRET not in first.tool_calls[0].arguments
+    assert "REDACTED" in first.tool_calls[0].arguments
+    stored = next(e for e in events if isinstance(e, MemoryStored))
+    assert stored.content == f"token={SECRET}"
+    results = [e for e in events if isinstance(e, ToolResultRecorded)]
+    listed = results[-1]
+    assert listed.truncated
+    assert listed.original_chars > 300
+    assert listed.kept_chars <= 300
+    assert "characters truncated" in listed.output
+    assert SECRET not in listed.output
+
+
+def test_with_shredding_a_stored_content_is_recorded_as_its_size(
+    sqlite_store: EventStore, tmp_path: Path
+):
+    """Forgetting a sealed entry leaves no copy of it in the MCP session."""
+    config = Config(
+        data_dir=str(tmp_path / "data"), memory=MemoryConfig(shredding=True)
+    )
+    events = _recorded_run(
+        sqlite_store,
+        config,
+        str(tmp_path / "x.db"),
+        [("memory_store", {"key": "diag", "content": "Ada has asthma"})],
+    )
+    (call,) = [e for e in events if isinstance(e, AssistantMessage)]
+    assert "asthma" not in call.tool_calls[0].arguments
+    assert "[sealed in memory: 14 characters]" in call.tool_calls[0].arguments
