@@ -25,6 +25,7 @@ from turnledger.ledger.store import open_store
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import parse_config
+from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.providers.base import ChatRequest, ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.projections.views import SQLiteViewStore
@@ -276,3 +277,26 @@ def test_memory_rebuild_in_place_keeps_the_memory_and_its_backup_encrypted(
     code, out, _ = cli(capsys, "memory", "recall", "--agent", "ops", "helix", "--json")
     assert code == 0
     assert CANARY in out
+
+
+def test_a_postgresql_ledgers_memory_home_is_keyed_by_the_ledger(
+    postgres_url, tmp_path, monkeypatch
+):
+    """The key given to open_store (none in the environment) keys the memory
+    database and the key store in the ledger's home."""
+    monkeypatch.delenv(CIPHER_KEY_ENV)
+    config = parse_config(f'data_dir = "{tmp_path / "data"}"\n')
+    with open_store(postgres_url, cipher_key=KEY_A) as store:
+        service = MemoryService(store, config, ledger_url=postgres_url, shredding=True)
+        try:
+            service.store_entry("ops", "vault", f"{CANARY} pg")
+            assert service.backend("ops").count(agents=["ops"]) == 1
+            home = service.base
+        finally:
+            service.close()
+    files = sorted(p.name for p in home.iterdir())
+    assert "turnledger.memory.db" in files
+    assert "turnledger.keys.db" in files
+    assert not is_clear_database(home / "turnledger.memory.db")
+    assert not is_clear_database(home / "turnledger.keys.db")
+    assert raw_hits(home, CANARY) == []
