@@ -126,3 +126,8 @@ _.write_queue  # the saver's pending group-commit tickets (tests/adapters)
 _.expired  # the governance report's expired keys (tests/pipeline)
 _.archived  # the governance report's archived keys (idem)
 _.lifespan  # uvicorn.Config's lifespan mode, set by turnledger mcp (uvicorn reads it)
+_.original_type  # an erased event's type, read by the ledger's callers (tests)
+_.views_rebuilt  # erase's report, printed by turnledger erase --json
+_.memory_agents  # idem
+_.receipts_for  # the erasure receipts naming a stream (library API, tests/pipeline)
+DiscardApp  # collect's receiver that answers 200 and keeps nothing: the baseline of benchmarks/bench_collect.py

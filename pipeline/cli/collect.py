@@ -69,6 +69,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     pricing = config(args).pricing
     ledger_url = target(args)
+    import signal
+
     import uvicorn
 
     from turnledger.pipeline.collect import Recorder
@@ -99,9 +101,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 f"collecting into {ledger_url} at {url}{PATH}{guard}; stop with Ctrl-C",
                 flush=True,
             )
-        server = uvicorn.Server(server_config(app))  # type: ignore[arg-type]
+        server = uvicorn.Server(server_config(app))
+        # uvicorn stops gracefully on SIGINT or SIGTERM, then raises the signal
+        # again under the handler it found: a SIGTERM that lands in this no-op
+        # and a Ctrl-C caught here let the totals be printed.
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
         try:
             server.run(sockets=[sock])
+        except KeyboardInterrupt:
+            pass
         finally:
             sock.close()
     totals = {"batches": app.batches, "spans": app.spans, "refused": app.refused}
@@ -170,6 +178,8 @@ def cmd_import_otlp(args: argparse.Namespace) -> int:
         skipped["span already in the ledger"] = report.duplicates
     if report.without_content:
         skipped["span without content (usage only)"] = report.without_content
+    if report.extra_choices:
+        skipped["output choice after the first"] = report.extra_choices
     if args.json:
         print_json(
             {

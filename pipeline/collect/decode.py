@@ -82,7 +82,9 @@ def decode_protobuf(body: bytes) -> list[Span]:
         CollectError: The body is not such a message, or a span's ids are not
             16 and 8 bytes.
     """
-    from google.protobuf.message import DecodeError  # noqa: PLC0415 - the otlp extra
+    from google.protobuf.message import (  # type: ignore[import-untyped]  # noqa: PLC0415 - the otlp extra
+        DecodeError,
+    )
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
         ExportTraceServiceRequest,
     )
@@ -237,14 +239,14 @@ def _json_attributes(raw: object, where: str, depth: int) -> dict[str, object]:
     return found
 
 
-_SCALARS: Final = {
+_SCALARS: Final[dict[str, type | tuple[type, ...]]] = {
     "stringValue": str,
     "boolValue": bool,
     "doubleValue": (int, float),
 }
 
 
-def _json_value(raw: object, where: str, depth: int) -> object:
+def _json_value(raw: object, where: str, depth: int) -> object:  # noqa: C901 - one branch per AnyValue kind
     if depth > MAX_DEPTH:
         msg = f"Expected {where} nested at most {MAX_DEPTH} deep, found deeper"
         raise CollectError(msg)

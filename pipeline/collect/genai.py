@@ -462,7 +462,7 @@ def _as_text(value: object) -> str:
         isinstance(p, dict) and isinstance(p.get("text", p.get("content")), str)
         for p in value
     ):
-        return "".join(str(p.get("text", p.get("content"))) for p in value)  # type: ignore[union-attr]
+        return "".join(str(p.get("text", p.get("content"))) for p in value)
     return msgspec.json.encode(value, enc_hook=repr).decode()
 
 

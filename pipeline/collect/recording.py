@@ -100,6 +100,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         mapped: Model call and tool spans recorded.
         duplicates: Spans already in the ledger (sent again), not written twice.
         without_content: Recorded spans whose messages were not captured.
+        extra_choices: Output choices after a call's first (not recorded).
         known: GenAI spans of other operations, by operation (counted only).
         unknown: Spans of no known shape, by what they lacked (counted only).
         sessions: The sessions written to.
@@ -110,6 +111,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     mapped: int
     duplicates: int = 0
     without_content: int = 0
+    extra_choices: int = 0
     known: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     sessions: tuple[SessionWritten, ...] = ()
@@ -277,6 +279,7 @@ class Recorder:
             mapped=totals["mapped"],
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
+            extra_choices=totals["extra_choices"],
             known=dict(known),
             unknown=dict(unknown),
             sessions=tuple(
@@ -384,6 +387,7 @@ class _Builder:
         )
         for said in call.outputs:
             self._assistant(said, turn)
+        self.counts["extra_choices"] += call.extra_choices
         return turn
 
     def _inputs(self, span: Span, inputs: Sequence[Said]) -> None:

@@ -50,7 +50,9 @@ _UNAUTHENTICATED: Final = 16
 
 
 class _Refusal(Exception):  # noqa: N818 - an answer, not an error of ours
-    def __init__(self, status: int, message: str, code: int = _INVALID_ARGUMENT):
+    def __init__(
+        self, status: int, message: str, code: int = _INVALID_ARGUMENT
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -100,11 +102,16 @@ class CollectApp:
         if scope["method"] != "POST":
             raise _Refusal(405, f"Expected POST, found {scope['method']}")
         if self.token and not _authorized(headers, self.token):
-            msg = "Expected the access token (Authorization: Bearer), found none that matches"
+            msg = (
+                "Expected the access token (Authorization: Bearer), "
+                "found none that matches"
+            )
             raise _Refusal(401, msg, _UNAUTHENTICATED)
         kind = _media_type(headers.get("content-type", b""))
         if kind not in (PROTOBUF, JSON):
-            msg = f"Expected Content-Type {PROTOBUF} or {JSON}, found {quote_value(kind)}"
+            msg = (
+                f"Expected Content-Type {PROTOBUF} or {JSON}, found {quote_value(kind)}"
+            )
             raise _Refusal(415, msg)
         body = await self._body(headers, receive)
         try:
@@ -128,7 +135,9 @@ class CollectApp:
             raise _Refusal(413, self._too_big(int(declared)))
         encoding = headers.get("content-encoding", b"identity").decode("latin-1")
         if encoding.lower() not in ("identity", "gzip", ""):
-            msg = f"Expected Content-Encoding gzip or none, found {quote_value(encoding)}"
+            msg = (
+                f"Expected Content-Encoding gzip or none, found {quote_value(encoding)}"
+            )
             raise _Refusal(415, msg)
         chunks: list[bytes] = []
         size = 0
@@ -151,7 +160,10 @@ class CollectApp:
         try:
             data = inflater.decompress(body, self.max_body + 1)
         except zlib.error as e:
-            msg = f"Expected a gzip body, found {len(body)} bytes that do not inflate ({e})"
+            msg = (
+                f"Expected a gzip body, found {len(body)} bytes that do not "
+                f"inflate ({e})"
+            )
             raise _Refusal(400, msg) from None
         if len(data) > self.max_body or inflater.unconsumed_tail:
             raise _Refusal(413, self._too_big(len(data)))
@@ -195,7 +207,10 @@ def _success(kind: str, report: BatchReport) -> bytes:
     message = ""
     if rejected:
         listed = ", ".join(f"{k} x{n}" for k, n in sorted(report.unknown.items()))
-        message = f"{rejected} span(s) of no known GenAI shape counted, not recorded ({listed})"
+        message = (
+            f"{rejected} span(s) of no known GenAI shape counted, not recorded "
+            f"({listed})"
+        )
     if kind == JSON:
         document: dict[str, object] = {}
         if rejected:
@@ -214,7 +229,7 @@ def _success(kind: str, report: BatchReport) -> bytes:
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
         )
-    return response.SerializeToString()
+    return bytes(response.SerializeToString())
 
 
 def _status(kind: str, refusal: _Refusal) -> bytes:

@@ -408,3 +408,20 @@ def test_session_keys_are_stream_ids_of_agent_and_trace(ledger: Ledger) -> None:
     (session,) = list_sessions(ledger.store)
     assert session.agent == "ops_bot"
     assert isinstance(session.stream_id, uuid.UUID)
+
+
+def test_only_the_first_choice_is_recorded_and_the_others_counted(
+    ledger: Ledger,
+) -> None:
+    second = {"role": "assistant", "parts": [text("Another answer.")]}
+    attrs = chat_attributes(inputs=[USER], outputs=[ANSWER, second])
+    span = json_span(TRACE, "00f067aa0ba902b7", attrs, start=1)
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request([span]))
+    assert json.loads(answer.headers["turnledger-batch"])["extra_choices"] == 1
+    (session,) = list_sessions(ledger.store)
+    history = load_history(ledger.store, session.stream_id).entries
+    assert [e.message.text for e in history] == [
+        "What is the weather in Paris?",
+        "It is 18C and sunny in Paris.",
+    ]

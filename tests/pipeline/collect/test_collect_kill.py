@@ -103,3 +103,37 @@ def test_kill_9_loses_no_acknowledged_batch_and_leaves_none_half_written(
     for trace in acknowledged:
         assert calls.get(trace) == SPANS_PER_BATCH
     assert set(calls.values()) <= {SPANS_PER_BATCH}
+
+
+def test_collect_command_prints_where_it_listens_and_its_totals(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "ledger.db"
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "turnledger.pipeline.cli", "--db", str(db)),
+            *("collect", "--port", "0", "--json"),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TURNLEDGER_")},
+    )
+    try:
+        assert process.stdout is not None
+        address = json.loads(process.stdout.readline())
+        assert address["host"] == "127.0.0.1"
+        assert address["endpoint"] == f"{address['url']}/v1/traces"
+        assert address["token_required"] is False
+        exporter = OTLPSpanExporter(endpoint=address["endpoint"], timeout=10)
+        (_trace, spans), *_rest = _batches()[:1]
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        process.send_signal(signal.SIGTERM)
+        totals = json.loads(process.stdout.readline())
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert totals == {"batches": 1, "spans": SPANS_PER_BATCH, "refused": 0}

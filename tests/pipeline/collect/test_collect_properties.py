@@ -1,0 +1,102 @@
+"""Properties of the OTLP decoding and of recording batches of spans."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.pipeline.collect.spans import json_request, json_span, text
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.collect import CollectError, Recorder, decode_json
+from turnledger.pipeline.collect.decode import spans_of_document
+from turnledger.pipeline.sessions import list_sessions, load_history
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceSpans",
+                    "scopeSpans",
+                    "spans",
+                    "traceId",
+                    "spanId",
+                    "attributes",
+                ]
+            )
+            | st.text(max_size=5),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_any_json_document_decodes_or_is_a_collect_error(document: object) -> None:
+    try:
+        spans = spans_of_document(document)
+    except CollectError as e:
+        assert "\n" not in str(e)
+    else:
+        assert all(len(s.trace_id) == 32 for s in spans)
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_decode_or_are_a_collect_error(body: bytes) -> None:
+    with contextlib.suppress(CollectError):
+        decode_json(body)
+
+
+def _conversation(turns: int) -> list[dict[str, object]]:
+    """A chat span per turn, each carrying the whole conversation so far."""
+    history: list[dict[str, object]] = []
+    spans = []
+    for i in range(turns):
+        history.append({"role": "user", "parts": [text(f"q{i}")]})
+        answer = {"role": "assistant", "parts": [text(f"a{i}")]}
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.output.messages": json.dumps([answer]),
+        }
+        spans.append(json_span(TRACE, f"{i + 1:016x}", attrs, start=i + 1))
+        history.append(answer)
+    return spans
+
+
+@settings(max_examples=25)
+@given(
+    st.integers(min_value=1, max_value=6),
+    st.lists(st.integers(min_value=0, max_value=5), max_size=8),
+)
+def test_batches_and_retries_record_the_conversation_once(
+    turns: int, retried: list[int]
+) -> None:
+    """However the spans are cut into batches and sent again, the history is the
+    conversation, each message once, in order."""
+    spans = _conversation(turns)
+    batches = [[s] for s in spans]
+    for i in retried:  # an exporter resends an earlier batch
+        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        open_store(str(Path(folder) / "ledger.db")) as store,
+    ):
+        recorder = Recorder(store)
+        for batch in batches:
+            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+        (session,) = list_sessions(store)
+        history = load_history(store, session.stream_id).entries
+    expected = [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
+    assert [e.message.text for e in history] == expected
