@@ -231,7 +231,6 @@ def scrub_text(text: str) -> str:
 # A line holding a backslash escape (JSON text inside a JSON string, a log of a
 # request body) is unescaped once and read by the rule set too: its rules expect
 # real quotes and newlines around a secret.
-_ESCAPED_LINE: Final = re.compile(r"[^\n\\]*\\[^\n]*")
 _ESCAPE: Final = re.compile(r"\\([\"\\/nrt])")
 _UNESCAPED: Final = {"n": "\n", "r": "\r", "t": "\t"}
 _MIN_ESCAPED_SECRET: Final = 8
@@ -247,14 +246,25 @@ def _escaped(secret: str) -> str:
     )
 
 
+def _escaped_lines(text: str) -> list[str]:
+    """The lines of ``text`` that hold a backslash, each once."""
+    lines: list[str] = []
+    at = text.find("\\")
+    while at != -1:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        lines.append(text[start:end])
+        at = text.find("\\", end)
+    return lines
+
+
 def _scrub_escaped_secrets(text: str) -> str:
     if "\\" not in text:
         return text
     secrets: set[str] = set()
-    for line in _ESCAPED_LINE.finditer(text):
-        view = _ESCAPE.sub(
-            lambda m: _UNESCAPED.get(m.group(1), m.group(1)), line.group(0)
-        )
+    for line in _escaped_lines(text):
+        view = _ESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), m.group(1)), line)
         secrets.update(view[start:end] for _, start, end in rule_findings(view))
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= _MIN_ESCAPED_SECRET:

@@ -8,16 +8,16 @@ optional entropy threshold and allowlists. :func:`scrub_rule_matches` applies
 them with gitleaks' semantics:
 
 1. keyword prefilter: a rule runs only when one of its keywords occurs in the
-   text (ASCII case-insensitive), so text without ``ghp_``, ``xoxb`` or
-   ``heroku`` never pays for those rules;
+   text (ASCII case-insensitive; one pass of a trie of all keywords), so text
+   without ``ghp_``, ``xoxb`` or ``heroku`` never pays for those rules;
 2. the secret of a match is the rule's secret group, else its first non-empty
    group, else the whole match;
 3. a secret whose Shannon entropy is at or below the rule's threshold is kept,
    and so is one that the global or the rule's allowlists accept (a regex on the
    secret, the match or the line; a stopword in the secret);
 4. every secret found is replaced whole by ``[REDACTED]`` (overlapping secrets
-   as one), and the rules that found one run again (a rule's matches do not
-   overlap: one long match can hide a second secret).
+   as one); the context a match spans before its secret is searched again (a
+   rule's matches do not overlap: one long match can hide a second secret).
 
 The rules are compiled once, on the first call (not at import: a CLI command that
 never scrubs never compiles them).
@@ -78,8 +78,11 @@ class CompiledRule(NamedTuple):
 
 class _RuleSet(NamedTuple):
     rules: tuple[CompiledRule, ...]
-    keywords: tuple[str, ...]
     allow: _Allow
+    # Finds, at every position of ASCII-lowered text, the longest keyword there.
+    finder: re.Pattern[str]
+    # A keyword found -> the rules to run: those of every keyword inside it.
+    rules_of: dict[str, tuple[int, ...]]
 
 
 _CONTEXT_CHARS: Final = frozenset(
@@ -140,14 +143,44 @@ def rule_set() -> _RuleSet:
             allowlists,
         ) in _gitleaks_rules.RULES
     )
-    keywords = tuple(sorted({k for rule in rules for k in rule.keywords}))
+    keywords = sorted({k for rule in rules for k in rule.keywords})
     allow = _Allow(
         every=False,
         target="secret",
         regexes=tuple(_compile(r) for r in _gitleaks_rules.GLOBAL_REGEXES),
         stopwords=_gitleaks_rules.GLOBAL_STOPWORDS,
     )
-    return _RuleSet(rules, keywords, allow)
+    rules_of = {
+        found: tuple(
+            index
+            for index, rule in enumerate(rules)
+            if any(keyword in found for keyword in rule.keywords)
+        )
+        for found in keywords
+    }
+    finder = re.compile(f"(?=({_trie(keywords)}))")
+    return _RuleSet(rules, allow, finder, rules_of)
+
+
+def _trie(words: list[str]) -> str:
+    """A regex matching any of ``words``, longest first, as a trie."""
+    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _branches(root)
+
+
+def _branches(node: dict[str, dict]) -> str:  # type: ignore[type-arg]
+    alternatives = [
+        re.escape(char) + _branches(child) for char, child in node.items() if char
+    ]
+    if not alternatives:
+        return ""
+    group = "(?:" + "|".join(alternatives) + ")"
+    return group + "?" if "" in node else group
 
 
 def _secret_span(match: re.Match[str], group: int) -> tuple[int, int]:
@@ -160,9 +193,15 @@ def _secret_span(match: re.Match[str], group: int) -> tuple[int, int]:
 
 
 def _findings(
-    rule: CompiledRule, text: str, allow: _Allow
-) -> Iterator[tuple[int, int]]:
-    for match in rule.pattern.finditer(text):
+    rule: CompiledRule, text: str, allow: _Allow, pos: int = 0, endpos: int = -1
+) -> Iterator[tuple[int, int, int]]:
+    """``(start, end)`` of each secret, and where its match starts."""
+    matches = (
+        rule.pattern.finditer(text)
+        if endpos < 0
+        else rule.pattern.finditer(text, pos, endpos)
+    )
+    for match in matches:
         start, end = _secret_span(match, rule.group)
         secret = text[start:end]
         if (
@@ -173,7 +212,7 @@ def _findings(
             or any(a.allows(secret, match, text, rule.context) for a in rule.allowlists)
         ):
             continue
-        yield start, end
+        yield start, end, match.start()
 
 
 def rule_findings(text: str) -> list[tuple[str, int, int]]:
@@ -189,23 +228,20 @@ def rule_findings(text: str) -> list[tuple[str, int, int]]:
     return [
         (rule.id, start, end)
         for rule in _rules_present(text)
-        for start, end in _findings(rule, text, allow)
+        for start, end, _ in _findings(rule, text, allow)
     ]
 
 
 MAX_PASSES: Final = 16
-"""Passes of :func:`scrub_rule_matches` at most (see there)."""
+"""Levels of matches hidden inside matches :func:`scrub_rule_matches` looks
+for (see there)."""
 
 
-def _rules_present(text: str) -> tuple[CompiledRule, ...]:
+def _rules_present(text: str) -> list[CompiledRule]:
     compiled = rule_set()
-    lowered = text.translate(_ASCII_LOWER)
-    present = {keyword for keyword in compiled.keywords if keyword in lowered}
-    return tuple(
-        rule
-        for rule in compiled.rules
-        if not rule.keywords or not present.isdisjoint(rule.keywords)
-    )
+    found = set(compiled.finder.findall(text.translate(_ASCII_LOWER)))
+    indexes = {index for keyword in found for index in compiled.rules_of[keyword]}
+    return [compiled.rules[index] for index in sorted(indexes)]
 
 
 def _replace(text: str, spans: list[tuple[int, int]]) -> str:
@@ -227,10 +263,11 @@ def _replace(text: str, spans: list[tuple[int, int]]) -> str:
 def scrub_rule_matches(text: str) -> str:
     """Replace every secret gitleaks' rules find by ``[REDACTED]``.
 
-    A rule's matches do not overlap, so a long match can hide another secret of
-    the same rule inside it (``curl ... --user a:b`` then a second ``curl -u``:
-    the greedy match reaches the second). The rules that found something run
-    again on the scrubbed text, up to :data:`MAX_PASSES` passes in all.
+    A rule's matches do not overlap, so the context a match spans before its
+    secret can hide another secret of the same rule (``curl ... --user a:b``
+    then a second ``curl -u`` on the next lines: the greedy match reaches the
+    second). Each rule searches that context again, to :data:`MAX_PASSES`
+    levels of nesting.
 
     Args:
         text: Any text.
@@ -239,17 +276,17 @@ def scrub_rule_matches(text: str) -> str:
         The text with each secret (overlapping ones merged) replaced whole.
     """
     allow = rule_set().allow
-    rules = _rules_present(text)
-    for _ in range(MAX_PASSES):
-        found: list[tuple[int, int]] = []
-        finders: list[CompiledRule] = []
-        for rule in rules:
-            spans = list(_findings(rule, text, allow))
-            if spans:
-                found += spans
-                finders.append(rule)
-        if not found:
-            break
-        text = _replace(text, found)
-        rules = tuple(finders)
-    return text
+    spans: list[tuple[int, int]] = []
+    for rule in _rules_present(text):
+        regions = [(0, -1)]
+        for _ in range(MAX_PASSES):
+            found = [
+                finding
+                for pos, endpos in regions
+                for finding in _findings(rule, text, allow, pos, endpos)
+            ]
+            spans += [(start, end) for start, end, _ in found]
+            regions = [(begin, start) for start, _, begin in found if begin < start]
+            if not regions:
+                break
+    return _replace(text, spans) if spans else text

@@ -242,7 +242,7 @@ class TestRuleSemantics:
 
     def _spans(self, rule: CompiledRule, text: str) -> list[tuple[int, int]]:
         allow = _Allow(every=False, target="secret", regexes=(), stopwords=())
-        return list(_findings(rule, text, allow))
+        return [(start, end) for start, end, _ in _findings(rule, text, allow)]
 
     def test_secret_group_first_group_or_whole_match(self):
         """The secret group, else the first non-empty group, else the match."""
