@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from turnledger.adapters.langgraph.store import TurnledgerStore
 from turnledger.ledger.key_check import CIPHER_KEY_ENV
 from turnledger.ledger.sqlite.encrypted import SQLCIPHER_EXTRA, is_clear_database
 from turnledger.ledger.store import open_store
@@ -300,3 +301,14 @@ def test_a_postgresql_ledgers_memory_home_is_keyed_by_the_ledger(
     assert not is_clear_database(home / "turnledger.memory.db")
     assert not is_clear_database(home / "turnledger.keys.db")
     assert raw_hits(home, CANARY) == []
+
+
+def test_the_langgraph_stores_memory_view_is_encrypted(tmp_path):
+    view = tmp_path / "m.sqlite"
+    with TurnledgerStore.from_url(str(tmp_path / "l.db"), memory_path=view) as store:
+        store.put(("notes",), "n1", {"content": f"{CANARY} langgraph"})
+        item = store.get(("notes",), "n1")
+        assert item is not None
+        assert item.value == {"content": f"{CANARY} langgraph"}
+    assert not is_clear_database(view)
+    assert raw_hits(tmp_path, CANARY) == []
