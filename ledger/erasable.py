@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 from uuid import UUID
 
@@ -157,7 +156,7 @@ class Sealer:
             raise CorruptRecordError(msg) from None
 
 
-SCAN_ROWS: Final = 1_000
+SCAN_ROWS: Final = 500
 """How many rows from the start a ledger opened without its key store (and with
 erasure off) is searched for a sealed one; a sealed row further on is refused
 when it is read."""
@@ -220,26 +219,25 @@ def attach(
     """
     sealing = bool(cipher_key) if erasable is None else erasable
     postgres = location.startswith(("postgresql://", "postgres://"))
-    path = "" if postgres else keys_path(location)
-    if not sealing and (postgres or not Path(path).exists()):
-        found = first_sealed(store.backend, SCAN_ROWS)
-        if found is None:
-            return  # nothing sealed (in the first rows): no key store needed
-        if not postgres:
-            raise _missing(path, found)
+    where = "the ledger's erasure key tables" if postgres else keys_path(location)
 
-    def before_create() -> None:
-        found = first_sealed(store.backend, None)
+    def before_create() -> bool:
+        # Erasure off: only the first rows are searched (a sealed row further
+        # on is refused when it is read); on: the whole ledger, once.
+        found = first_sealed(store.backend, None if sealing else SCAN_ROWS)
         if found is not None:
-            raise _missing(path or "the ledger's erasure key tables", found)
+            raise _missing(where, found)
+        return sealing
 
     opener = open_postgres_keys if postgres else open_sqlite_keys
     keys = opener(
-        location if postgres else path,
+        location if postgres else where,
         ledger_id=store.backend.ledger_id,
         wrap_key=raw_cipher_key(cipher_key),
         before_create=before_create,
     )
+    if keys is None:
+        return  # erasure off, nothing sealed: no key store needed
     sealer = Sealer(keys, sealing=sealing)
     store.sealer = sealer
     store.mapper.opener = sealer.open

@@ -32,10 +32,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeAlias
 from uuid import UUID
 
 from turnledger.ledger.errors import LedgerError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_ID_BYTES: Final = 16
 """A data key's id: 16 random bytes, written at the head of every sealed body."""
@@ -159,12 +162,6 @@ class SubjectKeyStore:
                 " another ledger's sealed events; nothing was written"
             )
             raise ErasureKeysError(msg)
-
-    def is_empty(self) -> bool:
-        """Return whether the store holds no key and no tombstone."""
-        keys = self._rows(f"SELECT count(*) FROM {self._keys}")[0][0]
-        tombs = self._rows(f"SELECT count(*) FROM {self._tombs}")[0][0]
-        return int(keys) + int(tombs) == 0
 
     def session_key(self, stream_id: UUID) -> tuple[bytes, bytes] | None:
         """Return the live key ``(id, secret)`` of a session stream, if any."""
@@ -340,7 +337,7 @@ class SubjectKeyStore:
             raise ErasureKeysError(msg) from None
 
 
-def _wrapper(wrap_key: bytes | None) -> Any:
+def _wrapper(wrap_key: bytes | None) -> AESGCM | None:
     if wrap_key is None:
         return None
     from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
@@ -365,19 +362,20 @@ def open_sqlite_keys(
     *,
     ledger_id: str | None,
     wrap_key: bytes | None,
-    before_create: Callable[[], None],
-) -> SubjectKeyStore:
-    """Open (creating) the key store file beside a SQLite ledger.
+    before_create: Callable[[], bool],
+) -> SubjectKeyStore | None:
+    """Open the key store file beside a SQLite ledger, creating it if asked.
 
-    ``before_create`` runs before a missing file is created (it refuses a
-    ledger whose events are sealed already: their keys are not in a new file).
+    ``before_create`` runs when the file is missing: it says whether to create
+    it (``None`` is returned otherwise), or raises (a ledger whose events are
+    sealed already: their keys are not in a new file).
 
     Raises:
         ErasureKeysError: The file records another ledger's id.
         StoreUnavailableError: The file cannot be opened.
     """
-    if not Path(path).exists():
-        before_create()
+    if not Path(path).exists() and not before_create():
+        return None
     try:
         conn = sqlite3.connect(
             path, timeout=30.0, isolation_level=None, check_same_thread=False
@@ -401,12 +399,11 @@ def open_postgres_keys(
     *,
     ledger_id: str | None,
     wrap_key: bytes | None,
-    before_create: Callable[[], None],
-) -> SubjectKeyStore:
-    """Open (creating) the key tables in a PostgreSQL ledger's schema.
+    before_create: Callable[[], bool],
+) -> SubjectKeyStore | None:
+    """Open the key tables in a PostgreSQL ledger's schema, creating them if asked.
 
-    ``before_create`` runs before missing tables are created (see
-    :func:`open_sqlite_keys`).
+    ``before_create`` runs when they are missing (see :func:`open_sqlite_keys`).
 
     Raises:
         ErasureKeysError: The tables record another ledger's id.
@@ -434,8 +431,9 @@ def open_postgres_keys(
         found = conn.execute(
             "SELECT to_regclass(%s)", (f'"{parts.schema}".{TABLE}',)
         ).fetchone()
-        if found is None or found[0] is None:
-            before_create()
+        if (found is None or found[0] is None) and not before_create():
+            conn.close()
+            return None
         return SubjectKeyStore(
             conn,
             dialect="postgresql",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 import msgspec
@@ -48,12 +48,10 @@ from turnledger.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
     from turnledger.ledger.envelope import Recorded
+    from turnledger.ledger.file_keys import FilePurpose
     from turnledger.ledger.store import EventStore
     from turnledger.ledger.subject_keys import KeyRow, SubjectKeyStore
     from turnledger.pipeline.config import Config
-
-SUBJECTS: Final = ("session", "agent", "user", "memory")
-"""The subjects :func:`erase` takes."""
 
 
 class ErasureError(PipelineError):
@@ -334,14 +332,14 @@ def _rebuild_views(store: EventStore, views_at: str) -> dict[str, int]:
     return rebuilt
 
 
-def _vacuum_sqlite(path: str, purpose: str, cipher_key: str) -> None:
+def _vacuum_sqlite(path: str, purpose: FilePurpose, cipher_key: str) -> None:
     """Rewrite a SQLite file with ``secure_delete`` on and truncate its WAL."""
     from turnledger.ledger.file_keys import file_key  # noqa: PLC0415
     from turnledger.ledger.sqlite.encrypted import connect_file  # noqa: PLC0415
 
     conn = connect_file(
         path,
-        key=file_key(purpose, cipher_key),  # type: ignore[arg-type]
+        key=file_key(purpose, cipher_key),
         what=f"{purpose} file",
         clear_remedy="",
     )
@@ -398,8 +396,8 @@ def _rebuild_memory(
             kind = service.backend_ref(agent).partition(".")[0]
             if kind == "none":
                 continue
-            backend = service.backend(agent)
-            if not isinstance(backend, SQLiteMemory):
+            backend = service.backend(agent) if kind == "sqlite" else None
+            if not isinstance(backend, SQLiteMemory):  # never opened here
                 others.append(f"{agent} ({kind})")
                 continue
             backend.bind(store.backend.ledger_id, -1)  # -1: every row is stale

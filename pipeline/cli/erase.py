@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.cli.common import (
     Command,
@@ -18,6 +18,9 @@ from turnledger.pipeline.cli.common import (
     print_json,
     target,
 )
+
+if TYPE_CHECKING:
+    from turnledger.ledger.events.erasure import ErasureSubject
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
@@ -81,16 +84,13 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _subject(args: argparse.Namespace) -> tuple[str, str]:
-    chosen = [
-        (name, value)
-        for name, value in (
-            ("session", args.session),
-            ("user", args.user),
-            ("memory", args.memory),
-        )
-        if value is not None
-    ]
+def _subject(args: argparse.Namespace) -> tuple[ErasureSubject, str]:
+    named: tuple[tuple[ErasureSubject, str | None], ...] = (
+        ("session", args.session),
+        ("user", args.user),
+        ("memory", args.memory),
+    )
+    chosen = [(name, value) for name, value in named if value is not None]
     if len(chosen) > 1:
         names = ", ".join(f"--{n}" for n, _ in chosen)
         msg = f"Expected one of --session, --user, --memory, found {names}"

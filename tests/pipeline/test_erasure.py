@@ -394,3 +394,28 @@ def test_erase_refuses_unusable_input(
     assert not Path(keys_path(ledger)).exists()
     with sqlite3.connect(ledger) as conn:  # nothing written
         assert conn.execute("SELECT count(*) FROM stored_events").fetchone()[0] == 2
+
+
+def test_erase_names_the_memory_it_did_not_rebuild(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = str(tmp_path / "l.db")
+    config_file = tmp_path / "turnledger.toml"
+    config_file.write_text(
+        f'data_dir = "{tmp_path / "data"}"\n\n[privacy]\nerasable = true\n\n'
+        '[agents.ops]\nmemory = "markdown"\n'
+    )
+    with open_store(ledger, erasable=True) as store:
+        _open(store, AGENT, "own", "text")
+        store.append(
+            memory_stream_id(AGENT),
+            [MemoryStored(agent=AGENT, key="k", content="entry", session="own")],
+            expected_version=0,
+        )
+    argv = ["--db", ledger, "--config", str(config_file), "erase", "--json"]
+    assert main([*argv, "--session", "own", "--agent", AGENT, "--yes"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["memory_not_rebuilt"] == ["ops (markdown)"]
+    assert report["memory_agents"] == []
+    assert "the memory of ops (markdown) was not rebuilt" in captured.err
