@@ -35,7 +35,11 @@ from turnledger.ledger.errors import (
 from turnledger.ledger.events import Event
 from turnledger.ledger.frame import now_us
 from turnledger.ledger.ids import check_identifier
-from turnledger.ledger.key_check import CIPHER_KEY_ENV, check_cipher_key
+from turnledger.ledger.key_check import (
+    CIPHER_KEY_ENV,
+    CipherKeyError,
+    check_cipher_key,
+)
 from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.ledger.store_read import StoreReader
 
@@ -515,7 +519,15 @@ def _checked(
     from turnledger.ledger.erasable import attach  # noqa: PLC0415 - loads crypto
 
     try:
-        attach(store, location=erasure[0], cipher_key=key, erasable=erasure[1])
+        try:
+            attach(store, location=erasure[0], cipher_key=key, erasable=erasure[1])
+        except CipherKeyError:
+            # The key store does not open with this key: when the ledger's own
+            # check refuses the key too, its message is the one. Unchecked, the
+            # store opens anyway, and its sealed events do not read.
+            if check_key:
+                check_cipher_key(store, key=key or None)
+                raise
         if check_key:
             check_cipher_key(store, key=key or None)
     except BaseException:
