@@ -48,13 +48,13 @@ Allowlist: TypeAlias = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 lower-case stopwords)."""
 
 Rule: TypeAlias = tuple[
-    str, str, tuple[str, ...], float, int, int, tuple[Allowlist, ...]
+    str, str, tuple[str, ...], float, int, int, bool, tuple[Allowlist, ...]
 ]
 """(id, Python regex, lower-case keywords, entropy threshold (0: none), secret
 group (0: the first non-empty group), characters of dropped leading context
 (word characters, ``.`` or ``-`` before the match, given back to it for a
-``match`` allowlist),
-allowlists)."""
+``match`` allowlist), anchored (every match starts with one of the keywords,
+so the rule is tried only where one occurs), allowlists)."""
 
 UPSTREAM: Final = {
     "repository": "https://github.com/gitleaks/gitleaks",
@@ -96,6 +96,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.8,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -105,6 +106,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -114,6 +116,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -123,6 +126,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -132,6 +136,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -141,6 +146,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -150,6 +156,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -159,6 +166,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -168,6 +176,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -177,6 +186,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -186,6 +196,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -195,6 +206,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -204,9 +216,19 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
-    ("artifactory-api-key", "\\bAKCp[A-Za-z0-9]{69}\\b", ("akcp",), 4.5, 0, 0, ()),
+    (
+        "artifactory-api-key",
+        "\\bAKCp[A-Za-z0-9]{69}\\b",
+        ("akcp",),
+        4.5,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "artifactory-reference-token",
         "\\bcmVmd[A-Za-z0-9]{59}\\b",
@@ -214,6 +236,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.5,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -223,6 +246,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -232,6 +256,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -241,6 +266,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -250,6 +276,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -259,6 +286,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        False,
         (("OR", "secret", (".+EXAMPLE$",), ()),),
     ),
     (
@@ -268,6 +296,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -277,6 +306,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -286,6 +316,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -295,6 +326,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -304,6 +336,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -313,6 +346,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -322,6 +356,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -331,6 +366,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -340,6 +376,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -349,9 +386,19 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
-    ("clojars-api-token", "(?i)CLOJARS_[a-z0-9]{60}", ("clojars_",), 2.0, 0, 0, ()),
+    (
+        "clojars-api-token",
+        "(?i)CLOJARS_[a-z0-9]{60}",
+        ("clojars_",),
+        2.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "cloudflare-api-key",
         "(?i)(?:cloudflare)(?:[ \\t\\w.-]{0,20})[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[\\x60'\"\\s=]{0,5}([a-z0-9_-]{40})(?:[\\x60'\"\\s;]|\\\\[nr]|$)",
@@ -359,6 +406,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -368,6 +416,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -377,6 +426,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -386,6 +436,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -395,6 +446,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -404,6 +456,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -413,6 +466,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -422,6 +476,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -431,6 +486,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -440,6 +496,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.75,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -449,6 +506,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (
             (
                 "OR",
@@ -472,6 +530,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -481,6 +540,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -490,6 +550,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -499,6 +560,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -508,6 +570,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -517,6 +580,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -526,6 +590,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -535,6 +600,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -544,9 +610,19 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
-    ("doppler-api-token", "dp\\.pt\\.(?i:[a-z0-9]{43})", ("dp.pt.",), 2.0, 0, 0, ()),
+    (
+        "doppler-api-token",
+        "dp\\.pt\\.(?i:[a-z0-9]{43})",
+        ("dp.pt.",),
+        2.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "droneci-access-token",
         "(?i)(?:droneci)(?:[ \\t\\w.-]{0,20})[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[\\x60'\"\\s=]{0,5}([a-z0-9]{32})(?:[\\x60'\"\\s;]|\\\\[nr]|$)",
@@ -554,6 +630,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -563,6 +640,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -572,6 +650,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -581,6 +660,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -590,6 +670,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -599,9 +680,19 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
-    ("easypost-api-token", "\\bEZAK(?i:[a-z0-9]{54}\\b)", ("ezak",), 2.0, 0, 0, ()),
+    (
+        "easypost-api-token",
+        "\\bEZAK(?i:[a-z0-9]{54}\\b)",
+        ("ezak",),
+        2.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "easypost-test-api-token",
         "\\bEZTK(?i:[a-z0-9]{54}\\b)",
@@ -609,6 +700,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -618,6 +710,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -627,6 +720,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -636,6 +730,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -645,6 +740,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -654,6 +750,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -663,6 +760,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -672,6 +770,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -681,6 +780,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -690,6 +790,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -699,6 +800,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -708,6 +810,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -717,6 +820,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -726,9 +830,19 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        False,
         (),
     ),
-    ("frameio-api-token", "fio-u-(?i:[a-z0-9\\-_=]{64})", ("fio-u-",), 0.0, 0, 0, ()),
+    (
+        "frameio-api-token",
+        "fio-u-(?i:[a-z0-9\\-_=]{64})",
+        ("fio-u-",),
+        0.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "freemius-secret-key",
         "(?i)[\"']secret_key[\"']\\s*=>\\s*[\"'](sk_[\\S]{29})[\"']",
@@ -736,6 +850,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -745,6 +860,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -754,6 +870,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (
             (
                 "OR",
@@ -798,6 +915,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         50,
+        True,
         (
             ("OR", "secret", ("^[a-zA-Z_.-]+$",), ()),
             (
@@ -2273,12 +2391,22 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
-    ("github-fine-grained-pat", "github_pat_\\w{82}", ("github_pat_",), 3.0, 0, 0, ()),
-    ("github-oauth", "gho_[0-9a-zA-Z]{36}", ("gho_",), 3.0, 0, 0, ()),
-    ("github-pat", "ghp_[0-9a-zA-Z]{36}", ("ghp_",), 3.0, 0, 0, ()),
-    ("github-refresh-token", "ghr_[0-9a-zA-Z]{36}", ("ghr_",), 3.0, 0, 0, ()),
+    (
+        "github-fine-grained-pat",
+        "github_pat_\\w{82}",
+        ("github_pat_",),
+        3.0,
+        0,
+        0,
+        True,
+        (),
+    ),
+    ("github-oauth", "gho_[0-9a-zA-Z]{36}", ("gho_",), 3.0, 0, 0, True, ()),
+    ("github-pat", "ghp_[0-9a-zA-Z]{36}", ("ghp_",), 3.0, 0, 0, True, ()),
+    ("github-refresh-token", "ghr_[0-9a-zA-Z]{36}", ("ghr_",), 3.0, 0, 0, True, ()),
     (
         "gitlab-cicd-job-token",
         "glcbt-[0-9a-zA-Z]{1,5}_[0-9a-zA-Z_-]{20}",
@@ -2286,9 +2414,19 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
-    ("gitlab-deploy-token", "gldt-[0-9a-zA-Z_\\-]{20}", ("gldt-",), 3.0, 0, 0, ()),
+    (
+        "gitlab-deploy-token",
+        "gldt-[0-9a-zA-Z_\\-]{20}",
+        ("gldt-",),
+        3.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "gitlab-feature-flag-client-token",
         "glffct-[0-9a-zA-Z_\\-]{20}",
@@ -2296,9 +2434,10 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
-    ("gitlab-feed-token", "glft-[0-9a-zA-Z_\\-]{20}", ("glft-",), 3.0, 0, 0, ()),
+    ("gitlab-feed-token", "glft-[0-9a-zA-Z_\\-]{20}", ("glft-",), 3.0, 0, 0, True, ()),
     (
         "gitlab-incoming-mail-token",
         "glimt-[0-9a-zA-Z_\\-]{25}",
@@ -2306,6 +2445,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2315,6 +2455,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2324,9 +2465,10 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
-    ("gitlab-pat", "glpat-[\\w-]{20}", ("glpat-",), 3.0, 0, 0, ()),
+    ("gitlab-pat", "glpat-[\\w-]{20}", ("glpat-",), 3.0, 0, 0, True, ()),
     (
         "gitlab-pat-routable",
         "\\bglpat-[0-9a-zA-Z_-]{27,300}\\.[0-9a-z]{2}[0-9a-z]{7}\\b",
@@ -2334,10 +2476,11 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
-    ("gitlab-ptt", "glptt-[0-9a-f]{40}", ("glptt-",), 3.0, 0, 0, ()),
-    ("gitlab-rrt", "GR1348941[\\w-]{20}", ("gr1348941",), 3.0, 0, 0, ()),
+    ("gitlab-ptt", "glptt-[0-9a-f]{40}", ("glptt-",), 3.0, 0, 0, True, ()),
+    ("gitlab-rrt", "GR1348941[\\w-]{20}", ("gr1348941",), 3.0, 0, 0, True, ()),
     (
         "gitlab-runner-authentication-token",
         "glrt-[0-9a-zA-Z_\\-]{20}",
@@ -2345,6 +2488,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2354,9 +2498,19 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
-    ("gitlab-scim-token", "glsoat-[0-9a-zA-Z_\\-]{20}", ("glsoat-",), 3.0, 0, 0, ()),
+    (
+        "gitlab-scim-token",
+        "glsoat-[0-9a-zA-Z_\\-]{20}",
+        ("glsoat-",),
+        3.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "gitlab-session-cookie",
         "_gitlab_session=[0-9a-z]{32}",
@@ -2364,6 +2518,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2373,6 +2528,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2382,6 +2538,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2391,6 +2548,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2400,6 +2558,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2409,6 +2568,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2418,6 +2578,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2427,6 +2588,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -2436,6 +2598,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2445,6 +2608,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2454,6 +2618,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2463,6 +2628,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2472,6 +2638,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2481,6 +2648,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2490,6 +2658,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2499,6 +2668,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2508,6 +2678,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2517,6 +2688,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2526,6 +2698,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2535,6 +2708,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2544,6 +2718,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2553,6 +2728,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2562,6 +2738,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (
             (
                 "OR",
@@ -2588,6 +2765,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2597,6 +2775,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2606,9 +2785,10 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
-    ("linear-api-key", "lin_api_(?i:[a-z0-9]{40})", ("lin_api_",), 2.0, 0, 0, ()),
+    ("linear-api-key", "lin_api_(?i:[a-z0-9]{40})", ("lin_api_",), 2.0, 0, 0, True, ()),
     (
         "linear-client-secret",
         "(?i)(?:linear)(?:[ \\t\\w.-]{0,20})[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[\\x60'\"\\s=]{0,5}([a-f0-9]{32})(?:[\\x60'\"\\s;]|\\\\[nr]|$)",
@@ -2616,6 +2796,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2625,6 +2806,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2634,6 +2816,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2643,6 +2826,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2652,6 +2836,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2661,6 +2846,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2670,6 +2856,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2679,6 +2866,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2688,6 +2876,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2697,6 +2886,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2706,6 +2896,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2715,6 +2906,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2724,6 +2916,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2733,6 +2926,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -2742,6 +2936,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2751,6 +2946,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2760,6 +2956,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -2769,6 +2966,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2778,6 +2976,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2787,6 +2986,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2796,6 +2996,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2805,6 +3006,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2814,6 +3016,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2823,6 +3026,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2832,6 +3036,7 @@ RULES: Final[tuple[Rule, ...]] = (
         1.0,
         0,
         0,
+        True,
         (("OR", "secret", ("33f!!lloppa", "hal\\+9ooo_da!sY", "^\\%\\S.*\\%$"), ()),),
     ),
     (
@@ -2841,6 +3046,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2850,6 +3056,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2859,6 +3066,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2868,6 +3076,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -2877,6 +3086,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2886,6 +3096,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2895,6 +3106,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2904,6 +3116,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2913,6 +3126,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -2922,6 +3136,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2931,6 +3146,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2940,6 +3156,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2949,6 +3166,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2958,6 +3176,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2967,6 +3186,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2976,6 +3196,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -2985,6 +3206,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -2994,6 +3216,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3003,6 +3226,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3012,6 +3236,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3021,6 +3246,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3030,6 +3256,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3039,6 +3266,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3048,6 +3276,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3057,6 +3286,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3066,6 +3296,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3075,6 +3306,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3084,6 +3316,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.5,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3093,6 +3326,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3102,6 +3336,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3111,6 +3346,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3120,6 +3356,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3129,9 +3366,10 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
-    ("shopify-access-token", "shpat_[a-fA-F0-9]{32}", ("shpat_",), 2.0, 0, 0, ()),
+    ("shopify-access-token", "shpat_[a-fA-F0-9]{32}", ("shpat_",), 2.0, 0, 0, True, ()),
     (
         "shopify-custom-access-token",
         "shpca_[a-fA-F0-9]{32}",
@@ -3139,6 +3377,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3148,9 +3387,19 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
-    ("shopify-shared-secret", "shpss_[a-fA-F0-9]{32}", ("shpss_",), 2.0, 0, 0, ()),
+    (
+        "shopify-shared-secret",
+        "shpss_[a-fA-F0-9]{32}",
+        ("shpss_",),
+        2.0,
+        0,
+        0,
+        True,
+        (),
+    ),
     (
         "sidekiq-secret",
         "(?i)(?:BUNDLE_ENTERPRISE__CONTRIBSYS__COM|BUNDLE_GEMS__CONTRIBSYS__COM)(?:[ \\t\\w.-]{0,20})[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[\\x60'\"\\s=]{0,5}([a-f0-9]{8}:[a-f0-9]{8})(?:[\\x60'\"\\s;]|\\\\[nr]|$)",
@@ -3158,6 +3407,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3167,6 +3417,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -3176,6 +3427,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3185,6 +3437,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3194,6 +3447,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -3203,6 +3457,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3212,6 +3467,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3221,6 +3477,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3230,6 +3487,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3239,6 +3497,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -3248,6 +3507,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -3257,6 +3517,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3266,6 +3527,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         2,
         50,
+        True,
         (),
     ),
     (
@@ -3275,6 +3537,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         0,
+        False,
         (),
     ),
     (
@@ -3284,6 +3547,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3293,6 +3557,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3302,6 +3567,7 @@ RULES: Final[tuple[Rule, ...]] = (
         2.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3311,6 +3577,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -3320,6 +3587,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3329,6 +3597,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3338,9 +3607,10 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
-    ("twilio-api-key", "SK[0-9a-fA-F]{32}", ("sk",), 3.0, 0, 0, ()),
+    ("twilio-api-key", "SK[0-9a-fA-F]{32}", ("sk",), 3.0, 0, 0, True, ()),
     (
         "twitch-api-token",
         "(?i)(?:twitch)(?:[ \\t\\w.-]{0,20})[\\s'\"]{0,3}(?:=|>|:{1,3}=|\\|\\||:|=>|\\?=|,)[\\x60'\"\\s=]{0,5}([a-z0-9]{30})(?:[\\x60'\"\\s;]|\\\\[nr]|$)",
@@ -3348,6 +3618,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3357,6 +3628,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3366,6 +3638,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3375,6 +3648,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3384,6 +3658,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3393,6 +3668,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3402,6 +3678,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        False,
         (),
     ),
     (
@@ -3411,6 +3688,7 @@ RULES: Final[tuple[Rule, ...]] = (
         4.0,
         0,
         0,
+        True,
         (),
     ),
     (
@@ -3420,6 +3698,7 @@ RULES: Final[tuple[Rule, ...]] = (
         3.5,
         0,
         0,
+        False,
         (("OR", "secret", ("s\\.[A-Za-z]{24}",), ()),),
     ),
     (
@@ -3429,6 +3708,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3438,6 +3718,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3447,6 +3728,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
     (
@@ -3456,6 +3738,7 @@ RULES: Final[tuple[Rule, ...]] = (
         0.0,
         0,
         50,
+        True,
         (),
     ),
 )

@@ -73,6 +73,7 @@ class CompiledRule(NamedTuple):
     entropy: float
     group: int
     context: int
+    anchored: bool
     allowlists: tuple[_Allow, ...]
 
 
@@ -83,6 +84,8 @@ class _RuleSet(NamedTuple):
     finder: re.Pattern[str]
     # A keyword found -> the rules to run: those of every keyword inside it.
     rules_of: dict[str, tuple[int, ...]]
+    # A keyword found -> the anchored rules that may match where it starts.
+    starts_of: dict[str, tuple[int, ...]]
 
 
 _CONTEXT_CHARS: Final = frozenset(
@@ -123,6 +126,7 @@ def rule_set() -> _RuleSet:
             entropy,
             group,
             context,
+            anchored,
             tuple(
                 _Allow(
                     condition == "AND",
@@ -140,6 +144,7 @@ def rule_set() -> _RuleSet:
             entropy,
             group,
             context,
+            anchored,
             allowlists,
         ) in _gitleaks_rules.RULES
     )
@@ -158,8 +163,16 @@ def rule_set() -> _RuleSet:
         )
         for found in keywords
     }
+    starts_of = {
+        found: tuple(
+            index
+            for index, rule in enumerate(rules)
+            if rule.anchored and any(found.startswith(k) for k in rule.keywords)
+        )
+        for found in keywords
+    }
     finder = re.compile(f"(?=({_trie(keywords)}))")
-    return _RuleSet(rules, allow, finder, rules_of)
+    return _RuleSet(rules, allow, finder, rules_of, starts_of)
 
 
 def _trie(words: list[str]) -> str:
@@ -192,15 +205,40 @@ def _secret_span(match: re.Match[str], group: int) -> tuple[int, int]:
     return match.span()
 
 
+def _anchored_matches(
+    pattern: re.Pattern[str], text: str, starts: list[int]
+) -> Iterator[re.Match[str]]:
+    """What ``finditer`` finds, tried only at ``starts`` (sorted)."""
+    end = 0
+    for start in starts:
+        if start < end:
+            continue
+        match = pattern.match(text, start)
+        if match is not None:
+            end = max(match.end(), start + 1)
+            yield match
+
+
 def _findings(
-    rule: CompiledRule, text: str, allow: _Allow, pos: int = 0, endpos: int = -1
+    rule: CompiledRule,
+    text: str,
+    allow: _Allow,
+    *,
+    pos: int = 0,
+    endpos: int = -1,
+    starts: list[int] | None = None,
 ) -> Iterator[tuple[int, int, int]]:
-    """``(start, end)`` of each secret, and where its match starts."""
-    matches = (
-        rule.pattern.finditer(text)
-        if endpos < 0
-        else rule.pattern.finditer(text, pos, endpos)
-    )
+    """``(start, end)`` of each secret, and where its match starts.
+
+    The whole text, ``text[pos:endpos]``, or (an anchored rule) only the
+    ``starts`` where one of its keywords occurs.
+    """
+    if starts is not None:
+        matches = _anchored_matches(rule.pattern, text, starts)
+    elif endpos < 0:
+        matches = rule.pattern.finditer(text)
+    else:
+        matches = rule.pattern.finditer(text, pos, endpos)
     for match in matches:
         start, end = _secret_span(match, rule.group)
         secret = text[start:end]
@@ -227,8 +265,8 @@ def rule_findings(text: str) -> list[tuple[str, int, int]]:
     allow = rule_set().allow
     return [
         (rule.id, start, end)
-        for rule in _rules_present(text)
-        for start, end, _ in _findings(rule, text, allow)
+        for rule, starts in _rules_present(text)
+        for start, end, _ in _findings(rule, text, allow, starts=starts)
     ]
 
 
@@ -237,11 +275,25 @@ MAX_PASSES: Final = 16
 for (see there)."""
 
 
-def _rules_present(text: str) -> list[CompiledRule]:
+def _rules_present(text: str) -> list[tuple[CompiledRule, list[int] | None]]:
+    """The rules to run, each with where to try it (None: everywhere)."""
     compiled = rule_set()
-    found = set(compiled.finder.findall(text.translate(_ASCII_LOWER)))
-    indexes = {index for keyword in found for index in compiled.rules_of[keyword]}
-    return [compiled.rules[index] for index in sorted(indexes)]
+    hits = [
+        (match.start(), match.group(1))
+        for match in compiled.finder.finditer(text.translate(_ASCII_LOWER))
+    ]
+    indexes = {i for _, keyword in hits for i in compiled.rules_of[keyword]}
+    starts: dict[int, list[int]] = {}
+    for at, keyword in hits:
+        for index in compiled.starts_of[keyword]:
+            starts.setdefault(index, []).append(at)
+    return [
+        (
+            compiled.rules[index],
+            starts.get(index, []) if compiled.rules[index].anchored else None,
+        )
+        for index in sorted(indexes)
+    ]
 
 
 def _replace(text: str, spans: list[tuple[int, int]]) -> str:
@@ -277,16 +329,16 @@ def scrub_rule_matches(text: str) -> str:
     """
     allow = rule_set().allow
     spans: list[tuple[int, int]] = []
-    for rule in _rules_present(text):
-        regions = [(0, -1)]
+    for rule, starts in _rules_present(text):
+        found = list(_findings(rule, text, allow, starts=starts))
         for _ in range(MAX_PASSES):
-            found = [
-                finding
-                for pos, endpos in regions
-                for finding in _findings(rule, text, allow, pos, endpos)
-            ]
             spans += [(start, end) for start, end, _ in found]
             regions = [(begin, start) for start, _, begin in found if begin < start]
             if not regions:
                 break
+            found = [
+                finding
+                for pos, endpos in regions
+                for finding in _findings(rule, text, allow, pos=pos, endpos=endpos)
+            ]
     return _replace(text, spans) if spans else text

@@ -158,6 +158,82 @@ def convert(pattern: str) -> str:
     return _escape_nested_brackets(_scope_inline_flags(pattern))
 
 
+# --- anchoring: does every match start with one of the rule's keywords? ------
+
+_P = re._parser  # noqa: SLF001 - the parser of re, to read a pattern's head
+_C = re._constants  # noqa: SLF001
+_LIMIT = 256
+
+
+def _language(items: list[tuple[object, object]]) -> set[str] | None:  # noqa: C901, PLR0912 - one walk of the parse tree
+    """Every string a finite, small sequence matches (None: not that)."""
+    out = {""}
+    for op, av in items:
+        if op is _C.LITERAL:
+            part = {chr(av)}  # type: ignore[call-overload]
+        elif op is _C.IN:
+            part = set()
+            for o, a in av:  # type: ignore[attr-defined]
+                if o is _C.LITERAL:
+                    part.add(chr(a))
+                elif o is _C.RANGE and a[1] - a[0] < 16:
+                    part |= {chr(c) for c in range(a[0], a[1] + 1)}
+                else:
+                    return None
+        elif op is _C.SUBPATTERN:
+            inner = _language(av[3])  # type: ignore[index]
+            if inner is None:
+                return None
+            part = inner
+        elif op is _C.BRANCH:
+            part = set()
+            for branch in av[1]:  # type: ignore[index]
+                inner = _language(branch)
+                if inner is None:
+                    return None
+                part |= inner
+        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT) and av[1] <= 1:  # type: ignore[index]
+            inner = _language(av[2])  # type: ignore[index]
+            if inner is None:
+                return None
+            part = inner | ({""} if av[0] == 0 else set())  # type: ignore[index]
+        else:
+            return None
+        out = {a + b for a in out for b in part}
+        if len(out) > _LIMIT:
+            return None
+    return out
+
+
+def _heads(items: list[tuple[object, object]]) -> set[str] | None:
+    """The strings one of which starts every match (None: unknown)."""
+    acc = {""}
+    first = True
+    for op, av in items:
+        if op is _C.AT:  # \b and the like: zero-width
+            continue
+        language = _language([(op, av)])
+        if language is None:
+            if first and op is _C.SUBPATTERN:
+                inner = _heads(av[3])  # type: ignore[index]
+                if inner:
+                    acc = {a + b for a in acc for b in inner}
+            break
+        first = False
+        acc = {a + b for a in acc for b in language}
+        if len(acc) > _LIMIT:
+            return None
+    return None if "" in acc else acc
+
+
+def anchored(pattern: str, keywords: tuple[str, ...]) -> bool:
+    """Whether every match, lower-cased, starts with one of ``keywords``."""
+    heads = _heads(list(_P.parse(pattern, re.ASCII)))
+    return heads is not None and all(
+        any(head.lower().startswith(keyword) for keyword in keywords) for head in heads
+    )
+
+
 def entropy(value: str) -> float:
     """Shannon entropy in bits per character (gitleaks' ``shannonEntropy``)."""
     total = len(value)
@@ -175,6 +251,7 @@ class Rule:
         self.context = 50 if _IDENTIFIER_PREFIX in self.source[:20] else 0
         self.compiled = re.compile(self.regex, re.ASCII)
         self.keywords = tuple(str(k).lower() for k in raw.get("keywords", []))  # type: ignore[attr-defined]
+        self.anchored = anchored(self.regex, self.keywords)
         self.entropy = float(raw.get("entropy", 0.0))  # type: ignore[arg-type]
         self.group = int(raw.get("secretGroup", 0))  # type: ignore[call-overload]
         self.allowlists = [
@@ -414,13 +491,13 @@ Allowlist: TypeAlias = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 lower-case stopwords)."""
 
 Rule: TypeAlias = tuple[
-    str, str, tuple[str, ...], float, int, int, tuple[Allowlist, ...]
+    str, str, tuple[str, ...], float, int, int, bool, tuple[Allowlist, ...]
 ]
 """(id, Python regex, lower-case keywords, entropy threshold (0: none), secret
 group (0: the first non-empty group), characters of dropped leading context
 (word characters, ``.`` or ``-`` before the match, given back to it for a
-``match`` allowlist),
-allowlists)."""
+``match`` allowlist), anchored (every match starts with one of the keywords,
+so the rule is tried only where one occurs), allowlists)."""
 
 UPSTREAM: Final = {upstream!r}
 """Where the rules come from."""
@@ -439,7 +516,7 @@ def _rule_data(rule: Rule) -> str:
     allowlists = tuple(rule.allowlists)
     return (
         f"    ({rule.id!r}, {rule.regex!r}, {rule.keywords!r}, {rule.entropy!r},"
-        f" {rule.group!r}, {rule.context!r}, {allowlists!r}),\n"
+        f" {rule.group!r}, {rule.context!r}, {rule.anchored!r}, {allowlists!r}),\n"
     )
 
 

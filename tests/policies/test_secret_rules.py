@@ -17,6 +17,7 @@ from turnledger.policies.secret_rules import (
     CompiledRule,
     _Allow,
     _findings,
+    _rules_present,
     rule_findings,
     rule_set,
     scrub_rule_matches,
@@ -51,6 +52,8 @@ class TestRuleSetData:
         """The rules compile on first use, once; every one compiles."""
         assert rule_set() is rule_set()
         assert len(rule_set().rules) == len(_gitleaks_rules.RULES)
+        # Most rules start with a keyword: tried only where one occurs.
+        assert sum(rule.anchored for rule in rule_set().rules) >= 150
 
     def test_fixture_provenance_and_size(self):
         """At least 100 shapes from the rule set's own fixtures, with provenance."""
@@ -235,6 +238,7 @@ class TestRuleSemantics:
             "entropy": 0.0,
             "group": 0,
             "context": 0,
+            "anchored": False,
             "allowlists": (),
         }
         fields.update(kw)
@@ -312,6 +316,16 @@ class TestRuleSemantics:
         assert scrub_rule_matches(scrubbed) == scrubbed
         monkeypatch.setattr(secret_rules, "MAX_PASSES", 1)
         assert scrub_rule_matches(text).count("[REDACTED]") == 1
+
+    @settings(max_examples=60, deadline=None)
+    @given(texts_with_fixture_secrets())
+    def test_anchored_rules_find_what_a_full_scan_finds(self, planted):
+        """Trying an anchored rule only where its keywords start loses nothing."""
+        text, _ = planted
+        allow = rule_set().allow
+        for rule, starts in _rules_present(text):
+            full = list(_findings(rule, text, allow))
+            assert list(_findings(rule, text, allow, starts=starts)) == full
 
     def test_keyword_prefilter(self):
         """A rule whose keywords are absent does not run."""
