@@ -6,7 +6,9 @@ peers, ``turnledger://sessions/<stream id>/history`` is its provider-visible
 history (the messages a provider is sent next) and
 ``turnledger://sessions/<stream id>/transcript`` its whole record: every
 recorded message, trimmed and rewound ones included, with its version and turn
-id. Both are JSON; a session may also be named by its key (URL-encoded).
+id. Both are JSON, every message scrubbed of credentials
+(:func:`policies.structured_scrubbing.scrub_message`); a session may also be
+named by its key (URL-encoded).
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ def read_resource(services: ToolServices, target: tuple[str, str] | None) -> str
 
         return lifecycle_markdown()
     from turnledger.pipeline.sessions import load_history  # noqa: PLC0415
+    from turnledger.policies.structured_scrubbing import scrub_message  # noqa: PLC0415
     from turnledger.projections.history.read import provider_messages  # noqa: PLC0415
 
     session, view = target
@@ -142,12 +145,17 @@ def read_resource(services: ToolServices, target: tuple[str, str] | None) -> str
     state = load_history(services.store, ref.stream_id)
     head = {"agent": ref.agent, "session": ref.key, "stream": str(ref.stream_id)}
     if view == "history":
-        body: dict[str, object] = {**head, "messages": provider_messages(state)}
+        messages = [scrub_message(m) for m in provider_messages(state)]
+        body: dict[str, object] = {**head, "messages": messages}
     else:
         body = {
             **head,
             "entries": [
-                {"version": e.version, "turn_id": e.turn_id, "message": e.message}
+                {
+                    "version": e.version,
+                    "turn_id": e.turn_id,
+                    "message": scrub_message(e.message),
+                }
                 for e in state.entries
             ],
         }

@@ -105,7 +105,7 @@ class _Calls:
             ref = self.recorder.record_call(client, READ_RESOURCE, {"uri": uri})
             success, text = self._outcome(lambda: read_resource(self.services, target))
             recorded = self.recorder.record_result(ref, success=success, text=text)
-        # The client gets the resource whole; the ledger keeps it bounded.
+        # The client gets the resource whole (scrubbed); the ledger keeps it bounded.
         return success, text if success else recorded.text
 
     @staticmethod

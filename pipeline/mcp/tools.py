@@ -466,6 +466,7 @@ def _sessions(services: ToolServices, args: Mapping[str, Any], session: str) -> 
 def _history(services: ToolServices, args: Mapping[str, Any], session: str) -> object:
     from turnledger.pipeline.sessions import load_history  # noqa: PLC0415
     from turnledger.pipeline.timetravel.pointintime import resolve_at  # noqa: PLC0415
+    from turnledger.policies.structured_scrubbing import scrub_message  # noqa: PLC0415
     from turnledger.projections.history.read import provider_messages  # noqa: PLC0415
     from turnledger.projections.lineage import lineage  # noqa: PLC0415
 
@@ -482,7 +483,7 @@ def _history(services: ToolServices, args: Mapping[str, Any], session: str) -> o
         "agent": ref.agent,
         "session": ref.key,
         "at": at,
-        "messages": provider_messages(state),
+        "messages": [scrub_message(m) for m in provider_messages(state)],
     }
 
 

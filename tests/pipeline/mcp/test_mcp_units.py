@@ -7,6 +7,7 @@ bounds) or is refused with :class:`RefusedCallError`, never anything else.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from turnledger.ledger.events import (
     MemoryStored,
     SessionOpened,
     ToolResultRecorded,
+    TurnStarted,
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
@@ -300,3 +302,47 @@ def test_with_shredding_a_stored_content_is_recorded_as_its_size(
     (call,) = [e for e in events if isinstance(e, AssistantMessage)]
     assert "asthma" not in call.tool_calls[0].arguments
     assert "[sealed in memory: 14 characters]" in call.tool_calls[0].arguments
+
+
+def test_histories_reach_the_client_scrubbed(sqlite_store: EventStore, tmp_path: Path):
+    """A credential a user typed is redacted in ledger_history and both resources."""
+    stream = session_stream_id("ops", "chat")
+    sqlite_store.append(
+        stream,
+        [
+            SessionOpened(agent="ops", session_key="chat"),
+            TurnStarted(turn_id="t1", origin="interactive", user_input=f"key {SECRET}"),
+        ],
+        expected_version=0,
+    )
+    config = Config(data_dir=str(tmp_path / "data"))
+    memory = MemoryService(sqlite_store, config, ledger_url=str(tmp_path / "x.db"))
+    try:
+        services = ToolServices(
+            store=sqlite_store, memory=memory, config=config, agent="ops"
+        )
+        recorder = McpRecorder(
+            sqlite_store, agent="ops", max_result_chars=0, shredding=False
+        )
+        server = build_server(services, recorder, allow_writes=False)
+
+        async def scenario() -> list[str]:
+            async with Client(server, mode="legacy") as client:
+                answer = await client.call_tool("ledger_history", {"session": "chat"})
+                (text,) = answer.content
+                assert isinstance(text, types.TextContent)
+                texts = [text.text]
+                for view in ("history", "transcript"):
+                    read = await client.read_resource(session_uri("chat", view))
+                    (content,) = read.contents
+                    assert isinstance(content, types.TextResourceContents)
+                    texts.append(content.text)
+                return texts
+
+        texts = anyio.run(scenario)
+    finally:
+        memory.close()
+    for text in texts:
+        assert SECRET not in text
+        assert "REDACTED" in text
+    assert json.loads(texts[1])["messages"][0]["role"] == "user"
