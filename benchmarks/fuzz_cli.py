@@ -213,9 +213,9 @@ def _cli_checker(workdir: fz.Workdir, tally: Tally, command: str, count: int):  
     return check
 
 
-SERVERS = {"serve", "mcp"}
-"""Left out: ``serve`` and ``mcp`` run a server until stopped (as the in-suite fuzzer
-leaves out ``tail --follow`` and ``project run``)."""
+SERVERS = {"serve", "mcp", "collect"}
+"""Left out: ``serve``, ``mcp`` and ``collect`` run a server until stopped (as the
+in-suite fuzzer leaves out ``tail --follow`` and ``project run``)."""
 
 
 def _run_cli(workdir: fz.Workdir, tally: Tally, per_command: int) -> None:

@@ -501,9 +501,9 @@ SETTINGS = settings(
 )
 
 
-SERVERS = {"serve", "mcp"}
-"""Commands that serve until stopped (tests/web and tests/pipeline/mcp cover their
-arguments)."""
+SERVERS = {"serve", "mcp", "collect"}
+"""Commands that serve until stopped (tests/web, tests/pipeline/mcp and
+tests/pipeline/collect cover their arguments)."""
 
 
 @pytest.mark.parametrize(
