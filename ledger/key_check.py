@@ -9,8 +9,10 @@ left rows no later reader with the right key could decrypt.
 :func:`check_cipher_key` closes that. The ledger records the **fingerprint** of
 its key (:func:`key_fingerprint`: an HMAC-SHA256 keyed with the key over a fixed
 label, so the key cannot be recovered from it) the first time a store opens it
-with a key; from then on a store with another key is refused in one line,
-wherever the ledger's first encrypted event lies. A ledger encrypted before
+with a key (read from the store's cipher); from then on a store with another
+key is refused in one line, wherever the ledger's first encrypted event lies
+(the refusal names the event's position when it is within the first
+:data:`SCAN_ROWS` rows). A ledger encrypted before
 fingerprints existed gets one at its next open with a key, after its first
 encrypted event (searched through the whole ledger, once) decrypts with that
 key. A store without a key is refused on a ledger whose first
@@ -56,7 +58,17 @@ def key_fingerprint(key: str) -> str:
         raw = base64.b64decode(key, validate=True)
     except (binascii.Error, ValueError):
         raw = key.encode()
+    return _fingerprint(raw)
+
+
+def _fingerprint(raw: bytes) -> str:
     return hmac.new(raw, _LABEL, hashlib.sha256).hexdigest()
+
+
+def _cipher_fingerprint(cipher: object) -> str | None:
+    """The fingerprint of a cipher's key (AES: its ``key`` bytes), None if unknown."""
+    raw = getattr(cipher, "key", None)
+    return _fingerprint(raw) if isinstance(raw, bytes) and raw else None
 
 
 class CipherKeyError(LedgerError):
@@ -85,18 +97,14 @@ class KeyedStore(Protocol):
         ...
 
 
-def check_cipher_key(
-    store: KeyedStore, *, scan_rows: int = SCAN_ROWS, key: str | None = None
-) -> None:
+def check_cipher_key(store: KeyedStore, *, scan_rows: int = SCAN_ROWS) -> None:
     """Refuse a store whose cipher key does not fit its ledger.
 
     Args:
         store: An open store, with or without a cipher key.
-        scan_rows: Without a fingerprint in the ledger and without a key: how
-            many rows from the start to search for an encrypted one.
-        key: The store's key (base64), whose fingerprint is compared with (or
-            recorded as) the ledger's; ``None`` with a keyed store checks by
-            decrypting the first encrypted row only.
+        scan_rows: How many rows from the start are searched for the first
+            encrypted one where no fingerprint decides (a store without a key
+            on a ledger without one), and for the position a refusal names.
 
     Raises:
         CipherKeyError: The store has a key and the ledger recorded another's
@@ -105,8 +113,9 @@ def check_cipher_key(
             encrypted events (a missing key).
     """
     backend = store.backend
-    if store.mapper.cipher is None:
-        recorded = backend.cipher_fingerprint(None)
+    cipher = store.mapper.cipher
+    recorded = backend.cipher_fingerprint(None)
+    if cipher is None:
         limit = _EVERY_ROW if recorded is not None else scan_rows
         row = backend.first_encrypted(limit) if limit > 0 else None
         if row is not None:
@@ -117,16 +126,18 @@ def check_cipher_key(
             )
             raise CipherKeyError(msg)
         return
-    fingerprint = key_fingerprint(key) if key else None
-    recorded = backend.cipher_fingerprint(None)
+    fingerprint = _cipher_fingerprint(cipher)
+    if fingerprint is None:  # a cipher whose key cannot be read: decrypt only
+        _decrypts_first(store, scan_rows)
+        return
     if recorded is None:
-        _decrypts_first(store, _EVERY_ROW if fingerprint else scan_rows)
-        if fingerprint is None:
-            return
-        recorded = backend.cipher_fingerprint(fingerprint)
-        if recorded is None:  # a read-only ledger: nothing recorded
-            return
-    if fingerprint is not None and not hmac.compare_digest(recorded, fingerprint):
+        # A new ledger, or one from before fingerprints: its first encrypted
+        # event (searched once, through the whole ledger) must decrypt.
+        _decrypts_first(store, _EVERY_ROW)
+        backend.cipher_fingerprint(fingerprint)
+        return
+    if not hmac.compare_digest(recorded, fingerprint):
+        _decrypts_first(store, scan_rows)  # names the position when it is near
         msg = (
             "Expected the cipher key this ledger was encrypted with, found"
             " another: the ledger recorded another key's fingerprint, and what"

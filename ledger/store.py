@@ -526,10 +526,10 @@ def _checked(
             # check refuses the key too, its message is the one. Unchecked, the
             # store opens anyway, and its sealed events do not read.
             if check_key:
-                check_cipher_key(store, key=key or None)
+                check_cipher_key(store)
                 raise
         if check_key:
-            check_cipher_key(store, key=key or None)
+            check_cipher_key(store)
     except BaseException:
         store.close()
         raise

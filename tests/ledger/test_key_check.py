@@ -59,12 +59,16 @@ def test_the_first_encrypted_row_within_the_scan(url: str):
         row = store.backend.first_encrypted(10)
         assert row is not None
         assert store.decode(row).event == SessionOpened(agent="ops", session_key="d")
-    with pytest.raises(CipherKeyError, match="recorded another key's fingerprint"):
+    with pytest.raises(CipherKeyError, match="position 4 does not decrypt"):
         open_store(url, cipher_key=KEY_B)
     with pytest.raises(CipherKeyError, match="first at position 4"):
         open_store(url)
-    with open_store(url, cipher_key=KEY_B, check_key=False) as store:
-        check_cipher_key(store, scan_rows=3)  # the bound: rows 1-3 are clear
+    # Rows 1-3 are clear, but the ledger recorded KEY_A's fingerprint.
+    with (
+        open_store(url, cipher_key=KEY_B, check_key=False) as store,
+        pytest.raises(CipherKeyError, match="recorded another key's fingerprint"),
+    ):
+        check_cipher_key(store, scan_rows=3)
 
 
 def test_a_clear_ledger_has_no_encrypted_row(url: str):

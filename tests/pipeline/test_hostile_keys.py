@@ -109,8 +109,9 @@ def test_a_clear_ledger_accepts_a_key_and_checks_nothing(db):
         check_cipher_key(store, scan_rows=0)
 
 
-def test_the_scan_is_bounded(db):
-    """Past ``scan_rows`` clear rows the check stops looking (documented bound)."""
+def test_the_scan_bounds_only_the_named_position(db):
+    """Past ``scan_rows`` clear rows the check no longer finds the first encrypted
+    event, but the fingerprint the ledger recorded still refuses another key."""
     with open_store(str(db)) as store:
         for key in ("a", "b"):
             store.append(
@@ -125,6 +126,7 @@ def test_the_scan_is_bounded(db):
             expected_version=0,
         )
     with open_store(str(db), cipher_key=KEY_B, check_key=False) as store:
-        check_cipher_key(store, scan_rows=2)
-        with pytest.raises(CipherKeyError):
+        with pytest.raises(CipherKeyError, match="recorded another key's fingerprint"):
+            check_cipher_key(store, scan_rows=2)
+        with pytest.raises(CipherKeyError, match="position 3 does not decrypt"):
             check_cipher_key(store)
