@@ -52,23 +52,27 @@ _EVERY_ROW: Final = 2**62
 _LABEL: Final = b"turnledger cipher key fingerprint v1"
 
 
-def key_fingerprint(key: str) -> str:
-    """Return a base64 cipher key's fingerprint (HMAC-SHA256, hex; never the key)."""
-    try:
-        raw = base64.b64decode(key, validate=True)
-    except (binascii.Error, ValueError):
-        raw = key.encode()
-    return _fingerprint(raw)
+def key_fingerprint(key: str | bytes) -> str:
+    """Return a cipher key's fingerprint (HMAC-SHA256, hex; never the key).
 
-
-def _fingerprint(raw: bytes) -> str:
+    Args:
+        key: The base64 key as configured, or its raw bytes.
+    """
+    raw = key if isinstance(key, bytes) else _raw_key(key)
     return hmac.new(raw, _LABEL, hashlib.sha256).hexdigest()
+
+
+def _raw_key(key: str) -> bytes:
+    try:
+        return base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        return key.encode()
 
 
 def _cipher_fingerprint(cipher: object) -> str | None:
     """The fingerprint of a cipher's key (AES: its ``key`` bytes), None if unknown."""
     raw = getattr(cipher, "key", None)
-    return _fingerprint(raw) if isinstance(raw, bytes) and raw else None
+    return key_fingerprint(raw) if isinstance(raw, bytes) and raw else None
 
 
 class CipherKeyError(LedgerError):
