@@ -118,7 +118,9 @@ def open_witness(target: str, *, ledger: str, reading: bool) -> Witness | None:
             raise WitnessError(msg)
         return None
     if target.startswith("file:"):
-        return FileWitness(_path(target, "file:"), strict=True, reading=reading)
+        path = _path(target, "file:")
+        _not_the_ledger(path, ledger)
+        return FileWitness(path, strict=True, reading=reading)
     if target.startswith("sqlite:"):
         path = _path(target.removeprefix("sqlite://"), "sqlite:")
         _not_the_ledger(path, ledger)
@@ -126,6 +128,7 @@ def open_witness(target: str, *, ledger: str, reading: bool) -> Witness | None:
     if target.startswith(("postgresql://", "postgres://")):
         return PostgresWitness(target, ledger=ledger)
     if reading and target:
+        _not_the_ledger(target, ledger)
         return FileWitness(target, strict=False, reading=True)
     msg = f"Expected a witness target ({_EXPECTED}), found {quote_value(target)}"
     raise WitnessError(msg)

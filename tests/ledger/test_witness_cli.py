@@ -197,14 +197,20 @@ def test_bad_targets_exit_2_in_one_line(capsys, sqlite_path, command, target, sa
         assert store.backend.seals() == []
 
 
-def test_the_ledger_itself_is_no_witness(capsys, sqlite_path):
-    """sqlite: naming the ledger's own file is refused."""
+@pytest.mark.parametrize("scheme", ["sqlite:", "file:"])
+def test_the_ledger_itself_is_no_witness(capsys, sqlite_path, scheme):
+    """Naming the ledger's own file is refused, and the file is left alone."""
     _ledger(sqlite_path)
+    before = Path(sqlite_path).read_bytes()
     code, _, err = _run(
-        capsys, "--db", sqlite_path, "seal", "--witness", f"sqlite:{sqlite_path}"
+        capsys, "--db", sqlite_path, "seal", "--witness", f"{scheme}{sqlite_path}"
     )
     assert code == 2
     assert "outside the ledger's database" in err
+    with open_store(sqlite_path) as store:
+        assert store.backend.seals() == []
+        assert store.count() == 8
+    assert Path(sqlite_path).read_bytes()[:100] == before[:100]
 
 
 def test_another_ledgers_witness_and_a_torn_line(capsys, sqlite_path, tmp_path):
