@@ -74,7 +74,7 @@ def _message(m: Message) -> dict[str, Any]:
         "tool_results": [
             {
                 "call_id": scrub_text(r.call_id),
-                "name": scrub_text(r.name),
+                "name": None if r.name is None else scrub_text(r.name),
                 "content": scrub_text(r.content),
                 "is_error": r.is_error,
             }
