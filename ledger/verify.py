@@ -32,8 +32,9 @@ all, each with ``kind``, ``stream``, ``version`` and ``position``:
 - ``seal_replaced``: a seal that does not chain from the one before it, or that
   differs from what the witness recorded for its index;
 - ``idempotency_edited``: an idempotency record that names rows of another
-  stream or version, or no row, or rows written without a key; or records
-  changed since the seal that covers them (their digest);
+  stream or version, or no row, or (after the first row carrying the key flag)
+  rows written without a key; or records changed since the seal that covers
+  them (their digest);
 - ``idempotency_deleted``: the last row of an append made under a key (its
   header flag says so) whose record is gone, or fewer records than the seal
   covers;
@@ -559,8 +560,11 @@ def _check_records(
                 "record is gone (a retry would write it again)",
             )
     flagged = {row.position for row in keyed}
+    # Appends made before the flag existed carry none: only a record after the
+    # first flagged row must name a flagged one.
+    since = min(flagged, default=walk.last + 1)
     for position, record in sorted(lasts.items()):
-        if position <= walk.last and position not in flagged:
+        if since < position <= walk.last and position not in flagged:
             problems.append(
                 Problem(
                     kind="idempotency_edited",

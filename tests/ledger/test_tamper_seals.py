@@ -431,3 +431,41 @@ def test_any_truncation_after_any_seal_is_named(
     with open_store(path) as store:
         kinds = {p.kind for p in verify(store, seal_key=KEY).problems}
     assert "truncated" in kinds, kinds
+
+
+def test_records_from_before_the_flag_verify_clean(
+    ledger_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A keyed append written before the header flag existed (rows without the
+    flag, the record beside them: built here as such a writer left it) verifies
+    clean; a record added later for a row written without a key is named."""
+    monkeypatch.setenv("TURNLEDGER_SEAL_KEY", KEY)
+    stream = new_stream()
+    with open_store(ledger_url) as store:
+        old = store.append(stream, turn_events("t1"), expected_version=0)
+    owner = Owner(ledger_url)
+    stream_value = stream.hex if owner.lite is not None else stream
+
+    def record(key: str, first: int, positions: tuple[int, ...]) -> None:
+        owner.run(
+            f"INSERT INTO {owner.keys} VALUES (?, ?, ?, ?, ?)",
+            (key, stream_value, first, first + 7, json.dumps(list(positions))),
+        )
+
+    try:
+        record("old", 1, old.positions)
+        with open_store(ledger_url) as store:
+            store.append(
+                stream, turn_events("t2"), expected_version=8, idempotency_key="new"
+            )
+            plain = store.append(stream, turn_events("t3"), expected_version=16)
+            assert verify(store).ok
+            assert seal(store).ok
+        record("forged", 17, plain.positions)
+    finally:
+        owner.close()
+    with open_store(ledger_url) as store:
+        problems = verify(store).problems
+    assert {(p.kind, p.position) for p in problems} == {
+        ("idempotency_edited", plain.positions[-1])
+    }
