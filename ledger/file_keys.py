@@ -32,12 +32,14 @@ __all__ = [
     "MappedStore",
     "SQLCipherMissingError",
     "cipher_key_of",
+    "decode_cipher_key",
     "derive_file_key",
     "file_key",
 ]
 
-FilePurpose: TypeAlias = Literal["views", "memory", "keys"]
-"""What a file holds: the view store, a SQLite memory database, the key store."""
+FilePurpose: TypeAlias = Literal["views", "memory", "keys", "erasure"]
+"""What a file holds: the view store, a SQLite memory database, the memory key
+store, the erasure key store (``ledger.subject_keys``)."""
 
 FILE_KEY_BYTES: Final = 32
 """A file's SQLCipher key: 256 bits, passed raw (no passphrase stretching)."""
@@ -76,7 +78,7 @@ def derive_file_key(cipher_key: bytes, purpose: FilePurpose) -> bytes:
 
     HKDF-SHA256 (RFC 5869) without salt, its info the label ``turnledger
     <purpose>`` (``turnledger views``, ``turnledger memory``, ``turnledger
-    keys``), :data:`FILE_KEY_BYTES` long.
+    keys``, ``turnledger erasure``), :data:`FILE_KEY_BYTES` long.
 
     Args:
         cipher_key: The raw cipher key (16, 24 or 32 bytes).
@@ -108,6 +110,15 @@ def file_key(purpose: FilePurpose, cipher_key: str | None = None) -> bytes | Non
     text = cipher_key if cipher_key is not None else os.environ.get(CIPHER_KEY_ENV)
     if not text:
         return None
+    return derive_file_key(decode_cipher_key(text), purpose)
+
+
+def decode_cipher_key(text: str) -> bytes:
+    """Return the raw bytes of a base64 cipher key.
+
+    Raises:
+        ConfigurationError: It is not base64 of 16, 24 or 32 bytes.
+    """
     try:
         raw = base64.b64decode(text.encode(), validate=False)
     except (binascii.Error, ValueError, UnicodeEncodeError) as e:
@@ -119,7 +130,7 @@ def file_key(purpose: FilePurpose, cipher_key: str | None = None) -> bytes | Non
             f" {len(raw)} bytes"
         )
         raise ConfigurationError(msg)
-    return derive_file_key(raw, purpose)
+    return raw
 
 
 def cipher_key_of(store: MappedStore) -> str:

@@ -21,7 +21,9 @@ no page keeps a destroyed key); with a PostgreSQL ledger, the table
 destruction). It is bound to its ledger's id: a key store of another ledger is
 refused at open (:class:`ErasureKeysError`). With a cipher key set, every data
 key is stored wrapped (AES-GCM under a key derived from the cipher key by
-HKDF-SHA256, label ``turnledger erasure keys``).
+HKDF-SHA256, label ``turnledger erasure keys``), and the SQLite file is a
+SQLCipher database keyed with its own derived key (``ledger.file_keys``), so
+the subjects it lists are not in clear either.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeAlias
 from uuid import UUID
 
 from turnledger.ledger.errors import LedgerError, StoreUnavailableError
+from turnledger.ledger.file_keys import derive_file_key
+from turnledger.ledger.sqlite.encrypted import connect_file
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -357,6 +361,12 @@ def _unavailable(where: str, error: Exception) -> LedgerError:
     )
 
 
+_CLEAR: Final = (
+    "encrypt it in place with turnledger encrypt-files (its keys are nowhere"
+    " else: never delete it)"
+)
+
+
 def open_sqlite_keys(
     path: str,
     *,
@@ -376,9 +386,11 @@ def open_sqlite_keys(
     """
     if not Path(path).exists() and not before_create():
         return None
+    # With a cipher key, a SQLCipher file keyed with its own derived key.
+    key = None if wrap_key is None else derive_file_key(wrap_key, "erasure")
     try:
-        conn = sqlite3.connect(
-            path, timeout=30.0, isolation_level=None, check_same_thread=False
+        conn = connect_file(
+            path, key=key, what="erasure key store", clear_remedy=_CLEAR, timeout=30.0
         )
         conn.execute("PRAGMA secure_delete=ON")
         conn.execute("PRAGMA journal_mode=DELETE")

@@ -131,6 +131,15 @@ AT_REST: Final[tuple[tuple[str, str, bool, str], ...]] = (
         ),
     ),
     (
+        "Erasure key store",
+        "turnledger.erasure-keys.db (beside a SQLite ledger)",
+        True,
+        (
+            "SQLCipher with the key derived for erasure, its data keys wrapped "
+            "under the cipher key too (a PostgreSQL ledger's key tables: wrapped)."
+        ),
+    ),
+    (
         "Media files",
         "<data_dir>/media/ (content-addressed attachments)",
         False,

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -32,7 +33,8 @@ def side_files(
 
     The view file, every ``sqlite`` memory database the configuration names
     (the default one included), the Lucid backend's local database and the
-    key store.
+    memory key store. (The erasure key store is encrypted before the ledger
+    can open: see :func:`cmd_encrypt_files`.)
     """
     from turnledger.pipeline.cli.projections import views_path
     from turnledger.pipeline.memory.wiring import MemoryWiring
@@ -58,45 +60,43 @@ def side_files(
 def cmd_encrypt_files(args: argparse.Namespace) -> int:
     """Encrypt the clear SQLite files beside the ledger with the cipher key.
 
-    With TURNLEDGER_CIPHER_KEY set, the view store, the SQLite memory databases
-    and the key store are SQLCipher files; one made before the key was set is
-    refused at open. This encrypts each such file in place (its rows, indexes
-    and full-text tables kept) with the key derived for it; encrypted ones are
-    left alone. Stop the processes that use them first: a file another process
-    has open is refused (nothing changed). --json prints each file, its kind
-    and whether it was encrypted now.
+    With TURNLEDGER_CIPHER_KEY set, the view store, the SQLite memory databases,
+    the memory key store and the erasure key store are SQLCipher files; one
+    made before the key was set is refused at open. This encrypts each such
+    file in place (its rows, indexes and full-text tables kept) with the key
+    derived for it, once the ledger accepts the key; encrypted ones are left
+    alone. Stop the processes that use them first: a file another process has
+    open is refused (nothing changed). --json prints each file, its kind and
+    whether it was encrypted now.
 
     Example: TURNLEDGER_CIPHER_KEY=... turnledger encrypt-files
     """
-    import base64
-    import sqlite3
+    from turnledger.ledger.file_keys import FileKeyError, decode_cipher_key
+    from turnledger.ledger.key_check import CIPHER_KEY_ENV
+    from turnledger.ledger.sqlite.encrypted import is_clear_database as clear
+    from turnledger.ledger.subject_keys import keys_path
 
-    from turnledger.ledger.file_keys import cipher_key_of, derive_file_key
-    from turnledger.ledger.sqlite.encrypted import encrypt_in_place
-
-    report: list[dict[str, object]] = []
-    with open_ledger(args) as store:
-        cipher_key = cipher_key_of(store)
-        if not cipher_key:
-            msg = (
-                "Expected a cipher key (TURNLEDGER_CIPHER_KEY) to encrypt with,"
-                " found none"
-            )
-            raise UsageError(msg)
-        raw = base64.b64decode(cipher_key)
-        for path, purpose, what in side_files(args, store):
-            key = derive_file_key(raw, purpose)
-            try:
-                done = encrypt_in_place(path, key=key, what=what)
-            except sqlite3.Error as e:
-                detail = " ".join(str(e).split())
-                msg = (
-                    f"Expected the {what} at {str(path)!r} free to encrypt, found"
-                    f" it cannot be ({detail}): stop the processes using it and"
-                    " run again; it was left as it was"
-                )
-                raise UsageError(msg) from None
-            report.append({"file": str(path), "kind": what, "encrypted_now": done})
+    cipher_key = os.environ.get(CIPHER_KEY_ENV)
+    if not cipher_key:
+        msg = f"Expected a cipher key ({CIPHER_KEY_ENV}) to encrypt with, found none"
+        raise UsageError(msg)
+    raw = decode_cipher_key(cipher_key)  # a malformed key: refused here
+    report = []
+    try:
+        store = open_ledger(args)
+    except FileKeyError as e:
+        # The ledger opens its erasure key store whenever it exists, and a clear
+        # one is refused while a key is set; open_store runs the ledger's own
+        # key check first and lets that refusal through only when the key fits
+        # the ledger (a wrong key is refused as the ledger's). So the key is
+        # the ledger's: the erasure key store is encrypted, then the ledger opens.
+        erasure = Path(keys_path(target(args).removeprefix("sqlite:///")))
+        if e.path != str(erasure) or not clear(erasure):
+            raise
+        report.append(_encrypt(erasure, "erasure", "erasure key store", raw))
+        store = open_ledger(args)
+    with store:
+        report += [_encrypt(*found, raw) for found in side_files(args, store)]
     if args.json:
         print_json(report)
         return 0
@@ -104,6 +104,29 @@ def cmd_encrypt_files(args: argparse.Namespace) -> int:
         state = "encrypted" if row["encrypted_now"] else "already encrypted"
         sys.stdout.write(f"{state:<18} {row['kind']:<17} {row['file']}\n")
     return 0
+
+
+def _encrypt(
+    path: Path, purpose: FilePurpose, what: str, raw: bytes
+) -> dict[str, object]:
+    """Encrypt one file in place with its key derived from the raw cipher key."""
+    import sqlite3
+
+    from turnledger.ledger.file_keys import derive_file_key
+    from turnledger.ledger.sqlite.encrypted import encrypt_in_place
+
+    key = derive_file_key(raw, purpose)
+    try:
+        done = encrypt_in_place(path, key=key, what=what)
+    except sqlite3.Error as e:
+        detail = " ".join(str(e).split())
+        msg = (
+            f"Expected the {what} at {str(path)!r} free to encrypt, found"
+            f" it cannot be ({detail}): stop the processes using it and"
+            " run again; it was left as it was"
+        )
+        raise UsageError(msg) from None
+    return {"file": str(path), "kind": what, "encrypted_now": done}
 
 
 COMMANDS: Final[dict[str, Command]] = {"encrypt-files": cmd_encrypt_files}

@@ -20,9 +20,12 @@ from pathlib import Path
 import pytest
 
 from turnledger.adapters.langgraph.store import TurnledgerStore
+from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.key_check import CIPHER_KEY_ENV
 from turnledger.ledger.sqlite.encrypted import SQLCIPHER_EXTRA, is_clear_database
 from turnledger.ledger.store import open_store
+from turnledger.ledger.subject_keys import open_sqlite_keys
 from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import parse_config
@@ -312,3 +315,61 @@ def test_the_langgraph_stores_memory_view_is_encrypted(tmp_path):
         assert item.value == {"content": f"{CANARY} langgraph"}
     assert not is_clear_database(view)
     assert raw_hits(tmp_path, CANARY) == []
+
+
+def erasure_install(capsys, tmp_path, monkeypatch) -> Path:
+    """Erasure on without a key: its key store is made in clear."""
+    monkeypatch.delenv(CIPHER_KEY_ENV)
+    (tmp_path / "turnledger.toml").write_text("[privacy]\nerasable = true\n")
+    stored(capsys, f"{CANARY} sealed")
+    erasure = tmp_path / "turnledger.erasure-keys.db"
+    assert is_clear_database(erasure)
+    return erasure
+
+
+def test_a_clear_erasure_key_store_is_refused_then_encrypted(
+    capsys, tmp_path, monkeypatch
+):
+    erasure = erasure_install(capsys, tmp_path, monkeypatch)
+    monkeypatch.setenv(CIPHER_KEY_ENV, KEY_A)
+    code, _, err = cli(capsys, "memory", "list", "--agent", "ops")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "the erasure key store at" in err
+    assert "found it in clear" in err
+    code, out, err = cli(capsys, "encrypt-files", "--json")
+    assert code == 0, err
+    report = {row["kind"]: row["encrypted_now"] for row in json.loads(out)}
+    assert report == {"erasure key store": True, "memory database": True}
+    assert not is_clear_database(erasure)
+    code, out, err = cli(capsys, "memory", "list", "--agent", "ops", "--json")
+    assert code == 0, err
+    assert CANARY in out
+    assert [n for n in raw_hits(tmp_path, CANARY) if "erasure" in n] == []
+
+
+def test_encrypt_files_with_a_wrong_key_encrypts_nothing(capsys, tmp_path, monkeypatch):
+    """The ledger refuses the key before the clear erasure key store is touched."""
+    monkeypatch.delenv(CIPHER_KEY_ENV)
+    with open_store("turnledger.db", cipher_key=KEY_A, erasable=False) as store:
+        opened = SessionOpened(agent="ops", session_key="k")
+        store.append(session_stream_id("ops", "k"), [opened], expected_version=0)
+        ledger_id = store.backend.ledger_id
+    erasure = tmp_path / "turnledger.erasure-keys.db"
+    keys = open_sqlite_keys(
+        str(erasure), ledger_id=ledger_id, wrap_key=None, before_create=lambda: True
+    )
+    assert keys is not None
+    keys.close()
+    before = erasure.read_bytes()
+    monkeypatch.setenv(CIPHER_KEY_ENV, KEY_C)
+    code, out, err = cli(capsys, "encrypt-files")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "Expected the cipher key this ledger was encrypted with" in err
+    assert erasure.read_bytes() == before
+    monkeypatch.setenv(CIPHER_KEY_ENV, KEY_A)
+    code, out, err = cli(capsys, "encrypt-files")
+    assert code == 0, err
+    assert "encrypted          erasure key store" in out
+    assert not is_clear_database(erasure)

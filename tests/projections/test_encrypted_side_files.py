@@ -1,6 +1,7 @@
 """Every SQLite file beside the ledger encrypted with a cipher key (issue #26 item 3).
 
-The view store, a SQLite memory database and the key store: with a key each is a
+The view store, a SQLite memory database, the memory key store and the erasure
+key store: with a key each is a
 SQLCipher database keyed with its own key derived from the one cipher key. Per
 file: the content round-trips and no byte of it is in clear (main file, -wal,
 -shm); a wrong key, a second key (a file encrypted with key A opened with key B,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import sqlite3
 import sys
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from hypothesis import given
@@ -40,6 +43,11 @@ from turnledger.ledger.sqlite.encrypted import (
     connect_file,
     encrypt_in_place,
     is_clear_database,
+)
+from turnledger.ledger.subject_keys import (
+    SubjectKeyStore,
+    open_sqlite_keys,
+    raw_cipher_key,
 )
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.errors import MemoryStoreError
@@ -121,6 +129,29 @@ def _keys_read(keys: KeyStore) -> str:
     return str(row[0])
 
 
+def _erasure_open(path: Path, key: str | None) -> SubjectKeyStore:
+    text = key if key is not None else os.environ.get(CIPHER_KEY_ENV)
+    store = open_sqlite_keys(
+        str(path),
+        ledger_id="ledger-1",
+        wrap_key=raw_cipher_key(text),
+        before_create=lambda: True,
+    )
+    assert store is not None
+    return store
+
+
+def _erasure_write(store: SubjectKeyStore, text: str, rows: int) -> None:
+    for n in range(rows):
+        store.create("session", UUID(int=n + 1), agent="ops", subject=f"s{n:05}")
+    store.create("session", UUID(int=10**6), agent="ops", subject=text)
+
+
+def _erasure_read(store: SubjectKeyStore) -> str:
+    (row,) = store.select(stream_ids=[str(UUID(int=10**6))])
+    return row.subject
+
+
 KINDS = [
     Kind(
         "views",
@@ -143,6 +174,7 @@ KINDS = [
         _keys_write,
         _keys_read,
     ),
+    Kind("erasure", "erasure key store", _erasure_open, _erasure_write, _erasure_read),
 ]
 
 
@@ -286,8 +318,8 @@ def test_without_sqlcipher_a_key_is_refused_naming_the_extra(
 def test_each_kind_has_its_own_key(tmp_path):
     """One derivation: labelled per purpose, so a file opens with its own key only."""
     raw = b"a" * 32
-    keys = {p: derive_file_key(raw, p) for p in ("views", "memory", "keys")}
-    assert len(set(keys.values())) == 3
+    keys = {p: derive_file_key(raw, p) for p in ("views", "memory", "keys", "erasure")}
+    assert len(set(keys.values())) == 4
     assert all(len(k) == 32 for k in keys.values())
     assert file_key("views", KEY_A) == keys["views"]
     assert file_key("views", "") is None
@@ -307,8 +339,9 @@ def test_each_kind_has_its_own_key(tmp_path):
 def test_the_derivation_is_one_key_per_purpose(raw):
     """Deterministic, 32 bytes, distinct per purpose, never the cipher key itself,
     and the same from the base64 text the environment holds."""
-    derived = {p: derive_file_key(raw, p) for p in ("views", "memory", "keys")}
-    assert len(set(derived.values())) == 3
+    purposes = ("views", "memory", "keys", "erasure")
+    derived = {p: derive_file_key(raw, p) for p in purposes}
+    assert len(set(derived.values())) == len(purposes)
     assert raw not in derived.values()
     assert all(len(k) == 32 for k in derived.values())
     text = base64.b64encode(raw).decode()
