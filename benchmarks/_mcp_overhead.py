@@ -3,13 +3,15 @@
 One SQLite ledger holding N memories (default 2,000) of agent ``bench``. Four
 cases, timed round-robin in the same run (:func:`_harness.run_rounds`):
 
-- ``direct recall``: ``MemoryService.recall(agent, query, limit=5)``;
+- ``direct recall``: ``MemoryService.recall(agent, query, session=..., limit=5)``
+  (a session scope, as the tool recalls in its MCP session);
 - ``mcp recall``: the ``memory_recall`` tool called by the official SDK's
   client over its in-process transport (JSON-RPC over memory streams, the
   initialize handshake done once), the same queries: argument check, the call
-  and its result recorded in the ledger (two appends), the answer as JSON;
+  and its result recorded in the ledger (one append), the answer as JSON;
 - ``direct store``: ``MemoryService.store_entry`` of a new key;
-- ``mcp store``: the ``memory_store`` tool, the same kind of write.
+- ``mcp store``: the ``memory_store`` tool, the same kind of write, the call
+  recorded before it and its result after (two appends besides the write's).
 
 Ratios (reported, no goal): MCP calls/s over direct calls/s per repetition, for
 recall and for store; the difference per call is the overhead of the protocol,
@@ -111,7 +113,8 @@ def measure(
         def direct_recall(n: int) -> float:
             with Stopwatch() as watch:
                 for i in range(n):
-                    memory.recall(AGENT, queries[i % len(queries)], limit=5)
+                    query = queries[i % len(queries)]
+                    memory.recall(AGENT, query, session="bench", limit=5)
             return watch.seconds
 
         async def _mcp_recall(n: int) -> float:

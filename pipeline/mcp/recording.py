@@ -5,8 +5,12 @@ engine's event types, so ``turnledger history``, ``audit``, ``replay`` and the
 web UI show it with no reader of their own. Per client name and server run,
 one session of the configured agent on channel ``mcp`` (key
 ``mcp-<client>-<run>``) holds, for each call, an ``assistant.message`` carrying
-the call (turn id and call id ``mcp-<n>``) before it runs, then its
-``tool_result.recorded`` after: the output, or the error as a failed result.
+the call (turn id and call id ``mcp-<n>``) and its ``tool_result.recorded``: the
+output, or the error as a failed result. A write (``memory_store``,
+``memory_forget``) is recorded before it runs and its result after, so its
+memory event lies between them; a read writes nothing of its own, so it is
+recorded with its result in one append once it ran (as the engine records a
+recall with the prompt: there is no side effect to order).
 
 Arguments are scrubbed (:func:`policies.structured_scrubbing.scrub_json`) and
 already bounded by the input caps of :mod:`.tools`; with memory shredding on,
@@ -131,27 +135,9 @@ class McpRecorder:
         self, client: str, tool: str, arguments: Mapping[str, Any]
     ) -> CallRef:
         """Record a call before it runs (opening the client's session first)."""
-        recorded = msgspec.json.encode(
-            scrub_json(self._recorded_arguments(tool, arguments))
-        )
         with self._lock:
             session = self._session(client)
-            session.calls += 1
-            call_id = f"mcp-{session.calls}"
-            call = AssistantMessage(
-                turn_id=call_id,
-                tool_calls=(
-                    ToolCallRecord(id=call_id, name=tool, arguments=recorded.decode()),
-                ),
-            )
-            events: list[Event] = [call]
-            if session.version == 0:
-                events.insert(
-                    0,
-                    SessionOpened(
-                        agent=self._agent, session_key=session.key, channel=CHANNEL
-                    ),
-                )
+            events, call_id = self._call_events(session, tool, arguments)
             self._append(session, events)
         return CallRef(
             stream_id=session.stream_id,
@@ -164,11 +150,61 @@ class McpRecorder:
         self, call: CallRef, *, success: bool, text: str
     ) -> RecordedResult:
         """Record a call's outcome (scrubbed, bounded); return what was recorded."""
+        event, recorded = self._result_event(call.call_id, call.tool, success, text)
+        with self._lock:
+            session = next(
+                s for s in self._sessions.values() if s.key == call.session_key
+            )
+            self._append(session, [event])
+        return recorded
+
+    def record_read(
+        self,
+        client: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        success: bool,
+        text: str,
+    ) -> RecordedResult:
+        """Record a call that wrote nothing, with its outcome, in one append."""
+        with self._lock:
+            session = self._session(client)
+            events, call_id = self._call_events(session, tool, arguments)
+            event, recorded = self._result_event(call_id, tool, success, text)
+            self._append(session, [*events, event])
+        return recorded
+
+    def _call_events(
+        self, session: _OpenSession, tool: str, arguments: Mapping[str, Any]
+    ) -> tuple[list[Event], str]:
+        """The call's event (after the session's opening, first time), its id."""
+        recorded = msgspec.json.encode(
+            scrub_json(self._recorded_arguments(tool, arguments))
+        )
+        session.calls += 1
+        call_id = f"mcp-{session.calls}"
+        call = AssistantMessage(
+            turn_id=call_id,
+            tool_calls=(
+                ToolCallRecord(id=call_id, name=tool, arguments=recorded.decode()),
+            ),
+        )
+        if session.version:
+            return [call], call_id
+        opened = SessionOpened(
+            agent=self._agent, session_key=session.key, channel=CHANNEL
+        )
+        return [opened, call], call_id
+
+    def _result_event(
+        self, call_id: str, tool: str, success: bool, text: str
+    ) -> tuple[ToolResultRecorded, RecordedResult]:
         bounded = self._bound(scrub_text(text))
         event = ToolResultRecorded(
-            turn_id=call.call_id,
-            call_id=call.call_id,
-            tool=call.tool,
+            turn_id=call_id,
+            call_id=call_id,
+            tool=tool,
             success=success,
             output=bounded.text if success else "",
             error=None if success else bounded.text,
@@ -176,14 +212,10 @@ class McpRecorder:
             kept_chars=bounded.kept_chars,
             truncated=bounded.truncated,
         )
-        with self._lock:
-            session = next(
-                s for s in self._sessions.values() if s.key == call.session_key
-            )
-            self._append(session, [event])
-        return RecordedResult(
+        recorded = RecordedResult(
             text=bounded.text, success=success, truncated=bounded.truncated
         )
+        return event, recorded
 
     def _session(self, client: str) -> _OpenSession:
         label = client_label(client)

@@ -3,11 +3,12 @@
 :func:`build_server` answers ``tools/list``, ``tools/call``, ``resources/list``,
 ``resources/templates/list`` and ``resources/read``. A call is checked first
 (:func:`~turnledger.pipeline.mcp.tools.check_arguments`); a refused one gets
-one JSON-RPC ``INVALID_PARAMS`` error and writes nothing. An accepted call is
-recorded (:class:`~turnledger.pipeline.mcp.recording.McpRecorder`), runs in a
-worker thread (one at a time: the store and the memory backends block), and
-its outcome is recorded and returned: a failure as a tool result with
-``isError`` set. A resource read is recorded the same way, as a call of
+one JSON-RPC ``INVALID_PARAMS`` error and writes nothing. An accepted call
+runs in a worker thread (one at a time: the store and the memory backends
+block) and is recorded with its outcome
+(:class:`~turnledger.pipeline.mcp.recording.McpRecorder`: a write before it
+runs and after, a read once, after), which is returned: a failure as a tool
+result with ``isError`` set. A resource read is recorded as a read, a call of
 ``read_resource``; reading a session outside the agent's scope is a
 ``RESOURCE_NOT_FOUND`` error (after its failed result is recorded).
 
@@ -88,8 +89,21 @@ class _Calls:
         self._lock = threading.Lock()
 
     def call(self, client: str, name: str, args: dict[str, Any]) -> tuple[bool, str]:
-        """Record the call, run it, record and return ``(success, text)``."""
+        """Run a call, recorded; return ``(success, text)`` as recorded.
+
+        A write is recorded before it runs, its result after; a read with its
+        result, in one append, once it ran.
+        """
         with self._lock:
+            if not TOOLS[name].writes:
+                key = self.recorder.session_key(client)
+                success, text = self._outcome(
+                    lambda: self.services.run(name, args, key)
+                )
+                recorded = self.recorder.record_read(
+                    client, name, args, success=success, text=text
+                )
+                return recorded.success, recorded.text
             ref = self.recorder.record_call(client, name, args)
             success, text = self._outcome(
                 lambda: self.services.run(name, args, ref.session_key)
@@ -100,11 +114,12 @@ class _Calls:
     def read(
         self, client: str, uri: str, target: tuple[str, str] | None
     ) -> tuple[bool, str]:
-        """Record a resource read, read it, record and return ``(success, text)``."""
+        """Read a resource and record the read with its outcome; ``(success, text)``."""
         with self._lock:
-            ref = self.recorder.record_call(client, READ_RESOURCE, {"uri": uri})
             success, text = self._outcome(lambda: read_resource(self.services, target))
-            recorded = self.recorder.record_result(ref, success=success, text=text)
+            recorded = self.recorder.record_read(
+                client, READ_RESOURCE, {"uri": uri}, success=success, text=text
+            )
         # The client gets the resource whole (scrubbed); the ledger keeps it bounded.
         return success, text if success else recorded.text
 

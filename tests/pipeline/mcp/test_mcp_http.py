@@ -145,7 +145,7 @@ def test_the_sdk_client_calls_tools_over_http_with_the_token(
     assert json.loads(rest["memory_forget"][1]) == {"forgotten": True, "key": "lang"}
     (listed,) = json.loads(rest["ledger_sessions"][1])
     assert listed["session"] == opened.session_key
-    assert json.loads(rest["ledger_audit"][1])["tool_calls"] == 7
+    assert json.loads(rest["ledger_audit"][1])["tool_calls"] == 6  # not itself
     assert json.loads(rest["ledger_costs"][1])["rows"] == []
     assert rest["ledger_history"][0] is True
     assert "found none named 'no-such-session'" in rest["ledger_history"][1]

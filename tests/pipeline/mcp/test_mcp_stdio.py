@@ -144,8 +144,9 @@ def test_every_tool_and_resource_answers_and_each_call_is_recorded(ledger: Ledge
     # As of the first call's turn: that call and its result only.
     assert len(seen["history_at"]["messages"]) == 2
     assert seen["history_at"]["at"] is not None
-    # The audit call itself is the one call not answered yet when it ran.
-    assert seen["audit"]["unpaired_calls"] == 1
+    # A read is recorded once it ran: the audit saw every earlier call paired.
+    assert seen["audit"]["unpaired_calls"] == 0
+    assert seen["audit"]["tool_calls"] == 10  # every call before it
     assert seen["audit"]["unpaired_results"] == 0
     assert seen["costs"]["rows"] == []
     assert seen["missing"][0] is True

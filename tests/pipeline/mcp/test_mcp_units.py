@@ -346,3 +346,31 @@ def test_histories_reach_the_client_scrubbed(sqlite_store: EventStore, tmp_path:
         assert SECRET not in text
         assert "REDACTED" in text
     assert json.loads(texts[1])["messages"][0]["role"] == "user"
+
+
+def test_a_write_is_recorded_around_its_memory_event_and_a_read_after_it_ran(
+    sqlite_store: EventStore, tmp_path: Path
+):
+    """Store: call, memory.stored, result. Recall: call and result together."""
+    config = Config(data_dir=str(tmp_path / "data"))
+    events = _recorded_run(
+        sqlite_store,
+        config,
+        str(tmp_path / "x.db"),
+        [
+            ("memory_store", {"key": "k", "content": "v"}),
+            ("memory_recall", {"query": "v"}),
+        ],
+    )
+    assert [type(e).__name__ for e in events] == [
+        "SessionOpened",
+        "AssistantMessage",
+        "MemoryStored",
+        "ToolResultRecorded",
+        "AssistantMessage",
+        "ToolResultRecorded",
+    ]
+    with_positions = list(sqlite_store.iter_all())
+    recall_call, recall_result = with_positions[-2:]
+    assert recall_result.position == recall_call.position + 1
+    assert recall_result.recorded_at == recall_call.recorded_at  # one append
