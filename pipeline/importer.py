@@ -6,15 +6,27 @@ provenance ``imported``, and each system or developer message is a
 ``system_prompt.set`` event at its place). An empty system message carries
 nothing and is counted as skipped. An import writes all its sessions in one
 transaction, or nothing.
+
+Import identity: given the source's digest (the SHA-256 of the file read,
+:func:`turnledger.pipeline.formats.read.read_transcript_source`), a session's
+default key is its conversation's in-file id followed by the digest's first 8
+hex digits (``1-3fa2b9c0``), so two different files never share a session, and
+each session is appended under the idempotency key
+``import:<digest>:<conversation index>:<stream>``: importing the same file again
+writes nothing and reports each session ``already_imported``. A session key
+that holds events from another source (``--session`` given twice, another
+writer) is an :class:`ImportClashError` naming the session; nothing is written.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
@@ -27,6 +39,7 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore
+from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.formats import Conversation, ParsedTranscript
 from turnledger.policies.messages import Message, ToolResult
 from turnledger.policies.paths import sanitize_session_key
@@ -34,24 +47,72 @@ from turnledger.policies.paths import sanitize_session_key
 UNKNOWN = "unknown"
 ERROR_PREFIX = "Error: "
 
+DIGEST_CHARS: Final = 8
+"""Hex digits of the source's digest a default session key ends with."""
+
+SessionOutcome: TypeAlias = Literal["imported", "already_imported"]
+"""What an import did with a session: wrote it, or found it written before."""
+
+
+class ImportClashError(PipelineError):
+    """A session key already holds events that this import did not write.
+
+    Attributes:
+        session: The session key.
+        agent: Its agent.
+        found: The events the session holds.
+    """
+
+    def __init__(self, *, agent: str, session: str, found: int) -> None:
+        self.agent = agent
+        self.session = session
+        self.found = found
+        super().__init__(
+            f"Expected session {agent}/{session} to be new or this file's earlier"
+            f" import, found {found} events from another source; pass --session"
+            " KEY to import the file under another key"
+        )
+
 
 class ImportedSession(msgspec.Struct, frozen=True, kw_only=True):
-    """One session written by an import."""
+    """One session of an import.
+
+    Attributes:
+        session: The session key.
+        agent: Its agent.
+        stream: Its stream id.
+        events: The events that record it (written now, or before).
+        conversation: The conversation's id in the file.
+        outcome: ``imported`` (written now) or ``already_imported`` (the same
+            source was imported before: nothing written).
+    """
 
     session: str
     agent: str
     stream: str
     events: int
     conversation: str
+    outcome: SessionOutcome = "imported"
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What an import wrote and what it could not use."""
+    """What an import wrote and what it could not use.
+
+    Attributes:
+        format: The transcript's format.
+        sessions: Its sessions, in file order.
+        skipped: What was left out, by kind, with counts.
+        problems: Malformed lines, ``(line, message)``.
+        source: The source's SHA-256 (``""`` when none was given).
+        written: The events written now (0 when everything was imported before).
+    """
 
     format: str
     sessions: tuple[ImportedSession, ...]
     skipped: dict[str, int]
     problems: tuple[tuple[int, str], ...] = ()
+    source: str = ""
+    written: int = 0
 
 
 class _Builder:
@@ -166,16 +227,25 @@ def conversation_events(
     return builder.finish(), builder.skipped
 
 
-def session_keys(parsed: ParsedTranscript, session: str | None) -> list[str]:
-    """Return one sanitized session key per conversation."""
+def session_keys(
+    parsed: ParsedTranscript, session: str | None, *, source: str = ""
+) -> list[str]:
+    """Return one sanitized session key per conversation.
+
+    ``session`` (``--session``) names them (``KEY``, or ``KEY-1``, ``KEY-2``...
+    for several). Otherwise each is its conversation's in-file id (or
+    ``conversation-N``), followed by ``-`` and the first :data:`DIGEST_CHARS`
+    hex digits of ``source`` when one is given, so keys are unique per source.
+    """
     conversations = parsed.conversations
     if session is not None:
         base = sanitize_session_key(session)
         if len(conversations) == 1:
             return [base]
         return [f"{base}-{i}" for i in range(1, len(conversations) + 1)]
+    suffix = f"-{source[:DIGEST_CHARS]}" if source else ""
     keys = [
-        sanitize_session_key(c.id) or f"conversation-{i}"
+        (sanitize_session_key(c.id) or f"conversation-{i}") + suffix
         for i, c in enumerate(conversations, 1)
     ]
     seen: Counter[str] = Counter()
@@ -192,25 +262,41 @@ def import_transcript(
     *,
     agent: str = "imported",
     session: str | None = None,
+    source: str = "",
 ) -> ImportReport:
     """Write every conversation of a transcript as a new session, atomically.
 
+    Args:
+        store: The ledger.
+        parsed: The transcript.
+        agent: The agent the sessions belong to.
+        session: The session key (``--session``); default: derived (see
+            :func:`session_keys`).
+        source: The SHA-256 of the file the transcript was read from; with it,
+            default keys are unique per source and importing the same source
+            again writes nothing (see the module docstring).
+
     Raises:
-        ConcurrencyError: A target session already has events; nothing is written.
+        ImportClashError: A target session already holds events this source's
+            import did not write; nothing is written.
+        ConcurrencyError: The same, without a ``source`` (no idempotency key
+            tells a repeated import from a clash); nothing is written.
         InvalidEventError: A message cannot be recorded; nothing is written.
     """
     skipped: Counter[str] = Counter(parsed.skipped)
     appends: list[Append] = []
     sessions: list[ImportedSession] = []
-    for conversation, key in zip(
-        parsed.conversations, session_keys(parsed, session), strict=True
+    keys = session_keys(parsed, session, source=source)
+    for index, (conversation, key) in enumerate(
+        zip(parsed.conversations, keys, strict=True)
     ):
         events, left_out = conversation_events(
             conversation, agent=agent, session_key=key
         )
         skipped.update(left_out)
         stream = session_stream_id(agent, key)
-        appends.append(Append(stream, events, 0))
+        idempotency = f"import:{source}:{index}:{stream}" if source else None
+        appends.append(Append(stream, events, 0, idempotency))
         sessions.append(
             ImportedSession(
                 session=key,
@@ -220,10 +306,28 @@ def import_transcript(
                 conversation=conversation.id,
             )
         )
-    store.append_atomic(appends)
+    before = store.max_position()
+    try:
+        results = store.append_atomic(appends)
+    except ConcurrencyError as clash:
+        if not source:
+            raise
+        named = next(s for s in sessions if s.stream == str(clash.stream_id))
+        raise ImportClashError(
+            agent=agent, session=named.session, found=clash.found
+        ) from None
+    # A replayed append returns the positions written before this import
+    # began; a new one's come after every position there was then.
+    replayed = [bool(r.positions) and r.positions[0] <= before for r in results]
+    sessions = [
+        msgspec.structs.replace(s, outcome="already_imported") if again else s
+        for s, again in zip(sessions, replayed, strict=True)
+    ]
     return ImportReport(
         format=parsed.format,
         sessions=tuple(sessions),
         skipped=dict(sorted(skipped.items())),
         problems=tuple((p.line, p.message) for p in parsed.problems),
+        source=source,
+        written=sum(s.events for s in sessions if s.outcome == "imported"),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
@@ -75,10 +76,37 @@ def read_transcript(
         InputFileError: The file is missing, not a regular file (a FIFO, a
             device, a directory) or larger than the input bound.
     """
-    path = Path(path)
+    return _read_file(Path(path), format, max_bytes)[0]
+
+
+def read_transcript_source(
+    path: str | Path,
+    *,
+    format: FormatChoice | str = "auto",  # noqa: A002 - the documented keyword
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> tuple[ParsedTranscript, str]:
+    """Read a transcript file as :func:`read_transcript` does, with its digest.
+
+    Returns:
+        The transcript, and the SHA-256 (hex) of the very bytes it was parsed
+        from (what an import's session keys and idempotency keys derive from).
+
+    Raises:
+        TranscriptError: See :func:`read_transcript`.
+        InputFileError: See :func:`read_transcript`.
+    """
+    parsed, data = _read_file(Path(path), format, max_bytes)
+    return parsed, hashlib.sha256(data).hexdigest()
+
+
+def _read_file(
+    path: Path,
+    format: FormatChoice | str,  # noqa: A002 - the documented keyword
+    max_bytes: int,
+) -> tuple[ParsedTranscript, bytes]:
     data = read_input_file(path, max_bytes=max_bytes, what="transcript")  # #17
     _refuse_pending_wal(path, data)
-    return parse_transcript(data, format=format, path=path)
+    return parse_transcript(data, format=format, path=path), data
 
 
 def _refuse_pending_wal(path: Path, data: bytes) -> None:

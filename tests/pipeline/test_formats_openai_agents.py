@@ -249,9 +249,9 @@ def test_the_public_database_imports_and_exports_without_loss(capsys, tmp_path, 
     code, out, err = run(capsys, "--db", db, "import", str(SESSION_DB), "--json")
     assert (code, err) == (0, "")
     (session,) = json.loads(out)["sessions"]
-    assert session["session"] == "financial_chat"
+    assert session["session"].startswith("financial_chat-")  # the file's digest
     code, first, err = run(
-        capsys, "--db", db, "export", "financial_chat", "--format", fmt
+        capsys, "--db", db, "export", session["session"], "--format", fmt
     )
     assert (code, err) == (0, "")
     reread = parse_transcript(first.encode(), format=fmt)

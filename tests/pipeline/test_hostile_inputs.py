@@ -41,6 +41,8 @@ def _ledger(tmp_path, monkeypatch):
             expected_version=0,
         )
     os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "empty").mkdir()
+    os.mkfifo(tmp_path / "empty" / "fifo.json")  # not a file: not searched
     return db
 
 
@@ -87,7 +89,7 @@ def refused(capsys, db: Path, *args: str) -> str:
     [
         (("import", "/dev/zero"), "Expected a regular transcript at '/dev/zero', found a device"),
         (("import", "fifo"), "Expected a regular transcript at 'fifo', found a FIFO"),
-        (("import", "."), "Expected a regular transcript at '.', found a directory"),
+        (("import", "empty"), "Expected transcript files (.json, .jsonl, .eval, .har, .yaml, .yml, .db) under empty, found none"),
         (("run", "/dev/zero", "--turn", "hi"), "Expected a regular provider script at '/dev/zero', found a device"),
         (("run", "fifo", "--turn", "hi"), "Expected a regular provider script at 'fifo', found a FIFO"),
         (("import", "missing.json"), "Expected a readable transcript at 'missing.json', found: No such file or directory"),

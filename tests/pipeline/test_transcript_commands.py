@@ -118,15 +118,17 @@ def test_import_then_audit_history_export_replay(capsys, sqlite_path):
 
 
 def test_failed_import_writes_nothing(capsys, sqlite_path):
-    """Importing into existing sessions fails whole; the ledger is unchanged."""
+    """Importing into a session another file wrote fails whole; nothing changes."""
     source = CORPUS / "claude-code-log" / "edit_tool.jsonl"
-    assert run(capsys, "--db", sqlite_path, "import", str(source))[0] == 0
+    other = CORPUS / "claude-code-log" / "dag_simple.jsonl"
+    args = ("--db", sqlite_path, "import", "--session", "s")
+    assert run(capsys, *args, str(source))[0] == 0
     before = json.loads(run(capsys, "--db", sqlite_path, "stats", "--json")[1])[
         "events"
     ]
-    code, _, err = run(capsys, "--db", sqlite_path, "import", str(source))
+    code, _, err = run(capsys, *args, str(other))
     assert code == 2
-    assert "Expected stream" in err
+    assert "Expected session imported/s to be new" in err
     after = json.loads(run(capsys, "--db", sqlite_path, "stats", "--json")[1])["events"]
     assert after == before
 
