@@ -270,3 +270,42 @@ def test_the_progress_bar_shows_only_on_a_terminal(capsys, tmp_path):
         assert f"[{i}/3] ".encode() in shown
     assert b"3 files: 3 imported" in done.stdout
     assert b"[1/3]" not in done.stdout
+
+
+def test_an_otlp_file_among_transcripts(capsys, tmp_path):
+    """A detected OTLP JSON file goes through the span import, once."""
+    from tests.pipeline.collect.spans import (
+        ANSWER,
+        USER,
+        chat_attributes,
+        json_request,
+        json_span,
+    )
+
+    spans = tmp_path / "spans.json"
+    trace = "5b8efff798038103d269b633813fc60c"
+    span = json_span(
+        trace,
+        "00f067aa0ba902b7",
+        chat_attributes(inputs=[USER], outputs=[ANSWER]),
+        start=1,
+    )
+    spans.write_text(json.dumps(json_request([span])))
+    transcript = str(corpus_files(1)[0][0])
+    db = str(tmp_path / "l.db")
+    code, out, err = run(capsys, "--db", db, "import", str(spans), transcript, "--json")
+    assert (code, err) == (0, "")
+    first = json.loads(out)["files"]
+    assert [(f["format"], f["outcome"]) for f in first] == [
+        ("otlp", "imported"),
+        (first[1]["format"], "imported"),
+    ]
+    assert [s["session"] for s in first[0]["sessions"]] == [trace]
+    written = events_in(db)
+    code, out, _ = run(capsys, "--db", db, "import", str(spans), transcript, "--json")
+    assert code == 0
+    assert [f["outcome"] for f in json.loads(out)["files"]] == [
+        "already_imported",
+        "already_imported",
+    ]
+    assert events_in(db) == written
