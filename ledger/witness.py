@@ -162,6 +162,12 @@ class FileWitness:
         if reading and not self.path.exists():
             msg = f"Expected a witness file at {quote_value(path)}, found none"
             raise WitnessError(msg)
+        if not reading and not self.path.parent.is_dir():
+            msg = (
+                f"Expected the witness file's folder to exist, found none for "
+                f"{quote_value(path)}"
+            )
+            raise WitnessError(msg)
 
     def record(self, entry: WitnessEntry) -> None:
         """Append the entry's line with one write, then fsync the file."""

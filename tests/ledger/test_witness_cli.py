@@ -180,6 +180,7 @@ def test_postgres_witness_schema(capsys, sqlite_path):
     [
         ("seal", "nowhere.jsonl", "Expected a witness target"),
         ("seal", "file:", "Expected a path after file:"),
+        ("seal", "file:/nonexistent/seals.jsonl", "folder to exist"),
         ("verify", "file:/nonexistent/seals.jsonl", "found none"),
         ("verify", "sqlite:/nonexistent/witness.db", "Cannot open the witness"),
         ("seal", "ftp://example.org/x", "Expected a witness target"),
