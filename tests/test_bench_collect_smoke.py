@@ -28,7 +28,7 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
     assert "collect spans/s vs discarding receiver" in goals[0]
     assert "acknowledgement p95" in goals[1]
     figures = json.loads(out.read_text())
-    assert set(figures["series"]) == {"collect", "discard", "ack", "commit"}
+    assert set(figures["series"]) == {"collect", "discard", "ack", "export", "commit"}
     assert len(figures["series"]["ack"]["seconds"]) == len(
         figures["series"]["commit"]["seconds"]
     )

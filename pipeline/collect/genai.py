@@ -130,15 +130,22 @@ class SpanReading(msgspec.Struct, frozen=True, kw_only=True):
     conversation: str | None = None
 
 
-def read_span(span: Span) -> SpanReading:
-    """Read a span by the GenAI conventions (see the module's doc)."""
+def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
+    """Read a span by the GenAI conventions (see the module's doc).
+
+    ``cache`` remembers each conversation's last input messages, so a later
+    span's input, which repeats them, is read from where they end.
+    """
     attrs = span.attributes
     op = _str(attrs.get("gen_ai.operation.name"))
     conversation = _str(attrs.get("gen_ai.conversation.id")) or None
     if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
         label = op or _str(attrs.get("llm.request.type")) or "chat"
         return SpanReading(
-            kind="chat", label=label, call=read_call(span), conversation=conversation
+            kind="chat",
+            label=label,
+            call=read_call(span, cache, conversation or span.trace_id),
+            conversation=conversation,
         )
     if op == "execute_tool":
         return SpanReading(
@@ -159,13 +166,13 @@ def _openllmetry_call(attrs: Mapping[str, object]) -> bool:
     return "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs
 
 
-def read_call(span: Span) -> ModelCall:
+def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> ModelCall:
     """Read a model call span's model, usage, status and content."""
     attrs = dict(span.attributes)
     for event in span.events:
         if event.name == _DETAILS_EVENT:
             attrs.update(event.attributes)
-    system, inputs, outputs, extra, content = _content(span, attrs)
+    system, inputs, outputs, extra, content = _content(span, attrs, cache, key)
     failed = span.status_code == 2
     error = (
         _str(attrs.get("error.type")) or span.status_message or "error"
@@ -209,7 +216,9 @@ def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
 _Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bool]
 
 
-def _content(span: Span, attrs: Mapping[str, object]) -> _Content:
+def _content(
+    span: Span, attrs: Mapping[str, object], cache: InputCache | None, key: str
+) -> _Content:
     if any(
         k in attrs
         for k in (
@@ -218,7 +227,7 @@ def _content(span: Span, attrs: Mapping[str, object]) -> _Content:
             "gen_ai.system_instructions",
         )
     ):
-        return _current(attrs)
+        return _current(attrs, cache, key)
     names = {e.name for e in span.events}
     if names & _EVENT_NAMES:
         return _from_events(span)
@@ -230,19 +239,129 @@ def _content(span: Span, attrs: Mapping[str, object]) -> _Content:
 # --- the current form: gen_ai.input.messages / output.messages -------------
 
 
-def _current(attrs: Mapping[str, object]) -> _Content:
+class _Part(msgspec.Struct):
+    """A message part of the current form, as sent (fields of other kinds ignored)."""
+
+    type: str = ""
+    content: object = None
+    id: object = None
+    name: object = None
+    arguments: object = None
+    response: object = None
+    result: object = None
+
+
+class _Message(msgspec.Struct):
+    """A message of the current form: its role and parts."""
+
+    role: str = ""
+    parts: list[_Part | str] = msgspec.field(default_factory=list)
+
+
+_MESSAGES: Final = msgspec.json.Decoder(list[_Message])
+
+
+def _messages(value: object) -> list[_Message] | None:
+    """The messages of a current-form attribute (JSON text or structured).
+
+    ``None`` when they are not shaped as the conventions say (read then by the
+    generic walk).
+    """
+    try:
+        if isinstance(value, str):
+            return _MESSAGES.decode(value)
+        if isinstance(value, (list, tuple)):
+            return msgspec.convert(list(value), list[_Message])
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return []
+
+
+_Read: TypeAlias = tuple[str | None, list[Said]]
+"""One input message read: its text when a system message, else what it says."""
+
+
+class InputCache:
+    """The last input messages read per conversation (at most ``size`` of them).
+
+    A chat span's ``gen_ai.input.messages`` repeats the conversation so far: when
+    its JSON text begins with the previous span's messages (that text without
+    its closing ``]``, then a comma or the end), only the messages after them
+    are decoded and read. Anything else is read whole.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._last: dict[str, tuple[str, list[_Read]]] = {}
+
+    def read(self, key: str, text: str) -> list[_Read] | None:
+        """The messages of ``text`` read, or ``None`` when not of the form."""
+        found = self._last.pop(key, None)
+        read = None
+        if found is not None:
+            read = _continued(found, text)
+        if read is None:
+            messages = _messages(text)
+            if messages is None:
+                return None
+            read = [_read(m) for m in messages]
+        self._last[key] = (text, read)
+        if len(self._last) > self.size:
+            del self._last[next(iter(self._last))]
+        return read
+
+
+def _continued(found: tuple[str, list[_Read]], text: str) -> list[_Read] | None:
+    old, read = found
+    head = old.rstrip()
+    if not read or not head.endswith("]"):
+        return None
+    head = head[:-1].rstrip()
+    if not text.startswith(head):
+        return None
+    rest = text[len(head) :].lstrip()
+    if rest.startswith("]") and not rest[1:].strip():
+        return list(read)
+    if not rest.startswith(","):
+        return None
+    more = _messages("[" + rest[1:])
+    return None if more is None else [*read, *(_read(m) for m in more)]
+
+
+def _read(message: _Message) -> _Read:
+    if message.role == "system":
+        return "".join(_typed_text(p) for p in message.parts), []
+    return None, _said_of_typed(message.role, message.parts)
+
+
+def _current(
+    attrs: Mapping[str, object], cache: InputCache | None, key: str
+) -> _Content:
     system_parts = _json(attrs.get("gen_ai.system_instructions"))
     system_texts = [_part_text(p) for p in _seq(system_parts)]
     if isinstance(system_parts, str):
         system_texts = [system_parts]
     inputs: list[Said] = []
-    for message in _seq(_json(attrs.get("gen_ai.input.messages"))):
-        role = _str(_get(message, "role"))
-        parts = _seq(_get(message, "parts"))
-        if role == "system":
-            system_texts.append("".join(_part_text(p) for p in parts))
-        else:
-            inputs.extend(_said_of_parts(role, parts))
+    raw_inputs = attrs.get("gen_ai.input.messages")
+    read: list[_Read] | None
+    if cache is not None and isinstance(raw_inputs, str):
+        read = cache.read(key, raw_inputs)
+    else:
+        typed = _messages(raw_inputs)
+        read = None if typed is None else [_read(m) for m in typed]
+    if read is not None:
+        for system_text, said in read:
+            if system_text is not None:
+                system_texts.append(system_text)
+            inputs.extend(said)
+    else:
+        for message in _seq(_json(raw_inputs)):
+            role = _str(_get(message, "role"))
+            parts = _seq(_get(message, "parts"))
+            if role == "system":
+                system_texts.append("".join(_part_text(p) for p in parts))
+            else:
+                inputs.extend(_said_of_parts(role, parts))
     outputs: list[AssistantSaid] = []
     choices = _seq(_json(attrs.get("gen_ai.output.messages")))
     for message in choices[:1]:
@@ -250,6 +369,49 @@ def _current(attrs: Mapping[str, object]) -> _Content:
         outputs.extend(s for s in said if isinstance(s, AssistantSaid))
     system = "\n".join(t for t in system_texts if t) or None
     return system, inputs, outputs, max(0, len(choices) - 1), True
+
+
+def _typed_text(part: _Part | str) -> str:
+    if isinstance(part, str):
+        return part
+    return part.content if isinstance(part.content, str) else ""
+
+
+def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
+    """:func:`_said_of_parts` over typed parts (the fast path)."""
+    texts: list[str] = []
+    calls: list[ToolCallSaid] = []
+    results: list[ToolSaid] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif part.type == "tool_call":
+            calls.append(
+                ToolCallSaid(
+                    id=_str(part.id),
+                    name=_str(part.name),
+                    arguments=_arguments(part.arguments),
+                )
+            )
+        elif part.type == "tool_call_response":
+            response = part.result if part.response is None else part.response
+            results.append(ToolSaid(call_id=_str(part.id), content=_as_text(response)))
+        elif isinstance(part.content, str):
+            texts.append(part.content)
+    return _said(role, "".join(texts), calls, results)
+
+
+def _said(
+    role: str, text: str, calls: list[ToolCallSaid], results: list[ToolSaid]
+) -> list[Said]:
+    if results:
+        found: list[Said] = list(results)
+        if text and role == "user":
+            found.append(UserSaid(text))
+        return found
+    if role == "assistant":
+        return [AssistantSaid(text, tuple(calls))]
+    return [UserSaid(text)]
 
 
 def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
@@ -275,15 +437,7 @@ def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
             )
         else:
             texts.append(_part_text(part))
-    text = "".join(texts)
-    if results:
-        found: list[Said] = list(results)
-        if text and role == "user":
-            found.append(UserSaid(text))
-        return found
-    if role == "assistant":
-        return [AssistantSaid(text, tuple(calls))]
-    return [UserSaid(text)]
+    return _said(role, "".join(texts), calls, results)
 
 
 def _part_text(part: object) -> str:

@@ -55,6 +55,7 @@ from turnledger.ledger.store import Append, EventStore
 from turnledger.pipeline.collect.decode import Span
 from turnledger.pipeline.collect.genai import (
     AssistantSaid,
+    InputCache,
     ModelCall,
     Said,
     SpanReading,
@@ -204,6 +205,7 @@ class Recorder:
         self.store = store
         self.pricing = dict(pricing or {})
         self.agent = agent
+        self._inputs = InputCache()
         self._states: dict[UUID, _State] = {}
         self._lock = threading.Lock()
 
@@ -226,7 +228,7 @@ class Recorder:
             raise AssertionError  # pragma: no cover - the loop returns or raises
 
     def _record(self, spans: Sequence[Span]) -> BatchReport:
-        readings = [(span, read_span(span)) for span in spans]
+        readings = [(span, read_span(span, self._inputs)) for span in spans]
         known: Counter[str] = Counter()
         unknown: Counter[str] = Counter()
         conversations = {
@@ -483,9 +485,10 @@ class _Builder:
 
 
 def _print(said: UserSaid | AssistantSaid) -> _Print:
-    if isinstance(said, UserSaid):
+    if type(said) is UserSaid:
         return ("u", said.text, ())
-    return ("a", said.text, tuple(c.id or UNKNOWN for c in said.calls))
+    calls = said.calls  # type: ignore[union-attr]
+    return ("a", said.text, tuple([c.id or UNKNOWN for c in calls]) if calls else ())
 
 
 def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> int:
