@@ -20,7 +20,11 @@ import msgspec
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
-from turnledger.pipeline.importer import ImportedSession, import_transcript
+from turnledger.pipeline.importer import (
+    ImportedSession,
+    ImportReport,
+    import_transcript,
+)
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.pricing import ModelPrice
 
@@ -76,6 +80,23 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[tuple[int, str], ...] = ()
     written: int = 0
     error: str | None = None
+
+    @classmethod
+    def of(cls, file: str, report: ImportReport) -> FileImport:
+        """The import of ``file`` that ``report`` describes."""
+        again = bool(report.sessions) and all(
+            s.outcome == "already_imported" for s in report.sessions
+        )
+        return cls(
+            file=file,
+            outcome="already_imported" if again else "imported",
+            format=report.format,
+            sha256=report.source or None,
+            sessions=report.sessions,
+            skipped=report.skipped,
+            problems=report.problems,
+            written=report.written,
+        )
 
 
 def transcript_files(paths: Iterable[str]) -> list[str]:
@@ -142,19 +163,7 @@ def import_file(
         return FileImport(file=file, outcome="failed", error=describe(error))
     except RecursionError:
         return FileImport(file=file, outcome="failed", error=_TOO_DEEP)
-    again = bool(report.sessions) and all(
-        s.outcome == "already_imported" for s in report.sessions
-    )
-    return FileImport(
-        file=file,
-        outcome="already_imported" if again else "imported",
-        format=report.format,
-        sha256=digest,
-        sessions=report.sessions,
-        skipped=report.skipped,
-        problems=report.problems,
-        written=report.written,
-    )
+    return FileImport.of(file, report)
 
 
 _TOO_DEEP: Final = (

@@ -109,20 +109,7 @@ def _import_one(args: argparse.Namespace, file: str) -> int:
         report = import_transcript(
             store, parsed, agent=args.agent, session=args.session, source=digest
         )
-    again = bool(report.sessions) and all(
-        s.outcome == "already_imported" for s in report.sessions
-    )
-    done = FileImport(
-        file=file,
-        outcome="already_imported" if again else "imported",
-        format=report.format,
-        sha256=digest,
-        sessions=report.sessions,
-        skipped=report.skipped,
-        problems=report.problems,
-        written=report.written,
-    )
-    _print_imports(args, [done])
+    _print_imports(args, [FileImport.of(file, report)])
     return 0
 
 
@@ -260,15 +247,34 @@ def _ledger_audit(
     return msgspec.structs.replace(report, skipped={NOT_RECORDED: missing})
 
 
+def _refuse_unmapped(report: AuditReport, *, strict: bool) -> None:
+    """With --strict, refuse a file in which a record was not mapped."""
+    coverage = report.coverage
+    if strict and coverage is not None and coverage.accounted:
+        from turnledger.pipeline.formats import TranscriptError
+
+        msg = (
+            f"Expected every record mapped (--strict), found {coverage.accounted}"
+            f" of {coverage.read} not mapped, first {coverage.first}"
+        )
+        raise TranscriptError(msg)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """Audit tool-call pairing of ledger sessions (all when no target) or of a file.
 
     Counts follow the documented pairing rule of each format. Exit 0 when nothing
     is unpaired, 1 when a call or result is unpaired (with --strict also when a
-    stricter placement check warns), 2 when the input is unreadable. With --json:
-    format, conversations, tool_calls, tool_results, unpaired_calls,
-    unpaired_results, violations and warnings (kind, id, conversation,
-    position), skipped (item kinds with counts) and problems (line, message).
+    stricter placement check warns), 2 when the input is unreadable. A file
+    holding model traffic no reader understands (a request to a model API no
+    shape knows, a message or tool call of an unknown schema) is refused: exit
+    2, naming the first such record. With --strict a file is also refused when
+    any record was not mapped (unrecognised, malformed, not a model request).
+    With --json: format, conversations, tool_calls, tool_results,
+    unpaired_calls, unpaired_results, violations and warnings (kind, id,
+    conversation, position), skipped (item kinds with counts), problems
+    (line, message) and coverage (read, mapped, accounted, kinds, reasons,
+    first, refused; null for ledger sessions).
 
     Example: turnledger audit transcript.jsonl --json
     """
@@ -278,6 +284,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if target is not None and Path(target).is_file():
         limit = config(args).runtime.max_input_bytes
         report = audit_file(Path(target), fmt=args.format, max_bytes=limit)
+        _refuse_unmapped(report, strict=args.strict)
     else:
         with open_ledger(args) as store:
             report = _ledger_audit(store, target, args.agent)
@@ -519,7 +526,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--strict",
             action="store_true",
-            help="exit 1 on warnings too (placement a provider would reject)",
+            help=(
+                "exit 1 on warnings too (placement a provider would reject); "
+                "refuse a file (exit 2) in which a record was not mapped"
+            ),
         )
     if name in ("export", "replay", "history"):
         p.add_argument("session", help="the session key or stream id")
