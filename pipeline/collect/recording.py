@@ -81,6 +81,10 @@ CHANNEL: Final = "otlp"
 UNKNOWN: Final = "unknown"
 _ATTEMPTS: Final = 3
 
+MAX_SESSIONS: Final = 4096
+"""Sessions whose state the recorder keeps between batches (the least recently
+written beyond it are folded again from their stream when they come back)."""
+
 _Print: TypeAlias = tuple[str, str, tuple[str, ...]]
 
 
@@ -275,7 +279,10 @@ class Recorder:
         if appends:
             self.store.append_atomic(appends)
         for state in states:
-            self._states[state.stream] = state
+            self._states.pop(state.stream, None)
+            self._states[state.stream] = state  # the most recently used last
+        while len(self._states) > MAX_SESSIONS:
+            del self._states[next(iter(self._states))]  # read again when it returns
         return BatchReport(
             spans=len(spans),
             mapped=totals["mapped"],

@@ -7,12 +7,13 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.spans import json_request, json_span, text
 from turnledger.ledger.store import open_store
-from turnledger.pipeline.collect import CollectError, Recorder, decode_json
+from turnledger.pipeline.collect import CollectError, Recorder, decode_json, recording
 from turnledger.pipeline.collect.decode import spans_of_document
 from turnledger.pipeline.sessions import list_sessions, load_history
 
@@ -100,3 +101,22 @@ def test_batches_and_retries_record_the_conversation_once(
         history = load_history(store, session.stream_id).entries
     expected = [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
     assert [e.message.text for e in history] == expected
+
+
+def test_a_session_forgotten_between_batches_is_read_again_from_its_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "MAX_SESSIONS", 1)
+    first, second = _conversation(2)
+    other = json_span(
+        "6b8efff798038103d269b633813fc60c", "00000000000000aa", {}, start=9
+    )
+    other["attributes"] = first["attributes"]
+    with open_store(str(tmp_path / "ledger.db")) as store:
+        recorder = Recorder(store)
+        for batch in ([first], [other], [first, second]):  # the retry and the next
+            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+        keys = {s.key: s for s in list_sessions(store)}
+        history = load_history(store, keys[TRACE].stream_id).entries
+    assert len(keys) == 2
+    assert [e.message.text for e in history] == ["q0", "a0", "q1", "a1"]
