@@ -7,9 +7,11 @@ per rule) and their true positives (``tps``) in
 
 - ``policies/_gitleaks_rules.py``: every rule with a content regex, converted
   from Go (RE2) syntax to Python ``re`` syntax (see :func:`convert`), as data;
-- ``tests/fixtures/secrets/gitleaks_tps.json``: every literal true positive of
-  the Go rule files (random ``secrets.NewSecret(...)`` samples cannot be read
-  from source and are left out), with the secret the rule extracts from it.
+- ``tests/fixtures/secrets/gitleaks_tps.json``: the true positives of the Go
+  rule files: their literal strings, and for a random
+  ``secrets.NewSecret(<pattern>)`` sample one string generated from that
+  pattern (seeded, so the file is reproducible), each with the secret the
+  rule extracts from it.
 
 Each true positive is checked against its converted rule with gitleaks'
 semantics (secret group, entropy, allowlists); one that does not match is
@@ -28,7 +30,9 @@ import argparse
 import ast
 import json
 import math
+import random
 import re
+import string
 import sys
 import tomllib
 from collections import Counter
@@ -378,9 +382,9 @@ def _tokens(source: str) -> list[tuple[str, str]]:
     ]
 
 
-def literal_tps(source: str) -> list[tuple[str, str]]:
-    """(rule id, text) of every literal true positive in a Go rule file."""
-    found: list[tuple[str, str]] = []
+def literal_tps(source: str) -> list[tuple[str, str, str]]:
+    """(rule id, text, how) of every true positive read from a Go rule file."""
+    found: list[tuple[str, str, str]] = []
     for function in re.split(r"\nfunc ", source)[1:]:
         rule_id = re.search(r'RuleID:\s*"([^"]+)"', function)
         if rule_id is None:
@@ -392,15 +396,18 @@ def literal_tps(source: str) -> list[tuple[str, str]]:
             nxt = [v for _, v in tokens[i + 1 : i + 3]]
             if nxt[:1] not in ([":"], ["="]):
                 continue
-            found += [(rule_id.group(1), t) for t in _statement_literals(tokens, i)]
+            found += [
+                (rule_id.group(1), text, how)
+                for text, how in _statement_literals(tokens, i, rule_id.group(1))
+            ]
     return found
 
 
 def _statement_literals(  # noqa: C901 - one token walk
-    tokens: list[tuple[str, str]], start: int
-) -> list[str]:
-    """Literal elements of the ``tps`` statement starting at ``tokens[start]``."""
-    out: list[str] = []
+    tokens: list[tuple[str, str]], start: int, rule_id: str
+) -> list[tuple[str, str]]:
+    """(text, how) of each true positive of the ``tps`` statement at ``start``."""
+    out: list[tuple[str, str]] = []
     stack: list[str] = []  # "list" (a []string{ or append( ), "sample" or "call"
     i = start + 1
     while i < len(tokens):
@@ -417,7 +424,7 @@ def _statement_literals(  # noqa: C901 - one token walk
                 stack.append("list")
             elif value == "(" and before.endswith("GenerateSampleSecrets"):
                 stack.append("sample")
-                out += _sample_literals(tokens, i)
+                out += _sample_literals(tokens, i, rule_id)
             else:
                 stack.append("call")
         elif kind == "close":
@@ -429,7 +436,7 @@ def _statement_literals(  # noqa: C901 - one token walk
         elif kind in ("raw", "str") and stack and stack[-1] == "list":
             prev, nxt = tokens[i - 1], tokens[i + 1]
             if prev[1] in ("{", "(", ",") and nxt[1] in (",", "}", ")"):
-                out.append(_go_string(value))
+                out.append((_go_string(value), "literal"))
         i += 1
         if not stack and tokens[i - 1][0] == "close":
             break
@@ -440,22 +447,171 @@ def _statement_literals(  # noqa: C901 - one token walk
 _SAMPLE_FORMS = ('{i}_token: "{s}"', "{I}_TOKEN={s}")
 
 
-def _sample_literals(tokens: list[tuple[str, str]], open_at: int) -> list[str]:
-    """``GenerateSampleSecrets("id", <one literal>)`` rendered in two forms."""
-    args = tokens[open_at + 1 : open_at + 5]
-    kinds = [k for k, _ in args]
-    if kinds[:4] != ["str", "comma", kinds[2], "close"] or kinds[2] not in (
-        "str",
-        "raw",
-    ):
+def _argument(tokens: list[tuple[str, str]], start: int) -> list[tuple[str, str]]:
+    """The tokens of one call argument starting at ``tokens[start]``."""
+    depth = 0
+    out: list[tuple[str, str]] = []
+    for kind, value in tokens[start:]:
+        if depth == 0 and (kind == "comma" or (kind == "close" and value == ")")):
+            return out
+        depth += {"open": 1, "close": -1}.get(kind, 0)
+        out.append((kind, value))
+    return out
+
+
+_UTILS = {
+    "utils.Numeric": "[0-9]{%s}",
+    "utils.Hex": "[a-f0-9]{%s}",
+    "utils.AlphaNumeric": "[a-z0-9]{%s}",
+    "utils.AlphaNumericExtendedShort": "[a-z0-9_-]{%s}",
+    "utils.AlphaNumericExtended": "[a-z0-9=_\\-]{%s}",
+    "utils.AlphaNumericExtendedLong": "[a-z0-9\\/=_\\+\\-]{%s}",
+    "utils.Hex8_4_4_4_12": (
+        "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    ),
+}
+
+
+def _evaluate(tokens: list[tuple[str, str]], rng: random.Random) -> str | None:
+    """A Go string expression of literals, ``utils`` patterns and NewSecret."""
+    parts: list[str] = []
+    i = 0
+    while i < len(tokens):
+        kind, value = tokens[i]
+        if kind in ("str", "raw"):
+            parts.append(_go_string(value))
+            i += 1
+        elif kind == "word" and value in _UTILS and tokens[i + 1][1] == "(":
+            inner = _argument(tokens, i + 2)
+            size = _evaluate(inner, rng) if inner else ""
+            if size is None:
+                return None
+            parts.append(
+                _UTILS[value] % size if "%s" in _UTILS[value] else _UTILS[value]
+            )
+            i += 3 + len(inner)
+        elif (
+            kind == "word" and value == "secrets.NewSecret" and tokens[i + 1][1] == "("
+        ):
+            inner = _argument(tokens, i + 2)
+            pattern = _evaluate(inner, rng)
+            if pattern is None:
+                return None
+            sample = generate(pattern, rng)
+            if sample is None:
+                return None
+            parts.append(sample)
+            i += 3 + len(inner)
+        elif value == "+":
+            i += 1
+        else:
+            return None
+    return "".join(parts)
+
+
+def _sample_literals(
+    tokens: list[tuple[str, str]], open_at: int, rule_id: str
+) -> list[tuple[str, str]]:
+    """``GenerateSampleSecrets("id", <secret>)`` rendered: (text, how).
+
+    A literal secret is rendered in two of the function's forms; a secret made
+    by ``secrets.NewSecret(<pattern>)`` is generated (seeded by the rule id) and
+    rendered in the first form.
+    """
+    first = _argument(tokens, open_at + 1)
+    if [k for k, _ in first] not in (["str"], ["raw"]):
         return []
-    identifier, secret = _go_string(args[0][1]), _go_string(args[2][1])
+    identifier = _go_string(first[0][1])
+    second = _argument(tokens, open_at + 2 + len(first))
+    literal = [k for k, _ in second] in (["str"], ["raw"])
+    secret = _evaluate(second, random.Random(f"{rule_id}:{open_at}"))  # noqa: S311 - test data
+    if secret is None:
+        return []
+    forms = _SAMPLE_FORMS if literal else _SAMPLE_FORMS[:1]
     return [
-        form.replace("{i}", identifier)
-        .replace("{I}", identifier.upper())
-        .replace("{s}", secret)
-        for form in _SAMPLE_FORMS
+        (
+            form.replace("{i}", identifier)
+            .replace("{I}", identifier.upper())
+            .replace("{s}", secret),
+            "literal sample" if literal else "generated sample",
+        )
+        for form in forms
     ]
+
+
+_PRINTABLE = [chr(c) for c in range(33, 127)]
+
+
+def generate(pattern: str, rng: random.Random) -> str | None:
+    """A random string the (Go) pattern matches, or None when unsupported."""
+    try:
+        parsed = _P.parse(convert(pattern), re.ASCII)
+    except re.error:
+        return None
+    return _generate(list(parsed), rng)
+
+
+def _class(items: list[tuple[object, object]]) -> list[str] | None:
+    chars: set[str] = set()
+    negate = False
+    for op, av in items:
+        if op is _C.NEGATE:
+            negate = True
+        elif op is _C.LITERAL:
+            chars.add(chr(av))  # type: ignore[call-overload]
+        elif op is _C.RANGE:
+            chars |= {chr(c) for c in range(av[0], av[1] + 1)}  # type: ignore[index]
+        elif op is _C.CATEGORY:
+            probe = {
+                _C.CATEGORY_DIGIT: "0123456789",
+                _C.CATEGORY_WORD: string.ascii_letters + string.digits + "_",
+                _C.CATEGORY_SPACE: " ",
+            }.get(av)  # type: ignore[call-overload]
+            if probe is None:
+                return None
+            chars |= set(probe)
+        else:
+            return None
+    if negate:
+        chars = set(_PRINTABLE) - chars
+    return sorted(chars)
+
+
+def _generate(items: list[tuple[object, object]], rng: random.Random) -> str | None:  # noqa: C901, PLR0912 - one walk of the parse tree
+    out: list[str] = []
+    for op, av in items:
+        if op is _C.LITERAL:
+            out.append(chr(av))  # type: ignore[call-overload]
+        elif op is _C.IN:
+            chars = _class(av)  # type: ignore[arg-type]
+            if not chars:
+                return None
+            out.append(rng.choice(chars))
+        elif op is _C.ANY:
+            out.append(rng.choice(string.ascii_letters + string.digits))
+        elif op in (_C.MAX_REPEAT, _C.MIN_REPEAT):
+            low, high, sub = av  # type: ignore[misc]
+            high = low + 8 if high is _C.MAXREPEAT else high
+            for _ in range(rng.randint(low, high)):
+                part = _generate(list(sub), rng)
+                if part is None:
+                    return None
+                out.append(part)
+        elif op is _C.SUBPATTERN:
+            part = _generate(list(av[3]), rng)  # type: ignore[index]
+            if part is None:
+                return None
+            out.append(part)
+        elif op is _C.BRANCH:
+            part = _generate(list(rng.choice(av[1])), rng)  # type: ignore[index]
+            if part is None:
+                return None
+            out.append(part)
+        elif op is _C.AT:
+            continue
+        else:
+            return None
+    return "".join(out)
 
 
 # --- output -------------------------------------------------------------------
@@ -558,7 +714,7 @@ def main() -> None:
     missed: list[tuple[str, str]] = []
     seen: set[str] = set()
     for path in sorted((args.checkout / "cmd/generate/config/rules").glob("*.go")):
-        for rule_id, text in literal_tps(path.read_text()):
+        for rule_id, text, how in literal_tps(path.read_text()):
             rule = by_id.get(rule_id)
             if rule is None or text in seen:
                 continue
@@ -571,6 +727,7 @@ def main() -> None:
                 {
                     "rule": rule_id,
                     "file": f"cmd/generate/config/rules/{path.name}",
+                    "how": how,
                     "text": text,
                     "secret": max(secrets, key=len),
                 }
@@ -582,10 +739,14 @@ def main() -> None:
             "path": "cmd/generate/config/rules/*.go (tps: literal true positives)",
             "copyright": "Copyright (c) 2019 Zachary Rice",
             "note": (
-                "Literal true positives of the gitleaks rule files; a literal "
-                "secret passed to utils.GenerateSampleSecrets is rendered in two "
-                "of its forms. 'secret' is what the rule extracts (its secret "
-                "group, else its first non-empty group)."
+                "True positives of the gitleaks rule files. 'how': 'literal' is "
+                "a literal tps string; 'literal sample' a literal secret passed "
+                "to utils.GenerateSampleSecrets, rendered in two of its forms; "
+                "'generated sample' a secret the file makes with "
+                "secrets.NewSecret(<pattern>), generated here from that pattern "
+                "(seeded by the rule id) and rendered in one form. 'secret' is "
+                "what the rule extracts (its secret group, else its first "
+                "non-empty group)."
             ),
         },
         "cases": cases,

@@ -224,7 +224,7 @@ CORPUS: Final[tuple[tuple[str, str, str], ...]] = (
 GITLEAKS_FIXTURE: Final = (
     Path(__file__).parent / "fixtures" / "secrets" / "gitleaks_tps.json"
 )
-"""The literal true positives of gitleaks' rule files (provenance inside)."""
+"""The true positives of gitleaks' rule files (provenance inside)."""
 
 
 def gitleaks_cases() -> list[tuple[str, str, str]]:

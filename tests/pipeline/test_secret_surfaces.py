@@ -1,7 +1,8 @@
 """gitleaks' own fixtures x every read-out surface: 0 leaks (issue #26, item 4).
 
-Each of the 298 literal true positives of gitleaks' rule files
-(``tests/fixtures/secrets/gitleaks_tps.json``) is planted in a session of one
+Each of the 496 true positives of gitleaks' rule files, 203 rules
+(``tests/fixtures/secrets/gitleaks_tps.json``: their literal strings and
+samples of their secret patterns), is planted in a session of one
 real SQLite ledger: in the user input, a recall query, a model error, the
 assistant text, tool-call arguments (as JSON text inside a JSON string, too),
 tool output and errors, a trim reason, a memory entry and a failed turn. A

@@ -63,7 +63,7 @@ class TestRuleSetData:
         assert provenance["commit"] == UPSTREAM["commit"]
         assert "cmd/generate/config/rules" in provenance["path"]
         assert len(CASES) >= 100
-        assert len({rule for rule, _, _ in CASES}) >= 50
+        assert len({rule for rule, _, _ in CASES}) >= 200
 
 
 @pytest.mark.parametrize(("text", "secret"), CASE_PARAMS)
