@@ -194,6 +194,10 @@ class TestIssueShapes:
             ),
             ("the password: is", "the password: is"),
             (
+                "execute_tool tool_sk_live_51HxY2zAbCdEfGhIjKlMnOpQr",
+                "execute_tool tool_[REDACTED]",
+            ),
+            (
                 "monkey-3a6f5d2c9b8e7f1a4c3d2e1f0a9b8c7d",
                 "monkey-3a6f5d2c9b8e7f1a4c3d2e1f0a9b8c7d",
             ),
