@@ -201,9 +201,14 @@ def bootstrap(
         if store is not None
         else open_store(url, erasable=True if config.privacy.erasable else None)
     )
-    view_store = open_view_store(
-        views_location(config, url, views), cipher_key=cipher_key_of(ledger_store)
-    )
+    try:  # a view file refused (another key, in clear...): the ledger closed
+        view_store = open_view_store(
+            views_location(config, url, views), cipher_key=cipher_key_of(ledger_store)
+        )
+    except BaseException:
+        if owns_store:
+            ledger_store.close()
+        raise
     try:
         bind_views(view_store, ledger_store)  # another ledger's views: emptied
     except BaseException:

@@ -21,6 +21,7 @@ import pytest
 
 from turnledger.adapters.langgraph.store import TurnledgerStore
 from turnledger.ledger.events import SessionOpened
+from turnledger.ledger.file_keys import FileKeyError
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.key_check import CIPHER_KEY_ENV
 from turnledger.ledger.sqlite.encrypted import SQLCIPHER_EXTRA, is_clear_database
@@ -373,3 +374,18 @@ def test_encrypt_files_with_a_wrong_key_encrypts_nothing(capsys, tmp_path, monke
     assert code == 0, err
     assert "encrypted          erasure key store" in out
     assert not is_clear_database(erasure)
+
+
+def test_bootstrap_refuses_a_view_file_of_another_key(tmp_path):
+    """The library path: refused before a turn, nothing appended."""
+    SQLiteViewStore(str(tmp_path / "turnledger.views.db"), cipher_key=KEY_C).close()
+    config = parse_config('ledger = "turnledger.db"\n')
+
+    async def start() -> None:
+        async with bootstrap(config, provider=ScriptedProvider([_echo])) as runtime:
+            await runtime.engine.run_turn("ops", "s1", "hello")
+
+    with pytest.raises(FileKeyError, match="encrypted with another key"):
+        asyncio.run(start())
+    with open_store("turnledger.db") as store:
+        assert store.max_position() == 0
