@@ -50,8 +50,9 @@ Far beyond any tool's schema, and far below the interpreter's recursion limit
 DEFAULT_MAX_RESPONSE_CHARS: Final = 32 * 1024 * 1024
 """The longest response recorded by default (``[runtime] max_response_chars``)."""
 
-_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS: Final = re.compile(r"[\[\]{}]")
+_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
+"""A JSON string (to its closing quote, or to the end when it has none) or a
+bracket: one linear pass, never a backtracking search for a closing quote."""
 
 
 def text_problem(field: str, text: str) -> str | None:
@@ -83,16 +84,17 @@ def json_depth(text: str) -> int:
     """Return how deep the brackets of ``text`` nest, outside JSON strings.
 
     Valid JSON gets its exact nesting depth. Any other text gets the depth a
-    recursive JSON parser could reach before it fails: brackets are counted
-    outside complete string literals, closing brackets never take the count
-    below zero.
+    recursive JSON parser could reach before it fails: brackets inside a
+    string (one left open runs to the end) do not count, and closing brackets
+    never take the count below zero.
     """
     depth = deepest = 0
-    for match in _BRACKETS.finditer(_STRING.sub("", text)):
-        if match.group() in "[{":
+    for match in _TOKENS.finditer(text):
+        char = text[match.start()]
+        if char in "[{":
             depth += 1
             deepest = max(deepest, depth)
-        elif depth:
+        elif char != '"' and depth:
             depth -= 1
     return deepest
 

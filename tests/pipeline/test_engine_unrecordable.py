@@ -198,13 +198,20 @@ def test_each_problem_is_named(text, call, max_chars, expected):
 
 
 def test_depth_is_counted_outside_strings():
-    """Brackets inside JSON strings do not count; invalid JSON counts conservatively."""
+    """Brackets inside JSON strings do not count; invalid JSON as a parser sees it."""
     inside = json.dumps({"a": "[" * 5000})
     assert json_depth(inside) == 1
     assert response_problem("", [ToolCall(id="c", name="e", arguments=inside)]) is None
     assert json_depth('{"a": [[1], {"b": [2]}]}') == 4
     assert json_depth("[" * 300) == 300  # never closed: still that deep to a parser
-    assert json_depth('"unterminated [[[') == 3
+    # An open string runs to the end: a parser never nests into its brackets.
+    assert json_depth('"unterminated [[[') == 0
+    assert (
+        json_depth('["a\\\\", [1]]') == 2
+    )  # an escaped backslash, then the closing quote
+    assert (
+        json_depth('"' + '\\"' * 100_000 + "[" * 300) == 0
+    )  # escaped quotes: one string left open
 
 
 nested = st.recursive(
