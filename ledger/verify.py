@@ -217,6 +217,8 @@ def walk_ledger(  # noqa: C901, PLR0912, PLR0915 - one pass, one check per kind
 ) -> Walk:
     """Read the whole ledger once, checking each row, then seals and records."""
     problems: list[Problem] = []
+    # The ids issued first: every seal they count is then among those read.
+    issued = store.backend.seal_sequence()
     chain = _seal_chain(store, seal_key, problems)
     seal = chain.accepted
     walk = Walk(problems, {}, 0, 0, 0, seal, chain.count)
@@ -286,7 +288,7 @@ def walk_ledger(  # noqa: C901, PLR0912, PLR0915 - one pass, one check per kind
     _classify_moves(store, moved, seal, problems)
     _check_seal(walk)
     _check_records(store, walk, expected, keyed)
-    _check_sequences(store, walk, chain)
+    _check_sequences(store, walk, chain, issued)
     if witness is not None:
         _check_witness(walk, chain, witness)
     return walk
@@ -612,7 +614,9 @@ def _check_sealed_records(walk: Walk, records: list[AppendRecord]) -> None:
         )
 
 
-def _check_sequences(store: EventStore, walk: Walk, chain: SealChain) -> None:
+def _check_sequences(
+    store: EventStore, walk: Walk, chain: SealChain, issued: int
+) -> None:
     """Rows above the position sequence; seal ids issued but gone; a cut tail."""
     problems = walk.problems
     for row in store.backend.beyond_sequence():
@@ -623,7 +627,6 @@ def _check_sequences(store: EventStore, walk: Walk, chain: SealChain) -> None:
             "above the position sequence's last value: no append wrote it, and no "
             "reader sees it",
         )
-    issued = store.backend.seal_sequence()
     if issued > chain.count:
         problems.append(
             _sealed(

@@ -127,6 +127,7 @@ class PostgresBackend:
             wake_followers(Identifier(self._recorder.channel_name)).as_bytes(None),
         )
         self._heads = HeadCache()
+        self._seal_lock = f"turnledger-seal:{self.url.schema}"
 
     def _create_tables(self) -> None:
         # Processes opening one ledger at once would race on the DDL (deadlocks
@@ -191,11 +192,12 @@ class PostgresBackend:
         seals = SQL("{schema}.{seals}").format(
             seals=Identifier(SEALS_TABLE), **self._table
         )
-        key = f"turnledger-seal:{self.url.schema}"
 
         def run() -> int:
             with self._datastore.get_connection() as conn, conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))", (self._seal_lock,)
+                )
                 newest = conn.execute(
                     SQL("SELECT max(id) AS id FROM {0}").format(seals)
                 ).fetchone()
@@ -230,12 +232,24 @@ class PostgresBackend:
         ]
 
     def seal_sequence(self) -> int:
-        """Return the highest seal id the seals' sequence ever issued."""
+        """Return the highest seal id the seals' sequence ever issued.
+
+        Read under the sealers' lock (``insert_seal``), so a seal being
+        inserted is committed first: every id counted is then visible.
+        """
         sql = SQL(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM {0}"
         ).format(Identifier(self.url.schema, f"{SEALS_TABLE}_id_seq"))
-        rows = self._fetch(sql)
-        return int(rows[0]["n"]) if rows else 0
+
+        def run() -> int:
+            with self._datastore.get_connection() as conn, conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))", (self._seal_lock,)
+                )
+                row = conn.execute(sql).fetchone()
+                return int(row["n"]) if row else 0
+
+        return self._guard(run)
 
     def append_records(self) -> list[AppendRecord]:
         """Return every idempotency record."""

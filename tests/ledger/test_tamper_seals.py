@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -469,3 +470,18 @@ def test_records_from_before_the_flag_verify_clean(
     assert {(p.kind, p.position) for p in problems} == {
         ("idempotency_edited", plain.positions[-1])
     }
+
+
+def test_seals_written_at_once_stay_one_chain(ledger_url: str):
+    """Four stores sealing at the same moment: each seal chains from the one
+    before it (an insert whose predecessor moved is redone), verify is clean."""
+    _build(ledger_url, None)
+    stores = [open_store(ledger_url) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            reports = list(pool.map(lambda s: seal(s, key=KEY), stores))
+    finally:
+        for store in stores:
+            store.close()
+    assert sorted(r.index for r in reports) == [3, 4, 5, 6]
+    assert _kinds(ledger_url, None) == set()
