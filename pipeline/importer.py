@@ -306,6 +306,11 @@ def import_transcript(
                 conversation=conversation.id,
             )
         )
+    # A keyed append to a stream already at a version writes nothing and
+    # returns the earlier result; a new stream's append may still be such a
+    # replay when another process imported the same file meanwhile: its
+    # positions then lie at or below the ledger's position before this one.
+    heads = [store.stream_version(a.stream_id) if source else 0 for a in appends]
     before = store.max_position()
     try:
         results = store.append_atomic(appends)
@@ -316,9 +321,10 @@ def import_transcript(
         raise ImportClashError(
             agent=agent, session=named.session, found=clash.found
         ) from None
-    # A replayed append returns the positions written before this import
-    # began; a new one's come after every position there was then.
-    replayed = [bool(r.positions) and r.positions[0] <= before for r in results]
+    replayed = [
+        head > 0 or (bool(r.positions) and r.positions[0] <= before)
+        for head, r in zip(heads, results, strict=True)
+    ]
     sessions = [
         msgspec.structs.replace(s, outcome="already_imported") if again else s
         for s, again in zip(sessions, replayed, strict=True)
