@@ -104,14 +104,27 @@ def scrub_log_values(
     """A structlog processor: every string value scrubbed and bounded.
 
     The same rule as the observer view (``policies.scrubbing``), so a log line
-    never carries a credential or an unbounded payload.
+    never carries a credential or an unbounded payload. Strings inside lists,
+    tuples and dicts are scrubbed too (4 levels deep; deeper containers are
+    replaced by ``"[nested too deep]"``).
     """
     from turnledger.policies.scrubbing import scrub_text, summarize
 
+    def scrub(value: object, depth: int) -> object:
+        if isinstance(value, str):
+            return summarize(scrub_text(value))
+        if isinstance(value, list | tuple | dict) and depth <= 0:
+            return "[nested too deep]"
+        if isinstance(value, list | tuple):
+            return [scrub(item, depth - 1) for item in value]
+        if isinstance(value, dict):
+            return {key: scrub(item, depth - 1) for key, item in value.items()}
+        return value
+
     del logger, method
     for key, value in event_dict.items():
-        if isinstance(value, str) and key != "event":
-            event_dict[key] = summarize(scrub_text(value))
+        if key != "event":
+            event_dict[key] = scrub(value, 4)
     return event_dict
 
 

@@ -220,8 +220,17 @@ def test_cli_log_processor():
     """The structlog processor of every CLI command."""
     for _, text, secret in CASES:
         tool = secret if _bare(secret) else "http"
-        event = {"event": "turn.failed", "error": text, "tool": tool, "n": 1}
+        event = {
+            "event": "turn.failed",
+            "error": text,
+            "tool": tool,
+            "n": 1,
+            "keys": [text, (tool,)],
+            "detail": {"body": text},
+        }
         assert_no_secret("a CLI log line", repr(scrub_log_values(None, "x", event)))
+    deep = {"event": "e", "v": [[[[["ghp_Zx81kQ0aPz3mN7vW2yT5uR9sLp4Jh6Gf8Dd1"]]]]]}
+    assert scrub_log_values(None, "x", deep)["v"] == [[[["[nested too deep]"]]]]
 
 
 @pytest.mark.parametrize("by", ["model", "session"])
