@@ -546,3 +546,35 @@ async def test_a_provider_answering_50000_deep_json(world, tmp_path, wire):
     assert_whole_turns(store)
     assert_exportable(store)
     assert msgspec.json.encode(list(events(store)))
+
+
+def test_a_later_iteration_fails_whole_and_reruns_identical(
+    tmp_path, capsys, monkeypatch
+):
+    """The first call's step stays recorded; the deep one fails; the next turn runs."""
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "later.json"
+    steps = [
+        {"text": "first", "tool_calls": [{"name": "memory_recall", "arguments": {}}]},
+        {"text": "then", "tool_calls": [{"name": "memory_recall", "arguments": DEEP}]},
+        {"text": "the next turn's answer"},
+    ]
+    script.write_text(json.dumps({"steps": steps}))
+    db = str(tmp_path / "l.db")
+    argv = ["--db", db, "run", str(script), "--turn", "one", "--turn", "two"]
+    code = main([*argv, "--session", KEY])
+    out, _ = capsys.readouterr()
+    assert code == 1
+    assert out.splitlines()[1] == "the next turn's answer"
+    store = open_store(db)
+    try:
+        recorded = [
+            r.event for r in store.read_stream(session_stream_id("default", KEY))
+        ]
+    finally:
+        store.close()
+    answers = [e for e in recorded if isinstance(e, AssistantMessage)]
+    assert [a.text for a in answers] == ["first", "the next turn's answer"]
+    code = main(["--db", db, "replay", KEY, "--rerun", "--check"])
+    out, _ = capsys.readouterr()
+    assert code == 0, out
