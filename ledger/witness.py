@@ -60,12 +60,12 @@ class WitnessEntry(msgspec.Struct, frozen=True, kw_only=True):
         digest: The SHA-256 (hex) of the seal as stored.
     """
 
+    witness: str = WITNESS_TAG  # first: a log line is told by its start
     ledger: str
     index: int
     seal: int
     position: int
     digest: str
-    witness: str = WITNESS_TAG
 
 
 class Witness(Protocol):
@@ -228,9 +228,13 @@ class FileWitness:
         try:
             value = msgspec.json.decode(line)
         except msgspec.DecodeError:
-            value = None
-        if isinstance(value, dict) and isinstance(value.get("witness"), dict):
-            value = value["witness"]  # ``seal --json``'s report holds the entry
+            value = None  # a torn line: refused below
+        if not self.strict and isinstance(value, dict):
+            found = value.get("witness")
+            if isinstance(found, dict):
+                value = found  # ``seal --json``'s report holds the entry
+            elif found != WITNESS_TAG:
+                return None  # a refused seal's report (no entry), or another line
         try:
             return msgspec.convert(value, WitnessEntry)
         except msgspec.ValidationError as e:

@@ -125,11 +125,17 @@ def test_stdout_witness_read_back_from_the_saved_log(capsys, sqlite_path, tmp_pa
         capsys, "--db", sqlite_path, "seal", "--json", "--witness", "-"
     )
     assert json.loads(json_out)["witness"]["index"] == 2
+    refused = '{"seal_id":0,"witness":null,"problems":[]}\n'  # a refused seal's report
     log = tmp_path / "operator.log"
-    log.write_text("cron: sealing\n" + text_out + "cron: again\n" + json_out)
+    log.write_text("cron: sealing\n" + text_out + refused + "cron: again\n" + json_out)
     code, out, _ = _run(capsys, "--db", sqlite_path, "verify", "--witness", str(log))
     assert code == 0
     assert out.strip().endswith("sealed to 16, 2 witnessed")
+    with log.open("a") as f:
+        f.write(entry[: len(entry) // 2] + "\n")  # a line cut half-way
+    code, _, err = _run(capsys, "--db", sqlite_path, "verify", "--witness", str(log))
+    assert code == 2
+    assert "line 7" in err
     code, _, err = _run(capsys, "--db", sqlite_path, "verify", "--witness", "-")
     assert code == 2
     assert err.count("\n") == 1
