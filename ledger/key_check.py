@@ -45,8 +45,9 @@ CIPHER_KEY_ENV: Final = "TURNLEDGER_CIPHER_KEY"
 """The environment variable holding the base64 AES key for encryption at rest."""
 
 SCAN_ROWS: Final = 10_000
-"""How many rows from the start a store without a key searches for an encrypted one
-on a ledger with no fingerprint."""
+"""How many rows from the start are searched for the first encrypted one where no
+fingerprint decides (a store without a key on a ledger without one), and for the
+position a refused key's message names."""
 
 _EVERY_ROW: Final = 2**62
 _LABEL: Final = b"turnledger cipher key fingerprint v1"
