@@ -2,9 +2,10 @@
 
 The real OpenTelemetry OTLP/HTTP exporter (protobuf) sends batches of an agent's
 GenAI spans (see :class:`Spans`: tool round trips, each chat span carrying the
-conversation so far, content captured) to two receivers served the same way in
-this process (uvicorn, the same bounded h11 protocol as ``serve``), in the same
-run, round-robin:
+conversation so far, content captured) to two receivers served the same way by
+one child process (uvicorn, the same bounded h11 protocol as ``serve``; the
+exporter's spans stay in this one, as they would in an application), in the
+same run, round-robin:
 
 - ``collect``: the receiver, over a fresh SQLite ledger (``synchronous=FULL``):
   decode, map, one atomic append, answer 200 after the commit;
@@ -37,7 +38,9 @@ import argparse
 import json
 import platform
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -49,7 +52,6 @@ import uvicorn
 from _harness import (
     Case,
     Ratio,
-    Scratch,
     Series,
     Stopwatch,
     percentile,
@@ -269,10 +271,10 @@ class Capture:
         return self._append_atomic(appends)
 
 
-def _commit_samples(batches: list[list[Append]], scratch: Scratch) -> list[float]:
+def _commit_samples(batches: list[list[Append]], path: Path) -> list[float]:
     """One durable commit of each batch's events, into another fresh ledger."""
     timings = []
-    with open_store(str(scratch.fresh())) as target:
+    with open_store(str(path)) as target:
         for appends in batches:
             fresh = [
                 Append(session_stream_id(SERVICE, uuid.uuid4().hex), a.events, 0)
@@ -284,32 +286,63 @@ def _commit_samples(batches: list[list[Append]], scratch: Scratch) -> list[float
     return timings
 
 
+def serve_child(folder: Path) -> int:
+    """The receivers' process: both apps until stdin closes, then the samples.
+
+    Prints the two endpoints as one JSON line once listening; when the parent
+    closes stdin, stops, times one durable commit of each batch's appends and
+    prints ``{"acks": [...], "commits": [...]}`` as another.
+    """
+    acks: list[float] = []
+    store = open_store(str(folder / "collect.db"))
+    capture = Capture(store)
+    app = Timed(CollectApp(Recorder(store)), acks)
+    with serving(app) as ours, serving(DiscardApp()) as floor:
+        print(json.dumps({"collect": ours, "discard": floor}), flush=True)
+        sys.stdin.read()
+    store.close()
+    commits = _commit_samples(capture.batches, folder / "commits.db")
+    print(json.dumps({"acks": acks, "commits": commits}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both receivers round-robin, print the table and the goal lines."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
     parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--serve-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_child is not None:
+        return serve_child(Path(args.serve_child))
     batch, n_spans, repeat = (16, 64, 2) if args.quick else (256, 5_120, 5)
     print(
         f"bench_collect: Python {platform.python_version()}, "
         f"{n_spans} spans per run in batches of {batch}, {repeat} repetitions"
     )
     exports: list[float] = []
-    acks: list[float] = []
-    with Scratch("bench_collect") as scratch:
-        store = open_store(str(scratch.fresh()))
-        capture = Capture(store)
-        app = Timed(CollectApp(Recorder(store)), acks)
+    with tempfile.TemporaryDirectory(prefix="bench_collect") as folder:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--serve-child", folder],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if child.stdin is None or child.stdout is None:
+            return 1
+        endpoints = json.loads(child.stdout.readline())
         spans = Spans(batch)
-        with serving(app) as ours, serving(DiscardApp()) as floor:
-            cases = [
-                _export_case("collect", ours, spans, n_spans, exports),
-                _export_case("discard", floor, spans, n_spans, None),
-            ]
-            series = run_rounds(cases, repeat=repeat, warmup=1)
-        commits = _commit_samples(capture.batches, scratch)
-        store.close()
+        cases = [
+            _export_case("collect", endpoints["collect"], spans, n_spans, exports),
+            _export_case("discard", endpoints["discard"], spans, n_spans, None),
+        ]
+        series = run_rounds(cases, repeat=repeat, warmup=1)
+        child.stdin.close()
+        samples = json.loads(child.stdout.readline())
+        child.stdout.close()
+        child.wait(60)
+    acks: list[float] = samples["acks"]
+    commits: list[float] = samples["commits"]
     print_table(series)
     by_name = {s.name: s for s in series}
     ratio = Ratio(
