@@ -186,6 +186,13 @@ class SubjectKeyStore:
         )
         return str(rows[0][0]) if rows else None
 
+    def agents(self) -> list[str]:
+        """Return every agent a key or a tombstone names."""
+        rows = self._rows(
+            f"SELECT agent FROM {self._keys} UNION SELECT agent FROM {self._tombs}"
+        )
+        return sorted({str(r[0]) for r in rows if r[0]})
+
     def create(
         self,
         kind: KeyKind,

@@ -36,7 +36,12 @@ from uuid import UUID
 import msgspec
 
 from turnledger.ledger.erasable import sealed_key_id
-from turnledger.ledger.events import AssistantMessage, MediaAttached, MemoryStored
+from turnledger.ledger.events import (
+    AssistantMessage,
+    MediaAttached,
+    MemoryStored,
+    ToolResultRecorded,
+)
 from turnledger.ledger.events.erasure import (
     ERASURE_STREAM,
     ErasureRecorded,
@@ -118,7 +123,13 @@ def select_keys(
     if subject == "agent":
         return keys.select(agent=agent)
     if subject == "user":
-        return keys.select(session=key)
+        rows = keys.select(session=key)
+        # A session continued after an erasure has a key without its session
+        # key: its stream (the agent's and the key's) names it.
+        streams = [str(session_stream_id(a, key)) for a in keys.agents()]
+        known = {r.key_id for r in rows}
+        more = keys.select(stream_ids=streams) if streams else []
+        return rows + [r for r in more if r.kind == "session" and r.key_id not in known]
     return keys.select(agent=agent, memory_key=key)
 
 
@@ -247,21 +258,20 @@ def _with_tool_memories(
     """Add the keys of the memory entries the sessions' ``memory_store`` calls wrote.
 
     A durable entry (category ``core``...) is stored without its session; it
-    is found by its agent, key and content among the agent's memory events
-    (read while the keys live).
+    is found among the agent's memory events (read while the keys live) by its
+    key and its content, or by its key and its place between the call's
+    ``assistant.message`` and its ``tool_result.recorded`` (a content sealed
+    by ``[memory] shredding`` differs from the call's).
     """
-    wanted: dict[str, set[tuple[str, str]]] = {}
+    # Per agent: (memory key, content, positions the call's write lies between).
+    wanted: dict[str, list[tuple[str, str, int, int]]] = {}
     agents = {r.stream_id: r.agent for r in rows if r.kind == "session"}
     for stream in sessions:
-        for recorded in store.read_stream(UUID(stream), types=[AssistantMessage]):
-            if not isinstance(recorded.event, AssistantMessage):
-                continue
-            for call in recorded.event.tool_calls:
-                stored = _stored_by(call.name, call.arguments)
-                if stored is not None and agents.get(stream):
-                    wanted.setdefault(agents[stream], set()).add(stored)
+        agent = agents.get(stream)
+        if agent:
+            wanted.setdefault(agent, []).extend(_memory_calls(store, UUID(stream)))
     found: list[bytes] = []
-    for agent, entries in wanted.items():
+    for agent, calls in wanted.items():
         for row in store.backend.select_stream(
             memory_stream_id(agent),
             gt=0,
@@ -270,9 +280,10 @@ def _with_tool_memories(
             topics=["memory.stored"],
         ):
             event = store.decode(row).event
-            if (
-                isinstance(event, MemoryStored)
-                and (event.key, event.content) in entries
+            if isinstance(event, MemoryStored) and any(
+                event.key == key
+                and (event.content == content or after < row.position < until)
+                for key, content, after, until in calls
             ):
                 key_id = sealed_key_id(store.mapper, row)
                 if key_id is not None:
@@ -280,6 +291,29 @@ def _with_tool_memories(
     known = {r.key_id for r in rows}
     extra = [r for r in keys.select(key_ids=found) if r.key_id not in known]
     return rows + extra
+
+
+def _memory_calls(store: EventStore, stream: UUID) -> list[tuple[str, str, int, int]]:
+    """Return a session's ``memory_store`` calls.
+
+    Each as its key, its content, and the positions of its
+    ``assistant.message`` and of its result.
+    """
+    recorded = store.read_stream(stream)
+    results = {
+        r.event.call_id: r.position
+        for r in recorded
+        if isinstance(r.event, ToolResultRecorded)
+    }
+    calls = []
+    for r in recorded:
+        if isinstance(r.event, AssistantMessage):
+            for call in r.event.tool_calls:
+                stored = _stored_by(call.name, call.arguments)
+                if stored is not None:
+                    until = results.get(call.id, r.position)
+                    calls.append((*stored, r.position, until))
+    return calls
 
 
 def _stored_by(tool: str, arguments: str) -> tuple[str, str] | None:

@@ -124,24 +124,34 @@ def record_session(
     (workspace / "notes.txt").unlink()
 
 
-def setup_folder(tmp_path: Path, ledger: str) -> tuple[Config, Path]:
+def setup_folder(
+    tmp_path: Path, ledger: str, *, shredding: bool = False
+) -> tuple[Config, Path]:
+    del ledger
     text = f'data_dir = "{tmp_path / "data"}"\n\n[privacy]\nerasable = true\n'
+    if shredding:  # memory contents sealed by the memory's own key store too
+        text += "\n[memory]\nshredding = true\n"
     config_file = tmp_path / "turnledger.toml"
     config_file.write_text(text)
     return parse_config(text), config_file
 
 
-@pytest.mark.parametrize("cipher_key", ["", CIPHER_KEY], ids=["clear", "cipher"])
+@pytest.mark.parametrize(
+    ("cipher_key", "shredding"),
+    [("", False), (CIPHER_KEY, False), ("", True)],
+    ids=["clear", "cipher", "memory-shredding"],
+)
 def test_erase_session_leaves_no_copy_in_any_sqlite_file(
     tmp_path: Path,
     cipher_key: str,
+    shredding: bool,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if cipher_key:  # erasure is on with a cipher key, the side files SQLCipher
         monkeypatch.setenv(CIPHER_KEY_ENV, cipher_key)
     ledger = str(tmp_path / "l.db")
-    config, config_file = setup_folder(tmp_path, ledger)
+    config, config_file = setup_folder(tmp_path, ledger, shredding=shredding)
     store = open_store(ledger, erasable=True if not cipher_key else None)
     try:
         record_session(store, config, ledger, "telegram_42", CANARY)
@@ -349,7 +359,12 @@ def test_a_missing_key_store_is_refused_at_open(
     assert "erasure key store" in err
 
 
-def test_a_session_erased_and_continued_gets_a_new_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "option", [["--agent", AGENT], ["--user", "own"]], ids=["agent", "user"]
+)
+def test_a_session_erased_and_continued_gets_a_new_key(
+    tmp_path: Path, option: list[str]
+) -> None:
     ledger = str(tmp_path / "l.db")
     _, config_file = setup_folder(tmp_path, ledger)
     with open_store(ledger, erasable=True) as store:
@@ -365,8 +380,9 @@ def test_a_session_erased_and_continued_gets_a_new_key(tmp_path: Path) -> None:
         )
         events = [r.event for r in store.read_stream(stream)]
         assert [type(e) for e in events] == [Erased, Erased, TurnStarted]
-    # The new key is the agent's: erasing the agent erases it.
-    assert main([*args, "--agent", AGENT, "--yes"]) == 0
+    # The new key is the agent's, under the session's stream: erasing the agent,
+    # or the user key, erases it.
+    assert main([*args, *option, "--yes"]) == 0
     with open_store(ledger) as store:
         assert all(isinstance(r.event, Erased) for r in store.read_stream(stream))
         assert len(store.read_stream(ERASURE_STREAM)) == 2
