@@ -8,9 +8,11 @@ shape are reported in its ``partial_success`` (``rejected_spans`` and a
 message counting them), and every answer carries the batch's counts in the
 ``turnledger-batch`` header (JSON). Refusals, with nothing written: 400 for a
 body that does not decode whole (one line naming what was expected), 401
-without the token, 404 and 405 off ``/v1/traces``, 413 past the size bound,
-415 for another content type or encoding, 503 when the ledger cannot write
-(OTLP exporters retry it). Error bodies are a ``google.rpc.Status`` in the
+without the token, 421 without a token for a ``Host`` header that is not a
+loopback name (a web page's own name resolved to this address: DNS
+rebinding), 404 and 405 off ``/v1/traces``, 413 past the size bound, 415 for
+another content type or encoding, 503 when the ledger cannot write (OTLP
+exporters retry it). Error bodies are a ``google.rpc.Status`` in the
 request's encoding.
 """
 
@@ -32,6 +34,7 @@ from turnledger.pipeline.collect.decode import (
     decode_protobuf,
 )
 from turnledger.pipeline.collect.recording import BatchReport, Recorder
+from turnledger.pipeline.web import is_loopback
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -101,7 +104,12 @@ class CollectApp:
             raise _Refusal(404, f"Expected a request to {PATH}, found {scope['path']}")
         if scope["method"] != "POST":
             raise _Refusal(405, f"Expected POST, found {scope['method']}")
-        if self.token and not _authorized(headers, self.token):
+        if not self.token:
+            host = _host_name(headers.get("host", b"").decode("latin-1"))
+            if not is_loopback(host):  # DNS rebinding: a page's name, our address
+                msg = f"Expected a loopback Host header, found {quote_value(host)}"
+                raise _Refusal(421, msg)
+        elif not _authorized(headers, self.token):
             msg = (
                 "Expected the access token (Authorization: Bearer), "
                 "found none that matches"
@@ -188,6 +196,14 @@ class DiscardApp:
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
         kind = _media_type(headers.get("content-type", b""))
         await _answer(send, 200, kind, b"{}" if kind == JSON else b"", {})
+
+
+def _host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    if header.startswith("["):
+        name, _, rest = header[1:].partition("]")
+        return name if rest == "" or rest.startswith(":") else header
+    return header.rsplit(":", 1)[0]
 
 
 def _media_type(raw: bytes) -> str:

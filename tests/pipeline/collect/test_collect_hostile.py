@@ -89,6 +89,23 @@ def test_other_paths_and_methods_are_refused(ledger: Ledger) -> None:
     assert ledger.store.max_position() == 3
 
 
+def test_without_token_a_host_that_is_not_loopback_is_refused(ledger: Ledger) -> None:
+    with running(ledger.store) as (url, _app):
+        rebound = httpx.post(
+            f"{url}/v1/traces",
+            content=_good(),
+            headers={**JSON, "host": "attacker.example:4318"},
+        )
+        assert rebound.status_code == 421
+        assert "loopback Host" in rebound.json()["message"]
+        assert ledger.store.max_position() == 0
+        local = {**JSON, "host": "localhost:4318"}
+        assert (
+            httpx.post(f"{url}/v1/traces", content=_good(), headers=local).status_code
+            == 200
+        )
+
+
 def test_non_loopback_without_token_is_one_line_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
