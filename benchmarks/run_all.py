@@ -35,6 +35,7 @@ BENCHMARKS = (
     "bench_policies",
     "bench_memory",
     "bench_encryption",
+    "bench_erasure",
     "bench_recall_quality",
     "bench_vector_index",
     "bench_replay",

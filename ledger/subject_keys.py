@@ -108,6 +108,8 @@ class SubjectKeyStore:
         self.dialect = dialect
         self.where = where
         self._lock = threading.Lock()
+        self._secrets: dict[bytes, bytes | None] = {}
+        self._version: object = None
         self._wrap = _wrapper(wrap_key)
         prefix = f'"{schema}".' if schema else ""
         self._keys = prefix + TABLE
@@ -222,11 +224,28 @@ class SubjectKeyStore:
         return key_id, secret
 
     def secret(self, key_id: bytes) -> bytes | None:
-        """Return a data key's secret, or ``None`` once it was destroyed."""
+        """Return a data key's secret, or ``None`` once it was destroyed.
+
+        A SQLite store keeps the secrets it read while no connection changed
+        the file (``PRAGMA data_version``, checked at every call): a key
+        destroyed by another process is not served from here after its commit.
+        """
+        if self.dialect == "sqlite":
+            with self._lock:
+                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                if version != self._version:
+                    self._secrets.clear()
+                    self._version = version
+                if key_id in self._secrets:
+                    return self._secrets[key_id]
         rows = self._rows(
             f"SELECT secret FROM {self._keys} WHERE key_id = ?", (key_id,)
         )
-        return self._unwrap(key_id, bytes(rows[0][0])) if rows else None
+        found = self._unwrap(key_id, bytes(rows[0][0])) if rows else None
+        if self.dialect == "sqlite":
+            with self._lock:
+                self._secrets[key_id] = found
+        return found
 
     def select(
         self,
@@ -311,6 +330,8 @@ class SubjectKeyStore:
             except Exception as e:
                 self._conn.execute("ROLLBACK")
                 raise _unavailable(self.where, e) from e
+        with self._lock:
+            self._secrets.clear()
         self.compact()
         return destroyed
 
