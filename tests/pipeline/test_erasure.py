@@ -435,3 +435,16 @@ def test_erase_names_the_memory_it_did_not_rebuild(
     assert report["memory_not_rebuilt"] == ["ops (markdown)"]
     assert report["memory_agents"] == []
     assert "the memory of ops (markdown) was not rebuilt" in captured.err
+
+
+def test_a_reader_open_during_an_erasure_reads_erased_after_it(tmp_path: Path) -> None:
+    """Another connection's key cache is not served once the erasure committed."""
+    ledger = str(tmp_path / "l.db")
+    _, config_file = setup_folder(tmp_path, ledger)
+    stream = session_stream_id(AGENT, "own")
+    with open_store(ledger, erasable=True) as reader:
+        _open(reader, AGENT, "own", "canary-read")
+        assert isinstance(reader.read_stream(stream)[1].event, TurnStarted)  # cached
+        argv = ["--db", ledger, "--config", str(config_file), "erase"]
+        assert main([*argv, "--session", "own", "--agent", AGENT, "--yes"]) == 0
+        assert [type(r.event) for r in reader.read_stream(stream)] == [Erased, Erased]
