@@ -448,3 +448,25 @@ def test_a_reader_open_during_an_erasure_reads_erased_after_it(tmp_path: Path) -
         argv = ["--db", ledger, "--config", str(config_file), "erase"]
         assert main([*argv, "--session", "own", "--agent", AGENT, "--yes"]) == 0
         assert [type(r.event) for r in reader.read_stream(stream)] == [Erased, Erased]
+
+
+def test_postgresql_key_tables_missing_or_of_another_ledger_are_refused(
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    with open_store(postgres_url, erasable=True) as store:
+        _open(store, AGENT, "own", "text")
+    base, schema = postgres_url.split("?schema=")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(
+            f'UPDATE "{schema}".turnledger_subject_keys_meta SET value = %s',
+            ("another-ledger",),
+        )
+    with pytest.raises(ErasureKeysError, match="found the key store of ledger"):
+        open_store(postgres_url)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{schema}".turnledger_subject_keys')
+    for erasable in (None, True):
+        with pytest.raises(ErasureKeysError, match="found none: its events are sealed"):
+            open_store(postgres_url, erasable=erasable)
