@@ -1,4 +1,4 @@
-"""The OTLP receiver: OpenTelemetry GenAI spans into the ledger (``turnledger collect``).
+"""The OTLP receiver: OpenTelemetry GenAI spans into the ledger (``collect``).
 
 :mod:`.decode` reads OTLP trace requests (protobuf and JSON) into one neutral
 span model, :mod:`.genai` reads a span by the GenAI conventions, :mod:`.recording`
