@@ -10,7 +10,9 @@ It implements the five primitives of ``pydantic_ai.conversation_store``
 (pydantic-ai 2.68). A conversation is the ledger stream of agent ``pydantic-ai``
 (or ``agent=``) and session key ``conversation_id``. Each stored entry is recorded
 where the providers can read it (a user prompt as ``turn.started``, a response as
-``assistant.message``, a tool return or retry as ``tool_result.recorded``), then
+``model.called`` with its usage, priced with ``pricing=``, then
+``assistant.message``, a tool return or retry as ``tool_result.recorded``, a
+system prompt or instructions as ``system_prompt.set`` once per change), then
 an ``item.recorded`` ``entry`` holding the entry verbatim (its id, parent and the
 message as pydantic-ai serialises it). Each save appends an ``item.recorded``
 ``record`` (head, usage, branches, the ``revision`` token...) in the same
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 from uuid import UUID
 
@@ -43,6 +45,7 @@ from pydantic_ai.conversation_store import (
 )
 
 from turnledger.adapters._ledger import LedgerHandle, LedgerTarget
+from turnledger.adapters._usage import Instructions
 from turnledger.adapters.pydantic_ai.events import (
     ENTRY,
     FRAMEWORK,
@@ -54,6 +57,7 @@ from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import Event, ItemRecorded, ItemsRemoved, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore
+from turnledger.policies.pricing import ModelPrice
 
 DEFAULT_AGENT: Final = "pydantic-ai"
 """The agent alias conversations are recorded under unless ``agent=`` says otherwise."""
@@ -69,15 +73,23 @@ class TurnledgerConversationStore(ConversationStore):
         ledger: The ledger: a path or URL (default ``./turnledger.db``), an
             ``EventStore`` or an ``AsyncLedger``.
         agent: The agent alias conversations are recorded under.
+        pricing: The rate sheet model calls are priced with (the ``[pricing]``
+            table, e.g. ``load_config().pricing``; a model it does not name
+            costs 0).
     """
 
     def __init__(
-        self, ledger: LedgerTarget = None, *, agent: str = DEFAULT_AGENT
+        self,
+        ledger: LedgerTarget = None,
+        *,
+        agent: str = DEFAULT_AGENT,
+        pricing: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         if not agent:
             msg = "Expected a non-empty agent alias, found ''"
             raise ValueError(msg)
         self.agent = agent
+        self.pricing = dict(pricing or {})
         self._handle = LedgerHandle(ledger)
         self._entries: dict[str, tuple[ConversationEntry, UUID, int]] = {}
         self._scanned = 0
@@ -160,8 +172,16 @@ class TurnledgerConversationStore(ConversationStore):
                 SessionOpened(agent=self.agent, session_key=cid, channel=FRAMEWORK)
             )
         version = fold.version + len(events)
+        instructions = Instructions(fold.instructions)
         for entry in new_entries:
-            events.extend(entry_events(entry, version + 1))
+            events.extend(
+                entry_events(
+                    entry,
+                    version + 1,
+                    instructions=instructions,
+                    pricing=self.pricing,
+                )
+            )
             data = _ENTRY.dump_json(entry).decode()
             events.append(_item(ENTRY, data, f"t{version + 1}"))
             version = fold.version + len(events)

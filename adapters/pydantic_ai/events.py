@@ -6,6 +6,7 @@ See :mod:`turnledger.adapters.pydantic_ai` for the layout of a conversation stre
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -14,22 +15,26 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 
+from turnledger.adapters._usage import Instructions, model_called
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     ItemRecorded,
     ItemsRemoved,
+    SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
     TurnStarted,
 )
+from turnledger.policies.pricing import ModelPrice
 
 FRAMEWORK: Final = "pydantic-ai"
 """The ``framework`` (and session channel) of the adapter's events."""
@@ -38,17 +43,48 @@ ENTRY: Final = "entry"
 RECORD: Final = "record"
 
 
-def entry_events(entry: ConversationEntry, version: int) -> list[Event]:
+def entry_events(
+    entry: ConversationEntry,
+    version: int,
+    *,
+    instructions: Instructions,
+    pricing: Mapping[str, ModelPrice],
+) -> list[Event]:
     """The typed events of what an entry's message shows the providers.
+
+    A request's system prompt parts (joined by a blank line) and its
+    ``instructions`` are each recorded as ``system_prompt.set`` when they
+    differ from the ones in effect (Pydantic AI sends the instructions with
+    every request: they are recorded once per change). A response the model
+    named or reported usage for is a ``model.called`` (its ``model_name``,
+    ``provider_name`` and ``RequestUsage``, priced with ``pricing``) before its
+    ``assistant.message``.
 
     Args:
         entry: The entry.
         version: The stream version the first event will get.
+        instructions: The system prompt in effect in the stream (updated).
+        pricing: The rate sheet model calls are priced with.
     """
     message = entry.message
     turn = f"t{version}"
     out: list[Event] = []
     if isinstance(message, ModelResponse):
+        usage = message.usage
+        if message.model_name or usage.has_values():
+            out.append(
+                model_called(
+                    turn_id=turn,
+                    provider=message.provider_name or FRAMEWORK,
+                    model=message.model_name,
+                    pricing=pricing,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cached_input_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                    reasoning_tokens=usage.output_reasoning_tokens,
+                )
+            )
         text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
         calls = tuple(
             ToolCallRecord(
@@ -64,6 +100,9 @@ def entry_events(entry: ConversationEntry, version: int) -> list[Event]:
         return out
     if not isinstance(message, ModelRequest):
         return out
+    system = [p.content for p in message.parts if isinstance(p, SystemPromptPart)]
+    out.extend(instructions.change("\n\n".join(system), turn_id=turn))
+    out.extend(instructions.change(message.instructions, turn_id=turn))
     for part in message.parts:
         if isinstance(part, UserPromptPart):
             content = part.content
@@ -112,18 +151,22 @@ class ConversationFold:
         revision: Its ``revision`` token.
         head: Its ``head_id``.
         version: The last stream version folded.
+        instructions: The digest of the system prompt in effect (``None``: none).
     """
 
     record: str | None = None
     revision: str | None = None
     head: str | None = None
     version: int = 0
+    instructions: str | None = None
 
     def apply(self, recorded: Recorded) -> None:
         """Fold one event of the conversation stream."""
         self.version = recorded.version
         event = recorded.event
-        if isinstance(event, ItemsRemoved) and event.reason == "delete":
+        if isinstance(event, SystemPromptSet):
+            self.instructions = event.digest
+        elif isinstance(event, ItemsRemoved) and event.reason == "delete":
             self.record = self.revision = self.head = None
         elif (
             isinstance(event, ItemRecorded)
