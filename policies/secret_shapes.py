@@ -30,9 +30,9 @@ Shapes (all replaced whole by ``[REDACTED]`` unless said otherwise):
 - unknown tokens (:func:`scrub_unknown_tokens`, used by
   :func:`policies.scrubbing.summarize`, so on observer, log and telemetry
   text): runs of :data:`UNKNOWN_TOKEN_CHARS` or more base64/base64url characters
-  whose first :data:`UNKNOWN_TOKEN_CHARS` characters mix upper case, lower case
-  and digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of entropy per
-  character;
+  holding a window of :data:`UNKNOWN_TOKEN_CHARS` characters that mixes upper
+  case, lower case and digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of
+  entropy per character;
 - high-entropy values (16+ characters mixing letters and digits, at least 3.0
   bits per character) under a secret-like key (:func:`secretish_key`): a key that
   :func:`policies.scrubbing.looks_like_secret_key` accepts, or one whose last word
@@ -340,13 +340,44 @@ _TOKEN_MAP: Final = str.maketrans(
 )
 
 
-def _unknown_token(head: str) -> bool:
-    return (
-        any(char.isupper() for char in head)
-        and any(char.islower() for char in head)
-        and any(char.isdigit() for char in head)
-        and entropy_bits(head) >= UNKNOWN_TOKEN_BITS
-    )
+UNKNOWN_TOKEN_OFFSETS: Final = 1024
+"""How far into a run a token may start and still be found (windows judged)."""
+
+
+def _weight(count: int) -> float:
+    return count * math.log2(count) if count > 1 else 0.0
+
+
+def _holds_token(run: str) -> bool:
+    """Whether a window of the run, at one of its first offsets, is a token.
+
+    The entropy of the sliding window is kept from its character counts
+    (``log2 w - sum(n log2 n) / w``), one character in and one out per step.
+    """
+    width = UNKNOWN_TOKEN_CHARS
+    counts = Counter(run[:width])
+    weights = sum(_weight(n) for n in counts.values())
+    kinds = Counter(_kind(char) for char in run[:width])
+    last = min(len(run) - width, UNKNOWN_TOKEN_OFFSETS - 1)
+    for offset in range(last + 1):
+        if offset:
+            for char, step in ((run[offset - 1], -1), (run[offset + width - 1], 1)):
+                weights -= _weight(counts[char])
+                counts[char] += step
+                weights += _weight(counts[char])
+                kinds[_kind(char)] += step
+        bits = math.log2(width) - weights / width
+        if kinds["u"] and kinds["l"] and kinds["d"] and bits >= UNKNOWN_TOKEN_BITS:
+            return True
+    return False
+
+
+def _kind(char: str) -> str:
+    if char.isupper():
+        return "u"
+    if char.islower():
+        return "l"
+    return "d" if char.isdigit() else "o"
 
 
 def scrub_unknown_tokens(text: str) -> str:
@@ -354,21 +385,23 @@ def scrub_unknown_tokens(text: str) -> str:
 
     A run of base64/base64url characters (``A-Za-z0-9+/_-``, then any ``=``
     padding) of at least :data:`UNKNOWN_TOKEN_CHARS` characters is a token when
-    its first :data:`UNKNOWN_TOKEN_CHARS` characters hold upper case, lower case
-    and digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of entropy per
-    character. Only the head is judged, so cutting a run short (a bounded
-    summary) never changes the verdict on what is left of it.
+    a window of :data:`UNKNOWN_TOKEN_CHARS` characters starting at one of its
+    first :data:`UNKNOWN_TOKEN_OFFSETS` offsets holds upper case, lower case and
+    digits with at least :data:`UNKNOWN_TOKEN_BITS` bits of entropy per
+    character (a token glued after plain text is found too). A run cut short
+    (a bounded summary) keeps its start, so its windows are some of the whole
+    run's: the verdict on what is left never changes.
 
     Args:
         text: Any text.
 
     Returns:
-        The text with each such token (and its padding) replaced whole.
+        The text with each such run (and its padding) replaced whole.
     """
     mapped = text.translate(_TOKEN_MAP)
     spans: list[tuple[int, int]] = []
     for start, run_end in _runs(mapped, UNKNOWN_TOKEN_CHARS):
-        if _unknown_token(text[start : start + UNKNOWN_TOKEN_CHARS]):
+        if _holds_token(text[start:run_end]):
             end = run_end
             while end < len(mapped) and mapped[end] == "b":
                 end += 1

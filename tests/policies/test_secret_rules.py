@@ -10,8 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.secret_corpus import GITLEAKS_FIXTURE, gitleaks_cases
-from turnledger.policies import _gitleaks_rules, secret_rules
-from turnledger.policies.scrubbing import scrub_text, summarize
+from turnledger.policies import _gitleaks_rules, scrubbing, secret_rules
+from turnledger.policies.scrubbing import ELLIPSIS, scrub_text, summarize
 from turnledger.policies.secret_rules import (
     UPSTREAM,
     CompiledRule,
@@ -25,6 +25,7 @@ from turnledger.policies.secret_rules import (
 from turnledger.policies.secret_shapes import (
     UNKNOWN_TOKEN_BITS,
     UNKNOWN_TOKEN_CHARS,
+    UNKNOWN_TOKEN_OFFSETS,
     entropy_bits,
     scrub_unknown_tokens,
 )
@@ -143,6 +144,66 @@ class TestProperties:
         assert TOKEN_40 not in summarize(text, 10_000)
 
 
+_ADVERSARIAL = st.sampled_from(
+    [
+        '\\"',
+        "\\n",
+        "\\",
+        '"',
+        "'",
+        " ",
+        "\n",
+        ":",
+        "=",
+        "password",
+        "passwd: ",
+        "Authorization: Api-Token ",
+        "curl -u ",
+        "curl --user ",
+        "alice:Zx81kQ0a",
+        "api_key",
+        "token",
+        "key-",
+        "3a6f5d2c9b8e7f1a4c3d2e1f0a9b8c7d",
+        "1//0",
+        "123456789:AA",
+        "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1",
+        "ghp_",
+        "Zx81kQ0aPz3mN7vW2yT5uR9sLp4Jh6Gf8Dd1",
+        "[REDACTED]",
+        "*",
+        "hunter2",
+        "SK",
+        "0123456789abcdef0123456789ABCDEF",
+        "eyJhbGciOiJIUzI1NiJ9",
+        ".",
+        "{",
+        "}",
+    ]
+)
+
+
+class TestAdversarial:
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(_ADVERSARIAL, max_size=20).map("".join))
+    def test_scrub_text_and_summaries_idempotent(self, text):
+        """Escapes, schemes, short passwords and rule keywords: stable output."""
+        once = scrub_text(text)
+        assert scrub_text(once) == once
+        summary = summarize(text, 10_000)
+        assert summarize(summary, 10_000) == summary
+        as_json = scrub_json_text(json.dumps({"a": text}))
+        assert scrub_json_text(as_json) == as_json
+
+    def test_rule_replacements_feed_the_earlier_steps_again(self, monkeypatch):
+        """A token cut out of a longer run leaves an AWS-like 40: a second pass."""
+        run = "password0123456789abcdef0123456789ABCDEF"
+        text = f"{run}ghp_0123456789abcdef0123456789ABCDEFpasswd: "
+        assert scrub_text(text) == "[REDACTED][REDACTED]wd: "
+        monkeypatch.setattr(scrubbing, "MAX_PASSES", 1)
+        assert scrub_text(text) == f"{run}[REDACTED]wd: "
+
+
 class TestUnknownTokens:
     def test_threshold(self):
         """40+ mixed characters at >= 4.2 bits go; shorter or plainer stay."""
@@ -160,6 +221,21 @@ class TestUnknownTokens:
         ]
         for text in kept:
             assert scrub_unknown_tokens(text) == text
+
+    def test_glued_after_plain_text(self):
+        """A token after plain characters in one run is found (first 1024 offsets)."""
+        glued = "REDACTEDREDACTEDREDACTED" + TOKEN_40
+        assert scrub_unknown_tokens(glued) == "[REDACTED]"
+        far = "a" * (UNKNOWN_TOKEN_OFFSETS + UNKNOWN_TOKEN_CHARS) + TOKEN_40
+        assert scrub_unknown_tokens(far) == far
+
+    def test_a_cut_that_shapes_a_secret_is_scrubbed(self, monkeypatch):
+        """A 45-character run cut to exactly 40 is an AWS secret's shape."""
+        run = ("abcdeABCDE12345" * 3)[:45]  # about 3.9 bits: no unknown token
+        assert summarize(run) == run
+        assert summarize(run, 40) == "[REDACTED]" + ELLIPSIS
+        monkeypatch.setattr(scrubbing, "MAX_PASSES", 1)
+        assert summarize(run, 40) == "[REDACTED]" + ELLIPSIS
 
     def test_only_in_summaries(self):
         """scrub_text keeps unknown tokens (exact text); summaries drop them."""
