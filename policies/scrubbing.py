@@ -32,10 +32,13 @@ error messages). It removes, in this order:
 long high-entropy tokens of no known shape
 (:func:`policies.secret_shapes.scrub_unknown_tokens`).
 
-Every step is idempotent and none creates input for an earlier one, so
-``scrub_text(scrub_text(x)) == scrub_text(x)``. The patterns are linear: each
-quantified run is bounded by characters that end it, so 1 MB of text is one pass
-per pattern.
+Every step is idempotent and steps 1-7 create no input for an earlier one; the
+rule set's replacements can (a run they cut short may take a known shape), so
+:func:`scrub_text` runs the steps again until nothing changes, and
+``scrub_text(scrub_text(x)) == scrub_text(x)``. The hand-written patterns are
+linear: each quantified run is bounded by characters that end it, so 1 MB of
+text is one pass per pattern; gitleaks' rules run only where their keywords
+occur.
 
 :func:`summarize` bounds a scrubbed text, :func:`make_scrubber` adds the
 configured secret values, and :func:`looks_like_secret_key` names the JSON keys
