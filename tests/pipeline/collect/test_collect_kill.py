@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
+from tests.pipeline.collect.conftest import Ledger
 from tests.pipeline.collect.spans import ANSWER, USER, chat_attributes
 from turnledger.ledger.events import ModelCalled
-from turnledger.ledger.store import open_store
 from turnledger.pipeline.sessions import list_sessions
 
 SPANS_PER_BATCH = 25
@@ -53,13 +53,12 @@ def _batches() -> list[tuple[str, list[ReadableSpan]]]:
 
 
 def test_kill_9_loses_no_acknowledged_batch_and_leaves_none_half_written(
-    tmp_path: Path,
+    ledger: Ledger, tmp_path: Path
 ) -> None:
-    db = tmp_path / "ledger.db"
     batches = _batches()
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "turnledger.pipeline.cli", "--db", str(db)),
+            *(sys.executable, "-m", "turnledger.pipeline.cli", "--db", ledger.url),
             *("collect", "--port", "0", "--json"),
         ],
         stdout=subprocess.PIPE,
@@ -95,11 +94,10 @@ def test_kill_9_loses_no_acknowledged_batch_and_leaves_none_half_written(
             process.stdout.close()
     assert process.returncode == -signal.SIGKILL
     assert 3 <= len(acknowledged) < BATCHES
-    with open_store(str(db)) as store:
-        calls: dict[str, int] = {}
-        for session in list_sessions(store):
-            events = store.read_stream(session.stream_id, types=(ModelCalled,))
-            calls[session.key] = len(events)
+    calls: dict[str, int] = {}
+    for session in list_sessions(ledger.store):
+        events = ledger.store.read_stream(session.stream_id, types=(ModelCalled,))
+        calls[session.key] = len(events)
     for trace in acknowledged:
         assert calls.get(trace) == SPANS_PER_BATCH
     assert set(calls.values()) <= {SPANS_PER_BATCH}
