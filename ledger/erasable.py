@@ -8,7 +8,9 @@ data key (:mod:`ledger.subject_keys`) before it is chained and written:
   its ``session.opened`` or ``session.forked``; a session erased and then
   continued gets a new one);
 - every ``memory.stored`` event, under a key of its own listed with its agent,
-  memory key and the session key that wrote it.
+  memory key and the session key that wrote it;
+- every ``knowledge.captured`` triple, under a key of its own listed with its
+  agent.
 
 A sealed body is ``key id (16 bytes) | nonce (12) | AES-GCM ciphertext`` (the
 key id is the associated data); the frame's header says so (``FLAG_SEALED``)
@@ -17,8 +19,8 @@ it. The hash chain links the stored bytes, so ``verify`` passes after a key is
 destroyed. Reading a row whose key was destroyed gives an
 :class:`~ledger.events.erasure.Erased` placeholder naming its type, never an
 error. Sessions recorded before erasure was on, the memory stream's forget and
-supersede events (they name keys, no content), ``knowledge.captured`` triples and
-the erasure receipts stay in clear.
+supersede events (they name keys, no content) and the erasure receipts stay in
+clear.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from uuid import UUID
 
 from turnledger.ledger.chain import BODY_OFFSET, CHAIN_FORMAT
 from turnledger.ledger.errors import CorruptRecordError
-from turnledger.ledger.events import Event, MemoryStored, SessionForked, SessionOpened
+from turnledger.ledger.events import (
+    Event,
+    KnowledgeCaptured,
+    MemoryStored,
+    SessionForked,
+    SessionOpened,
+)
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FLAG_SEALED, HEADER_SIZE
 from turnledger.ledger.subject_keys import (
     KEY_ID_BYTES,
@@ -52,6 +60,7 @@ Seal = Callable[[Event, bytes], bytes | None]
 """Seals one encoded event body, or returns ``None`` to leave it as it is."""
 
 _NONCE: Final = 12
+_ENTRIES: Final = (MemoryStored, KnowledgeCaptured)
 _HEAD: Final = KEY_ID_BYTES + _NONCE
 
 
@@ -87,10 +96,16 @@ class Sealer:
         if not self.sealing:
             return None
         session = self._session_key(stream_id, events)
-        if session is None and not any(isinstance(e, MemoryStored) for e in events):
+        if session is None and not any(isinstance(e, _ENTRIES) for e in events):
             return None
 
         def seal(event: Event, body: bytes) -> bytes | None:
+            if isinstance(event, KnowledgeCaptured):
+                # Listed by agent only: nothing selects a triple by its text.
+                key_id, secret = self.keys.create(
+                    "knowledge", stream_id, agent=event.agent, subject=""
+                )
+                return _sealed(key_id, secret, body)
             if isinstance(event, MemoryStored):
                 key_id, secret = self.keys.create(
                     "memory",

@@ -7,12 +7,14 @@ by anyone, while the rows, their hash chain and every other event stay as
 they were.
 
 A key row says whose key it is: a **session** key (one per session stream,
-listed with its agent and session key) or a **memory** key (one per
+listed with its agent and session key), a **memory** key (one per
 ``memory.stored`` event, listed with its agent, memory key and the session key
-that wrote it). Erasing a session, an agent or a user key destroys the rows
-that name them (:meth:`SubjectKeyStore.select`); a session stream erased keeps
-a tombstone naming its stream and agent alias only, so a session that goes on
-after its erasure gets a new key still listed under its agent.
+that wrote it) or a **knowledge** key (one per ``knowledge.captured`` triple,
+listed with its agent). Erasing a session, an agent or a user key
+destroys the rows that name them (:meth:`SubjectKeyStore.select`); a session
+stream erased keeps a tombstone naming its stream and agent alias only, so a
+session that goes on after its erasure gets a new key still listed under its
+agent.
 
 Where it lives: beside a SQLite ledger, ``<ledger stem>.erasure-keys.db``
 (``secure_delete`` on, rollback journal, ``VACUUM`` after each destruction, so
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 KEY_ID_BYTES: Final = 16
 """A data key's id: 16 random bytes, written at the head of every sealed body."""
 
-KeyKind: TypeAlias = Literal["session", "memory"]
+KeyKind: TypeAlias = Literal["session", "memory", "knowledge"]
 
 TABLE: Final = "turnledger_subject_keys"
 TOMBSTONES: Final = "turnledger_erased_streams"

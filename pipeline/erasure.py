@@ -38,9 +38,11 @@ import msgspec
 from turnledger.ledger.erasable import sealed_key_id
 from turnledger.ledger.events import (
     AssistantMessage,
+    KnowledgeCaptured,
     MediaAttached,
     MemoryStored,
     ToolResultRecorded,
+    TurnStarted,
 )
 from turnledger.ledger.events.erasure import (
     ERASURE_STREAM,
@@ -255,21 +257,26 @@ def erased_session(store: EventStore, target: str, agent: str | None) -> str | N
 def _with_tool_memories(
     store: EventStore, keys: SubjectKeyStore, rows: list[KeyRow], sessions: list[str]
 ) -> list[KeyRow]:
-    """Add the keys of the memory entries the sessions' ``memory_store`` calls wrote.
+    """Add the keys of the memory entries and triples the sessions' turns wrote.
 
     A durable entry (category ``core``...) is stored without its session; it
     is found among the agent's memory events (read while the keys live) by its
     key and its content, or by its key and its place between the call's
     ``assistant.message`` and its ``tool_result.recorded`` (a content sealed
-    by ``[memory] shredding`` differs from the call's).
+    by ``[memory] shredding`` differs from the call's). A knowledge triple is
+    found by its provenance, the turn it was captured in.
     """
-    # Per agent: (memory key, content, positions the call's write lies between).
+    # Per agent: (memory key, content, positions the call's write lies between),
+    # and the sessions' turn ids (a knowledge capture's provenance).
     wanted: dict[str, list[tuple[str, str, int, int]]] = {}
+    turns: dict[str, set[str]] = {}
     agents = {r.stream_id: r.agent for r in rows if r.kind == "session"}
     for stream in sessions:
         agent = agents.get(stream)
         if agent:
-            wanted.setdefault(agent, []).extend(_memory_calls(store, UUID(stream)))
+            calls, turn_ids = _memory_calls(store, UUID(stream))
+            wanted.setdefault(agent, []).extend(calls)
+            turns.setdefault(agent, set()).update(turn_ids)
     found: list[bytes] = []
     for agent, calls in wanted.items():
         for row in store.backend.select_stream(
@@ -277,29 +284,35 @@ def _with_tool_memories(
             gt=0,
             lte=None,
             limit=None,
-            topics=["memory.stored"],
+            topics=["memory.stored", "knowledge.captured"],
         ):
             event = store.decode(row).event
-            if isinstance(event, MemoryStored) and any(
-                event.key == key
-                and (event.content == content or after < row.position < until)
-                for key, content, after, until in calls
-            ):
-                key_id = sealed_key_id(store.mapper, row)
-                if key_id is not None:
-                    found.append(key_id)
+            if isinstance(event, KnowledgeCaptured):
+                hit = event.provenance in turns[agent]
+            else:
+                hit = isinstance(event, MemoryStored) and any(
+                    event.key == key
+                    and (event.content == content or after < row.position < until)
+                    for key, content, after, until in calls
+                )
+            key_id = sealed_key_id(store.mapper, row) if hit else None
+            if key_id is not None:
+                found.append(key_id)
     known = {r.key_id for r in rows}
     extra = [r for r in keys.select(key_ids=found) if r.key_id not in known]
     return rows + extra
 
 
-def _memory_calls(store: EventStore, stream: UUID) -> list[tuple[str, str, int, int]]:
-    """Return a session's ``memory_store`` calls.
+def _memory_calls(
+    store: EventStore, stream: UUID
+) -> tuple[list[tuple[str, str, int, int]], set[str]]:
+    """Return a session's ``memory_store`` calls, and its turn ids.
 
-    Each as its key, its content, and the positions of its
+    Each call as its key, its content, and the positions of its
     ``assistant.message`` and of its result.
     """
     recorded = store.read_stream(stream)
+    turn_ids = {r.event.turn_id for r in recorded if isinstance(r.event, TurnStarted)}
     results = {
         r.event.call_id: r.position
         for r in recorded
@@ -313,7 +326,7 @@ def _memory_calls(store: EventStore, stream: UUID) -> list[tuple[str, str, int, 
                 if stored is not None:
                     until = results.get(call.id, r.position)
                     calls.append((*stored, r.position, until))
-    return calls
+    return calls, turn_ids
 
 
 def _stored_by(tool: str, arguments: str) -> tuple[str, str] | None:

@@ -1,8 +1,9 @@
 """Erasure that proves itself (issue #26 item 2): canary tests on every file.
 
 A unique canary goes into a session through the real turn engine: the user's
-message, a ``memory_store`` call's arguments (and so the memory entry), a tool
-result (a workspace file read), the answer, and an attachment. After
+message, a ``memory_store`` call's arguments (and so the memory entry), a
+``knowledge_capture`` triple, a tool result (a workspace file read), the
+answer, and an attachment. After
 ``turnledger erase`` every file in the ledger's folder (ledger, WAL, views,
 memory, erasure keys, media) is read as raw bytes and searched for the canary in
 UTF-8, UTF-16, JSON-escaped and hex form: no hit; on PostgreSQL the same in a
@@ -99,6 +100,13 @@ def record_session(
             tool_calls=(
                 _call("c1", "memory_store", key=f"fact-{key}", content=f"{canary}!"),
                 _call("c2", "file_read", path="notes.txt"),
+                _call(
+                    "c3",
+                    "knowledge_capture",
+                    subject=f"user {key}",
+                    relation="said",
+                    object=f"{canary}?",
+                ),
             ),
         ),
         ChatResponse(text=f"Noted: {canary}."),
