@@ -11,6 +11,13 @@ events (:mod:`turnledger.adapters.adk.events`); ``delete_session`` appends an
 call is async (ledger work runs in a worker thread) and durable when it returns;
 an ``append_event`` on a session another writer has moved on raises ADK's
 ``StaleSessionError``, as ADK's SQLite service does.
+
+A model's event with ``usage_metadata`` records a ``model.called`` (its
+``model_version`` and token counts, priced with ``pricing=``). The instructions
+a model is sent are not in any event: give the app the service's plugin
+(``App(name=..., root_agent=..., plugins=[service.plugin()])``) and they are recorded as
+``system_prompt.set`` before the model's event, once per change; without it
+they are not recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -38,7 +46,11 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
+if TYPE_CHECKING:
+    from turnledger.adapters.adk.plugin import InstructionsPlugin
+
 from turnledger.adapters._ledger import LedgerHandle, LedgerTarget
+from turnledger.adapters._usage import Instructions
 from turnledger.adapters.adk.events import (
     CREATED,
     EVENT,
@@ -58,6 +70,7 @@ from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import Event, ItemsRemoved, SessionOpened
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore
+from turnledger.policies.pricing import ModelPrice
 
 _RETRIES: Final = 16
 
@@ -72,9 +85,19 @@ class TurnledgerSessionService(BaseSessionService):
     Args:
         ledger: The ledger: a path or URL (default ``./turnledger.db``), an
             ``EventStore`` or an ``AsyncLedger``.
+        pricing: The rate sheet model calls are priced with (the ``[pricing]``
+            table, e.g. ``load_config().pricing``; a model it does not name
+            costs 0).
     """
 
-    def __init__(self, ledger: LedgerTarget = None) -> None:
+    def __init__(
+        self,
+        ledger: LedgerTarget = None,
+        *,
+        pricing: Mapping[str, ModelPrice] | None = None,
+    ) -> None:
+        self.pricing = dict(pricing or {})
+        self._instructions: dict[UUID, str] = {}
         self._handle = LedgerHandle(ledger)
         self._folds: OrderedDict[UUID, SessionFold] = OrderedDict()
         self._folds_lock = threading.Lock()
@@ -83,6 +106,17 @@ class TurnledgerSessionService(BaseSessionService):
     def store(self) -> EventStore:
         """The ledger's store."""
         return self._handle.store
+
+    def plugin(self) -> InstructionsPlugin:
+        """The runner plugin through which the instructions sent are recorded."""
+        from turnledger.adapters.adk.plugin import InstructionsPlugin  # noqa: PLC0415
+
+        return InstructionsPlugin(self._note_instructions)
+
+    def _note_instructions(self, session: Session, text: str) -> None:
+        stream = self._stream(session.app_name, session.user_id, session.id)
+        with self._folds_lock:
+            self._instructions[stream] = text
 
     async def create_session(
         self,
@@ -236,8 +270,17 @@ class TurnledgerSessionService(BaseSessionService):
                     " stale session."
                 )
                 raise StaleSessionError(msg)
-            typed, _ = typed_events(event, fold.version + 1, fold.turn)
-            events: list[Event] = [*typed, *self._rewind(fold, event)]
+            events: list[Event] = []
+            text = None
+            if event.author != "user":
+                with self._folds_lock:
+                    text = self._instructions.get(stream)
+                noted = Instructions(fold.instructions)
+                events += noted.change(text, turn_id=fold.turn)
+            typed, _ = typed_events(
+                event, fold.version + 1 + len(events), fold.turn, self.pricing
+            )
+            events += [*typed, *self._rewind(fold, event)]
             events.append(record(EVENT, json.loads(data), fold.turn))
             delta = event.actions.state_delta if event.actions else {}
             deltas = _session_util.extract_state_delta(delta or {})
@@ -249,6 +292,10 @@ class TurnledgerSessionService(BaseSessionService):
                 self.store.append_atomic(appends)
             except ConcurrencyError:
                 continue
+            if text is not None:
+                with self._folds_lock:
+                    if self._instructions.get(stream) == text:
+                        del self._instructions[stream]
             return True
         raise ConcurrencyError(stream, fold.version, self.store.stream_version(stream))
 

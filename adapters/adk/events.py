@@ -7,9 +7,14 @@ An ADK session is the ledger stream of agent ``app_name`` and session key
   and time; a session deleted and created again starts over here);
 - per ADK event, the typed events of what the providers see (a user message as
   ``turn.started``, model text and function calls as ``assistant.message``,
-  function responses as ``tool_result.recorded``), then ``item.recorded`` ``event``
-  holding the ADK event verbatim (its JSON, as ADK's own SQLite service stores it:
-  ``model_dump_json(exclude_none=True)``), from which the session is rebuilt;
+  function responses as ``tool_result.recorded``, a tool's plain text return,
+  which ADK wraps as ``{"result": text}``, as that text; before a model's event, the
+  instructions it was sent as ``system_prompt.set`` when they changed, seen by
+  :class:`~turnledger.adapters.adk.plugin.InstructionsPlugin`, and its
+  ``usage_metadata`` and ``model_version`` as ``model.called``), then
+  ``item.recorded`` ``event`` holding the ADK event verbatim (its JSON, as
+  ADK's own SQLite service stores it: ``model_dump_json(exclude_none=True)``),
+  from which the session is rebuilt;
 - ``items.removed`` ``delete_session`` (the session is gone for ADK; the ledger
   keeps it) and ``items.removed`` ``rewind`` (a rewind event's invocations leave the
   provider-visible history; ADK still sees its events and the rewind event, as it
@@ -23,6 +28,7 @@ as the session event that set them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote, unquote
@@ -31,17 +37,20 @@ from uuid import UUID, uuid5
 from google.adk.events.event import Event as AdkEvent
 from pydantic_core import to_jsonable_python
 
+from turnledger.adapters._usage import model_called
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     ItemRecorded,
     ItemsRemoved,
+    SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
     TurnStarted,
 )
 from turnledger.ledger.ids import NAMESPACE
+from turnledger.policies.pricing import ModelPrice
 
 FRAMEWORK: Final = "google-adk"
 """The ``framework`` (and session channel) of the ADK adapter's events."""
@@ -103,28 +112,61 @@ def record(kind: str, data: object, turn_id: str = "adk") -> ItemRecorded:
     )
 
 
+def model_call(
+    event: AdkEvent, turn_id: str, pricing: Mapping[str, ModelPrice]
+) -> list[Event]:
+    """``[model.called]`` of a model's event with ``usage_metadata``, else ``[]``.
+
+    Gemini's counts have the neutral meaning once added up: the prompt is
+    ``prompt_token_count`` plus ``tool_use_prompt_token_count``, of which
+    ``cached_content_token_count`` were cached; the completion is
+    ``candidates_token_count`` plus ``thoughts_token_count`` (the reasoning).
+    """
+    usage = event.usage_metadata
+    if usage is None or event.author == "user":
+        return []
+    thoughts = usage.thoughts_token_count or 0
+    return [
+        model_called(
+            turn_id=turn_id,
+            provider=FRAMEWORK,
+            model=event.model_version,
+            pricing=pricing,
+            input_tokens=(usage.prompt_token_count or 0)
+            + (usage.tool_use_prompt_token_count or 0),
+            output_tokens=(usage.candidates_token_count or 0) + thoughts,
+            cached_input_tokens=usage.cached_content_token_count or 0,
+            reasoning_tokens=thoughts,
+        )
+    ]
+
+
 def typed_events(
-    event: AdkEvent, version: int, turn_id: str
+    event: AdkEvent,
+    version: int,
+    turn_id: str,
+    pricing: Mapping[str, ModelPrice],
 ) -> tuple[list[Event], str]:
     """The typed events of what an ADK event shows the model; and the turn after it."""
     content = event.content
     if content is None or not content.parts:
-        return [], turn_id
+        return model_call(event, turn_id, pricing), turn_id
     texts = [p.text for p in content.parts if p.text and not p.thought]
     calls = [p.function_call for p in content.parts if p.function_call]
     responses = [p.function_response for p in content.parts if p.function_response]
-    out: list[Event] = []
+    out: list[Event] = model_call(event, turn_id, pricing)
     if responses:
+        outputs = [_result_text(r.response) for r in responses]
         out.extend(
             ToolResultRecorded(
                 turn_id=turn_id,
                 call_id=r.id or "?",
                 tool=r.name or "",
-                output=_text(r.response),
-                original_chars=len(_text(r.response)),
-                kept_chars=len(_text(r.response)),
+                output=output,
+                original_chars=len(output),
+                kept_chars=len(output),
             )
-            for r in responses
+            for r, output in zip(responses, outputs, strict=True)
         )
     elif event.author == "user" and content.role == "user":
         turn_id = f"t{version}"
@@ -149,6 +191,19 @@ def typed_events(
     return out, turn_id
 
 
+def _result_text(response: object) -> str:
+    """A function response's text: a tool's plain value as the tool returned it.
+
+    ADK wraps a tool's return that is not a dict as ``{"result": value}``; that
+    text is the tool's result. Any other response is its JSON.
+    """
+    if isinstance(response, dict) and len(response) == 1:
+        value = response.get("result")
+        if isinstance(value, str):
+            return value
+    return _text(response)
+
+
 def _text(value: object) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
@@ -169,6 +224,7 @@ class SessionFold:
         invocations: The first version of each invocation's events (typed
             events included).
         boundary: The version of the last ``item.recorded`` folded.
+        instructions: The digest of the system prompt in effect (``None``: none).
     """
 
     live: bool = False
@@ -181,6 +237,7 @@ class SessionFold:
     turn: str = "t0"
     invocations: dict[str, int] = field(default_factory=dict)
     boundary: int = 0
+    instructions: str | None = None
 
     def apply(self, recorded: Recorded) -> None:
         """Fold one event of the session stream."""
@@ -188,6 +245,8 @@ class SessionFold:
         event = recorded.event
         if isinstance(event, TurnStarted):
             self.turn = event.turn_id
+        if isinstance(event, SystemPromptSet):
+            self.instructions = event.digest
         if isinstance(event, ItemsRemoved) and event.reason == "delete_session":
             self.live = False
         if not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:

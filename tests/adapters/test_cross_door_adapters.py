@@ -11,6 +11,7 @@ every import record), on SQLite and on PostgreSQL, and that the CLI's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,5 +151,106 @@ def test_pydantic_ai_records_the_scripted_facts(
     finally:
         store.close()
     events = _events(ledger, session_stream_id("pydantic-ai", "c1"))
+    assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
+    assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
+
+
+# ---------------------------------------------------------------- Google ADK
+
+
+def test_adk_records_the_scripted_facts(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.genai import types
+
+    from turnledger.adapters.adk import TurnledgerSessionService
+    from turnledger.adapters.adk.events import session_key
+
+    def usage(n: int) -> types.GenerateContentResponseUsageMetadata:
+        i, o = USAGE[n]
+        return types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=i, candidates_token_count=o, total_token_count=i + o
+        )
+
+    class ScriptedLlm(BaseLlm):
+        model: str = MODEL
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> Any:
+            del stream
+            last = llm_request.contents[-1]
+            if any(p.function_response for p in last.parts or ()):
+                yield LlmResponse(
+                    content=types.Content(
+                        role="model", parts=[types.Part(text=FINAL_TEXT)]
+                    ),
+                    model_version=MODEL,
+                    usage_metadata=usage(1),
+                )
+                return
+            parts = [
+                types.Part(
+                    function_call=types.FunctionCall(
+                        id=c.id, name=c.name, args=dict(c.arguments)
+                    )
+                )
+                for c in CALLS
+            ]
+            yield LlmResponse(
+                content=types.Content(role="model", parts=parts),
+                model_version=MODEL,
+                usage_metadata=usage(0),
+            )
+
+    def get_weather(city: str) -> str:
+        """Return the weather of a city."""
+        del city
+        return TOOLS["get_weather"].result
+
+    def get_time(city: str) -> str:
+        """Return the time in a city."""
+        del city
+        return TOOLS["get_time"].result
+
+    agent = LlmAgent(
+        name="terse",
+        model=ScriptedLlm(),
+        tools=[get_weather, get_time],
+        instruction=SYSTEM_PROMPT,
+    )
+    service = TurnledgerSessionService(ledger, pricing=PRICING)
+    app = App(name="cross", root_agent=agent, plugins=[service.plugin()])
+    runner = Runner(app=app, session_service=service)
+
+    async def run(session_id: str) -> None:
+        message = types.Content(role="user", parts=[types.Part(text=USER_TEXT)])
+        async for _ in runner.run_async(
+            user_id="u1", session_id=session_id, new_message=message
+        ):
+            pass
+
+    async def scenario() -> None:
+        await service.create_session(app_name="cross", user_id="u1", session_id="s1")
+        await run("s1")
+
+    try:
+        asyncio.run(scenario())
+        key = session_key("u1", "s1")
+        facts = _facts(ledger, "cross", key)
+        # ADK sends the agent's instruction with what it adds (the agent's name).
+        assert facts.system_prompt is not None
+        assert SYSTEM_PROMPT in facts.system_prompt
+        assert dataclasses.replace(facts, system_prompt=SYSTEM_PROMPT) == EXPECTED
+        asyncio.run(run("s1"))
+    finally:
+        service.close()
+    events = _events(ledger, session_stream_id("cross", key))
     assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
     assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
