@@ -17,8 +17,10 @@ position it came from (``turnledger.ledger.position``, ``turnledger.ledger.strea
 - a ``tool_result.recorded`` event is an ``execute_tool {tool}`` span
   (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``).
 
-Every name, id and key put on a span (span names included) is scrubbed of
-credentials and bounded to 64 characters, like the observer's labels.
+Every name, id and key an event carries that is put on a span (span names
+included: agent, session key, turn id and origin, provider, model, tool, call
+id, failure kind) is scrubbed of credentials and bounded to 64 characters, like
+the observer's labels.
 
 Content is off by default: no prompt, answer, tool argument or output is put on
 a span. With ``[telemetry] capture_content = true`` the turn span carries the
