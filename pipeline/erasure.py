@@ -17,7 +17,7 @@
    PostgreSQL ``VACUUM FULL`` of the view tables);
 6. the SQLite memory databases of the agents concerned are emptied, caught up
    from the ledger and scrubbed (full-text index merged, ``VACUUM``, WAL
-   truncated);
+   truncated), and the erased entries' vectors leave their embedding cache;
 7. the media files no readable event still references are overwritten and
    deleted.
 
@@ -177,6 +177,7 @@ def erase(
     sessions = sorted({r.stream_id for r in rows if r.kind == "session"})
     rows = _with_tool_memories(store, keys, rows, sessions)
     attached = _attachments(store, sessions)
+    contents = _erased_contents(store, rows)
     destroyed = keys.destroy(rows)
     streams = tuple(sorted({r.stream_id for r in rows}))
     receipt = ErasureRecorded(
@@ -194,7 +195,9 @@ def erase(
     )
     rebuilt = _rebuild_views(store, views_at)
     agents = tuple(sorted({r.agent for r in rows if r.agent} | ({agent} - {""})))
-    rebuilt_memory, others = _rebuild_memory(store, config, ledger_url, agents)
+    rebuilt_memory, others = _rebuild_memory(
+        store, config, ledger_url, agents, contents
+    )
     removed = _remove_media(store, config, attached)
     return ErasureReport(
         subject=subject,
@@ -379,17 +382,21 @@ def _rebuild_views(store: EventStore, views_at: str) -> dict[str, int]:
     return rebuilt
 
 
-def _vacuum_sqlite(path: str, purpose: FilePurpose, cipher_key: str) -> None:
-    """Rewrite a SQLite file with ``secure_delete`` on and truncate its WAL."""
+def _connect(path: str, purpose: FilePurpose, cipher_key: str) -> sqlite3.Connection:
+    """Open a side file as its store does (SQLCipher with a cipher key)."""
     from turnledger.ledger.file_keys import file_key  # noqa: PLC0415
     from turnledger.ledger.sqlite.encrypted import connect_file  # noqa: PLC0415
 
-    conn = connect_file(
+    return connect_file(
         path,
         key=file_key(purpose, cipher_key),
         what=f"{purpose} file",
         clear_remedy="",
     )
+
+
+def _rewrite(conn: sqlite3.Connection, path: str) -> None:
+    """Rewrite a SQLite file with ``secure_delete`` on and truncate its WAL."""
     try:
         conn.execute("PRAGMA secure_delete=ON")
         conn.execute("VACUUM")
@@ -397,6 +404,13 @@ def _vacuum_sqlite(path: str, purpose: FilePurpose, cipher_key: str) -> None:
     except sqlite3.Error as e:
         msg = f"Expected to rewrite {path!r} after the erasure, found: {e}"
         raise ErasureError(msg) from e
+
+
+def _vacuum_sqlite(path: str, purpose: FilePurpose, cipher_key: str) -> None:
+    """Rewrite a SQLite side file with ``secure_delete`` on; truncate its WAL."""
+    conn = _connect(path, purpose, cipher_key)
+    try:
+        _rewrite(conn, path)
     finally:
         conn.close()
 
@@ -425,19 +439,66 @@ def _vacuum_postgres(url: str, tables: tuple[str, ...]) -> None:
             )
 
 
+def _erased_contents(store: EventStore, rows: list[KeyRow]) -> set[str]:
+    """The contents of the memory entries about to be erased (keys still live)."""
+    ids = {r.key_id for r in rows if r.kind == "memory"}
+    found: set[str] = set()
+    for agent in sorted({r.agent for r in rows if r.kind == "memory"}):
+        for row in store.backend.select_stream(
+            memory_stream_id(agent),
+            gt=0,
+            lte=None,
+            limit=None,
+            topics=["memory.stored"],
+        ):
+            if sealed_key_id(store.mapper, row) in ids:
+                event = store.decode(row).event
+                if isinstance(event, MemoryStored):
+                    found.add(event.content)
+    return found
+
+
+def _drop_cached_vectors(path: Path, cipher_key: str, contents: set[str]) -> None:
+    """Delete the erased contents' vectors from a memory file's embedding cache."""
+    from turnledger.projections.memory.sqlite.cache import (  # noqa: PLC0415
+        content_hash,
+    )
+
+    hashes = [content_hash(text) for text in sorted(contents)]
+    if not hashes or not path.exists():
+        return
+    conn = _connect(str(path), "memory", cipher_key)
+    try:
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            conn.execute(f"DELETE FROM embedding_cache WHERE hash IN ({marks})", chunk)
+        _rewrite(conn, str(path))
+    finally:
+        conn.close()
+
+
 def _rebuild_memory(
-    store: EventStore, config: Config, ledger_url: str, agents: tuple[str, ...]
+    store: EventStore,
+    config: Config,
+    ledger_url: str,
+    agents: tuple[str, ...],
+    contents: set[str],
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Empty, catch up and scrub the SQLite memory of each agent concerned.
 
-    Returns the agents rebuilt, and ``agent (kind)`` of those of another kind.
+    The erased entries' vectors leave the embedding cache too. Returns the
+    agents rebuilt, and ``agent (kind)`` of those of another kind.
     """
+    from turnledger.ledger.file_keys import cipher_key_of  # noqa: PLC0415
     from turnledger.pipeline.memory import MemoryService  # noqa: PLC0415
+    from turnledger.projections.memory.shred import is_sealed  # noqa: PLC0415
     from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
 
     service = MemoryService(store, config, ledger_url=ledger_url)
     rebuilt: list[str] = []
     others: list[str] = []
+    files: set[Path] = set()
     try:
         for agent in agents:
             kind = service.backend_ref(agent).partition(".")[0]
@@ -452,8 +513,14 @@ def _rebuild_memory(
             if isinstance(backend, SQLiteMemory):
                 backend.scrub()
             rebuilt.append(agent)
+            files.add(service.sqlite_path(service.backend_ref(agent)))
+        # A content sealed by [memory] shredding was embedded opened.
+        keys = service.keys() if any(map(is_sealed, contents)) else None
+        opened = {keys.open(c) if keys is not None else c for c in contents}
     finally:
         service.close()
+    for path in sorted(files):
+        _drop_cached_vectors(path, cipher_key_of(store), opened)
     return tuple(rebuilt), tuple(others)
 
 

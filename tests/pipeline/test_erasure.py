@@ -45,6 +45,7 @@ from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.providers.base import ChatResponse
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.policies.messages import ToolCall
+from turnledger.projections.memory.sqlite.cache import content_hash
 
 AGENT = "ops"
 CIPHER_KEY = base64.b64encode(bytes(range(32))).decode()
@@ -168,6 +169,12 @@ def test_erase_session_leaves_no_copy_in_any_sqlite_file(
         store.close()
     if not cipher_key:  # the canary is there to be found (views, memory)
         assert hits(tmp_path, CANARY)
+        # A vector of the entry, as an embedder would have cached it.
+        with sqlite3.connect(tmp_path / "l.memory.db") as conn:
+            conn.execute(
+                "INSERT INTO embedding_cache VALUES (?, ?, 1)",
+                (content_hash(f"{CANARY}!"), b"\0" * 16),
+            )
 
     args = ["--db", ledger, "--config", str(config_file), "erase"]
     assert main([*args, "--session", "telegram_42", "--agent", AGENT]) == 2
@@ -179,6 +186,9 @@ def test_erase_session_leaves_no_copy_in_any_sqlite_file(
     assert hits(tmp_path, CANARY) == []
     if not cipher_key:
         assert hits(tmp_path, KEPT)  # the other session is untouched
+        with sqlite3.connect(tmp_path / "l.memory.db") as conn:
+            cached = conn.execute("SELECT hash FROM embedding_cache").fetchall()
+        assert (content_hash(f"{CANARY}!"),) not in cached
 
     with open_store(ledger) as store:
         assert verify(store).ok
