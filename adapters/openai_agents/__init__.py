@@ -17,13 +17,21 @@ advances them with what it appends; ``get_items`` first checks the stream's head
 read in a worker thread) and reads only events it has not folded yet. Several
 instances, in several processes, may share one session: an append made on a stale
 view is refused by the stream version, re-read and retried.
+
+A session sees items only: the instructions and the model calls' ``Usage`` are
+recorded when the run is given the session's hooks
+(``Runner.run(agent, text, session=session, hooks=session.run_hooks())``):
+each model call's system prompt as ``system_prompt.set`` (once per change) and
+its usage as ``model.called`` (priced with ``pricing=``), durable when the hook
+returns (see :mod:`turnledger.adapters.openai_agents.hooks`). Without the hooks
+neither is recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 from weakref import WeakKeyDictionary
 
@@ -39,6 +47,7 @@ from turnledger.adapters._ledger import (
     LedgerTarget,
     finish_despite_cancel,
 )
+from turnledger.adapters._usage import Instructions, model_called
 from turnledger.adapters.openai_agents.fold import (
     Folded,
     FoldedItem,
@@ -63,9 +72,12 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.ledger.ids import session_stream_id
+from turnledger.policies.pricing import ModelPrice
 
 if TYPE_CHECKING:
-    from agents.items import TResponseInputItem
+    from agents.items import ModelResponse, TResponseInputItem
+
+    from turnledger.adapters.openai_agents.hooks import LedgerRunHooks
 
 DEFAULT_AGENT: Final = "openai-agents"
 """The agent alias sessions are recorded under unless ``agent=`` says otherwise."""
@@ -82,6 +94,9 @@ class TurnledgerSession(SessionABC):
             ``EventStore`` or an ``AsyncLedger``.
         agent: The agent alias the session is recorded under.
         session_settings: Default settings (``limit``) for ``get_items``.
+        pricing: The rate sheet model calls are priced with (the ``[pricing]``
+            table, e.g. ``load_config().pricing``; a model it does not name
+            costs 0).
 
     Raises:
         ValueError: ``session_id`` or ``agent`` is empty.
@@ -94,6 +109,7 @@ class TurnledgerSession(SessionABC):
         *,
         agent: str = DEFAULT_AGENT,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        pricing: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         if not session_id or not agent:
             msg = (
@@ -109,6 +125,8 @@ class TurnledgerSession(SessionABC):
             else SessionSettings()
         )
         self.stream_id = session_stream_id(agent, session_id)
+        self.pricing = dict(pricing or {})
+        self._instructions = Instructions()
         self._handle = LedgerHandle(ledger)
         self._version = 0
         self._items: list[FoldedItem] = []
@@ -148,6 +166,7 @@ class TurnledgerSession(SessionABC):
         for record in new:
             if isinstance(record.event, TurnStarted):
                 self._turn = record.event.turn_id
+            self._instructions.see(record.event)
         self._version = new[-1].version
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -226,6 +245,44 @@ class TurnledgerSession(SessionABC):
                     reason="clear_session",
                 )
             ]
+
+        await finish_despite_cancel(self._write(events, fresh=True))
+
+    def run_hooks(self) -> LedgerRunHooks:
+        """The run hooks recording the instructions and model calls in this session."""
+        from turnledger.adapters.openai_agents.hooks import (  # noqa: PLC0415
+            LedgerRunHooks,
+        )
+
+        return LedgerRunHooks(self._record_instructions, self._record_response)
+
+    async def _record_instructions(self, text: str) -> None:
+        """Append ``system_prompt.set`` when ``text`` is not the one in effect."""
+
+        def events() -> list[Event]:
+            current = Instructions(self._instructions.digest)
+            return [*self._opening(), *current.change(text, turn_id=self._turn)]
+
+        await finish_despite_cancel(self._write(events, fresh=True))
+
+    async def _record_response(
+        self, model: str | None, response: ModelResponse
+    ) -> None:
+        """Append the ``model.called`` of a model response."""
+        usage = response.usage
+
+        def events() -> list[Event]:
+            call = model_called(
+                turn_id=self._turn,
+                provider=FRAMEWORK,
+                model=model,
+                pricing=self.pricing,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_input_tokens=usage.input_tokens_details.cached_tokens,
+                reasoning_tokens=usage.output_tokens_details.reasoning_tokens,
+            )
+            return [*self._opening(), call]
 
         await finish_despite_cancel(self._write(events, fresh=True))
 

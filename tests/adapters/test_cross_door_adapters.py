@@ -254,3 +254,75 @@ def test_adk_records_the_scripted_facts(
     events = _events(ledger, session_stream_id("cross", key))
     assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
     assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
+
+
+# ---------------------------------------------------------- OpenAI Agents SDK
+
+
+def test_openai_agents_records_the_scripted_facts(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message
+    from agents.testing import function_call as call_item
+    from agents.usage import Usage
+
+    from turnledger.adapters.openai_agents import TurnledgerSession
+
+    class NamedModel(ScriptedModel):
+        """A scripted model named like the SDK's OpenAI models name theirs."""
+
+        model = MODEL
+
+    def script(model: ScriptedModel) -> None:
+        (i0, o0), (i1, o1) = USAGE
+        model.enqueue(
+            ModelStep(
+                output=[
+                    call_item(c.name, dict(c.arguments), call_id=c.id) for c in CALLS
+                ],
+                usage=Usage(requests=1, input_tokens=i0, output_tokens=o0),
+            )
+        )
+        model.enqueue(
+            ModelStep(
+                output=[assistant_message(FINAL_TEXT)],
+                usage=Usage(requests=1, input_tokens=i1, output_tokens=o1),
+            )
+        )
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Return the weather of a city."""
+        del city
+        return TOOLS["get_weather"].result
+
+    @function_tool
+    def get_time(city: str) -> str:
+        """Return the time in a city."""
+        del city
+        return TOOLS["get_time"].result
+
+    model = NamedModel()
+    agent = Agent(
+        name="terse",
+        instructions=SYSTEM_PROMPT,
+        model=model,
+        tools=[get_weather, get_time],
+    )
+    session = TurnledgerSession("s1", ledger, pricing=PRICING)
+
+    async def run() -> None:
+        script(model)
+        await Runner.run(agent, USER_TEXT, session=session, hooks=session.run_hooks())
+
+    try:
+        asyncio.run(run())
+        assert _facts(ledger, "openai-agents", "s1") == EXPECTED
+        _cli_shows(ledger, "s1", capsys)
+        asyncio.run(run())
+    finally:
+        session.close()
+    events = _events(ledger, session_stream_id("openai-agents", "s1"))
+    assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
+    assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
