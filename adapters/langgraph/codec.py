@@ -1,8 +1,9 @@
 """LangGraph values as ledger data: messages as typed events, the rest as blobs.
 
-A LangChain message of the three kinds the ledger models becomes its typed event
+A LangChain message of the four kinds the ledger models becomes its typed event
 (``HumanMessage`` -> :class:`TurnStarted`, ``AIMessage`` -> :class:`AssistantMessage`
-with its tool calls, ``ToolMessage`` -> :class:`ToolResultRecorded`) plus a
+with its tool calls, ``ToolMessage`` -> :class:`ToolResultRecorded`,
+``SystemMessage`` -> :class:`SystemPromptSet`) plus a
 *residual*: the JSON of the message's fields that differ from what the event alone
 rebuilds (its id, metadata, usage...). A message is mapped only when the event and
 the residual rebuild an equal message (checked on every write); any other value,
@@ -17,12 +18,19 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
+    SystemPromptSet,
     ToolCallRecord,
     ToolResultRecorded,
     TurnStarted,
@@ -33,7 +41,7 @@ Blob = list[str]
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final = msgspec.json.Decoder()
-_MAPPED_KINDS: Final = (HumanMessage, AIMessage, ToolMessage)
+_MAPPED_KINDS: Final = (HumanMessage, AIMessage, ToolMessage, SystemMessage)
 
 
 def dump_blob(serde: SerializerProtocol, value: object) -> Blob:
@@ -82,6 +90,19 @@ class TurnCursor(msgspec.Struct, kw_only=True):
             open_calls=set(self.open_calls),
         )
 
+    def resume(self, kept: Sequence[Event]) -> None:
+        """Go back to where a branch's messages (``kept``, in order) leave it.
+
+        The turn count is kept (a turn id is never given twice); the open turn,
+        its assistant messages and the unanswered calls are those of ``kept``.
+        """
+        self.turn_id, self.assistant_messages = "lg0", 0
+        self.open_calls = set()
+        turns = self.turns
+        for event in kept:
+            self.observe(event)
+        self.turns = turns
+
     def comes_next(self, message: BaseMessage) -> bool:
         """Whether recording ``message`` now keeps the conversation well-formed.
 
@@ -112,6 +133,8 @@ def message_event(message: BaseMessage, cursor: TurnCursor) -> Event | None:
     """
     if type(message) not in _MAPPED_KINDS or not isinstance(message.content, str):
         return None
+    if isinstance(message, SystemMessage):
+        return SystemPromptSet.of(message.content, turn_id=cursor.turn_id)
     if isinstance(message, HumanMessage):
         return TurnStarted(
             turn_id=f"lg{cursor.turns + 1}",
@@ -152,6 +175,8 @@ def message_event(message: BaseMessage, cursor: TurnCursor) -> Event | None:
 
 def _mapped_fields(event: Event) -> tuple[type[BaseMessage], dict[str, Any]]:
     """The message class and constructor fields a typed event gives back."""
+    if isinstance(event, SystemPromptSet):
+        return SystemMessage, {"content": event.text}
     if isinstance(event, TurnStarted):
         return HumanMessage, {"content": event.user_input}
     if isinstance(event, AssistantMessage):
@@ -173,7 +198,8 @@ def _mapped_fields(event: Event) -> tuple[type[BaseMessage], dict[str, Any]]:
             "status": "success" if event.success else "error",
         }
     msg = (
-        f"Expected a turn, assistant or tool-result event, found {type(event).__name__}"
+        "Expected a turn, assistant, tool-result or system-prompt event, found "
+        f"{type(event).__name__}"
     )
     raise TypeError(msg)
 

@@ -13,13 +13,14 @@ names, their writes with them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from turnledger.adapters._usage import model_called
 from turnledger.adapters.langgraph.codec import (
     Blob,
     TurnCursor,
@@ -40,12 +41,20 @@ from turnledger.adapters.langgraph.header import (
     encode_updated,
 )
 from turnledger.adapters.langgraph.state import (
+    BRANCH,
     FRAMEWORK,
     StoredCheckpoint,
     ThreadState,
     Version,
 )
-from turnledger.ledger.events import Event, ItemRecorded, ItemsRemoved, TurnCompleted
+from turnledger.ledger.events import (
+    Event,
+    ItemRecorded,
+    ItemsRemoved,
+    ModelCalled,
+    TurnCompleted,
+)
+from turnledger.policies.pricing import ModelPrice
 
 KNOWN_KEYS: Final = frozenset(
     {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
@@ -67,11 +76,18 @@ class RecordEncoder:
     Args:
         serde: LangGraph's serializer for values no typed event models.
         messages_channel: The root-namespace channel whose messages are events.
+        pricing: The rate sheet the model calls are priced with.
     """
 
-    def __init__(self, serde: SerializerProtocol, messages_channel: str) -> None:
+    def __init__(
+        self,
+        serde: SerializerProtocol,
+        messages_channel: str,
+        pricing: Mapping[str, ModelPrice] | None = None,
+    ) -> None:
         self.serde = serde
         self.messages_channel = messages_channel
+        self.pricing = dict(pricing or {})
 
     def checkpoint(
         self,
@@ -89,6 +105,11 @@ class RecordEncoder:
         events: Events = []
         own: dict[int, BaseMessage] = {}
         values = checkpoint["channel_values"]
+        head = state.order.get("")
+        if ns == "" and parent_id is not None and head and head[-1] != parent_id:
+            removals, kept = self.branch(state, values.get(self.messages_channel))
+            events += removals
+            cursor.resume([state.typed[v] for v in kept])
         vals: Specs = []
         versions = dict(checkpoint["channel_versions"])
         for channel, version in new_versions.items():
@@ -123,6 +144,83 @@ class RecordEncoder:
             record["x"] = dump_blob(self.serde, extra)
         events.append(_item(state, cursor.turn_id, "checkpoint", record))
         return events, own
+
+    def branch(self, state: ThreadState, value: Any) -> tuple[Events, list[int]]:
+        """A fork's ``items.removed`` ``branch`` events, and the messages it keeps.
+
+        A root checkpoint written from a parent that is not the thread's latest
+        starts a branch: the typed messages shown so far that the checkpoint's
+        messages do not hold (by object, else by message id) leave the history
+        projection, one event per run of them. The saver's own checkpoints and
+        writes are untouched (every branch stays readable by LangGraph).
+
+        Returns:
+            The events, and the versions of the messages kept, in order.
+        """
+        shown = sorted(state.shown)
+        if not isinstance(value, list) or not all(
+            isinstance(m, BaseMessage) for m in value
+        ):
+            return [], shown
+        by_id: dict[str, int] = {}
+        for at in shown:
+            message_id = state.residuals.get(at, {}).get("id")
+            if isinstance(message_id, str):
+                by_id.setdefault(message_id, at)
+        held: set[int] = set()
+        for message in value:
+            at = state.recorded_version(message)
+            if at is None and isinstance(message.id, str):
+                at = by_id.get(message.id)
+            if at is not None:
+                held.add(at)
+        runs: list[list[int]] = []
+        open_run = False
+        for at in shown:
+            if at in held:
+                open_run = False
+            elif open_run:
+                runs[-1][1] = at
+            else:
+                runs.append([at, at])
+                open_run = True
+        events: Events = [
+            ItemsRemoved(
+                first_version=first,
+                last_version=last,
+                framework=FRAMEWORK,
+                reason=BRANCH,
+            )
+            for first, last in runs
+        ]
+        return events, [at for at in shown if at in held]
+
+    def model_call(self, message: AIMessage, turn_id: str) -> list[Event]:
+        """``[model.called]`` of an AI message carrying ``usage_metadata``, else ``[]``.
+
+        The model is ``response_metadata``'s ``model_name`` (OpenAI) or
+        ``model`` (Anthropic, Ollama...), the provider its ``model_provider``.
+        """
+        usage = message.usage_metadata
+        if not usage:
+            return []
+        meta = message.response_metadata or {}
+        model = meta.get("model_name") or meta.get("model")
+        provider = meta.get("model_provider")
+        read = dict(usage.get("input_token_details") or {})
+        written = dict(usage.get("output_token_details") or {})
+        call: ModelCalled = model_called(
+            turn_id=turn_id,
+            provider=provider if isinstance(provider, str) else FRAMEWORK,
+            model=model if isinstance(model, str) else None,
+            pricing=self.pricing,
+            input_tokens=usage.get("input_tokens", 0),
+            output_tokens=usage.get("output_tokens", 0),
+            cached_input_tokens=read.get("cache_read", 0),
+            cache_write_tokens=read.get("cache_creation", 0),
+            reasoning_tokens=written.get("reasoning", 0),
+        )
+        return [call]
 
     def value_spec(
         self,
@@ -196,6 +294,8 @@ class RecordEncoder:
             if event is None or residual is None:
                 refs.append(dump_blob(self.serde, message))
                 continue
+            if isinstance(message, AIMessage):
+                events.extend(self.model_call(message, cursor.turn_id))
             at = state.next_version + len(events)
             events.append(event)
             cursor.observe(event)

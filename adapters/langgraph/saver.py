@@ -13,7 +13,18 @@ conversation, else by the checkpoint that holds it; records refer to them by
 stream version. So ``turnledger history``, ``audit``, ``export`` and ``replay``
 read the session, and bytes per checkpoint do not grow with the history of an
 append-reducer channel (a value that is not a list is recorded whole each time it
-changes).
+changes). A ``SystemMessage`` in the messages is recorded as ``system_prompt.set``
+(a system prompt the graph adds at call time and never puts in its state is not
+seen by a checkpointer, and not recorded); an ``AIMessage`` with
+``usage_metadata`` is preceded by its ``model.called`` (the model
+``response_metadata`` names, priced with ``pricing=``), once, with its message.
+
+A root checkpoint written from a parent that is not the thread's latest
+checkpoint (a run resumed from an older checkpoint) starts a branch: the
+messages recorded so far that the branch does not hold leave the history
+projection (``items.removed`` ``branch``), so ``turnledger history`` shows the
+branch the graph holds. The saver still reads every branch; a later branch back
+to messages removed this way does not show them again in ``history``.
 
 ``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
 writes are gone for the saver and for views that honour the event; the ledger
@@ -32,7 +43,7 @@ cache of their folds), :class:`~turnledger.adapters.langgraph.records.RecordEnco
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -64,6 +75,7 @@ from turnledger.adapters.langgraph.state import (
 )
 from turnledger.adapters.langgraph.threads import CHANNEL, Threads
 from turnledger.ledger.store import EventStore, open_store
+from turnledger.policies.pricing import ModelPrice
 
 # The class defines ``list`` (LangGraph's method), so its annotations use aliases.
 Names = list[str]
@@ -83,6 +95,9 @@ class TurnledgerSaver(AsyncTwins):
         max_cached_threads: Threads whose fold is kept in memory (older ones are
             folded again from the ledger when next used).
         close_store: Whether :meth:`close` closes ``store``.
+        pricing: The rate sheet model calls are priced with (the ``[pricing]``
+            table, e.g. ``load_config().pricing``; a model it does not name
+            costs 0).
     """
 
     def __init__(
@@ -94,6 +109,7 @@ class TurnledgerSaver(AsyncTwins):
         messages_channel: str = "messages",
         max_cached_threads: int = 1024,
         close_store: bool = False,
+        pricing: Mapping[str, ModelPrice] | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if not agent:
@@ -104,7 +120,7 @@ class TurnledgerSaver(AsyncTwins):
         self.close_store = close_store
         self.channel = CHANNEL
         self.lock = threading.RLock()
-        self._records = RecordEncoder(self.serde, messages_channel)
+        self._records = RecordEncoder(self.serde, messages_channel, pricing)
         self._threads = Threads(
             store, agent=agent, serde=self.serde, max_cached=max_cached_threads
         )

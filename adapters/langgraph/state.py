@@ -50,6 +50,7 @@ from turnledger.ledger.events import (
     ItemRecorded,
     ItemsRemoved,
     SessionOpened,
+    SystemPromptSet,
     ToolResultRecorded,
     TurnStarted,
 )
@@ -63,7 +64,10 @@ Version = str | int | float
 MISSING: Final = object()
 """A channel with no stored value (empty, or not stored)."""
 
-_TYPED = (TurnStarted, AssistantMessage, ToolResultRecorded)
+_MESSAGES = (TurnStarted, AssistantMessage, ToolResultRecorded)
+_TYPED = (*_MESSAGES, SystemPromptSet)
+BRANCH: Final = "branch"
+"""The ``items.removed`` reason of messages a branch leaves (history only)."""
 
 
 @dataclass
@@ -129,6 +133,7 @@ class ThreadState:
     residuals: dict[int, dict[str, Any]] = field(default_factory=dict)
     table: CompactTable = field(default_factory=CompactTable)
     memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
+    shown: set[int] = field(default_factory=set)
 
     def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
         """Return a live checkpoint of a namespace (the latest when no id)."""
@@ -163,13 +168,24 @@ class ThreadState:
         elif isinstance(event, _TYPED):
             self.cursor.observe(event)
             self.typed[version] = event
+            if isinstance(event, _MESSAGES):
+                self.shown.add(version)
         elif isinstance(event, ItemRecorded) and event.framework == FRAMEWORK:
             self._apply_record(event, serde, own or {})
+        elif (
+            isinstance(event, ItemsRemoved)
+            and event.framework == FRAMEWORK
+            and event.reason == BRANCH
+        ):
+            first, last = event.first_version, event.last_version
+            self.shown = {v for v in self.shown if not first <= v <= last}
+            self.cursor.resume([self.typed[v] for v in sorted(self.shown)])
         elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
             for part in (self.checkpoints, self.order, self.nodes, self.writes):
                 part.clear()
             for fold in (self.typed, self.objects, self.identity, self.residuals):
                 fold.clear()
+            self.shown.clear()
             self.table.latest.clear()
             self.memo.clear()
             self.live_from = version + 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -326,3 +327,143 @@ def test_openai_agents_records_the_scripted_facts(
     events = _events(ledger, session_stream_id("openai-agents", "s1"))
     assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
     assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
+
+
+# ------------------------------------------------------------------ LangGraph
+
+
+def _scripted_chat_model() -> Any:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class ScriptedChatModel(BaseChatModel):
+        """Asks for both tools after a user message, answers after their results."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            del tools, kwargs
+            return self
+
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            del stop, kwargs
+            answered = isinstance(messages[-1], ToolMessage)
+            i, o = USAGE[1] if answered else USAGE[0]
+            calls = [
+                {"name": c.name, "args": dict(c.arguments), "id": c.id} for c in CALLS
+            ]
+            reply = AIMessage(
+                content=FINAL_TEXT if answered else "",
+                tool_calls=[] if answered else calls,
+                usage_metadata={
+                    "input_tokens": i,
+                    "output_tokens": o,
+                    "total_tokens": i + o,
+                },
+                response_metadata={"model_name": MODEL},
+            )
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    return ScriptedChatModel()
+
+
+def test_langgraph_records_the_scripted_facts(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    from turnledger.adapters.langgraph import TurnledgerSaver
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Return the weather of a city."""
+        del city
+        return TOOLS["get_weather"].result
+
+    @tool
+    def get_time(city: str) -> str:
+        """Return the time in a city."""
+        del city
+        return TOOLS["get_time"].result
+
+    saver = TurnledgerSaver.from_url(ledger, pricing=PRICING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # moved to langchain.agents in 1.0
+            graph = create_react_agent(
+                _scripted_chat_model(),
+                tools=[get_weather, get_time],
+                checkpointer=saver,
+            )
+        config = {"configurable": {"thread_id": "t1"}}
+        first = [SystemMessage(SYSTEM_PROMPT), HumanMessage(USER_TEXT)]
+        graph.invoke({"messages": first}, config)
+        assert _facts(ledger, "langgraph", "t1") == EXPECTED
+        _cli_shows(ledger, "t1", capsys)
+        # The next turn carries the whole history: only its own facts are added.
+        graph.invoke({"messages": [HumanMessage(USER_TEXT)]}, config)
+    finally:
+        saver.close()
+    events = _events(ledger, session_stream_id("langgraph", "t1"))
+    assert sum(isinstance(e, SystemPromptSet) for e in events) == 1
+    assert sum(isinstance(e, ModelCalled) for e in events) == 2 * len(USAGE)
+
+
+def test_a_langgraph_thread_resumed_from_an_older_checkpoint_shows_its_branch(
+    ledger: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #25's case: the graph holds 4 messages, history showed 8 linearly."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from turnledger.adapters.langgraph import TurnledgerSaver
+
+    def reply(state: MessagesState) -> dict[str, list[AIMessage]]:
+        question = state["messages"][-1].content
+        return {"messages": [AIMessage(f"answer to {question}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    saver = TurnledgerSaver.from_url(ledger)
+    try:
+        graph = builder.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "b1"}}
+        for question in ("q1", "q2", "q3"):
+            graph.invoke({"messages": [HumanMessage(question)]}, config)
+        after_first = next(
+            s
+            for s in graph.get_state_history(config)
+            if len(s.values.get("messages", [])) == 2 and not s.next
+        )
+        graph.invoke({"messages": [HumanMessage("q4")]}, after_first.config)
+        held = graph.get_state(config).values["messages"]
+        # A second process reads the thread afresh and continues the branch.
+        other = TurnledgerSaver.from_url(ledger)
+        try:
+            again = builder.compile(checkpointer=other)
+            again.invoke({"messages": [HumanMessage("q5")]}, config)
+            held_after = again.get_state(config).values["messages"]
+        finally:
+            other.close()
+    finally:
+        saver.close()
+    assert [m.content for m in held] == ["q1", "answer to q1", "q4", "answer to q4"]
+    facts = _facts(ledger, "langgraph", "b1")
+    assert facts.history == tuple(
+        ("user" if isinstance(m, HumanMessage) else "assistant", m.content)
+        for m in held_after
+    )
+    assert len(facts.history) == 6
+    capsys.readouterr()
+    assert main(["--db", ledger, "history", "b1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "q4" in out
+    assert "q2" not in out
