@@ -131,3 +131,8 @@ _.views_rebuilt  # erase's report, printed by turnledger erase --json
 _.memory_agents  # idem
 _.receipts_for  # the erasure receipts naming a stream (library API, tests/pipeline)
 DiscardApp  # collect's receiver that answers 200 and keeps nothing: the baseline of benchmarks/bench_collect.py
+_.plugin  # the ADK service's instructions plugin, given to the app by its user (tests)
+_.before_model_callback  # ADK BasePlugin hook, called by ADK's runner
+_.run_hooks  # the Agents SDK session's RunHooks, given to Runner.run by its user (tests)
+_.on_llm_start  # Agents SDK RunHooks hook, called by the runner
+_.on_llm_end  # idem
