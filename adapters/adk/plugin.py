@@ -33,7 +33,7 @@ def instruction_text(instruction: object) -> str | None:
     return None
 
 
-class InstructionsPlugin(BasePlugin):  # type: ignore[misc]
+class InstructionsPlugin(BasePlugin):
     """Hands each model request's system instruction to a session service.
 
     Args:

@@ -169,11 +169,11 @@ class RecordEncoder:
                 by_id.setdefault(message_id, at)
         held: set[int] = set()
         for message in value:
-            at = state.recorded_version(message)
-            if at is None and isinstance(message.id, str):
-                at = by_id.get(message.id)
-            if at is not None:
-                held.add(at)
+            found = state.recorded_version(message)
+            if found is None and isinstance(message.id, str):
+                found = by_id.get(message.id)
+            if found is not None:
+                held.add(found)
         runs: list[list[int]] = []
         open_run = False
         for at in shown:
