@@ -11,17 +11,28 @@ messages in place (OpenAI chat, LangChain, Pydantic AI), the top-level ``system`
 later ones (Responses), ``systemInstruction`` (Gemini); ADK events have no place
 for it. Results already bounded when recorded are never bounded twice (see
 :func:`policies.bounding.make_result_bounder`).
+
+Model usage: the formats that keep a model response's usage
+(:data:`~pipeline.formats.writers.CARRIES_USAGE`: LangChain, Pydantic AI, ADK)
+get each assistant message's recorded ``model.called`` usage and model
+(:func:`recorded_usage`); the request payloads of the other four have no place
+for it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.ledger.events import AssistantMessage, ModelCalled
+from turnledger.ledger.store import Recorded
+from turnledger.pipeline.formats.model import ModelUsage
 from turnledger.pipeline.formats.writers import (
+    UsageOf,
     to_adk,
     to_gemini,
     to_langchain,
@@ -33,6 +44,7 @@ from turnledger.policies.pairing_repair import RepairDecision, repair_pairing
 from turnledger.policies.recall import inject_memory_context
 from turnledger.policies.recordable import nests_within
 from turnledger.policies.trimming import TrimDecision, trim_to_budget
+from turnledger.projections.history.state import HistoryEntry
 
 ExportFormat: TypeAlias = Literal[
     "openai-chat",
@@ -152,8 +164,70 @@ def _bound_results(
     return out, truncated
 
 
-def render(messages: Sequence[Message], fmt: ExportFormat) -> Any:
-    """Render messages as the request payload (or message list) of a format."""
+def recorded_usage(
+    records: Iterable[Recorded], entries: Sequence[HistoryEntry]
+) -> UsageOf:
+    """The usage of each history entry's model call, from the session's events.
+
+    An assistant message's model call is the ``model.called`` recorded before
+    it in its turn (after the turn's previous assistant message), as the turn
+    engine, an import and the adapters record them. A failed call gives no
+    usage.
+
+    Args:
+        records: The session's events (its lineage), oldest first.
+        entries: Its history entries (:class:`SessionHistoryState` ``entries``).
+
+    Returns:
+        A function giving the usage of one of those entries' messages (``None``
+        for any other message, and for a message no call was recorded for).
+    """
+    found: defaultdict[tuple[str, str, tuple[str, ...]], list[ModelUsage | None]]
+    found = defaultdict(list)
+    pending: dict[str, ModelCalled] = {}
+    for record in records:
+        event = record.event
+        if isinstance(event, ModelCalled) and event.success:
+            pending[event.turn_id] = event
+        elif isinstance(event, AssistantMessage):
+            call = pending.pop(event.turn_id, None)
+            key = (event.turn_id, event.text, tuple(c.id for c in event.tool_calls))
+            found[key].append(None if call is None else _usage(call))
+    by_message: dict[int, ModelUsage] = {}
+    for entry in entries:
+        m = entry.message
+        key = (entry.turn_id, m.text, tuple(c.id for c in m.tool_calls))
+        if m.role != "assistant" or not found.get(key):
+            continue
+        used = found[key].pop(0)
+        if used is not None:
+            by_message[id(m)] = used
+    # Keyed by identity: the entries hold their messages, and shaping passes
+    # an assistant message through unchanged.
+    return lambda message: by_message.get(id(message))
+
+
+def _usage(call: ModelCalled) -> ModelUsage:
+    return ModelUsage(
+        model=call.model,
+        provider=call.provider,
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cached_input_tokens=call.cached_input_tokens,
+        cache_write_tokens=call.cache_write_tokens,
+        reasoning_tokens=call.reasoning_tokens,
+    )
+
+
+def render(
+    messages: Sequence[Message], fmt: ExportFormat, usage: UsageOf | None = None
+) -> Any:
+    """Render messages as the request payload (or message list) of a format.
+
+    ``usage`` gives an assistant message's recorded usage; the formats that
+    keep one (LangChain, Pydantic AI, ADK) write it, the others have no place
+    for it.
+    """
     if fmt == "openai-chat":
         return {"messages": to_openai_chat(messages)}
     if fmt == "anthropic":
@@ -165,13 +239,12 @@ def render(messages: Sequence[Message], fmt: ExportFormat) -> Any:
         )
     if fmt == "openai-responses":
         return _responses_payload(messages)
-    writers = {
-        "gemini": to_gemini,
-        "langchain": to_langchain,
-        "pydantic-ai": to_pydantic_ai,
-        "adk": to_adk,
-    }
-    return writers[fmt](messages)
+    if fmt == "gemini":
+        return to_gemini(messages)
+    writers = {"langchain": to_langchain, "pydantic-ai": to_pydantic_ai, "adk": to_adk}
+    if usage is None:
+        return writers[fmt](messages)
+    return writers[fmt](messages, usage)
 
 
 def _responses_payload(messages: Sequence[Message]) -> Json:

@@ -143,7 +143,8 @@ def import_file(
         otlp_agent: The agent of an OTLP file's sessions (``None``: each
             span's ``service.name``).
         max_bytes: The largest file read (``[runtime] max_input_bytes``).
-        pricing: The rate sheet an OTLP file's model calls are priced with.
+        pricing: The rate sheet the file's model calls (OTLP spans, or the
+            usage a transcript reports) are priced with.
 
     Returns:
         What became of it; a failed file wrote nothing.
@@ -158,7 +159,9 @@ def import_file(
         parsed, digest = read_transcript_source(
             file, format=format, max_bytes=max_bytes
         )
-        report = import_transcript(store, parsed, agent=agent, source=digest)
+        report = import_transcript(
+            store, parsed, agent=agent, source=digest, pricing=pricing
+        )
     except _FILE_ERRORS as error:
         return FileImport(file=file, outcome="failed", error=describe(error))
     except RecursionError:

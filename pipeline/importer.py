@@ -3,7 +3,12 @@
 Every conversation becomes a session stream of ordinary events (user input opens a
 turn, assistant messages carry their tool calls, tool results are recorded with
 provenance ``imported``, and each system or developer message is a
-``system_prompt.set`` event at its place). An empty system message carries
+``system_prompt.set`` event at its place). An assistant message whose model
+call the file reports usage for (:attr:`Conversation.usage`) is preceded by a
+``model.called`` event of that model, provider and tokens, priced with the
+``[pricing]`` rate sheet as the turn engine prices its calls (cost 0 for a
+model the sheet lacks); a format that carries no usage gives no
+``model.called``: none is invented. An empty system message carries
 nothing and is counted as skipped. An import writes all its sessions in one
 transaction, or nothing.
 
@@ -21,7 +26,7 @@ writer) is an :class:`ImportClashError` naming the session; nothing is written.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -30,6 +35,7 @@ from turnledger.ledger.errors import ConcurrencyError
 from turnledger.ledger.events import (
     AssistantMessage,
     Event,
+    ModelCalled,
     SessionOpened,
     SystemPromptSet,
     ToolCallRecord,
@@ -41,8 +47,10 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.formats import Conversation, ParsedTranscript
+from turnledger.pipeline.formats.model import ModelUsage
 from turnledger.policies.messages import Message, ToolResult
 from turnledger.policies.paths import sanitize_session_key
+from turnledger.policies.pricing import ModelPrice, TokenUsage, price_usage
 
 UNKNOWN = "unknown"
 ERROR_PREFIX = "Error: "
@@ -118,7 +126,8 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
 class _Builder:
     """Turns one conversation's messages into events."""
 
-    def __init__(self) -> None:
+    def __init__(self, pricing: Mapping[str, ModelPrice] | None = None) -> None:
+        self.pricing: Mapping[str, ModelPrice] = pricing or {}
         self.events: list[Event] = []
         self.turns = 0
         self.turn: str | None = None
@@ -145,7 +154,7 @@ class _Builder:
             self.turn = f"t{self.turns}"
         return self.turn
 
-    def add(self, message: Message) -> None:
+    def add(self, message: Message, usage: ModelUsage | None = None) -> None:
         if message.role == "system":
             if message.text:
                 self.events.append(SystemPromptSet.of(message.text, turn_id=self.turn))
@@ -160,11 +169,37 @@ class _Builder:
                 self._open(message.text)
             return
         if message.role == "assistant":
+            if usage is not None:
+                self._model_called(usage)
             self._assistant(message)
         elif message.role == "user":
             self._open(message.text)
         else:
             self.skipped[f"{message.role} message without result"] += 1
+
+    def _model_called(self, usage: ModelUsage) -> None:
+        model = usage.model or UNKNOWN
+        tokens = TokenUsage(
+            model=model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+        )
+        self.events.append(
+            ModelCalled(
+                turn_id=self._current(),
+                provider=usage.provider or UNKNOWN,
+                model=model,
+                input_tokens=tokens.input_tokens,
+                output_tokens=tokens.output_tokens,
+                cached_input_tokens=tokens.cached_input_tokens,
+                cache_write_tokens=tokens.cache_write_tokens,
+                reasoning_tokens=tokens.reasoning_tokens,
+                cost_usd=price_usage(tokens, self.pricing).cost_usd,
+            )
+        )
 
     def _assistant(self, message: Message) -> None:
         calls = tuple(
@@ -215,15 +250,24 @@ def _error_text(content: str) -> str:
 
 
 def conversation_events(
-    conversation: Conversation, *, agent: str, session_key: str, channel: str = "import"
+    conversation: Conversation,
+    *,
+    agent: str,
+    session_key: str,
+    channel: str = "import",
+    pricing: Mapping[str, ModelPrice] | None = None,
 ) -> tuple[list[Event], Counter[str]]:
-    """Return the events that record a conversation, and what was skipped."""
-    builder = _Builder()
+    """Return the events that record a conversation, and what was skipped.
+
+    ``pricing`` (``[pricing]``) prices the model calls the file reports usage for.
+    """
+    builder = _Builder(pricing)
     builder.events.append(
         SessionOpened(agent=agent, session_key=session_key, channel=channel)
     )
-    for message in conversation.messages:
-        builder.add(message)
+    usage = conversation.usage or (None,) * len(conversation.messages)
+    for message, used in zip(conversation.messages, usage, strict=True):
+        builder.add(message, used)
     return builder.finish(), builder.skipped
 
 
@@ -263,6 +307,7 @@ def import_transcript(
     agent: str = "imported",
     session: str | None = None,
     source: str = "",
+    pricing: Mapping[str, ModelPrice] | None = None,
 ) -> ImportReport:
     """Write every conversation of a transcript as a new session, atomically.
 
@@ -275,6 +320,8 @@ def import_transcript(
         source: The SHA-256 of the file the transcript was read from; with it,
             default keys are unique per source and importing the same source
             again writes nothing (see the module docstring).
+        pricing: The ``[pricing]`` rate sheet the reported model calls are
+            priced with (none: each costs 0).
 
     Raises:
         ImportClashError: A target session already holds events this source's
@@ -291,7 +338,7 @@ def import_transcript(
         zip(parsed.conversations, keys, strict=True)
     ):
         events, left_out = conversation_events(
-            conversation, agent=agent, session_key=key
+            conversation, agent=agent, session_key=key, pricing=pricing
         )
         skipped.update(left_out)
         stream = session_stream_id(agent, key)

@@ -49,7 +49,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     otlp (OpenTelemetry GenAI spans in OTLP JSON, one request or one per line,
     recorded as `turnledger collect` records them; agent: each span's
     service.name unless --agent names another). System and developer messages
-    are kept (system_prompt.set). Unknown item types are skipped and counted;
+    are kept (system_prompt.set); the usage a file reports for a model
+    response (langchain usage_metadata, pydantic-ai usage, adk usageMetadata)
+    is a model.called event of its model and tokens, priced with [pricing].
+    Unknown item types are skipped and counted;
     malformed lines are reported with their line numbers; with auto, a file
     whose detected reader recognised too little is refused (naming the
     formats considered; --format reads it anyway).
@@ -101,13 +104,18 @@ def _import_one(args: argparse.Namespace, file: str) -> int:
     if args.session is not None and not sanitize_session_key(args.session):
         msg = f"Expected a non-empty --session key, found {args.session!r}"
         raise UsageError(msg)
-    limit = config(args).runtime.max_input_bytes
+    cfg = config(args)
     parsed, digest = read_transcript_source(
-        Path(file), format=args.format, max_bytes=limit
+        Path(file), format=args.format, max_bytes=cfg.runtime.max_input_bytes
     )
     with open_ledger(args) as store:
         report = import_transcript(
-            store, parsed, agent=args.agent, session=args.session, source=digest
+            store,
+            parsed,
+            agent=args.agent,
+            session=args.session,
+            source=digest,
+            pricing=cfg.pricing,
         )
     _print_imports(args, [FileImport.of(file, report)])
     return 0
@@ -312,22 +320,31 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     Formats: openai-chat, openai-responses, anthropic, gemini, langchain,
     pydantic-ai, adk; the system prompt goes where the format wants it (ADK
-    events have no place for one). Trimmed to --budget-tokens (system first,
-    then one breadcrumb), pairing-repaired, tool results bounded to
+    events have no place for one), and langchain, pydantic-ai and adk carry
+    each model response's recorded usage and model (the other four are
+    request payloads, with no place for it). Trimmed to --budget-tokens
+    (system first, then one breadcrumb), pairing-repaired, tool results bounded to
     --max-tool-result-chars (a result bounded when recorded is not bounded
     again), with the memory context injected when --memory-query is given;
     always pairing-valid.
 
     Example: turnledger export demo-1 --format anthropic --budget-tokens 8000
     """
-    from turnledger.pipeline.export import ExportOptions, prepare_history, render
+    from turnledger.pipeline.export import (
+        ExportOptions,
+        prepare_history,
+        recorded_usage,
+        render,
+    )
     from turnledger.pipeline.memory import MemoryService
     from turnledger.pipeline.sessions import load_history, resolve_session
     from turnledger.projections.history.read import provider_messages
+    from turnledger.projections.lineage import lineage
 
     with open_ledger(args) as store:
         ref = resolve_session(store, args.session, agent=args.agent)
         state = load_history(store, ref.stream_id)
+        usage = recorded_usage(lineage(store, ref.stream_id), state.entries)
         block = None
         if args.memory_query is not None:
             memory = MemoryService(store, config(args), ledger_url=target(args))
@@ -349,7 +366,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             memory_block=block,
         ),
     )
-    print_json(render(prepared.messages, args.format))
+    print_json(render(prepared.messages, args.format, usage))
     return 0
 
 

@@ -34,9 +34,14 @@ from turnledger.pipeline.formats.openai_agents_items import (
     grouped,
     read_rows,
 )
+from turnledger.pipeline.formats.usage import adk_usage, attach_usage
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import (
+        Conversation,
+        ModelUsage,
+        ParsedTranscript,
+    )
 
 EXPECTED = "an ADK session (an object with `events`) or a JSON array of ADK events"
 
@@ -90,17 +95,23 @@ def _conversation(
 ) -> Conversation:
     contents: list[object] = []
     origins: list[str] = []
+    usage_at: dict[int, ModelUsage] = {}
     for index, event in items.objects(sink):
         content = _content(event, sink)
         if content is not None:
+            usage = adk_usage(event, sink)
+            if usage is not None:
+                usage_at[len(contents)] = usage
             contents.append(content)
             origins.append(items.origins[index])
-    return conversation(
+    indexed = gemini_messages(Items(contents, origins), sink)
+    found = conversation(
         conversation_id=conversation_id,
-        indexed=gemini_messages(Items(contents, origins), sink),
+        indexed=indexed,
         origins=origins,
         source=source,
     )
+    return attach_usage(found, indexed, usage_at)
 
 
 def _content(event: JSONObject, sink: Sink) -> JSONObject | None:

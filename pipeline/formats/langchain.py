@@ -30,6 +30,7 @@ from turnledger.pipeline.formats._common import (
 )
 from turnledger.pipeline.formats._documents import item_list, load_json
 from turnledger.pipeline.formats.openai_chat import tool_call
+from turnledger.pipeline.formats.usage import attach_usage, langchain_usage
 from turnledger.policies.messages import (
     Message,
     Role,
@@ -39,7 +40,7 @@ from turnledger.policies.messages import (
 )
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ModelUsage, ParsedTranscript
 
 EXPECTED = "a JSON array of LangChain messages or an object with a `messages` array"
 
@@ -81,21 +82,24 @@ def parse_langchain(data: bytes, *, name: str) -> ParsedTranscript:
         load_json(data, expected=EXPECTED), key="messages", expected=EXPECTED
     )
     sink = Sink()
+    usage_at: dict[int, ModelUsage] = {}
+    indexed = langchain_messages(items, sink, usage_at)
     found = conversation(
-        conversation_id=name,
-        indexed=langchain_messages(items, sink),
-        origins=items.origins,
-        source=name,
+        conversation_id=name, indexed=indexed, origins=items.origins, source=name
     )
-    return sink.transcript("langchain", [found])
+    return sink.transcript("langchain", [attach_usage(found, indexed, usage_at)])
 
 
-def langchain_messages(items: Items, sink: Sink) -> list[Indexed]:
+def langchain_messages(
+    items: Items, sink: Sink, usage_at: dict[int, ModelUsage] | None = None
+) -> list[Indexed]:
     """Convert LangChain message dicts to the neutral model.
 
     Args:
         items: The message dicts.
         sink: Collects skipped messages (``remove``, unknown types).
+        usage_at: When given, receives each AI message's ``usage_metadata``
+            by the index of its dict.
 
     Returns:
         The messages, each with the index of its source dict.
@@ -107,6 +111,10 @@ def langchain_messages(items: Items, sink: Sink) -> list[Indexed]:
         message = _message(kind, data, sink)
         if message is not None:
             converted.append((index, message))
+            if usage_at is not None and message.role == "assistant":
+                usage = langchain_usage(data, sink)
+                if usage is not None:
+                    usage_at[index] = usage
     return converted
 
 

@@ -73,6 +73,28 @@ class Problem(NamedTuple):
     message: str
 
 
+class ModelUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """What a file says one model response used (an assistant message's call).
+
+    Attributes:
+        model: The model that answered (``""`` when the file names none).
+        provider: The provider, when the file names it (``""`` otherwise).
+        input_tokens: Prompt tokens, cached ones included.
+        output_tokens: Completion tokens, reasoning ones included.
+        cached_input_tokens: The part of the input read from the prompt cache.
+        cache_write_tokens: The part of the input written to the prompt cache.
+        reasoning_tokens: The part of the output spent on reasoning.
+    """
+
+    model: str = ""
+    provider: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
 class Conversation(msgspec.Struct, frozen=True, kw_only=True):
     """One conversation found in a transcript.
 
@@ -88,6 +110,10 @@ class Conversation(msgspec.Struct, frozen=True, kw_only=True):
             format name.
         sidechain: Whether every line of the conversation is marked as a
             sidechain (a Claude Code subagent transcript).
+        usage: The usage the file reports for each message's model call,
+            parallel to ``messages`` (``None``: none reported, always for a
+            message that is not the assistant's); empty when the format
+            carries no usage or the reader reads none.
     """
 
     id: str
@@ -96,6 +122,7 @@ class Conversation(msgspec.Struct, frozen=True, kw_only=True):
     origins: tuple[str, ...] = ()
     api: FormatName | None = None
     sidechain: bool = False
+    usage: tuple[ModelUsage | None, ...] = ()
 
 
 class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,10 +29,11 @@ from turnledger.pipeline.formats._common import (
 )
 from turnledger.pipeline.formats._documents import describe_document, load_json
 from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.usage import attach_usage, pydantic_ai_usage
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import ParsedTranscript
+    from turnledger.pipeline.formats.model import ModelUsage, ParsedTranscript
 
 EXPECTED = "a JSON array of Pydantic AI model messages"
 
@@ -56,21 +57,24 @@ def parse_pydantic_ai(data: bytes, *, name: str) -> ParsedTranscript:
         raise TranscriptError(msg)
     items = Items.of(document, "")
     sink = Sink()
+    usage_at: dict[int, ModelUsage] = {}
+    indexed = pydantic_ai_messages(items, sink, usage_at)
     found = conversation(
-        conversation_id=name,
-        indexed=pydantic_ai_messages(items, sink),
-        origins=items.origins,
-        source=name,
+        conversation_id=name, indexed=indexed, origins=items.origins, source=name
     )
-    return sink.transcript("pydantic-ai", [found])
+    return sink.transcript("pydantic-ai", [attach_usage(found, indexed, usage_at)])
 
 
-def pydantic_ai_messages(items: Items, sink: Sink) -> list[Indexed]:
+def pydantic_ai_messages(
+    items: Items, sink: Sink, usage_at: dict[int, ModelUsage] | None = None
+) -> list[Indexed]:
     """Convert Pydantic AI model messages to the neutral model.
 
     Args:
         items: The model messages.
         sink: Collects skipped parts and malformed messages.
+        usage_at: When given, receives each response's usage (with its model
+            and provider) by the index of its model message.
 
     Returns:
         The messages, each with the index of its source model message.
@@ -82,6 +86,9 @@ def pydantic_ai_messages(items: Items, sink: Sink) -> list[Indexed]:
             messages = _request(item, sink)
         elif kind == "response":
             messages = [_response(item, sink)]
+            usage = pydantic_ai_usage(item, sink) if usage_at is not None else None
+            if usage_at is not None and usage is not None:
+                usage_at[index] = usage
         else:
             sink.unknown(f"kind:{kind}")
             messages = []

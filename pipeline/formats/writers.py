@@ -14,21 +14,47 @@ joined by a blank line); LangChain ``system`` messages in place; Pydantic AI
 ``system-prompt`` parts in place. ADK session events have no place for one (an
 ADK agent's instruction is its configuration, not an event), so the ADK writer
 leaves system messages out; :data:`DROPS_SYSTEM` names it.
+
+Model usage: given ``usage`` (the usage recorded for an assistant message's
+model call), the LangChain, Pydantic AI and ADK writers put it where their
+format keeps it (``usage_metadata``, a response's ``usage`` and
+``model_name``, an event's ``usageMetadata`` and ``modelVersion``; see
+:mod:`pipeline.formats.usage`); a Gemini request has no place for it.
+:data:`CARRIES_USAGE` names the writers that do.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from turnledger.pipeline.formats.model import ModelUsage
+from turnledger.pipeline.formats.usage import (
+    adk_usage_fields,
+    langchain_usage_fields,
+    pydantic_ai_usage_fields,
+)
+from turnledger.policies.messages import Message
 from turnledger.policies.recordable import nests_within
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from turnledger.policies.messages import Message, ToolResult
+    from turnledger.policies.messages import ToolResult
 
 Json: TypeAlias = dict[str, Any]
+
+UsageOf: TypeAlias = Callable[[Message], ModelUsage | None]
+"""The usage recorded for an assistant message's model call (``None``: none)."""
+
+CARRIES_USAGE: Final = frozenset({"langchain", "pydantic-ai", "adk"})
+"""Writers whose format has a place for a model call's usage."""
+
+
+def _no_usage(_message: Message) -> ModelUsage | None:
+    return None
+
 
 DROPS_SYSTEM: Final = frozenset({"adk"})
 """Writers whose format has no place for a system prompt."""
@@ -96,18 +122,30 @@ def _gemini_parts(message: Message, names: dict[str, str]) -> tuple[str, list[Js
 
 def gemini_contents(messages: Sequence[Message]) -> list[Json]:
     """Gemini ``contents``: role ``user`` / ``model``, consecutive roles merged."""
+    return [content for content, _ in _contents(messages, _no_usage)]
+
+
+def _contents(
+    messages: Sequence[Message], usage: UsageOf
+) -> list[tuple[Json, ModelUsage | None]]:
+    """The contents, each with the usage of the model call that gave it.
+
+    Two model contents that both have a usage stay apart (one call each).
+    """
     names: dict[str, str] = {}
-    out: list[Json] = []
+    out: list[tuple[Json, ModelUsage | None]] = []
     for message in messages:
         if message.role == "system":
             continue
         role, parts = _gemini_parts(message, names)
         if not parts:
             continue
-        if out and out[-1]["role"] == role:
-            _extend_parts(out[-1]["parts"], parts)
+        used = usage(message) if message.role == "assistant" else None
+        if out and out[-1][0]["role"] == role and (used is None or out[-1][1] is None):
+            _extend_parts(out[-1][0]["parts"], parts)
+            out[-1] = (out[-1][0], out[-1][1] or used)
         else:
-            out.append({"role": role, "parts": parts})
+            out.append(({"role": role, "parts": parts}, used))
     return out
 
 
@@ -133,7 +171,7 @@ def to_gemini(messages: Sequence[Message]) -> Json:
     return payload
 
 
-def to_langchain(messages: Sequence[Message]) -> list[Json]:
+def to_langchain(messages: Sequence[Message], usage: UsageOf = _no_usage) -> list[Json]:
     """LangChain ``messages_to_dict`` dicts (``messages_from_dict`` reads them)."""
     out: list[Json] = []
     for message in messages:
@@ -161,6 +199,9 @@ def to_langchain(messages: Sequence[Message]) -> list[Json]:
                 for call in message.tool_calls
             ]
             data: Json = {"type": "ai", "content": message.text, "tool_calls": calls}
+            used = usage(message)
+            if used is not None:
+                data.update(langchain_usage_fields(used))
             out.append({"type": "ai", "data": data})
         elif message.role in {"user", "system"} and _speaks(message):
             kind = "human" if message.role == "user" else "system"
@@ -191,7 +232,9 @@ def _request_parts(message: Message) -> list[Json]:
     return parts
 
 
-def to_pydantic_ai(messages: Sequence[Message]) -> list[Json]:
+def to_pydantic_ai(
+    messages: Sequence[Message], usage: UsageOf = _no_usage
+) -> list[Json]:
     """Pydantic AI model messages (``ModelMessagesTypeAdapter`` JSON).
 
     Consecutive non-assistant messages form one ``request``; each assistant
@@ -216,7 +259,11 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[Json]:
                         "tool_call_id": call.id,
                     }
                 )
-            out.append({"kind": "response", "parts": parts})
+            response: Json = {"kind": "response", "parts": parts}
+            used = usage(message)
+            if used is not None:
+                response.update(pydantic_ai_usage_fields(used))
+            out.append(response)
             continue
         request = _request_parts(message)
         for part in request:
@@ -231,7 +278,7 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[Json]:
     return out
 
 
-def to_adk(messages: Sequence[Message]) -> list[Json]:
+def to_adk(messages: Sequence[Message], usage: UsageOf = _no_usage) -> list[Json]:
     """ADK session events (``Event.model_dump(by_alias=True)`` JSON).
 
     One event per Gemini content (see :func:`gemini_contents`): the user's
@@ -240,17 +287,18 @@ def to_adk(messages: Sequence[Message]) -> list[Json]:
     """
     events: list[Json] = []
     invocation = 0
-    for index, content in enumerate(gemini_contents(messages)):
+    for index, (content, used) in enumerate(_contents(messages, usage)):
         responses = all("functionResponse" in part for part in content["parts"])
         if content["role"] == "user" and not responses:
             invocation += 1
         author = "user" if content["role"] == "user" and not responses else ADK_AGENT
-        events.append(
-            {
-                "id": f"e{index + 1}",
-                "invocationId": f"inv{invocation}",
-                "author": author,
-                "content": content,
-            }
-        )
+        event: Json = {
+            "id": f"e{index + 1}",
+            "invocationId": f"inv{invocation}",
+            "author": author,
+            "content": content,
+        }
+        if used is not None:
+            event.update(adk_usage_fields(used))
+        events.append(event)
     return events
