@@ -29,6 +29,7 @@ from turnledger.pipeline.formats.counts import (
     match_messages,
     rule_for,
 )
+from turnledger.pipeline.formats.model import Coverage
 from turnledger.pipeline.formats.read import FormatChoice
 from turnledger.pipeline.sessions import SessionRef, load_history
 from turnledger.policies.messages import Message
@@ -77,6 +78,8 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
         warnings: Stricter placement checks (they fail only with ``--strict``).
         skipped: Item kinds the reader left out, with counts.
         problems: Malformed pieces of input that were left out.
+        coverage: How every record of the file ended, mapped or accounted
+            for (``None`` for ledger sessions).
     """
 
     format: str
@@ -89,6 +92,7 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     warnings: tuple[AuditViolation, ...] = ()
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     problems: tuple[Skip, ...] = ()
+    coverage: Coverage | None = None
 
     @property
     def clean(self) -> bool:
@@ -186,6 +190,7 @@ def audit_parsed(parsed: ParsedTranscript) -> AuditReport:
         report,
         skipped=dict(parsed.skipped),
         problems=tuple(Skip(line=p.line, message=p.message) for p in parsed.problems),
+        coverage=parsed.coverage,
     )
 
 

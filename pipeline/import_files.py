@@ -20,6 +20,7 @@ import msgspec
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
+from turnledger.pipeline.formats.model import Coverage
 from turnledger.pipeline.importer import (
     ImportedSession,
     ImportReport,
@@ -69,6 +70,8 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
         problems: Malformed lines, ``(line, message)``.
         written: The events written now.
         error: Why the file was not imported (one line), else ``None``.
+        coverage: How every record of it ended (``None`` when it failed, and
+            for OTLP files).
     """
 
     file: str
@@ -80,6 +83,7 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[tuple[int, str], ...] = ()
     written: int = 0
     error: str | None = None
+    coverage: Coverage | None = None
 
     @classmethod
     def of(cls, file: str, report: ImportReport) -> FileImport:
@@ -96,6 +100,7 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
             skipped=report.skipped,
             problems=report.problems,
             written=report.written,
+            coverage=report.coverage,
         )
 
 

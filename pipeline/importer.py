@@ -46,7 +46,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore
 from turnledger.pipeline.errors import PipelineError
-from turnledger.pipeline.formats import Conversation, ParsedTranscript
+from turnledger.pipeline.formats import Conversation, Coverage, ParsedTranscript
 from turnledger.pipeline.formats.model import ModelUsage
 from turnledger.policies.messages import Message, ToolResult
 from turnledger.policies.paths import sanitize_session_key
@@ -113,6 +113,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
         problems: Malformed lines, ``(line, message)``.
         source: The source's SHA-256 (``""`` when none was given).
         written: The events written now (0 when everything was imported before).
+        coverage: How every record of the file ended, mapped or accounted for.
     """
 
     format: str
@@ -121,6 +122,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[tuple[int, str], ...] = ()
     source: str = ""
     written: int = 0
+    coverage: Coverage = msgspec.field(default_factory=Coverage)
 
 
 class _Builder:
@@ -383,4 +385,5 @@ def import_transcript(
         problems=tuple((p.line, p.message) for p in parsed.problems),
         source=source,
         written=sum(s.events for s in sessions if s.outcome == "imported"),
+        coverage=parsed.coverage,
     )

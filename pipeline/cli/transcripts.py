@@ -65,8 +65,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     the other files are still imported, and the exit code is 2 at the end.
     With --json: format, sessions (session, agent, stream, events,
     conversation, outcome), skipped, problems (line, message, file), written,
-    and files (file, outcome: imported|already_imported|failed, format,
-    sha256, sessions, skipped, problems, written, error).
+    coverage (records read, mapped, accounted, by kind and reason, summed over
+    the files read), and files (file, outcome: imported|already_imported|failed,
+    format, sha256, sessions, skipped, problems, written, error, coverage).
 
     Example: turnledger import session.jsonl --agent ops --json
     """
@@ -171,6 +172,8 @@ class ImportFailedError(PipelineError):
 def _print_imports(args: argparse.Namespace, done: list[FileImport]) -> None:
     """The per-file summary: JSON (one object) or one line per file and session."""
     if args.json:
+        from turnledger.pipeline.formats import total_coverage
+
         formats = {d.format for d in done if d.format}
         print_json(
             {
@@ -183,6 +186,7 @@ def _print_imports(args: argparse.Namespace, done: list[FileImport]) -> None:
                     for line, m in d.problems
                 ],
                 "written": sum(d.written for d in done),
+                "coverage": total_coverage(d.coverage for d in done if d.coverage),
                 "files": done,
             }
         )

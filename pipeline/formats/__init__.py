@@ -18,10 +18,12 @@ from turnledger.pipeline.formats.detect import detect_format
 from turnledger.pipeline.formats.model import (
     FORMAT_NAMES,
     Conversation,
+    Coverage,
     FormatName,
     ParsedTranscript,
     Problem,
     TranscriptError,
+    total_coverage,
 )
 from turnledger.pipeline.formats.read import (
     FormatChoice,
@@ -32,6 +34,7 @@ from turnledger.pipeline.formats.read import (
 __all__ = [
     "FORMAT_NAMES",
     "Conversation",
+    "Coverage",
     "FormatChoice",
     "FormatName",
     "PairingCounts",
@@ -43,4 +46,5 @@ __all__ = [
     "detect_format",
     "parse_transcript",
     "read_transcript",
+    "total_coverage",
 ]

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias, cast
 
 import msgspec
 
+from turnledger.pipeline.formats._traffic import call_shape, message_shape
 from turnledger.pipeline.formats.model import (
     Conversation,
+    Coverage,
     FormatName,
     ParsedTranscript,
     Problem,
@@ -177,8 +179,38 @@ def text_of(content: object, sink: Sink | None = None) -> str:
     return "\n".join(text for text in texts if text)
 
 
+UNRECOGNISED = "unrecognised"
+"""The reason of a record a reader did not recognise as its format's."""
+
+MALFORMED = "malformed"
+"""The reason of a record a reader met a malformed piece in."""
+
+PROVIDER_SIDE = ("server_", "mcp_", "web_search", "code_execution", "bash_code")
+"""Part type prefixes of tools the provider ran (deliberately not client calls)."""
+
+
+class _Record:
+    """The record a reader is reading, until the next one starts."""
+
+    __slots__ = ("kind", "label", "outcome", "value")
+
+    def __init__(self, kind: str, label: str, value: object) -> None:
+        self.kind = kind
+        self.label = label
+        self.value = value
+        self.outcome: tuple[str, str] | None = None
+
+
 class Sink:
-    """Collects what a reader skipped and the problems it met.
+    """Collects what a reader skipped, the problems it met, and its coverage.
+
+    Every record a reader starts (:meth:`begin`; :meth:`Items.objects` starts
+    one per item, so readers iterating items cannot forget) ends *mapped*
+    unless the reader accounted for it while it was open (:meth:`unknown`,
+    :meth:`problem`, :meth:`account`). A record ends when the next one starts
+    or when the result is built. An unrecognised record shaped like a message
+    or a tool call, and an unknown part shaped like a tool call, make the file
+    refused (``coverage.refused``): model traffic no reader understands.
 
     Attributes:
         skipped: Item, line, block and part kinds that produced no message.
@@ -187,6 +219,7 @@ class Sink:
         unread: Those of them it did not recognise (an unknown role or type,
             not an object, a field of another format); detection refuses a
             file where they are most (see :func:`pipeline.formats.read`).
+        refused: Why the file cannot be read fully, or ``""``.
     """
 
     def __init__(self) -> None:
@@ -194,15 +227,84 @@ class Sink:
         self.problems: list[Problem] = []
         self.items = 0
         self.unread = 0
+        self.refused = ""
+        self._record: _Record | None = None
+        self._read: Counter[str] = Counter()
+        self._mapped: Counter[str] = Counter()
+        self._reasons: Counter[str] = Counter()
+        self._first = ""
+
+    def begin(self, kind: str, label: str, value: object) -> None:
+        """Start a record (ending the one before); it counts in ``items``.
+
+        Args:
+            kind: The record kind (``line``, ``item``, ``interaction``, ...).
+            label: Where it is (``"line 12"``, ``"messages[3]"``).
+            value: The decoded record, examined if it ends unrecognised.
+        """
+        self.end()
+        self.items += 1
+        self._record = _Record(kind, label, value)
+
+    def end(self) -> None:
+        """End the open record: mapped, unless it was accounted for."""
+        record, self._record = self._record, None
+        if record is None:
+            return
+        self._read[record.kind] += 1
+        if record.outcome is None:
+            self._mapped[record.kind] += 1
+            return
+        what, reason = record.outcome
+        self._reasons[f"{record.kind} {what}: {reason}"[:200]] += 1
+        self._first = self._first or f"{record.label} ({what}): {reason}"[:200]
+        if reason == UNRECOGNISED and not self.refused:
+            shape = message_shape(record.value)
+            if shape is not None:
+                self.refuse(f"{record.label} ({what}) holds {shape}")
+
+    def account(self, what: str, reason: str) -> None:
+        """Account for the open record: it is not mapped, for ``reason``."""
+        if self._record is not None and self._record.outcome is None:
+            self._record.outcome = (what, reason)
+
+    def whole(self, kind: str, label: str, what: str, reason: str) -> None:
+        """Count one record (of type ``what``) accounted for as soon as it is met."""
+        self.end()
+        self._record = _Record(kind, label, None)
+        self._record.outcome = (what, reason)
+        self.end()
+
+    def refuse(self, reason: str) -> None:
+        """Refuse the file: a record holds model traffic no reader understands."""
+        if not self.refused:
+            self.refused = reason[:300]
 
     def unknown(self, kind: str) -> None:
         """Count one top-level item the reader does not recognise."""
         self.skipped[kind] += 1
         self.unread += 1
+        self.account(kind, UNRECOGNISED)
 
     def skip(self, kind: str) -> None:
         """Count one item of type ``kind`` that produced no message."""
         self.skipped[kind] += 1
+
+    def skip_part(self, kind: str, part: object, *, in_calls: bool = False) -> None:
+        """Count one part of an unhandled type; refuse it if it is a tool call.
+
+        A part shaped like a tool call (see :func:`._traffic.call_shape`), or
+        any element of a list of calls (``in_calls``), whose type is not a
+        provider-side tool's would be a call lost in silence.
+        """
+        self.skip(kind)
+        bare = kind.removeprefix("tool_call:")
+        if self.refused or bare.startswith(PROVIDER_SIDE) or "server" in bare:
+            return
+        shape = "an element of a tool-call list" if in_calls else call_shape(part)
+        if shape is not None:
+            where = self._record.label if self._record is not None else "a part"
+            self.refuse(f"{where}: a part of type {kind!r} holds {shape}")
 
     def skip_item(self, item: object, key: str = "type") -> None:
         """Count one item by the type stored under ``key``."""
@@ -212,18 +314,47 @@ class Sink:
     def problem(self, line: int, message: str) -> None:
         """Record a malformed piece of input (``line`` 0: not line-based)."""
         self.problems.append(Problem(line, message))
+        if self._record is not None:
+            value = self._record.value
+            obj = as_object(value)
+            self.account(describe(value) if obj is None else type_of(obj), MALFORMED)
+
+    def coverage(self) -> Coverage:
+        """The coverage so far (ends the open record)."""
+        self.end()
+        kinds = {
+            kind: {
+                "read": read,
+                "mapped": self._mapped[kind],
+                "accounted": read - self._mapped[kind],
+            }
+            for kind, read in sorted(self._read.items())
+        }
+        read = self._read.total()
+        mapped = self._mapped.total()
+        return Coverage(
+            read=read,
+            mapped=mapped,
+            accounted=read - mapped,
+            kinds=kinds,
+            reasons=dict(sorted(self._reasons.items())),
+            first=self._first,
+            refused=self.refused,
+        )
 
     def transcript(
         self, fmt: FormatName, conversations: Iterable[Conversation]
     ) -> ParsedTranscript:
         """Build the result from the conversations and what was collected."""
+        conversations = tuple(conversations)
         return ParsedTranscript(
             format=fmt,
-            conversations=tuple(conversations),
+            conversations=conversations,
             skipped=dict(sorted(self.skipped.items())),
             problems=tuple(sorted(self.problems, key=lambda problem: problem.line)),
             items=self.items,
             unread=self.unread,
+            coverage=self.coverage(),
         )
 
 
@@ -289,14 +420,17 @@ class Items(NamedTuple):
     def objects(self, sink: Sink) -> Iterator[tuple[int, JSONObject]]:
         """Yield ``(index, item)`` for object items; report the others.
 
-        Every item counts in ``sink.items``; one that is not an object is unread.
+        Every item is a record of ``sink`` (:meth:`Sink.begin`), so it counts
+        in ``sink.items`` and ends mapped or accounted for; one that is not an
+        object is unread.
         """
         for index, value in enumerate(self.values):
-            sink.items += 1
+            label = self.origins[index] if index < len(self.origins) else ""
+            sink.begin("item", label, value)
             obj = as_object(value)
             if obj is None:
-                label = self.origins[index] if index < len(self.origins) else ""
                 sink.unread += 1
                 sink.problem(0, f"{label}: expected an object, found {describe(value)}")
             else:
                 yield index, obj
+        sink.end()

@@ -3,12 +3,16 @@
 A VCR recorder stores a body as ``parsed_body`` (already decoded), as a JSON
 string in ``body``, or under ``body.string`` (text, or ``!!binary`` bytes that
 are gzip-compressed when ``Content-Encoding: gzip`` says so). Streamed
-responses are Server-Sent Events whose ``data:`` lines hold JSON.
+responses are Server-Sent Events whose ``data:`` lines hold JSON, newline
+delimited JSON (``application/x-ndjson``, Ollama), or AWS event streams
+(``application/vnd.amazon.eventstream``, Bedrock's ConverseStream): binary
+frames whose CRCs are checked, each event becoming ``{event-type: payload}``.
 """
 
 from __future__ import annotations
 
 import gzip
+import struct
 import zlib
 from typing import NamedTuple
 
@@ -74,12 +78,20 @@ def decode_body(message: JSONObject) -> object:
     if message.get("parsed_body") is not None:
         return message["parsed_body"]
     raw = _raw_body(message.get("body"))
+    content_type = (header(message, "content-type") or "").lower()
     if isinstance(raw, bytes):
-        raw = _text(_inflate(raw, header(message, "content-encoding")))
+        raw = _inflate(raw, header(message, "content-encoding"))
+        if _AWS_EVENT_STREAM in content_type:
+            return parse_aws_event_stream(raw)
+        raw = _text(raw)
     if not isinstance(raw, str) or not raw.strip():
         return None
-    if _is_event_stream(raw, header(message, "content-type")):
+    if _AWS_EVENT_STREAM in content_type:
+        return parse_aws_event_stream(raw.encode("utf-8", "surrogateescape"))
+    if _is_event_stream(raw, content_type):
         return parse_event_stream(raw)
+    if "ndjson" in content_type:
+        return _json_lines(raw)
     try:
         return decode_json(raw)
     except TranscriptError as error:
@@ -150,3 +162,105 @@ def _add_event(payload: str, stream: Stream) -> None:
         stream.problems.append("Expected an event object, found another JSON value")
     else:
         stream.events.append(event)
+
+
+_AWS_EVENT_STREAM = "application/vnd.amazon.eventstream"
+_PRELUDE = 12
+"""Total length, headers length, prelude CRC: 4 bytes each."""
+_FIXED_SIZES = {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16}
+"""AWS event stream header value types of fixed size (bool, ints, time, uuid)."""
+
+
+def _json_lines(text: str) -> Stream:
+    stream = Stream([], [])
+    for line in text.splitlines():
+        if line.strip():
+            _add_event(line, stream)
+    return stream
+
+
+def parse_aws_event_stream(data: bytes) -> Stream:
+    """Decode the frames of an AWS event stream (Bedrock ``converse-stream``).
+
+    Each frame is ``total length, headers length, prelude CRC, headers,
+    payload, message CRC``; an ``event`` frame's JSON payload becomes
+    ``{<:event-type>: payload}`` (the shape the AWS SDKs hand out), an
+    ``exception`` frame is a problem naming its type.
+
+    Args:
+        data: The body bytes.
+
+    Returns:
+        The events, and the exception frames described.
+
+    Raises:
+        BodyError: A frame is cut short or fails its CRC check.
+    """
+    stream = Stream([], [])
+    offset = 0
+    while offset < len(data):
+        frame = data[offset:]
+        if len(frame) < _PRELUDE + 4:
+            msg = f"Expected an AWS event stream frame, found {len(frame)} bytes"
+            raise BodyError(msg)
+        total, headers_length, prelude_crc = struct.unpack(">III", frame[:_PRELUDE])
+        if zlib.crc32(frame[:8]) != prelude_crc or not (
+            _PRELUDE + headers_length + 4 <= total <= len(frame)
+        ):
+            msg = f"Expected an AWS event stream frame at byte {offset}, found "
+            msg += "a bad prelude"
+            raise BodyError(msg)
+        (message_crc,) = struct.unpack(">I", frame[total - 4 : total])
+        if zlib.crc32(frame[: total - 4]) != message_crc:
+            msg = (
+                f"Expected an AWS event stream frame at byte {offset}, found a bad CRC"
+            )
+            raise BodyError(msg)
+        headers = _frame_headers(frame[_PRELUDE : _PRELUDE + headers_length], offset)
+        payload = frame[_PRELUDE + headers_length : total - 4]
+        _add_frame(headers, payload, stream)
+        offset += total
+    return stream
+
+
+def _frame_headers(data: bytes, offset: int) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    at = 0
+    try:
+        while at < len(data):
+            size = data[at]
+            name = data[at + 1 : at + 1 + size].decode("utf-8")
+            kind = data[at + 1 + size]
+            at += 2 + size
+            if kind in _FIXED_SIZES:
+                at += _FIXED_SIZES[kind]
+                continue
+            (length,) = struct.unpack(">H", data[at : at + 2])
+            value = data[at + 2 : at + 2 + length]
+            at += 2 + length
+            if kind == 7:  # a string
+                headers[name] = value.decode("utf-8")
+    except (IndexError, struct.error, UnicodeDecodeError) as error:
+        msg = f"Expected AWS event stream headers at byte {offset}, found {error}"
+        raise BodyError(msg) from error
+    return headers
+
+
+def _add_frame(headers: dict[str, str], payload: bytes, stream: Stream) -> None:
+    kind = headers.get(":message-type", "event")
+    if kind != "event":
+        name = (
+            headers.get(":exception-type")
+            or headers.get(":error-code")
+            or headers.get(":event-type")
+            or kind
+        )
+        stream.problems.append(
+            f"Expected an event, found an {kind} frame ({name})"[:200]
+        )
+        return
+    before = len(stream.events)
+    _add_event(payload.decode("utf-8", "replace") or "{}", stream)
+    if len(stream.events) > before:
+        event = stream.events.pop()
+        stream.events.append({headers.get(":event-type", ""): event})

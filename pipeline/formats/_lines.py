@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from turnledger.pipeline.formats._common import (
+    MALFORMED,
     JSONObject,
     as_object,
     decode_json,
@@ -46,6 +47,7 @@ def read_json_lines(
             continue
         message = _read_line(line, number, objects)
         if message:
+            sink.whole("line", f"line {number}", "<not a JSON object>", MALFORMED)
             sink.problem(number, message)
             first_problem = first_problem or f"line {number}: {message}"
     if not objects and first_problem:

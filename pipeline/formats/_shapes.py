@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from turnledger.pipeline.formats import anthropic, gemini, openai_chat, openai_responses
+from turnledger.pipeline.formats import (
+    anthropic,
+    bedrock,
+    cohere,
+    gemini,
+    mistral,
+    ollama,
+    openai_chat,
+    openai_responses,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +48,8 @@ class Shape:
 
 
 def _chat_preamble(_body: JSONObject, _sink: Sink) -> list[Indexed]:
-    # Chat Completions sends its system prompt inside `messages`.
+    # Chat Completions (and Cohere, Mistral, Ollama) send the system prompt
+    # inside `messages`.
     return []
 
 
@@ -79,15 +89,55 @@ GEMINI = Shape(
     preamble=gemini.system_preamble,
     convert=gemini.gemini_messages,
 )
+COHERE = Shape(
+    name="cohere",
+    history_key="messages",
+    request_history=cohere.request_history,
+    response_output=cohere.response_output,
+    stream_output=cohere.stream_output,
+    preamble=_chat_preamble,
+    convert=cohere.cohere_messages,
+)
+MISTRAL = Shape(
+    name="mistral",
+    history_key="messages",
+    request_history=mistral.request_history,
+    response_output=mistral.response_output,
+    stream_output=mistral.stream_output,
+    preamble=_chat_preamble,
+    convert=mistral.mistral_messages,
+)
+BEDROCK = Shape(
+    name="bedrock-converse",
+    history_key="messages",
+    request_history=bedrock.request_history,
+    response_output=bedrock.response_output,
+    stream_output=bedrock.stream_output,
+    preamble=bedrock.system_preamble,
+    convert=bedrock.bedrock_messages,
+)
+OLLAMA = Shape(
+    name="ollama",
+    history_key="messages",
+    request_history=ollama.request_history,
+    response_output=ollama.response_output,
+    stream_output=ollama.stream_output,
+    preamble=_chat_preamble,
+    convert=ollama.ollama_messages,
+)
 
 
 def shape_for(uri: str) -> Shape | None:
     """Return the API shape of a model endpoint, or ``None`` for other URIs.
 
-    ``.../chat/completions`` is Chat Completions (also Gemini's OpenAI
-    compatible endpoint), ``.../responses`` is Responses, ``.../messages`` is
+    ``.../chat/completions`` is Chat Completions (also the OpenAI compatible
+    endpoints of Gemini, Groq, Hugging Face, OpenRouter, Ollama and others,
+    under any host and path prefix), except on a ``mistral.ai`` host, where
+    it is Mistral's; ``.../responses`` is Responses, ``.../messages`` is
     Anthropic Messages, ``...:generateContent`` / ``...:streamGenerateContent``
-    is Gemini (Google AI and Vertex AI).
+    is Gemini (Google AI and Vertex AI), ``.../v2/chat`` is Cohere's Chat API
+    v2, ``.../model/{id}/converse`` and ``.../converse-stream`` are AWS
+    Bedrock Converse, ``.../api/chat`` is Ollama's own chat API.
 
     Args:
         uri: The request URI.
@@ -99,7 +149,13 @@ def shape_for(uri: str) -> Shape | None:
     if path.endswith((":generateContent", ":streamGenerateContent")):
         return GEMINI
     if path.endswith("/chat/completions"):
-        return CHAT
+        return MISTRAL if _host(uri).endswith("mistral.ai") else CHAT
+    if path.endswith("/v2/chat"):
+        return COHERE
+    if path.endswith("/api/chat"):
+        return OLLAMA
+    if _is_converse(path):
+        return BEDROCK
     if path.endswith("/responses"):
         return RESPONSES
     if path.endswith("/messages"):
@@ -111,6 +167,24 @@ def polled_response_id(uri: str) -> str | None:
     """Return ``{id}`` of a ``GET .../responses/{id}`` polling URI, else ``None``."""
     head, _, tail = _path(uri).rpartition("/")
     return tail if head.endswith("/responses") and tail else None
+
+
+def _is_converse(path: str) -> bool:
+    """``.../model/{id}/converse`` or ``.../model/{id}/converse-stream``."""
+    head, _, tail = path.rpartition("/")
+    parent, _, model_id = head.rpartition("/")
+    return (
+        tail in {"converse", "converse-stream"}
+        and bool(model_id)
+        and (parent.endswith("/model"))
+    )
+
+
+def _host(uri: str) -> str:
+    try:
+        return (urlsplit(uri).hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def _path(uri: str) -> str:

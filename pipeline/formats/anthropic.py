@@ -151,7 +151,7 @@ def _read_block(raw: object, role: str, parts: _Parts, sink: Sink) -> None:
     elif block is not None and kind == "tool_result" and role == "user":
         parts.results.append(_tool_result(block, sink))
     else:
-        sink.skip(kind)
+        sink.skip_part(kind, raw)
 
 
 def _tool_use(block: JSONObject) -> ToolCall:

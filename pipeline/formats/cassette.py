@@ -41,6 +41,11 @@ from turnledger.pipeline.formats._shapes import (
     polled_response_id,
     shape_for,
 )
+from turnledger.pipeline.formats._traffic import (
+    call_shape,
+    message_shape,
+    unknown_model_call,
+)
 from turnledger.pipeline.formats._yaml import load_yaml
 from turnledger.pipeline.formats.model import TranscriptError
 
@@ -134,12 +139,14 @@ class _Recording:
     def __init__(self, sink: Sink, prefix: str = "interactions") -> None:
         self._sink = sink
         self._prefix = prefix
+        self._kind = "entry" if prefix == "log.entries" else "interaction"
         self._requests: list[_Request] = []
         self._by_response: dict[str, _Request] = {}
         self._outputs: dict[str, list[Labelled]] = {}
         self._conversation_heads: dict[str, _Request] = {}
 
     def read(self, index: int, raw: object) -> None:
+        self._sink.begin(self._kind, f"{self._prefix}[{index}]", raw)
         interaction = as_object(raw)
         if interaction is None:
             found = describe(raw)
@@ -157,10 +164,32 @@ class _Recording:
             polled = polled_response_id(uri) if method == "GET" else None
             if polled is not None:
                 self._poll(index, polled, response)
+            else:
+                self._other(index, method, uri, interaction)
             return
         body = self._request_body(index, request)
         if body is not None:
             self._add(index, shape, body, uri, response)
+
+    def _other(
+        self, index: int, method: str, uri: str, interaction: JSONObject
+    ) -> None:
+        """Account for a request no shape reads; refuse one that is model traffic."""
+        request = get_object(interaction, "request") or {}
+        shape = None if method and uri else message_shape(interaction)
+        if shape is not None:  # no request line: not an interaction we know
+            self._sink.refuse(
+                f"{self._prefix}[{index}] (no method and URI) holds {shape}"
+            )
+        body, undecodable = None, False
+        try:
+            body = decode_body(request) if method == "POST" else None
+        except BodyError:
+            undecodable = True
+        traffic = unknown_model_call(method, uri, body, undecodable=undecodable)
+        if traffic is not None:
+            self._sink.refuse(f"{self._prefix}[{index}] {traffic}")
+        self._sink.account(f"{method or UNTYPED} request", "not a model request")
 
     def _add(
         self, index: int, shape: Shape, body: JSONObject, uri: str, response: JSONObject
@@ -180,7 +209,14 @@ class _Recording:
 
     def _history(self, index: int, shape: Shape, body: JSONObject) -> list[Labelled]:
         prefix = f"{self._prefix}[{index}].request.{shape.history_key}"
-        own = _labelled(prefix, shape.request_history(body))
+        sent = shape.request_history(body)
+        held = call_shape(body)
+        if held is not None and call_shape(sent) is None:
+            self._sink.refuse(
+                f"{self._prefix}[{index}].request holds {held} outside the"
+                f" {shape.name} history"
+            )
+        own = _labelled(prefix, sent)
         if shape is not RESPONSES:
             return own
         return self._server_state(body) + own
@@ -222,6 +258,12 @@ class _Recording:
         else:
             items = shape.response_output(body)
             response_id = get_str(as_object(body) or {}, "id")
+        held = call_shape(body.events if isinstance(body, Stream) else body or response)
+        if held is not None and call_shape(items) is None:
+            self._sink.refuse(
+                f"{self._prefix}[{index}].response holds {held} that the"
+                f" {shape.name} shape does not read"
+            )
         return _labelled(f"{self._prefix}[{index}].response", items), response_id
 
     def _response_body(self, index: int, response: JSONObject) -> object:

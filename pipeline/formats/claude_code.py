@@ -192,7 +192,7 @@ class _Sessions:
 
     def read(self, entry: _Entry, sink: Sink) -> None:
         kind = type_of(entry.obj)
-        sink.items += 1
+        sink.begin("line", entry.label, entry.obj)
         if kind not in {"user", "assistant"}:
             if is_claude_record(entry.obj):
                 sink.skip(kind)

@@ -95,7 +95,7 @@ def _read_record(
     ):
         rollouts[-1].add(number, record)
     else:
-        sink.items += 1
+        sink.begin("line", f"line {number}", record)
         if kind in CODEX_RECORDS:
             sink.skip(kind)
         else:

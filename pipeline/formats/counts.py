@@ -10,9 +10,10 @@ window) is unpaired. The window depends on the format (:data:`FORMAT_RULES`):
 - ``after``: anywhere later (OpenAI Responses, Codex, Claude Code, the ledger);
 - ``no_assistant_between``: before the next assistant message (OpenAI Chat
   Completions; also LangChain and Pydantic AI, whose tool messages answer the
-  model message before them);
+  model message before them, and the recorded APIs of Cohere, Mistral and
+  Ollama, whose tool messages are Chat Completions');
 - ``next_message``: in the message right after the call's (Anthropic, Gemini,
-  ADK).
+  ADK, and recorded AWS Bedrock Converse).
 
 Each conversation is counted on its own and the counts are summed.
 
@@ -79,6 +80,10 @@ FORMAT_RULES: Final[dict[str, PairingRule]] = {
     "openai-agents": "after",
     "inspect-ai": "no_assistant_between",
     "openhands": "after",
+    "cohere": "no_assistant_between",
+    "mistral": "no_assistant_between",
+    "ollama": "no_assistant_between",
+    "bedrock-converse": "next_message",
 }
 """The documented pairing rule of each format (a cassette: of its API shape)."""
 

@@ -162,7 +162,7 @@ def _read_part(raw: object, parts: _Parts, pairing: NamePairing, sink: Sink) -> 
             ToolResult(call_id=call_id, content=content, name=name, is_error=failed)
         )
     else:
-        sink.skip(kind)
+        sink.skip_part(kind, raw)
 
 
 def _response_text(response: object) -> tuple[str, bool]:

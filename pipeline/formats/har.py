@@ -75,7 +75,6 @@ def parse_har(data: bytes, *, name: str) -> ParsedTranscript:
     entries = get_list(get_object(obj, "log") or {}, "entries")
     sink = Sink()
     interactions = [_interaction(index, raw, sink) for index, raw in enumerate(entries)]
-    sink.items = len(entries)
     if not any(_is_model_request(item) for item in interactions):
         sink.unread = len(entries)  # nothing here is a model conversation
     return read_interactions(

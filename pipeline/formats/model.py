@@ -30,8 +30,14 @@ FormatName: TypeAlias = Literal[
     "inspect-ai",
     "openhands",
     "har",
+    "cohere",
+    "mistral",
+    "bedrock-converse",
+    "ollama",
 ]
-"""The name of a transcript format, as ``--format`` spells it."""
+"""The name of a transcript format, as ``--format`` spells it, or of the API
+shape of a recorded conversation (the last four: APIs read only inside
+cassettes and HAR files, not in :data:`FORMAT_NAMES`)."""
 
 FORMAT_NAMES: tuple[FormatName, ...] = (
     "openai-chat",

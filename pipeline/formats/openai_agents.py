@@ -83,6 +83,7 @@ def parse_openai_agents(data: bytes, *, name: str) -> ParsedTranscript:
             continue
         inner = get_object(item, "raw_item") if item is not None else None
         if inner is None:
+            sink.begin("item", f"generated_items[{index}]", raw)
             sink.unknown("generated item without raw_item")
             continue
         values.append(inner)

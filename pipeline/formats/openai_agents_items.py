@@ -131,7 +131,7 @@ def grouped(rows: list[tuple[str, bytes]], sink: Sink) -> dict[str, list[object]
         try:
             value = decode_json(text)
         except TranscriptError as error:
-            sink.items += 1  # the readers count the rows they get
+            sink.begin("row", f"row {number}", None)  # the readers count rows
             sink.unread += 1
             sink.problem(0, f"row {number} of session {key!r}: {error}")
             continue

@@ -143,7 +143,7 @@ def tool_call(raw: object, sink: Sink) -> ToolCall | None:
     kind = (get_str(obj, "type") or "function") if obj is not None else UNTYPED
     body = get_object(obj, kind) if obj is not None else None
     if obj is None or kind not in {"function", "custom"} or body is None:
-        sink.skip(f"tool_call:{kind}")
+        sink.skip_part(f"tool_call:{kind}", raw, in_calls=True)
         return None
     arguments = body.get("arguments" if kind == "function" else "input", "{}")
     return ToolCall(

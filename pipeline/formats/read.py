@@ -143,9 +143,13 @@ def parse_transcript(
 
     With ``format="auto"`` the detected candidates are tried best first, and a
     reader's result is refused when it did not recognise most top-level items
-    (or found no message while something was unrecognised); the next candidate
-    is tried, and when none is left a :class:`TranscriptError` names them all. A
-    forced format is read as it is, reporting what it skipped.
+    (or found no message while something was unrecognised), or when a record
+    it did not map is model traffic (a request to a model API no shape knows,
+    a message- or tool-call-shaped object of an unknown schema: see
+    :class:`~pipeline.formats.model.Coverage`); the next candidate is tried,
+    and when none is left a :class:`TranscriptError` names them all, with the
+    first record that did not fit. A forced format is read as it is, reporting
+    what it skipped, unless a record is such model traffic: it is refused too.
 
     Returns:
         The conversations found, with what was skipped and what was malformed.
@@ -156,20 +160,24 @@ def parse_transcript(
     """
     name = PurePath(path).name if path is not None else "<transcript>"
     if format != "auto":
-        return _read(_format_name(format), data, name)
+        return _unrefused(_read(_format_name(format), data, name))
     candidates = detect_candidates(path, data)
     refusals: list[str] = []
+    forcible = False
     for chosen in candidates:
         parsed = _read(chosen, data, name)
-        refusal = _refusal(parsed)
-        if refusal is None:
+        if parsed.coverage.refused and len(candidates) == 1:
+            _unrefused(parsed)
+        refusal = parsed.coverage.refused or _refusal(parsed)
+        if not refusal:
             return parsed
+        forcible = forcible or not parsed.coverage.refused
         refusals.append(f"{chosen} ({refusal})")
     considered = "; ".join(refusals)
+    hint = "; pass --format to read it as one of them anyway" if forcible else ""
     msg = (
         f"Expected a transcript one reader recognises, found none that reads most "
-        f"of it (formats considered: {considered}); pass --format to read it as "
-        "one of them anyway"
+        f"of it (formats considered: {considered}){hint}"
     )
     raise TranscriptError(msg)
 
@@ -182,6 +190,23 @@ def _read(chosen: FormatName, data: bytes, name: str) -> ParsedTranscript:
         # to the interpreter's limit can (a cassette's history items).
         msg = f"Expected a {chosen} transcript, found values nested too deeply"
         raise TranscriptError(msg) from error
+
+
+def _unrefused(parsed: ParsedTranscript) -> ParsedTranscript:
+    """Return ``parsed`` unless a record holds model traffic it could not read.
+
+    Raises:
+        TranscriptError: Naming the format read, the first such record and
+            what it holds (:attr:`Coverage.refused`).
+    """
+    refused = parsed.coverage.refused
+    if refused:
+        msg = (
+            f"Expected every record readable as {parsed.format}, found model "
+            f"traffic no reader understands: {refused}"
+        )
+        raise TranscriptError(msg)
+    return parsed
 
 
 def _refusal(parsed: ParsedTranscript) -> str | None:

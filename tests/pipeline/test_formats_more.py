@@ -122,15 +122,29 @@ OLLAMA = (
 )
 
 
-def test_a_har_without_model_requests_is_refused_naming_the_formats(capsys):
-    """Ollama's own API is no supported shape: exit 2, one line, `har` named."""
-    code, out, err = run(capsys, "audit", str(OLLAMA), "--json")
+def test_a_har_of_an_unknown_model_api_is_refused_naming_host_and_path(
+    capsys, tmp_path
+):
+    """An API no shape knows (Writer's chat): exit 2, one line naming the request.
+
+    The real Ollama recording (Ollama's `/api/chat` is a known shape, read in
+    `EXPECTED.tsv`) sent to `api.writer.com/v1/chat` instead: its chat request
+    is model traffic, so even a forced `har` read refuses it rather than
+    reporting no conversation.
+    """
+    document = json.loads(OLLAMA.read_bytes())
+    document["log"]["entries"][0]["request"]["url"] = "https://api.writer.com/v1/chat"
+    unknown = tmp_path / "writer.har"
+    unknown.write_text(json.dumps(document), encoding="utf-8")
+    code, out, err = run(capsys, "audit", str(unknown), "--json")
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
-    assert "formats considered: har (1 of 1 items unrecognised" in err
-    forced = read_transcript(OLLAMA, format="har")
-    assert forced.conversations == ()
-    assert forced.skipped == {"interaction:POST": 1}
+    assert "readable as har" in err
+    assert "POST api.writer.com/v1/chat" in err
+    with pytest.raises(TranscriptError, match=r"POST api\.writer\.com/v1/chat"):
+        read_transcript(unknown, format="har")
+    (conversation,) = read_transcript(OLLAMA).conversations
+    assert conversation.api == "ollama"
 
 
 def test_har_conversation_is_the_last_request_plus_its_response():
