@@ -8,12 +8,16 @@ input). Input that cannot be read at all raises :class:`TranscriptError`.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, TypeAlias
+from collections import Counter
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.messages import Message
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 FormatName: TypeAlias = Literal[
     "openai-chat",
@@ -131,6 +135,64 @@ class Conversation(msgspec.Struct, frozen=True, kw_only=True):
     usage: tuple[ModelUsage | None, ...] = ()
 
 
+class Coverage(msgspec.Struct, frozen=True, kw_only=True):
+    """How every record of a file ended: mapped to messages, or accounted for.
+
+    A record is a line, a message or item, an interaction or entry, a row or an
+    event, whatever the format's top-level unit is. Each one a reader starts
+    ends either *mapped* (recognised as a record of the format and read) or
+    *accounted* for with a reason (``unrecognised``, ``malformed``, ``not a
+    model request``); ``read == mapped + accounted`` always.
+
+    Attributes:
+        read: Records the reader started.
+        mapped: Those it recognised and read.
+        accounted: Those it did not map, each with a reason.
+        kinds: Per record kind (``line``, ``item``, ``interaction``, ``entry``,
+            ``row``): ``{"read": n, "mapped": n, "accounted": n}``.
+        reasons: Accounted records per ``"<kind> <type>: <reason>"``.
+        first: The first accounted record, ``"<where> (<type>): <reason>"``,
+            or ``""`` when every record was mapped.
+        refused: Why the file cannot be read fully, or ``""``: a record that is
+            model traffic no reader understands (a request to a model API no
+            shape knows, a message- or tool-call-shaped object of an unknown
+            schema), naming the first such record and what it holds.
+    """
+
+    read: int = 0
+    mapped: int = 0
+    accounted: int = 0
+    kinds: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    reasons: dict[str, int] = msgspec.field(default_factory=dict)
+    first: str = ""
+    refused: str = ""
+
+
+def total_coverage(coverages: Iterable[Coverage]) -> Coverage:
+    """Sum the coverage of several files (``first`` and ``refused``: the first)."""
+    kinds: dict[str, Counter[str]] = {}
+    reasons: Counter[str] = Counter()
+    read = mapped = 0
+    first = refused = ""
+    for coverage in coverages:
+        read += coverage.read
+        mapped += coverage.mapped
+        for kind, counts in coverage.kinds.items():
+            kinds.setdefault(kind, Counter()).update(counts)
+        reasons.update(coverage.reasons)
+        first = first or coverage.first
+        refused = refused or coverage.refused
+    return Coverage(
+        read=read,
+        mapped=mapped,
+        accounted=read - mapped,
+        kinds={kind: dict(counts) for kind, counts in sorted(kinds.items())},
+        reasons=dict(sorted(reasons.items())),
+        first=first,
+        refused=refused,
+    )
+
+
 class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a reader found in one file.
 
@@ -142,6 +204,7 @@ class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):
         problems: Malformed pieces that were left out, in file order.
         items: Top-level items (messages, items, lines) the reader examined.
         unread: Those of them it did not recognise as its format's.
+        coverage: How every record ended (mapped or accounted for).
     """
 
     format: FormatName
@@ -150,3 +213,4 @@ class ParsedTranscript(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[Problem, ...] = ()
     items: int = 0
     unread: int = 0
+    coverage: Coverage = msgspec.field(default_factory=Coverage)
