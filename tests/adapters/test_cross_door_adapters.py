@@ -67,16 +67,20 @@ def _events(ledger: str, stream: UUID) -> list[Any]:
 
 
 def _cli_shows(ledger: str, key: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """``history``, ``costs`` and every ``export`` show the prompt and the calls."""
+    """``history``, ``costs``, ``audit`` and every ``export`` show the facts."""
     capsys.readouterr()
+    assert main(["--db", ledger, "audit", key, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert (audit["tool_calls"], audit["tool_results"]) == (len(CALLS), len(CALLS))
     assert main(["--db", ledger, "history", key, "--json"]) == 0
     assert SYSTEM_PROMPT in capsys.readouterr().out
     assert main(["--db", ledger, "costs", "--session", key, "--json"]) == 0
-    costs = json.loads(capsys.readouterr().out)
-    text = json.dumps(costs)
-    assert f'"calls": {len(USAGE)}' in text
-    assert f'"input_tokens": {sum(i for i, _ in USAGE)}' in text
-    assert f'"output_tokens": {sum(o for _, o in USAGE)}' in text
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert total["calls"] == len(USAGE)
+    assert total["input_tokens"] == sum(i for i, _ in USAGE)
+    assert total["output_tokens"] == sum(o for _, o in USAGE)
+    assert total["cost_usd"] == pytest.approx(sum(c[3] for c in EXPECTED.model_calls))
+    assert total["cost_usd"] > 0
     # ADK events have no place for a system prompt; every other format has one.
     for fmt in (f for f in EXPORT_FORMATS if f != "adk"):
         assert main(["--db", ledger, "export", key, "--format", fmt]) == 0
