@@ -12,6 +12,7 @@ pieces each API needed (stream assembly, event stream frames, pairing).
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import struct
@@ -362,3 +363,53 @@ def test_mutated_real_cassettes_give_only_typed_errors(
             continue
         assert isinstance(parsed, ParsedTranscript)
         count_pairing(parsed)
+
+
+def _as_har(path: Path) -> bytes:
+    """A cassette's exchanges as HAR entries (bodies base64, headers as pairs)."""
+    entries = []
+    for interaction in yaml.safe_load(path.read_bytes())["interactions"]:
+        request, response = interaction["request"], interaction["response"]
+        raw = response["body"]["string"]
+        data = raw if isinstance(raw, bytes) else raw.encode()
+        headers = [
+            {"name": name, "value": value if isinstance(value, str) else value.decode()}
+            for name, values in response["headers"].items()
+            for value in values
+        ]
+        entries.append(
+            {
+                "request": {
+                    "method": request["method"],
+                    "url": request["uri"],
+                    "headers": [],
+                    "postData": {
+                        "mimeType": "application/json",
+                        "text": request["body"],
+                    },
+                },
+                "response": {
+                    "status": response["status"]["code"],
+                    "headers": headers,
+                    "content": {
+                        "mimeType": "application/vnd.amazon.eventstream",
+                        "text": base64.b64encode(data).decode(),
+                        "encoding": "base64",
+                    },
+                },
+            }
+        )
+    return json.dumps({"log": {"version": "1.2", "entries": entries}}).encode()
+
+
+def test_a_har_of_a_bedrock_event_stream_reads_as_the_cassette_does():
+    """The same exchanges recorded as HAR: detected, decoded, the same counts."""
+    path = CASSETTES / "bedrock/test_bedrock_model_iter_stream.yaml"
+    parsed = parse_transcript(_as_har(path), path="stream.har")
+    cassette = read_transcript(path)
+    assert parsed.format == "har"
+    assert parsed.problems == ()
+    assert count_pairing(parsed) == count_pairing(cassette)
+    (conversation,) = parsed.conversations
+    assert conversation.api == "bedrock-converse"
+    assert conversation.messages == cassette.conversations[0].messages
