@@ -213,7 +213,8 @@ def _refusal(parsed: ParsedTranscript) -> str | None:
     """Why a detected reader's result is not to be trusted, or ``None``.
 
     It is refused when most top-level items were unrecognised, or when it found
-    no message at all while some item was unrecognised.
+    no message at all while some item was unrecognised; the reason names the
+    first record that did not fit.
     """
     if not parsed.unread:
         return None
@@ -222,9 +223,10 @@ def _refusal(parsed: ParsedTranscript) -> str | None:
         return None
     kinds = sorted(parsed.skipped.items(), key=lambda kv: -kv[1])[:3]
     listed = ", ".join(f"{kind} x{count}" for kind, count in kinds)
+    first = f"; first {parsed.coverage.first}" if parsed.coverage.first else ""
     return (
         f"{parsed.unread} of {parsed.items} items unrecognised, "
-        f"{messages} messages read; skipped {listed}"
+        f"{messages} messages read; skipped {listed}{first}"
     )
 
 
