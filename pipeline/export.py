@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import AssistantMessage, ModelCalled
-from turnledger.ledger.store import Recorded
 from turnledger.pipeline.formats.model import ModelUsage
 from turnledger.pipeline.formats.writers import (
+    CARRIES_USAGE,
     UsageOf,
     to_adk,
     to_gemini,
@@ -241,10 +242,17 @@ def render(
         return _responses_payload(messages)
     if fmt == "gemini":
         return to_gemini(messages)
-    writers = {"langchain": to_langchain, "pydantic-ai": to_pydantic_ai, "adk": to_adk}
-    if usage is None:
-        return writers[fmt](messages)
-    return writers[fmt](messages, usage)
+    carriers: dict[str, Callable[[Sequence[Message], UsageOf], list[Json]]] = {
+        "langchain": to_langchain,
+        "pydantic-ai": to_pydantic_ai,
+        "adk": to_adk,
+    }
+    given = usage if usage is not None and fmt in CARRIES_USAGE else _no_usage
+    return carriers[fmt](messages, given)
+
+
+def _no_usage(_message: Message) -> ModelUsage | None:
+    return None
 
 
 def _responses_payload(messages: Sequence[Message]) -> Json:

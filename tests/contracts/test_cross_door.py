@@ -13,6 +13,7 @@ not drop one it can. On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -308,3 +309,27 @@ def test_usage_without_a_rate_or_malformed_is_never_guessed(
     assert [(c.model, c.input_tokens, c.output_tokens, c.cost_usd) for c in calls] == [
         ("unpriced-model", in1, out1, 0.0)
     ]
+
+
+def test_an_import_with_usage_is_still_refused_by_rerun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Model calls imported with their usage have no recorded prompts to re-run."""
+    config = _config(tmp_path)
+    engine_ledger = str(tmp_path / "engine.db")
+    asyncio.run(_engine_door(engine_ledger, config))
+    out = _cli(
+        capsys,
+        *("--db", engine_ledger, "export", KEY, "--agent", AGENT),
+        *("--format", "pydantic-ai"),
+    )
+    file = tmp_path / "pydantic-ai.json"
+    file.write_text(out)
+    ledger = str(tmp_path / "imported.db")
+    _cli(capsys, "--db", ledger, "import", str(file), "--session", "s")
+    capsys.readouterr()
+    code = main(["--db", ledger, "replay", "s", "--agent", IMPORTED, "--rerun"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "imported from a transcript: it has no recorded prompts to re-run" in err

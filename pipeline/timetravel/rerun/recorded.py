@@ -23,6 +23,7 @@ from turnledger.ledger.events import (
     AssistantMessage,
     MediaAttached,
     ModelCalled,
+    PromptAssembled,
     ToolResultRecorded,
     TurnCompleted,
     TurnFailed,
@@ -143,7 +144,9 @@ def check_rerunnable(name: str, channel: str, turns: list[RecordedTurn]) -> None
     failure) and compares the prompts the engine recorded; a turn with
     assistant messages, tool results or an end but no ``model.called`` event
     (an imported transcript, a framework adapter's session) has neither, so
-    a re-run would only report differences it never observed.
+    a re-run would only report differences it never observed. So has a turn
+    whose model calls were recorded without their prompts (a transcript or
+    an adapter reporting each response's usage): no ``prompt.assembled``.
 
     Args:
         name: The session, as shown (``agent/key``).
@@ -157,7 +160,18 @@ def check_rerunnable(name: str, channel: str, turns: list[RecordedTurn]) -> None
         ended = any(
             isinstance(r.event, TurnCompleted | TurnFailed) for r in turn.events
         )
-        if turn.calls or not (turn.answers or turn.results or ended):
+        if not (turn.answers or turn.results or ended):
+            continue
+        if turn.calls and not any(
+            isinstance(r.event, PromptAssembled) for r in turn.events
+        ):
+            msg = (
+                f"session {name} {_origin(channel)}: it has no recorded prompts"
+                f" to re-run (turn {number}, {turn.turn_id}, holds model.called"
+                " events but no prompt.assembled event)"
+            )
+            raise NotRerunnableError(msg)
+        if turn.calls:
             continue
         msg = (
             f"session {name} {_origin(channel)}: it has no recorded model calls "
