@@ -20,7 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import drop_schema, fresh_schema_url, require_postgres
 from tests.contracts.cross_door import (
@@ -42,7 +45,17 @@ from turnledger.pipeline.bootstrap import bootstrap
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import load_config
 from turnledger.pipeline.export import EXPORT_FORMATS
-from turnledger.pipeline.formats.usage import MALFORMED
+from turnledger.pipeline.formats._common import Sink
+from turnledger.pipeline.formats.model import ModelUsage
+from turnledger.pipeline.formats.usage import (
+    MALFORMED,
+    adk_usage,
+    adk_usage_fields,
+    langchain_usage,
+    langchain_usage_fields,
+    pydantic_ai_usage,
+    pydantic_ai_usage_fields,
+)
 from turnledger.pipeline.formats.writers import CARRIES_USAGE, DROPS_SYSTEM
 from turnledger.pipeline.providers.base import ChatResponse, ToolSpec, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
@@ -333,3 +346,54 @@ def test_an_import_with_usage_is_still_refused_by_rerun(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert "imported from a transcript: it has no recorded prompts to re-run" in err
+
+
+counts = st.integers(min_value=0, max_value=10**12)
+
+
+@st.composite
+def usages(draw: st.DrawFn) -> ModelUsage:
+    """Any usage a model call reports (reasoning within the output)."""
+    output = draw(counts)
+    return ModelUsage(
+        model=draw(st.sampled_from(["", MODEL, "gemini-2.5-pro"])),
+        provider=draw(st.sampled_from(["", "openai"])),
+        input_tokens=draw(counts),
+        output_tokens=output,
+        cached_input_tokens=draw(counts),
+        cache_write_tokens=draw(counts),
+        reasoning_tokens=draw(st.integers(min_value=0, max_value=output)),
+    )
+
+
+@given(usage=usages())
+def test_every_usage_field_a_format_carries_survives_its_writer_and_reader(
+    usage: ModelUsage,
+) -> None:
+    """Writer then reader gives back each usage field the format has a place for.
+
+    LangChain and Pydantic AI keep every field; ADK (Gemini's usageMetadata)
+    has no provider and no cache-write count.
+    """
+    sink = Sink()
+    lc = langchain_usage(langchain_usage_fields(usage), sink)
+    pa = pydantic_ai_usage(pydantic_ai_usage_fields(usage), sink)
+    adk = adk_usage(adk_usage_fields(usage), sink)
+    assert (lc, pa) == (usage, usage)
+    assert adk == msgspec.structs.replace(usage, provider="", cache_write_tokens=0)
+    assert sink.transcript("langchain", []).skipped == {}
+
+
+@pytest.mark.parametrize(
+    "bad", [-1, "9", 1.5, True, None], ids=["negative", "text", "float", "bool", "null"]
+)
+def test_a_usage_count_that_is_not_an_int_is_never_guessed(bad: object) -> None:
+    """A bad count drops that usage whole and counts it; ``null`` reads as absent."""
+    sink = Sink()
+    found = langchain_usage({"usage_metadata": {"input_tokens": bad}}, sink)
+    if bad is None:
+        assert found == ModelUsage()
+        assert sink.transcript("langchain", []).skipped == {}
+    else:
+        assert found is None
+        assert sink.transcript("langchain", []).skipped == {MALFORMED: 1}
