@@ -165,7 +165,13 @@ def parse_transcript(
     refusals: list[str] = []
     forcible = False
     for chosen in candidates:
-        parsed = _read(chosen, data, name)
+        try:
+            parsed = _read(chosen, data, name)
+        except TranscriptError as error:
+            if not refusals:
+                raise  # the best candidate cannot read it: say why
+            refusals.append(f"{chosen} ({error})")
+            continue
         if parsed.coverage.refused and len(candidates) == 1:
             _unrefused(parsed)
         refusal = parsed.coverage.refused or _refusal(parsed)

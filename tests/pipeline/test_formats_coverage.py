@@ -409,3 +409,58 @@ def test_a_mutated_record_is_never_a_clean_verdict_with_fewer_calls(case, how, d
         f"{path.name}: {how} at {key!r} gave a clean verdict with "
         f"{report.tool_calls} of {calls} calls"
     )
+
+
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        (  # a Chat Completions call of a type the reader does not read
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "c1", "type": "plugin", "plugin": {"name": "f"}}
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                ]
+            },
+            "an element of a tool-call list",
+        ),
+        (  # a Gemini part holding a call under a key the reader does not know
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "hi"}]},
+                    {
+                        "role": "model",
+                        "parts": [{"toolCall": {"name": "f", "args": {}}}],
+                    },
+                ]
+            },
+            "holds a tool-call-shaped object with `name`, `args`",
+        ),
+        (  # a message of a role no reader has
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "ok"},
+                    {"role": "planner", "content": "call f next"},
+                ]
+            },
+            "messages[2] (role:planner) holds a message-shaped object",
+        ),
+    ],
+    ids=["chat-call-type", "gemini-part", "unknown-role"],
+)
+def test_unknown_calls_and_messages_in_json_documents_are_refused(
+    capsys, tmp_path, document, named
+):
+    """Never a clean verdict on a document whose call or message went unread."""
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run(capsys, "audit", str(path), "--json")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert named in err
