@@ -10,16 +10,19 @@ Rules:
   request whose ``messages`` a later request to the same path repeats as a
   prefix is superseded; every other request is one conversation: its
   ``messages`` plus the message its response returns (``choices[0].message``,
-  ``message``, ``output.message``, or assembled from a stream: SSE ``data:``
-  lines, JSON lines, or AWS event stream frames).
+  ``message``, ``output.message``, an Anthropic ``type: "message"`` body, or
+  assembled from a stream: SSE ``data:`` lines, JSON lines, or AWS event
+  stream frames).
 - Calls: each element of a ``tool_calls`` list (Chat Completions, Cohere,
-  Mistral, Ollama), and each ``toolUse`` object (Bedrock) unless its ``type``
-  is ``server_tool_use`` (a tool the provider ran). In a stream: each
+  Mistral, Ollama), each ``toolUse`` object (Bedrock Converse) unless its
+  ``type`` is ``server_tool_use`` (a tool the provider ran), and each
+  ``type: "tool_use"`` block (Anthropic Messages, as Bedrock's InvokeModel
+  passes them). In a stream: each
   distinct ``index`` (or new ``id``) of ``tool_calls`` deltas, each Cohere
   ``tool-call-start`` event, each Bedrock ``contentBlockStart`` with a
   ``toolUse``.
-- Results: each ``role: "tool"`` message, and each ``toolResult`` object in a
-  ``user`` message.
+- Results: each ``role: "tool"`` message, each ``toolResult`` object in a
+  ``user`` message, and each ``type: "tool_result"`` block.
 - Pairing: a result pairs with the unanswered call of its id
   (``tool_call_id`` / ``toolUseId``); results without an id answer the
   calls without one in order. Whatever is left is unpaired.
@@ -104,6 +107,8 @@ def _response_message(body: object) -> tuple[list[dict], int]:
     output = body.get("output")
     if isinstance(output, dict) and isinstance(output.get("message"), dict):
         return [output["message"]], 0
+    if body.get("type") == "message" and isinstance(body.get("content"), list):
+        return [body], 0  # Anthropic Messages (Bedrock InvokeModel)
     return [], 0
 
 
@@ -144,6 +149,10 @@ def _count(messages: list[dict], extra_calls: int) -> tuple[int, int, int, int]:
             result = block.get("toolResult")
             if isinstance(result, dict) and message.get("role") == "user":
                 results.append(result.get("toolUseId") or "")
+            if block.get("type") == "tool_use":
+                calls.append(block.get("id") or "")
+            if block.get("type") == "tool_result":
+                results.append(block.get("tool_use_id") or "")
         if message.get("role") == "tool":
             results.append(message.get("tool_call_id") or "")
     open_calls = list(calls)

@@ -6,11 +6,15 @@ are gzip-compressed when ``Content-Encoding: gzip`` says so). Streamed
 responses are Server-Sent Events whose ``data:`` lines hold JSON, newline
 delimited JSON (``application/x-ndjson``, Ollama), or AWS event streams
 (``application/vnd.amazon.eventstream``, Bedrock's ConverseStream): binary
-frames whose CRCs are checked, each event becoming ``{event-type: payload}``.
+frames whose CRCs are checked, each event becoming ``{event-type: payload}``
+(an InvokeModelWithResponseStream ``chunk`` becomes the model's own event,
+decoded from its base64 ``bytes``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import struct
 import zlib
@@ -184,8 +188,10 @@ def parse_aws_event_stream(data: bytes) -> Stream:
 
     Each frame is ``total length, headers length, prelude CRC, headers,
     payload, message CRC``; an ``event`` frame's JSON payload becomes
-    ``{<:event-type>: payload}`` (the shape the AWS SDKs hand out), an
-    ``exception`` frame is a problem naming its type.
+    ``{<:event-type>: payload}`` (the shape the AWS SDKs hand out), except a
+    ``chunk`` event's base64 ``bytes`` (InvokeModelWithResponseStream), which
+    become the JSON event they encode; an ``exception`` frame is a problem
+    naming its type.
 
     Args:
         data: The body bytes.
@@ -261,6 +267,20 @@ def _add_frame(headers: dict[str, str], payload: bytes, stream: Stream) -> None:
         return
     before = len(stream.events)
     _add_event(payload.decode("utf-8", "replace") or "{}", stream)
-    if len(stream.events) > before:
-        event = stream.events.pop()
-        stream.events.append({headers.get(":event-type", ""): event})
+    if len(stream.events) == before:
+        return
+    event = stream.events.pop()
+    event_type = headers.get(":event-type", "")
+    inner = event.get("bytes")
+    if event_type == "chunk" and isinstance(inner, str):
+        _add_chunk(inner, stream)
+    else:
+        stream.events.append({event_type: event})
+
+
+def _add_chunk(inner: str, stream: Stream) -> None:
+    """An InvokeModelWithResponseStream ``chunk``: base64 of the model's event."""
+    try:
+        _add_event(base64.b64decode(inner, validate=True).decode("utf-8"), stream)
+    except (binascii.Error, ValueError) as error:
+        stream.problems.append(f"Expected a base64 JSON chunk, found {error}"[:200])

@@ -137,7 +137,11 @@ def shape_for(uri: str) -> Shape | None:
     Anthropic Messages, ``...:generateContent`` / ``...:streamGenerateContent``
     is Gemini (Google AI and Vertex AI), ``.../v2/chat`` is Cohere's Chat API
     v2, ``.../model/{id}/converse`` and ``.../converse-stream`` are AWS
-    Bedrock Converse, ``.../api/chat`` is Ollama's own chat API.
+    Bedrock Converse, ``.../model/{id}/invoke`` and
+    ``.../invoke-with-response-stream`` of an ``{id}`` naming an Anthropic
+    model are Anthropic Messages (Bedrock's InvokeModel passes the Messages
+    body through; other model families' bodies are not read), ``.../api/chat``
+    is Ollama's own chat API.
 
     Args:
         uri: The request URI.
@@ -154,8 +158,13 @@ def shape_for(uri: str) -> Shape | None:
         return COHERE
     if path.endswith("/api/chat"):
         return OLLAMA
-    if _is_converse(path):
+    operation, model_id = _bedrock_operation(path)
+    if operation in {"converse", "converse-stream"}:
         return BEDROCK
+    if operation in {"invoke", "invoke-with-response-stream"} and (
+        "anthropic" in model_id.lower()
+    ):
+        return ANTHROPIC
     if path.endswith("/responses"):
         return RESPONSES
     if path.endswith("/messages"):
@@ -169,15 +178,13 @@ def polled_response_id(uri: str) -> str | None:
     return tail if head.endswith("/responses") and tail else None
 
 
-def _is_converse(path: str) -> bool:
-    """``.../model/{id}/converse`` or ``.../model/{id}/converse-stream``."""
-    head, _, tail = path.rpartition("/")
+def _bedrock_operation(path: str) -> tuple[str, str]:
+    """``(operation, model id)`` of ``.../model/{id}/{operation}``, or empty."""
+    head, _, operation = path.rpartition("/")
     parent, _, model_id = head.rpartition("/")
-    return (
-        tail in {"converse", "converse-stream"}
-        and bool(model_id)
-        and (parent.endswith("/model"))
-    )
+    if not model_id or not parent.endswith("/model"):
+        return "", ""
+    return operation, model_id
 
 
 def _host(uri: str) -> str:
