@@ -316,6 +316,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"  warning: {v.kind} {v.id} in {v.conversation} at {v.position}")
         for kind, n in report.skipped.items():
             print(f"  skipped {n} x {kind}")
+        coverage = report.coverage
+        if coverage is not None and coverage.accounted:
+            print(
+                f"  {coverage.accounted} of {coverage.read} records not mapped,"
+                f" first {coverage.first}"
+            )
     return report.exit_code(strict=args.strict)
 
 

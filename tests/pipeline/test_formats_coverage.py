@@ -152,6 +152,12 @@ def test_a_cassette_without_a_conversation_is_read_and_accounted_for(capsys):
     assert report["coverage"]["reasons"] == {
         "interaction POST request: not a model request": 1
     }
+    code, out, _ = run(capsys, "audit", str(path))
+    assert code == 0
+    assert out.splitlines()[-1] == (
+        "  1 of 1 records not mapped, first interactions[0] (POST request):"
+        " not a model request"
+    )
     code, out, err = run(capsys, "audit", str(path), "--strict")
     assert (code, out) == (2, "")
     assert "not mapped, first interactions[0] (POST request)" in err
