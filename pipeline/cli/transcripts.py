@@ -50,8 +50,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     recorded as `turnledger collect` records them; agent: each span's
     service.name unless --agent names another). System and developer messages
     are kept (system_prompt.set); the usage a file reports for a model
-    response (langchain usage_metadata, pydantic-ai usage, adk usageMetadata)
-    is a model.called event of its model and tokens, priced with [pricing].
+    response (langchain usage_metadata, pydantic-ai usage, adk usageMetadata,
+    claude-code message.usage) is a model.called event of its model and
+    tokens, priced with [pricing].
     Unknown item types are skipped and counted;
     malformed lines are reported with their line numbers; with auto, a file
     whose detected reader recognised too little is refused (naming the

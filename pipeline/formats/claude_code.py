@@ -15,6 +15,11 @@ the session before them). Consecutive assistant lines that share
 become one message; consecutive result-only user lines become one carrier.
 Sidechain (subagent) lines stay in the file's conversation, in file order;
 a conversation whose lines are all sidechain lines is marked ``sidechain``.
+
+An assistant line's ``message.usage`` and ``message.model`` are its model
+call's usage (:attr:`Conversation.usage`); of a message split over several
+lines, the last line's (Claude Code writes the usage as it stood when each
+block was written, so the last is the latest).
 """
 
 from __future__ import annotations
@@ -38,10 +43,15 @@ from turnledger.pipeline.formats._common import (
 from turnledger.pipeline.formats._lines import read_json_lines
 from turnledger.pipeline.formats.anthropic import anthropic_message
 from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.usage import anthropic_usage, attach_usage
 from turnledger.policies.messages import Message, make_message
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.formats.model import Conversation, ParsedTranscript
+    from turnledger.pipeline.formats.model import (
+        Conversation,
+        ModelUsage,
+        ParsedTranscript,
+    )
 
 EXPECTED = "Claude Code session lines (JSON Lines, or a JSON object with `loglines`)"
 
@@ -92,13 +102,24 @@ class _Session:
     indexed: list[Indexed] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
     message_ids: list[str | None] = field(default_factory=list)
+    usage_at: dict[int, ModelUsage] = field(default_factory=dict)
     sidechain: bool = True
 
-    def append(self, entry: _Entry, message: Message, message_id: str | None) -> None:
+    def append(
+        self,
+        entry: _Entry,
+        message: Message,
+        message_id: str | None,
+        usage: ModelUsage | None = None,
+    ) -> None:
         if self.indexed and _mergeable(self.indexed[-1][1], message_id, message, self):
             index, previous = self.indexed[-1]
             self.indexed[-1] = (index, _merge(previous, message))
+            if usage is not None:
+                self.usage_at[index] = usage
             return
+        if usage is not None:
+            self.usage_at[len(self.origins)] = usage
         self.indexed.append((len(self.origins), message))
         self.origins.append(entry.label)
         self.message_ids.append(message_id)
@@ -209,8 +230,9 @@ class _Sessions:
         session.sidechain = session.sidechain and entry.obj.get("isSidechain") is True
         message = _line_message(entry, kind, sink)
         if message is not None:
-            message_id = get_str(get_object(entry.obj, "message") or {}, "id")
-            session.append(entry, message, message_id)
+            body = get_object(entry.obj, "message") or {}
+            usage = anthropic_usage(body, sink) if kind == "assistant" else None
+            session.append(entry, message, get_str(body, "id"), usage)
 
     def _session(self, obj: JSONObject) -> _Session:
         session_id = get_str(obj, "sessionId") or self._current
@@ -225,12 +247,16 @@ class _Sessions:
             _prepend(sessions[0], sessions[1])
             sessions = sessions[1:]
         return [
-            conversation(
-                conversation_id=session.id or name,
-                indexed=session.indexed,
-                origins=session.origins,
-                source=f"{name} session {session.id}" if session.id else name,
-                sidechain=session.sidechain,
+            attach_usage(
+                conversation(
+                    conversation_id=session.id or name,
+                    indexed=session.indexed,
+                    origins=session.origins,
+                    source=f"{name} session {session.id}" if session.id else name,
+                    sidechain=session.sidechain,
+                ),
+                session.indexed,
+                session.usage_at,
             )
             for session in sessions
         ]
@@ -242,6 +268,10 @@ def _prepend(early: _Session, session: _Session) -> None:
         (index + shift, message) for index, message in session.indexed
     ]
     session.origins = early.origins + session.origins
+    session.usage_at = {
+        **early.usage_at,
+        **{index + shift: used for index, used in session.usage_at.items()},
+    }
     session.sidechain = early.sidechain and session.sidechain
 
 

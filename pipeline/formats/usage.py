@@ -5,7 +5,8 @@ LangChain ``AIMessage`` its ``usage_metadata`` (and the model in
 ``response_metadata``), a Pydantic AI ``ModelResponse`` its ``usage``,
 ``model_name`` and ``provider_name``, an ADK event its ``usageMetadata`` and
 ``modelVersion`` (``usage_metadata`` and ``model_version`` when dumped without
-aliases). The readers here turn each into a :class:`ModelUsage` in the neutral
+aliases), a Claude Code assistant line its Anthropic ``message.usage`` and
+``message.model``. The readers here turn each into a :class:`ModelUsage` in the neutral
 meaning of :class:`~turnledger.ledger.events.ModelCalled` (the input includes
 the cached tokens, the output the reasoning ones); the ``*_fields`` functions
 write one back, so export -> import keeps it.
@@ -152,6 +153,37 @@ def pydantic_ai_usage_fields(usage: ModelUsage) -> Json:
     if usage.provider:
         fields["provider_name"] = usage.provider
     return fields
+
+
+SYNTHETIC_MODEL: Final = "<synthetic>"
+"""The model Claude Code names on a message it made itself (no model call)."""
+
+
+def anthropic_usage(message: JSONObject, sink: Sink) -> ModelUsage | None:
+    """An Anthropic message's ``usage`` and ``model`` (``None``: it has none).
+
+    Anthropic counts the cache reads and writes apart from ``input_tokens``;
+    the neutral input is their sum. A message of the ``<synthetic>`` model
+    (Claude Code's own, no model was called) has no usage.
+    """
+    usage = get_object(message, "usage")
+    model = get_str(message, "model") or ""
+    if usage is None or model == SYNTHETIC_MODEL:
+        return None
+
+    def build(u: JSONObject) -> ModelUsage:
+        cached = _count(u, "cache_read_input_tokens")
+        written = _count(u, "cache_creation_input_tokens")
+        return ModelUsage(
+            model=model,
+            provider="anthropic",
+            input_tokens=_count(u, "input_tokens") + cached + written,
+            output_tokens=_count(u, "output_tokens"),
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
+        )
+
+    return _checked(usage, build, sink)
 
 
 def adk_usage(event: JSONObject, sink: Sink) -> ModelUsage | None:

@@ -397,3 +397,91 @@ def test_a_usage_count_that_is_not_an_int_is_never_guessed(bad: object) -> None:
     else:
         assert found is None
         assert sink.transcript("langchain", []).skipped == {MALFORMED: 1}
+
+
+def _claude_line(n: int, kind: str, message: dict[str, Any]) -> str:
+    return json.dumps(
+        {"type": kind, "uuid": f"u{n}", "sessionId": "s1", "message": message}
+    )
+
+
+def test_a_claude_code_message_split_over_lines_is_one_priced_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last line's usage of a split message; a synthetic message is no call.
+
+    Anthropic counts cache reads and writes apart from the input; the ledger's
+    input is their sum, priced at the input rate of ``[pricing]``.
+    """
+    usage = {"input_tokens": 4, "cache_read_input_tokens": 30}
+    lines = [
+        _claude_line(1, "user", {"role": "user", "content": USER_TEXT}),
+        _claude_line(
+            2,
+            "assistant",
+            {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": "Checking."}],
+                "usage": {
+                    **usage,
+                    "cache_creation_input_tokens": 8,
+                    "output_tokens": 1,
+                },
+            },
+        ),
+        _claude_line(
+            3,
+            "assistant",
+            {
+                "id": "msg_1",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": "Sunny."}],
+                "usage": {
+                    **usage,
+                    "cache_creation_input_tokens": 8,
+                    "output_tokens": 9,
+                },
+            },
+        ),
+        _claude_line(4, "user", {"role": "user", "content": "thanks"}),
+        _claude_line(
+            5,
+            "assistant",
+            {
+                "id": "msg_2",
+                "role": "assistant",
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": "No response requested."}],
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            },
+        ),
+    ]
+    file = tmp_path / "session.jsonl"
+    file.write_text("\n".join(lines) + "\n")
+    ledger = str(tmp_path / "cc.db")
+    config = str(_config(tmp_path))
+    _cli(capsys, "--db", ledger, "--config", config, "import", str(file))
+    store = open_store(ledger)
+    try:
+        (stream,) = {
+            r.stream_id for r in store.read_all() if isinstance(r.event, ModelCalled)
+        }
+        calls = [
+            r.event
+            for r in store.read_stream(stream)
+            if isinstance(r.event, ModelCalled)
+        ]
+    finally:
+        store.close()
+    rates = PRICING[MODEL]
+    assert [(c.model, c.provider) for c in calls] == [(MODEL, "anthropic")]
+    assert [
+        (c.input_tokens, c.cached_input_tokens, c.cache_write_tokens, c.output_tokens)
+        for c in calls
+    ] == [(42, 30, 8, 9)]
+    assert calls[0].cost_usd == pytest.approx(
+        42 * rates.input_per_million / 1e6 + 9 * rates.output_per_million / 1e6
+    )
