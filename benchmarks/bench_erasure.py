@@ -6,10 +6,12 @@ and one without. Reported per operation: erasable rate / clear rate (1.0 =
 free; 0.5 = twice as slow), the median of per-round ratios; no goal.
 
 1. Appends: one ``turn.started`` + ``assistant.message`` append to an open
-   session (the key looked up in the erasure key store each append).
-2. Reads: ``read_stream`` of a session of 200 events (per sealed row: the key
-   store's ``data_version`` checked, the secret taken from its cache, one
-   AES-GCM open, and the frame decoded off the clear fast path).
+   session (the session's key remembered by the key store while its
+   ``data_version`` says no other connection changed it: one PRAGMA per append,
+   then one AES-GCM seal per event).
+2. Reads: ``read_stream`` of a session of 200 events (per read call: the key
+   store's ``data_version`` checked once and the session's key looked up once;
+   per sealed row: one AES-GCM open, then the same fast decode as a clear row).
 3. Erase (erasable only, in the table): ``pipeline.erasure.erase`` of one
    session of a ledger of that many sessions (keys destroyed, receipt, views
    and memory rebuilt, files rewritten).

@@ -113,6 +113,10 @@ class MsgspecMapper(Mapper[UUID]):
         super().__init__(transcoder=MsgspecTranscoder(), cipher=cipher)
         self.opener: Opener | None = None
         """Opens bodies sealed under a subject's data key (``ledger.erasable``)."""
+        self.openers: Callable[[], Opener] | None = None
+        """Returns an opener for one read call: the erasure key store is
+        checked for destroyed keys once, when it is made, and each data key it
+        opens with is looked up once (``ledger.row_decode.decode_rows``)."""
 
     def encode_body(self, event: Event) -> bytes:
         """Encode and validate an event's payload.

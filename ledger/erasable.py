@@ -40,6 +40,7 @@ from turnledger.ledger.events import (
     SessionOpened,
 )
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FLAG_SEALED, HEADER_SIZE
+from turnledger.ledger.frame_decode import Opener
 from turnledger.ledger.subject_keys import (
     KEY_ID_BYTES,
     ErasureKeysError,
@@ -64,15 +65,21 @@ _ENTRIES: Final = (MemoryStored, KnowledgeCaptured)
 _HEAD: Final = KEY_ID_BYTES + _NONCE
 
 
+def _invalid_tag() -> type[Exception]:
+    from cryptography.exceptions import InvalidTag  # noqa: PLC0415
+
+    return InvalidTag
+
+
 def _aead(secret: bytes) -> AESGCM:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: PLC0415
 
     return AESGCM(secret)
 
 
-def _sealed(key_id: bytes, secret: bytes, body: bytes) -> bytes:
+def _sealed(key_id: bytes, aead: AESGCM, body: bytes) -> bytes:
     nonce = os.urandom(_NONCE)
-    return key_id + nonce + _aead(secret).encrypt(nonce, body, key_id)
+    return key_id + nonce + aead.encrypt(nonce, body, key_id)
 
 
 class Sealer:
@@ -99,13 +106,15 @@ class Sealer:
         if session is None and not any(isinstance(e, _ENTRIES) for e in events):
             return None
 
+        aead = None if session is None else _aead(session[1])
+
         def seal(event: Event, body: bytes) -> bytes | None:
             if isinstance(event, KnowledgeCaptured):
                 # Listed by agent only: nothing selects a triple by its text.
                 key_id, secret = self.keys.create(
                     "knowledge", stream_id, agent=event.agent, subject=""
                 )
-                return _sealed(key_id, secret, body)
+                return _sealed(key_id, _aead(secret), body)
             if isinstance(event, MemoryStored):
                 key_id, secret = self.keys.create(
                     "memory",
@@ -114,10 +123,10 @@ class Sealer:
                     subject=event.key,
                     session=event.session or "",
                 )
-                return _sealed(key_id, secret, body)
-            if session is None:
+                return _sealed(key_id, _aead(secret), body)
+            if session is None or aead is None:
                 return None
-            return _sealed(session[0], session[1], body)
+            return _sealed(session[0], aead, body)
 
         return seal
 
@@ -145,30 +154,51 @@ class Sealer:
     def open(self, body: bytes, where: Callable[[], str]) -> bytes | None:
         """Return a sealed body's plain bytes, or ``None`` once its key is destroyed.
 
+        The key store is checked for destroyed keys at each call (one row read
+        alone); :meth:`opener` does it once for a whole read call.
+
         Raises:
             CorruptRecordError: The body is too short, or does not decrypt with
                 its key (tampered with).
         """
-        if len(body) < _HEAD:
-            msg = (
-                f"Corrupt record at {where()}: expected a sealed body of at least"
-                f" {_HEAD} bytes, found {len(body)}"
-            )
-            raise CorruptRecordError(msg)
-        key_id = body[:KEY_ID_BYTES]
-        secret = self.keys.secret(key_id)
-        if secret is None:
-            return None
-        from cryptography.exceptions import InvalidTag  # noqa: PLC0415
+        return self.opener()(body, where)
 
-        try:
-            return _aead(secret).decrypt(body[KEY_ID_BYTES:_HEAD], body[_HEAD:], key_id)
-        except InvalidTag:
-            msg = (
-                f"Corrupt record at {where()}: the sealed body does not decrypt with"
-                f" its data key {key_id.hex()}"
-            )
-            raise CorruptRecordError(msg) from None
+    def opener(self) -> Opener:
+        """Return :meth:`open` for one read call (rows of one ``read_stream``).
+
+        The key store is checked for keys destroyed by another connection once,
+        now (:meth:`~ledger.subject_keys.SubjectKeyStore.reader`): a read that
+        starts after an erasure committed reads its rows as erased. Each data
+        key is looked up, and its AES-GCM context made, once per call.
+        """
+        lookup = self.keys.reader()
+        opened: dict[bytes, AESGCM | None] = {}
+
+        def open_body(body: bytes, where: Callable[[], str]) -> bytes | None:
+            if len(body) < _HEAD:
+                msg = (
+                    f"Corrupt record at {where()}: expected a sealed body of at"
+                    f" least {_HEAD} bytes, found {len(body)}"
+                )
+                raise CorruptRecordError(msg)
+            key_id = body[:KEY_ID_BYTES]
+            if key_id in opened:
+                aead = opened[key_id]
+            else:
+                secret = lookup(key_id)
+                aead = opened[key_id] = None if secret is None else _aead(secret)
+            if aead is None:
+                return None
+            try:
+                return aead.decrypt(body[KEY_ID_BYTES:_HEAD], body[_HEAD:], key_id)
+            except _invalid_tag():
+                msg = (
+                    f"Corrupt record at {where()}: the sealed body does not"
+                    f" decrypt with its data key {key_id.hex()}"
+                )
+                raise CorruptRecordError(msg) from None
+
+        return open_body
 
 
 SCAN_ROWS: Final = 500
@@ -256,6 +286,7 @@ def attach(
     sealer = Sealer(keys, sealing=sealing)
     store.sealer = sealer
     store.mapper.opener = sealer.open
+    store.mapper.openers = sealer.opener
 
 
 def _missing(where: str, position: int) -> ErasureKeysError:

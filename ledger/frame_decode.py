@@ -85,14 +85,21 @@ def decode_frame(
     else:
         body = state[start:]
     if flags & FLAG_SEALED:
-        opened = _open(opener, body, where)
+        opened = open_sealed(opener, body, where)
         if opened is None:
             return _recorded_at(at_us, where), Erased(original_type=topic)
         body = opened
     return _recorded_at(at_us, where), _decode_event(topic, version, body, where)
 
 
-def _open(opener: Opener | None, body: bytes, where: Callable[[], str]) -> bytes | None:
+def open_sealed(
+    opener: Opener | None, body: bytes, where: Callable[[], str]
+) -> bytes | None:
+    """Open a sealed body (``None``: its key was destroyed).
+
+    Raises:
+        CorruptRecordError: No key store is open, or the body does not open.
+    """
     if opener is None:
         msg = (
             f"Sealed record at {where()}: expected the ledger's erasure key store"

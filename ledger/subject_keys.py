@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 KEY_ID_BYTES: Final = 16
 """A data key's id: 16 random bytes, written at the head of every sealed body."""
 
+CACHED: Final = 65_536
+"""The most secrets (and session keys) a SQLite store keeps cached (then it
+starts over)."""
+
 KeyKind: TypeAlias = Literal["session", "memory", "knowledge"]
 
 TABLE: Final = "turnledger_subject_keys"
@@ -111,7 +115,9 @@ class SubjectKeyStore:
         self.where = where
         self._lock = threading.Lock()
         self._secrets: dict[bytes, bytes | None] = {}
+        self._sessions: dict[UUID, tuple[bytes, bytes] | None] = {}
         self._version: object = None
+        self._generation = 0  # bumped whenever the caches are forgotten
         self._wrap = _wrapper(wrap_key)
         prefix = f'"{schema}".' if schema else ""
         self._keys = prefix + TABLE
@@ -172,16 +178,35 @@ class SubjectKeyStore:
             raise ErasureKeysError(msg)
 
     def session_key(self, stream_id: UUID) -> tuple[bytes, bytes] | None:
-        """Return the live key ``(id, secret)`` of a session stream, if any."""
+        """Return the live key ``(id, secret)`` of a session stream, if any.
+
+        A SQLite store remembers the answer while no other connection changed
+        the file (see :meth:`secret`); its own keys created and destroyed
+        update it.
+        """
+        generation = -1
+        if self.dialect == "sqlite":
+            with self._lock:
+                self._fresh()
+                if stream_id in self._sessions:
+                    return self._sessions[stream_id]
+                generation = self._generation
         rows = self._rows(
             f"SELECT key_id, secret FROM {self._keys} "
             "WHERE stream_id = ? AND kind = 'session'",
             (str(stream_id),),
         )
-        if not rows:
-            return None
-        key_id = bytes(rows[0][0])
-        return key_id, self._unwrap(key_id, bytes(rows[0][1]))
+        found = None
+        if rows:
+            key_id = bytes(rows[0][0])
+            found = key_id, self._unwrap(key_id, bytes(rows[0][1]))
+        with self._lock:
+            # Not when the caches were forgotten meanwhile (a key destroyed).
+            if generation == self._generation:
+                if len(self._sessions) >= CACHED:
+                    self._sessions.clear()
+                self._sessions[stream_id] = found
+        return found
 
     def tombstone(self, stream_id: UUID) -> str | None:
         """Return the agent of an erased session stream (``None``: not erased)."""
@@ -223,6 +248,9 @@ class SubjectKeyStore:
                 self._wrap_secret(key_id, secret),
             ),
         )
+        if kind == "session" and self.dialect == "sqlite":
+            with self._lock:
+                self._sessions[stream_id] = key_id, secret
         return key_id, secret
 
     def secret(self, key_id: bytes) -> bytes | None:
@@ -232,20 +260,54 @@ class SubjectKeyStore:
         the file (``PRAGMA data_version``, checked at every call): a key
         destroyed by another process is not served from here after its commit.
         """
+        return self.reader()(key_id)
+
+    def reader(self) -> Callable[[bytes], bytes | None]:
+        """Return :meth:`secret` for one read call, the store checked once, now.
+
+        A SQLite store's ``PRAGMA data_version`` is read here, not at each
+        lookup: a key another connection destroys after this call reads as
+        live through the returned lookup (the read started before the erasure
+        committed), and as destroyed through every reader made after the
+        commit. A PostgreSQL store has no such cache: each lookup is a SELECT.
+        """
         if self.dialect == "sqlite":
             with self._lock:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-                if version != self._version:
-                    self._secrets.clear()
-                    self._version = version
+                self._fresh()
+        return self._secret
+
+    def _fresh(self) -> None:
+        """Forget the cached keys if another connection changed the file.
+
+        Call with the lock held (SQLite only).
+        """
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._forget()
+            self._version = version
+
+    def _forget(self) -> None:
+        """Forget the cached keys (call with the lock held)."""
+        self._secrets.clear()
+        self._sessions.clear()
+        self._generation += 1
+
+    def _secret(self, key_id: bytes) -> bytes | None:
+        generation = -1
+        if self.dialect == "sqlite":
+            with self._lock:
                 if key_id in self._secrets:
                     return self._secrets[key_id]
+                generation = self._generation
         rows = self._rows(
             f"SELECT secret FROM {self._keys} WHERE key_id = ?", (key_id,)
         )
         found = self._unwrap(key_id, bytes(rows[0][0])) if rows else None
-        if self.dialect == "sqlite":
-            with self._lock:
+        with self._lock:
+            # Not when the caches were forgotten meanwhile (a key destroyed).
+            if generation == self._generation:
+                if len(self._secrets) >= CACHED:
+                    self._secrets.clear()
                 self._secrets[key_id] = found
         return found
 
@@ -332,8 +394,8 @@ class SubjectKeyStore:
             except Exception as e:
                 self._conn.execute("ROLLBACK")
                 raise _unavailable(self.where, e) from e
-        with self._lock:
-            self._secrets.clear()
+            finally:
+                self._forget()
         self.compact()
         return destroyed
 
