@@ -16,8 +16,9 @@ append-reducer channel (a value that is not a list is recorded whole each time i
 changes). A ``SystemMessage`` in the messages is recorded as ``system_prompt.set``
 (a system prompt the graph adds at call time and never puts in its state is not
 seen by a checkpointer, and not recorded); an ``AIMessage`` with
-``usage_metadata`` is preceded by its ``model.called`` (the model
-``response_metadata`` names, priced with ``pricing=``), once, with its message.
+``usage_metadata`` recorded as a typed event is preceded by its ``model.called``
+(the model ``response_metadata`` names, priced with ``pricing=``), once, with its
+message (one kept as a blob records none).
 
 A root checkpoint written from a parent that is not the thread's latest
 checkpoint (a run resumed from an older checkpoint) starts a branch: the
