@@ -123,9 +123,14 @@ def _stream_calls(events: list[dict]) -> int:
             count += 1
         for choice in event.get("choices") or []:
             for call in (choice.get("delta") or {}).get("tool_calls") or []:
-                key = call.get("id") or call.get("index")
+                # A new id is a new call; an id-less piece is new only at a new index.
+                key = (
+                    ("id", call["id"])
+                    if call.get("id")
+                    else ("index", call.get("index"))
+                )
                 if key not in seen:
-                    seen.add(key)
+                    seen.update({key, ("index", call.get("index"))})
                     count += 1
         message = event.get("message")
         if isinstance(message, dict):
