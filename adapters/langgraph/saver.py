@@ -13,7 +13,7 @@ conversation, else by the checkpoint that holds it; records refer to them by
 stream version. So ``turnledger history``, ``audit``, ``export`` and ``replay``
 read the session, and bytes per checkpoint do not grow with the history of an
 append-reducer channel (a value that is not a list is recorded whole each time it
-changes). A ``SystemMessage`` in the messages is recorded as ``system_prompt.set``
+changes). A text ``SystemMessage`` in the messages is recorded as ``system_prompt.set``
 (a system prompt the graph adds at call time and never puts in its state is not
 seen by a checkpointer, and not recorded); an ``AIMessage`` with
 ``usage_metadata`` recorded as a typed event is preceded by its ``model.called``
