@@ -98,7 +98,9 @@ _ROLE_WORDS: Final = frozenset(
 )
 _CONTENT_KEYS: Final = ("content", "parts", "text", "message")
 _WALK_LIMIT: Final = 10_000
-"""Values examined per record at most (a record larger than this is cut off)."""
+"""Values examined per value at most: :func:`message_shape` calls a larger one
+unexaminable (the file is refused), :func:`call_shape` stops looking (a request
+or response body of a known shape is not refused for its size)."""
 
 
 def unknown_model_call(
@@ -157,11 +159,15 @@ def message_shape(value: object) -> str | None:
 
     Returns:
         The first message- or call-shaped object found in it, described by its
-        fields (``"an object with `role`, `content`"``), or ``None``.
+        fields (``"an object with `role`, `content`"``), or ``None``. A value
+        too large to examine whole (over 10,000 values) is described as such:
+        what it holds cannot be vouched for.
     """
     seen = 0
     stack: list[object] = [value]
-    while stack and seen < _WALK_LIMIT:
+    while stack:
+        if seen >= _WALK_LIMIT:
+            return f"more than {_WALK_LIMIT} values, too many to examine"
         current = stack.pop()
         seen += 1
         obj = _as_object(current)

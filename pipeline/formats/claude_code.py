@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from turnledger.pipeline.formats._common import (
+    UNRECOGNISED,
     Indexed,
     JSONObject,
     Sink,
@@ -217,6 +218,8 @@ class _Sessions:
         if kind not in {"user", "assistant"}:
             if is_claude_record(entry.obj):
                 sink.skip(kind)
+                if kind not in CLAUDE_RECORDS:  # a Claude line of a new type
+                    sink.account(kind, UNRECOGNISED)  # refused if message-shaped
             else:
                 sink.unknown(kind)
             return

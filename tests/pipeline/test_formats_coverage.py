@@ -470,3 +470,26 @@ def test_unknown_calls_and_messages_in_json_documents_are_refused(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert named in err
+
+
+def test_an_unrecognised_record_too_large_to_examine_is_refused(tmp_path):
+    """What it holds cannot be vouched for: refused rather than skipped."""
+    lines = [
+        {
+            "type": "user",
+            "sessionId": "s",
+            "message": {"role": "user", "content": "hi"},
+        },
+        {"type": "x-blob", "sessionId": "s", "values": list(range(20_000))},
+        {
+            "type": "user",
+            "sessionId": "s",
+            "message": {"role": "user", "content": "ok"},
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    with pytest.raises(TranscriptError, match=r"line 2 .* too many to examine"):
+        parse_transcript(data, format="claude-code")
+    small = data.replace(json.dumps(list(range(20_000))).encode(), b"[1, 2]")
+    parsed = parse_transcript(small, format="claude-code")
+    assert parsed.coverage.reasons == {"line x-blob: unrecognised": 1}
