@@ -56,6 +56,8 @@ def _body(message: dict) -> object:
     if message.get("parsed_body") is not None:
         return message["parsed_body"]
     raw = message.get("body")
+    if isinstance(raw, dict) and "string" not in raw:
+        return raw  # the body itself, stored as a YAML mapping
     if isinstance(raw, dict):
         raw = raw.get("string")
     if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":

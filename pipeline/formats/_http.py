@@ -1,8 +1,9 @@
 """Bodies of recorded HTTP messages: JSON, SSE streams, gzip and base64.
 
 A VCR recorder stores a body as ``parsed_body`` (already decoded), as a JSON
-string in ``body``, or under ``body.string`` (text, or ``!!binary`` bytes that
-are gzip-compressed when ``Content-Encoding: gzip`` says so). Streamed
+string in ``body``, under ``body.string`` (text, or ``!!binary`` bytes that
+are gzip-compressed when ``Content-Encoding: gzip`` says so), or as the
+decoded mapping itself in ``body`` (one without a ``string`` key). Streamed
 responses are Server-Sent Events whose ``data:`` lines hold JSON, newline
 delimited JSON (``application/x-ndjson``, Ollama), or AWS event streams
 (``application/vnd.amazon.eventstream``, Bedrock's ConverseStream): binary
@@ -81,7 +82,11 @@ def decode_body(message: JSONObject) -> object:
     """
     if message.get("parsed_body") is not None:
         return message["parsed_body"]
-    raw = _raw_body(message.get("body"))
+    body = message.get("body")
+    obj = as_object(body)
+    if (obj is not None and "string" not in obj) or as_list(body) is not None:
+        return body  # stored already decoded, as YAML (a mapping or a list)
+    raw = _raw_body(body)
     content_type = (header(message, "content-type") or "").lower()
     if isinstance(raw, bytes):
         raw = _inflate(raw, header(message, "content-encoding"))

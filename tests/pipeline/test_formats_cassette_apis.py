@@ -484,3 +484,12 @@ def test_bedrock_invoke_stream_chunks_are_the_models_own_events():
         .problems[0]
         .startswith("Expected a base64 JSON chunk")
     )
+
+
+def test_a_body_stored_as_a_yaml_mapping_is_the_body():
+    """`body: {messages: ...}` (no `string` key) is the decoded body, not an empty one."""
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    assert decode_body({"body": body}) == body
+    assert decode_body({"body": [1, 2]}) == [1, 2]
+    assert decode_body({"body": {"string": '{"a": 1}'}}) == {"a": 1}
+    assert decode_body({"body": {"string": ""}}) is None
