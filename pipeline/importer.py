@@ -8,7 +8,10 @@ call the file reports usage for (:attr:`Conversation.usage`) is preceded by a
 ``model.called`` event of that model, provider and tokens, priced with the
 ``[pricing]`` rate sheet as the turn engine prices its calls (cost 0 for a
 model the sheet lacks); a format that carries no usage gives no
-``model.called``: none is invented. An empty system message carries
+``model.called``: none is invented. A model name the engine would not record
+either (longer than :data:`MAX_MODEL_CHARS`, holding a control character or
+text the ledger cannot keep) is recorded as ``unknown`` and counted as skipped
+(``unrecordable model name``). An empty system message carries
 nothing and is counted as skipped. An import writes all its sessions in one
 transaction, or nothing.
 
@@ -43,7 +46,7 @@ from turnledger.ledger.events import (
     TurnCompleted,
     TurnStarted,
 )
-from turnledger.ledger.ids import session_stream_id
+from turnledger.ledger.ids import CONTROL_CHARACTERS, session_stream_id
 from turnledger.ledger.store import Append, EventStore
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.formats import Conversation, Coverage, ParsedTranscript
@@ -51,9 +54,16 @@ from turnledger.pipeline.formats.model import ModelUsage
 from turnledger.policies.messages import Message, ToolResult
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.policies.pricing import ModelPrice, TokenUsage, price_usage
+from turnledger.policies.recordable import text_problem
 
 UNKNOWN = "unknown"
 ERROR_PREFIX = "Error: "
+
+MAX_MODEL_CHARS: Final = 200
+"""The longest model name recorded (as the turn engine records them)."""
+
+UNRECORDABLE_MODEL = "unrecordable model name"
+"""The skipped kind a model name recorded as ``unknown`` counts as."""
 
 DIGEST_CHARS: Final = 8
 """Hex digits of the source's digest a default session key ends with."""
@@ -181,6 +191,9 @@ class _Builder:
 
     def _model_called(self, usage: ModelUsage) -> None:
         model = usage.model or UNKNOWN
+        if not _recordable_name(model):
+            self.skipped[UNRECORDABLE_MODEL] += 1
+            model = UNKNOWN
         tokens = TokenUsage(
             model=model,
             input_tokens=usage.input_tokens,
@@ -239,6 +252,14 @@ class _Builder:
     def finish(self) -> list[Event]:
         self._close()
         return self.events
+
+
+def _recordable_name(model: str) -> bool:
+    return (
+        len(model) <= MAX_MODEL_CHARS
+        and CONTROL_CHARACTERS.search(model) is None
+        and text_problem("model", model) is None
+    )
 
 
 def _error_text(content: str) -> str:

@@ -57,6 +57,7 @@ from turnledger.pipeline.formats.usage import (
     pydantic_ai_usage_fields,
 )
 from turnledger.pipeline.formats.writers import CARRIES_USAGE, DROPS_SYSTEM
+from turnledger.pipeline.importer import UNRECORDABLE_MODEL
 from turnledger.pipeline.providers.base import ChatResponse, ToolSpec, Usage
 from turnledger.pipeline.providers.scripted import ScriptedProvider
 from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
@@ -485,3 +486,47 @@ def test_a_claude_code_message_split_over_lines_is_one_priced_call(
     assert calls[0].cost_usd == pytest.approx(
         42 * rates.input_per_million / 1e6 + 9 * rates.output_per_million / 1e6
     )
+
+
+@pytest.mark.parametrize("model", ["m\x00x", "m" * 201], ids=["control", "long"])
+def test_a_model_name_the_ledger_cannot_keep_is_unknown_and_counted(
+    model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The call and its tokens are kept; the name is ``unknown``, never mangled."""
+    (in1, out1), _ = USAGE
+    messages = [
+        {"type": "human", "data": {"type": "human", "content": USER_TEXT}},
+        {
+            "type": "ai",
+            "data": {
+                "type": "ai",
+                "content": "Sunny.",
+                "tool_calls": [],
+                "usage_metadata": {"input_tokens": in1, "output_tokens": out1},
+                "response_metadata": {"model_name": model},
+            },
+        },
+    ]
+    file = tmp_path / "lc.json"
+    file.write_text(json.dumps(messages))
+    ledger = str(tmp_path / "lc.db")
+    report = json.loads(
+        _cli(
+            capsys,
+            *("--db", ledger, "import", str(file)),
+            *("--format", "langchain", "--session", "s", "--json"),
+        )
+    )
+    assert report["skipped"] == {UNRECORDABLE_MODEL: 1}
+    store = open_store(ledger)
+    try:
+        calls = [
+            r.event
+            for r in store.read_stream(session_stream_id(IMPORTED, "s"))
+            if isinstance(r.event, ModelCalled)
+        ]
+    finally:
+        store.close()
+    assert [(c.model, c.input_tokens, c.output_tokens) for c in calls] == [
+        ("unknown", in1, out1)
+    ]
