@@ -41,7 +41,6 @@ from turnledger.adapters.langgraph.header import (
     encode_updated,
 )
 from turnledger.adapters.langgraph.state import (
-    BRANCH,
     FRAMEWORK,
     StoredCheckpoint,
     ThreadState,
@@ -52,6 +51,7 @@ from turnledger.ledger.events import (
     ItemRecorded,
     ItemsRemoved,
     ModelCalled,
+    SessionRewound,
     TurnCompleted,
 )
 from turnledger.policies.pricing import ModelPrice
@@ -107,9 +107,9 @@ class RecordEncoder:
         values = checkpoint["channel_values"]
         head = state.order.get("")
         if ns == "" and parent_id is not None and head and head[-1] != parent_id:
-            removals, kept = self.branch(state, values.get(self.messages_channel))
-            events += removals
-            cursor.resume([state.typed[v] for v in kept])
+            for rewound in self.branch(state, parent_id):
+                events.append(rewound)
+                cursor.resume(state.shown_at(rewound.to_version))
         vals: Specs = []
         versions = dict(checkpoint["channel_versions"])
         for channel, version in new_versions.items():
@@ -145,55 +145,20 @@ class RecordEncoder:
         events.append(_item(state, cursor.turn_id, "checkpoint", record))
         return events, own
 
-    def branch(self, state: ThreadState, value: Any) -> tuple[Events, list[int]]:
-        """A fork's ``items.removed`` ``branch`` events, and the messages it keeps.
+    def branch(self, state: ThreadState, parent_id: str) -> list[SessionRewound]:
+        """A fork's ``session.rewound`` to where its parent was recorded.
 
         A root checkpoint written from a parent that is not the thread's latest
-        starts a branch: the typed messages shown so far that the checkpoint's
-        messages do not hold (by object, else by message id) leave the history
-        projection, one event per run of them. The saver's own checkpoints and
-        writes are untouched (every branch stays readable by LangGraph).
-
-        Returns:
-            The events, and the versions of the messages kept, in order.
+        starts a branch: the history goes back to what it was when the parent
+        was recorded (the messages of the parent's branch, a branch left
+        earlier coming back as a redo), and the branch's new messages follow.
+        The saver's own checkpoints and writes are untouched. Nothing when the
+        parent is not stored here.
         """
-        shown = sorted(state.shown)
-        if not isinstance(value, list) or not all(
-            isinstance(m, BaseMessage) for m in value
-        ):
-            return [], shown
-        by_id: dict[str, int] = {}
-        for at in shown:
-            message_id = state.residuals.get(at, {}).get("id")
-            if isinstance(message_id, str):
-                by_id.setdefault(message_id, at)
-        held: set[int] = set()
-        for message in value:
-            found = state.recorded_version(message)
-            if found is None and isinstance(message.id, str):
-                found = by_id.get(message.id)
-            if found is not None:
-                held.add(found)
-        runs: list[list[int]] = []
-        open_run = False
-        for at in shown:
-            if at in held:
-                open_run = False
-            elif open_run:
-                runs[-1][1] = at
-            else:
-                runs.append([at, at])
-                open_run = True
-        events: Events = [
-            ItemsRemoved(
-                first_version=first,
-                last_version=last,
-                framework=FRAMEWORK,
-                reason=BRANCH,
-            )
-            for first, last in runs
-        ]
-        return events, [at for at in shown if at in held]
+        at = state.recorded_at.get(("", parent_id))
+        if at is None:
+            return []
+        return [SessionRewound(to_version=at)]
 
     def model_call(self, message: AIMessage, turn_id: str) -> list[Event]:
         """``[model.called]`` of an AI message carrying ``usage_metadata``, else ``[]``.

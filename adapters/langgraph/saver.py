@@ -21,24 +21,10 @@ seen by a checkpointer, and not recorded); an ``AIMessage`` with
 message (one kept as a blob records none).
 
 A root checkpoint written from a parent that is not the thread's latest
-checkpoint (a run resumed from an older checkpoint) starts a branch: the
-messages recorded so far that the branch does not hold leave the history
-projection (``items.removed`` ``branch``), so ``turnledger history`` shows the
-branch the graph holds. The saver still reads every branch; a later branch back
-to messages removed this way does not show them again in ``history``.
-
-``delete_thread`` appends an ``items.removed`` event: the thread's checkpoints and
-writes are gone for the saver and for views that honour the event; the ledger
-keeps the trail. Every write is committed before its call returns (calls that
-overlap share one transaction, see :mod:`~turnledger.adapters.langgraph.commit`).
-Messages handed back by ``get_tuple`` are shared with the saver's cache of the
-thread: treat them as immutable, as LangGraph's reducers do.
-
-The saver is composed of parts it builds and hands their collaborators:
-:class:`~turnledger.adapters.langgraph.threads.Threads` (the sessions and the
-cache of their folds), :class:`~turnledger.adapters.langgraph.records.RecordEncoder`
-(what a call writes), :class:`~turnledger.adapters.langgraph.commit.GroupCommit`
-(committing it) and :class:`~turnledger.adapters.langgraph.admin.Removals`.
+checkpoint (a run resumed from an older checkpoint) is a fork: a
+``session.rewound`` takes the history back to what it was when the parent was
+recorded, so ``turnledger history`` shows the branch the graph holds (see
+:meth:`~turnledger.adapters.langgraph.records.RecordEncoder.branch`).
 """
 
 from __future__ import annotations

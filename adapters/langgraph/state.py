@@ -50,6 +50,7 @@ from turnledger.ledger.events import (
     ItemRecorded,
     ItemsRemoved,
     SessionOpened,
+    SessionRewound,
     SystemPromptSet,
     ToolResultRecorded,
     TurnStarted,
@@ -66,8 +67,20 @@ MISSING: Final = object()
 
 _MESSAGES = (TurnStarted, AssistantMessage, ToolResultRecorded)
 _TYPED = (*_MESSAGES, SystemPromptSet)
-BRANCH: Final = "branch"
-"""The ``items.removed`` reason of messages a branch leaves (history only)."""
+
+
+def visible_at(version: int, at: int, rewinds: list[tuple[int, int]]) -> bool:
+    """Whether what ``version`` recorded was in the history as of version ``at``.
+
+    ``rewinds`` holds each ``session.rewound`` as ``(its version, the version it
+    went back to)``: right after one, the history is what it was at its target
+    (the history projection's rule, :mod:`turnledger.projections.history.rewind`).
+    """
+    while True:
+        last = max((r for r in rewinds if r[0] <= at), default=None)
+        if last is None or version > last[0]:
+            return version <= at
+        at = last[1]
 
 
 @dataclass
@@ -133,7 +146,9 @@ class ThreadState:
     residuals: dict[int, dict[str, Any]] = field(default_factory=dict)
     table: CompactTable = field(default_factory=CompactTable)
     memo: dict[tuple[str, str], tuple[Version, list[Any]]] = field(default_factory=dict)
-    shown: set[int] = field(default_factory=set)
+    messages: list[int] = field(default_factory=list)
+    rewinds: list[tuple[int, int]] = field(default_factory=list)
+    recorded_at: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def live(self, ns: str, checkpoint_id: str | None) -> StoredCheckpoint | None:
         """Return a live checkpoint of a namespace (the latest when no id)."""
@@ -169,23 +184,20 @@ class ThreadState:
             self.cursor.observe(event)
             self.typed[version] = event
             if isinstance(event, _MESSAGES):
-                self.shown.add(version)
+                self.messages.append(version)
         elif isinstance(event, ItemRecorded) and event.framework == FRAMEWORK:
             self._apply_record(event, serde, own or {})
-        elif (
-            isinstance(event, ItemsRemoved)
-            and event.framework == FRAMEWORK
-            and event.reason == BRANCH
-        ):
-            first, last = event.first_version, event.last_version
-            self.shown = {v for v in self.shown if not first <= v <= last}
-            self.cursor.resume([self.typed[v] for v in sorted(self.shown)])
+        elif isinstance(event, SessionRewound):
+            self.rewinds.append((version, event.to_version))
+            self.cursor.resume(self.shown_at(event.to_version))
         elif isinstance(event, ItemsRemoved) and event.framework == FRAMEWORK:
             for part in (self.checkpoints, self.order, self.nodes, self.writes):
                 part.clear()
             for fold in (self.typed, self.objects, self.identity, self.residuals):
                 fold.clear()
-            self.shown.clear()
+            self.messages.clear()
+            self.rewinds.clear()
+            self.recorded_at.clear()
             self.table.latest.clear()
             self.memo.clear()
             self.live_from = version + 1
@@ -250,11 +262,20 @@ class ThreadState:
             channel, spec = entry[0], entry[1]
             version = entry[2] if len(entry) > 2 else versions[channel]
             self.nodes[(ns, channel, version)] = self._node(spec, own)
+        self.recorded_at[(ns, checkpoint.id)] = self.head
         by_id = self.checkpoints.setdefault(ns, {})
         ids = self.order.setdefault(ns, [])
         if checkpoint.id not in by_id:
             bisect.insort(ids, checkpoint.id)
         by_id[checkpoint.id] = checkpoint
+
+    def shown_at(self, at: int) -> list[Event]:
+        """The typed messages the history showed as of version ``at``, in order."""
+        return [
+            self.typed[v]
+            for v in self.messages
+            if v >= self.live_from and visible_at(v, at, self.rewinds)
+        ]
 
     def ref_checkpoint(self, ns: str, checkpoint_id: str | None) -> str | int | None:
         """How a record names a checkpoint: ``1`` for the namespace's latest."""

@@ -32,7 +32,7 @@ from tests.contracts.cross_door import (
     USER_TEXT,
     projected_facts,
 )
-from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.ledger.events import ModelCalled, SessionRewound, SystemPromptSet
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.cli import main
@@ -449,25 +449,48 @@ def test_a_langgraph_thread_resumed_from_an_older_checkpoint_shows_its_branch(
         )
         graph.invoke({"messages": [HumanMessage("q4")]}, after_first.config)
         held = graph.get_state(config).values["messages"]
+        assert [m.content for m in held] == ["q1", "answer to q1", "q4", "answer to q4"]
+        assert _history(ledger) == _pairs(held)
+        capsys.readouterr()
+        assert main(["--db", ledger, "history", "b1", "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "q4" in out
+        assert "q2" not in out
         # A second process reads the thread afresh and continues the branch.
         other = TurnledgerSaver.from_url(ledger)
         try:
             again = builder.compile(checkpointer=other)
             again.invoke({"messages": [HumanMessage("q5")]}, config)
-            held_after = again.get_state(config).values["messages"]
+            assert _history(ledger) == _pairs(
+                again.get_state(config).values["messages"]
+            )
+            assert len(_history(ledger)) == 6
+            held = again.get_state(config).values["messages"]
         finally:
             other.close()
     finally:
         saver.close()
-    assert [m.content for m in held] == ["q1", "answer to q1", "q4", "answer to q4"]
-    facts = _facts(ledger, "langgraph", "b1")
-    assert facts.history == tuple(
+    assert [m.content for m in held][-2:] == ["q5", "answer to q5"]
+    store = open_store(ledger)
+    try:
+        rewound = [
+            r.event
+            for r in store.read_stream(session_stream_id("langgraph", "b1"))
+            if isinstance(r.event, SessionRewound)
+        ]
+    finally:
+        store.close()
+    assert len(rewound) == 1  # the fork; its continuation is no fork
+
+
+def _history(ledger: str) -> tuple[tuple[str, str], ...]:
+    return _facts(ledger, "langgraph", "b1").history  # type: ignore[no-any-return]
+
+
+def _pairs(messages: list[Any]) -> tuple[tuple[str, str], ...]:
+    from langchain_core.messages import HumanMessage
+
+    return tuple(
         ("user" if isinstance(m, HumanMessage) else "assistant", m.content)
-        for m in held_after
+        for m in messages
     )
-    assert len(facts.history) == 6
-    capsys.readouterr()
-    assert main(["--db", ledger, "history", "b1", "--json"]) == 0
-    out = capsys.readouterr().out
-    assert "q4" in out
-    assert "q2" not in out
