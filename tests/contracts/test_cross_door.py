@@ -247,7 +247,8 @@ async def test_engine_and_every_export_import_show_the_same_facts(
     """Engine, then export -> import in each format: the same projected facts.
 
     What a format cannot carry is absent after its import (never invented);
-    what it can carry is present (never dropped by the export).
+    what it can carry is present (never dropped by the export), and exporting
+    the imported session gives the same payload again.
     """
     config = _config(tmp_path)
     engine_ledger = ledgers.fresh("engine")
@@ -277,6 +278,12 @@ async def test_engine_and_every_export_import_show_the_same_facts(
         )
         assert report["format"] == fmt
         assert _facts(imported, IMPORTED, fmt) == expected_for(fmt), fmt
+        again = _cli(
+            capsys,
+            *("--db", imported, "--config", str(config), "export", fmt),
+            *("--agent", IMPORTED, "--format", fmt),
+        )
+        assert json.loads(again) == payload, fmt  # export -> import is a fixed point
 
 
 def test_usage_without_a_rate_or_malformed_is_never_guessed(
