@@ -226,6 +226,25 @@ def test_requests_without_a_conversation_are_accounted_not_refused(capsys, tmp_p
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/count-tokens",
+        "https://api.anthropic.com/v1/messages/count_tokens",
+        "https://generativelanguage.googleapis.com/v1beta/models/g:countTokens",
+        "https://api.openai.com/v1/responses/input_tokens",
+        "https://api.openai.com/v1/responses/compact",
+    ],
+)
+def test_token_counting_and_compaction_requests_are_not_refused(capsys, tmp_path, uri):
+    """Endpoints that count or compact a history produce no turn: accounted, not refused."""
+    body = {"messages": [{"role": "user", "content": "hi"}], "input": "hi"}
+    path = _cassette(tmp_path, _exchange("POST", uri, body, {"input_tokens": 3}), CHAT)
+    code, out, _ = run(capsys, "audit", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["coverage"]["refused"] == ""
+
+
 PI_SESSION = [
     {"type": "session", "id": "s1", "cwd": "/w"},
     {"type": "user", "message": {"role": "user", "content": "list files"}},
