@@ -188,6 +188,16 @@ class Backend(Protocol):
         """
         ...
 
+    def first_sealed(self) -> int | None:
+        """Return the position of the first sealed row (``None``: none).
+
+        Sealed: a frame whose flags say :data:`~ledger.frame.FLAG_SEALED`.
+        A marker table answers, written by a trigger in the transaction that
+        inserts the first sealed row; a ledger from before the marker is
+        searched once, whole (the database scans), and the answer recorded.
+        """
+        ...
+
     def subscribe(self, *, gt: int, topics: Sequence[str]) -> RowSubscription:
         """Subscribe to rows after position ``gt``."""
         ...

@@ -201,12 +201,6 @@ class Sealer:
         return open_body
 
 
-SCAN_ROWS: Final = 500
-"""How many rows from the start a ledger opened without its key store (and with
-erasure off) is searched for a sealed one; a sealed row further on is refused
-when it is read."""
-
-
 class _Keyed(Protocol):
     """What :func:`attach` reads and sets of a store (``EventStore`` is one)."""
 
@@ -221,25 +215,6 @@ class _Keyed(Protocol):
         ...
 
     sealer: Sealer | None
-
-
-def first_sealed(backend: Backend, limit: int | None) -> int | None:
-    """Return the position of the first sealed row (``None``: none).
-
-    At most ``limit`` rows from the start are read (``None``: all of them).
-    """
-    after = 0
-    page = 500 if limit is None else min(500, limit)
-    seen = 0
-    while True:
-        rows = backend.select_all(gt=after, limit=page, topics=(), lte=None)
-        for row in rows:
-            if len(row.state) > 1 and row.state[1] & FLAG_SEALED:
-                return row.position
-        seen += len(rows)
-        if len(rows) < page or (limit is not None and seen >= limit):
-            return None
-        after = rows[-1].position
 
 
 def attach(
@@ -267,9 +242,9 @@ def attach(
     where = "the ledger's erasure key tables" if postgres else keys_path(location)
 
     def before_create() -> bool:
-        # Erasure off: only the first rows are searched (a sealed row further
-        # on is refused when it is read); on: the whole ledger, once.
-        found = first_sealed(store.backend, None if sealing else SCAN_ROWS)
+        # The ledger's marker says whether it holds a sealed row (a ledger
+        # from before the marker is searched once, whole).
+        found = store.backend.first_sealed()
         if found is not None:
             raise _missing(where, found)
         return sealing

@@ -51,10 +51,12 @@ from turnledger.ledger.postgres.recorder import (
     PostgresURL,
     Recorder,
     WakingSubscription,
+    sealed_frame,
 )
 from turnledger.ledger.postgres.write import (
     CIPHER_TABLE,
     KEYS_TABLE,
+    SEALED_TABLE,
     SEALS_TABLE,
     HeadCache,
     Statements,
@@ -184,6 +186,48 @@ class PostgresBackend:
             with self._datastore.get_connection() as conn, conn.cursor() as cursor:
                 cursor.execute(sql, params)
                 return list(cursor.fetchall())
+
+        return self._guard(run)
+
+    def first_sealed(self) -> int | None:
+        """Return the position of the first sealed row (``None``: none).
+
+        The marker table answers (a trigger writes it with the first sealed
+        row); a ledger from before it is searched once, whole, and the answer
+        recorded.
+        """
+        marker = SQL("{schema}.{sealed}").format(
+            sealed=Identifier(SEALED_TABLE), **self._table
+        )
+        select = SQL("SELECT one, position FROM {0}").format(marker)
+        marks = {int(r["one"]): int(r["position"]) for r in self._fetch(select)}
+        if 1 in marks:
+            return marks[1]
+        if 0 in marks:
+            return None
+        mark = SQL(
+            "INSERT INTO {0} (one, position) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+        ).format(marker)
+        search = SQL(
+            "SELECT min(notification_id) FILTER (WHERE {sealed}) AS first, "
+            "max(notification_id) AS last FROM {schema}.{table}"
+        ).format(sealed=sealed_frame("state"), **self._table)
+
+        def run() -> int | None:
+            with self._datastore.get_connection() as conn, conn.transaction():
+                # One search at a time; the trigger's writers wait for it.
+                conn.execute(SQL("LOCK TABLE {0} IN EXCLUSIVE MODE").format(marker))
+                found = {
+                    int(r["one"]): int(r["position"])
+                    for r in conn.execute(select).fetchall()
+                }
+                if not found:
+                    row = conn.execute(search).fetchone() or {}
+                    if row.get("first") is not None:
+                        found[1] = int(row["first"])
+                        conn.execute(mark, (1, found[1]))
+                    conn.execute(mark, (0, int(row.get("last") or 0)))
+                return found.get(1)
 
         return self._guard(run)
 

@@ -27,7 +27,13 @@ from psycopg.sql import SQL, Identifier
 
 from turnledger.ledger.chain import CHAIN_FORMAT, HEADER_SIZE, LINK_OFFSET
 from turnledger.ledger.errors import ConfigurationError
-from turnledger.ledger.postgres.write import CIPHER_TABLE, KEYS_TABLE, SEALS_TABLE
+from turnledger.ledger.frame import FLAG_SEALED
+from turnledger.ledger.postgres.write import (
+    CIPHER_TABLE,
+    KEYS_TABLE,
+    SEALED_TABLE,
+    SEALS_TABLE,
+)
 
 TABLE: Final = "turnledger_events"
 """The events table (the library's layout)."""
@@ -64,6 +70,7 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
         "keys": Identifier(KEYS_TABLE),
         "seals": Identifier(SEALS_TABLE),
         "cipher": Identifier(CIPHER_TABLE),
+        "sealed": Identifier(SEALED_TABLE),
     }
     return [
         SQL(
@@ -132,15 +139,44 @@ def trigger_statements(schema: str, table: str) -> list[Any]:
             "CREATE TABLE IF NOT EXISTS {schema}.{cipher} (one integer PRIMARY KEY "
             "CHECK (one = 1), fingerprint text NOT NULL)"
         ).format(**ident),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {schema}.{sealed} (one integer PRIMARY KEY "
+            "CHECK (one IN (0, 1)), position bigint NOT NULL)"
+        ).format(**ident),
         *(
             SQL(
                 "CREATE OR REPLACE TRIGGER turnledger_no_change "
                 "BEFORE UPDATE OR DELETE ON {schema}.{other} "
                 "FOR EACH ROW EXECUTE FUNCTION {schema}.turnledger_append_only()"
             ).format(other=Identifier(other), **ident)
-            for other in (KEYS_TABLE, SEALS_TABLE, CIPHER_TABLE)
+            for other in (KEYS_TABLE, SEALS_TABLE, CIPHER_TABLE, SEALED_TABLE)
         ),
+        # The first sealed row's position, recorded by the transaction that
+        # inserts it (once per INSERT or COPY statement, one probe once marked).
+        SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.turnledger_mark_sealed() "
+            "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NOT EXISTS (SELECT FROM {schema}.{sealed} WHERE one = 1) THEN "
+            "INSERT INTO {schema}.{sealed} (one, position) "
+            "SELECT 1, min(n.notification_id) FROM turnledger_new_sealed n "
+            "WHERE {is_sealed} HAVING count(*) > 0 ON CONFLICT DO NOTHING; "
+            "END IF; RETURN NULL; END $$"
+        ).format(is_sealed=sealed_frame("n.state"), **ident),
+        SQL(
+            "CREATE OR REPLACE TRIGGER turnledger_sealed "
+            "AFTER INSERT ON {schema}.{table} "
+            "REFERENCING NEW TABLE AS turnledger_new_sealed "
+            "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.turnledger_mark_sealed()"
+        ).format(**ident),
     ]
+
+
+def sealed_frame(state: str) -> SQL:
+    """The SQL condition that the frame ``state`` (a column) is sealed."""
+    return SQL(
+        f"CASE WHEN length({state}) > 1 "
+        f"THEN get_byte({state}, 1) & {FLAG_SEALED} <> 0 ELSE false END"
+    )
 
 
 class Recorder(PostgresApplicationRecorder):

@@ -40,6 +40,10 @@ from turnledger.ledger.postgres.rows import Outcome, insert_rows, plan_group, se
 KEYS_TABLE: Final = "turnledger_appends"
 SEALS_TABLE: Final = "turnledger_seals"
 CIPHER_TABLE: Final = "turnledger_cipher"
+SEALED_TABLE: Final = "turnledger_sealed"
+"""Whether the ledger holds sealed rows: row ``one = 1`` names the first one's
+position (a trigger writes it with that row), row ``one = 0`` the position up to
+which a ledger from before the trigger was searched (``first_sealed``)."""
 LINK_SIZE: Final = 32
 
 

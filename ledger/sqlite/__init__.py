@@ -50,11 +50,13 @@ from turnledger.ledger.errors import (
 from turnledger.ledger.frame import FLAG_ENCRYPTED, FRAME_FORMAT
 from turnledger.ledger.sqlite.setup import (
     CIPHER_TABLE,
+    SEALED_TABLE,
     SEALS_TABLE,
     Datastore,
     Recorder,
     Synchronous,
     ledger_identity,
+    sealed_frame,
     translate,
 )
 from turnledger.ledger.sqlite.write import (
@@ -79,7 +81,32 @@ _FIRST_ENCRYPTED: Final = (
     f"AND instr(x'{_FLAGGED}', substr(CAST(state AS BLOB), 2, 1)) > 0 "
     "ORDER BY rowid LIMIT 1"
 )
+_SEALED_MARKS: Final = f"SELECT one, position FROM {SEALED_TABLE}"
+_FIRST_SEALED: Final = (
+    f"SELECT rowid FROM {TABLE} WHERE {sealed_frame('state')} ORDER BY rowid LIMIT 1"
+)
+_MARK: Final = f"INSERT OR IGNORE INTO {SEALED_TABLE} (one, position) VALUES (?, ?)"
 _T = TypeVar("_T")
+
+
+def _search_sealed(raw: sqlite3.Connection) -> int | None:
+    """Search the whole ledger for a sealed row and record the answer (once)."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        marks = dict(raw.execute(_SEALED_MARKS).fetchall())
+        if not marks:  # another process may have searched meanwhile
+            found = raw.execute(_FIRST_SEALED).fetchone()
+            last = raw.execute(f"SELECT max(rowid) FROM {TABLE}").fetchone()
+            if found is not None:
+                raw.execute(_MARK, (1, found[0]))
+            raw.execute(_MARK, (0, last[0] or 0))
+        raw.execute("COMMIT")
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    marks = dict(raw.execute(_SEALED_MARKS).fetchall())
+    return int(marks[1]) if 1 in marks else None
 
 
 class _PollingSubscription(ListenNotifySubscription[SQLiteApplicationRecorder]):
@@ -326,6 +353,33 @@ class SQLiteBackend:
         """Return the first encrypted row among the first ``scan_rows``."""
         rows = self._query(_FIRST_ENCRYPTED, (scan_rows,))
         return _row_of(rows[0]) if rows else None
+
+    def first_sealed(self) -> int | None:
+        """Return the position of the first sealed row (``None``: none).
+
+        The marker table answers (a trigger writes it with the first sealed
+        row); a ledger from before it is searched once, whole, and the answer
+        recorded (a read-only file: searched, nothing recorded).
+        """
+        marks = dict(self._query(_SEALED_MARKS))
+        if 1 in marks:
+            return int(marks[1])
+        if 0 in marks:
+            return None
+
+        def search() -> int | None:
+            with self._writer() as raw:
+                try:
+                    marked = _search_sealed(raw)
+                except sqlite3.OperationalError as e:
+                    if "readonly" not in str(e).lower():
+                        raise
+                    found = raw.execute(_FIRST_SEALED).fetchone()  # not recorded
+                    return None if found is None else int(found[0])
+                self._cache.forget()
+                return marked
+
+        return self._guard(search)
 
     def insert_seal(self, body: bytes, mac: str, *, after: int) -> int:
         """Record a seal if the newest seal's id is still ``after``; return its id."""

@@ -31,6 +31,7 @@ from turnledger.ledger.errors import (
     LedgerReadOnlyError,
     StoreUnavailableError,
 )
+from turnledger.ledger.frame import FLAG_SEALED
 from turnledger.ledger.sqlite.write import KEYS_TABLE, TABLE
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -41,9 +42,25 @@ CIPHER_TABLE: Final = "turnledger_cipher"
 """One row: the fingerprint of the ledger's cipher key (``ledger.key_check``)."""
 IDENTITY_TABLE: Final = "turnledger_identity"
 """One row: the ledger's random id, written once (derived files record it)."""
+SEALED_TABLE: Final = "turnledger_sealed"
+"""Whether the ledger holds sealed rows (``ledger.erasable``), written once each:
+row ``one = 1`` names the first sealed row's position (the trigger below writes
+it in the transaction that inserts that row); row ``one = 0``, the position up
+to which a ledger from before the trigger was searched (``first_sealed``)."""
+SEALED_BYTES: Final = bytes(b for b in range(256) if b & FLAG_SEALED).hex()
+"""Every flags byte with :data:`~ledger.frame.FLAG_SEALED` set, as hex (SQLite
+has no byte function: byte 1 of a frame is looked up in this set)."""
 _REFUSE: Final = (
     "BEGIN SELECT RAISE(ABORT, 'turnledger: the ledger is append-only'); END"
 )
+
+
+def sealed_frame(state: str) -> str:
+    """The SQL condition that the frame ``state`` (a column) is sealed."""
+    value = f"CAST({state} AS BLOB)"
+    return (
+        f"(length({value}) > 1 AND instr(x'{SEALED_BYTES}', substr({value}, 2, 1)) > 0)"
+    )
 
 
 def _no_change(table: str) -> tuple[str, str]:
@@ -93,6 +110,17 @@ _APPEND_ONLY_TRIGGERS: Final = (
         "CHECK (one = 1), fingerprint TEXT NOT NULL)"
     ),
     *_no_change(CIPHER_TABLE),
+    (
+        f"CREATE TABLE IF NOT EXISTS {SEALED_TABLE} (one INTEGER PRIMARY KEY "
+        "CHECK (one IN (0, 1)), position INTEGER NOT NULL)"
+    ),
+    *_no_change(SEALED_TABLE),
+    (
+        f"CREATE TRIGGER IF NOT EXISTS {TABLE}_sealed AFTER INSERT ON {TABLE} "
+        f"WHEN {sealed_frame('NEW.state')} "
+        f"BEGIN INSERT OR IGNORE INTO {SEALED_TABLE} (one, position) "
+        "VALUES (1, NEW.rowid); END"
+    ),
 )
 
 STATEMENT_CACHE_SIZE: Final = 64
