@@ -19,9 +19,17 @@ Goals:
    batch's events (``append_atomic`` of those events into another fresh ledger,
    timed alone). The acknowledgement is the receiver's: from the request
    reaching the app (headers read) to its 200 sent, so reading the body,
-   decoding, mapping and the commit. The exporter's whole ``export()`` call
-   (its own encoding of the spans, the HTTP round trip) is printed beside it,
-   not judged.
+   decoding, mapping and the commit. Printed beside it, not judged: the
+   client's side, the p95 of the exporter's HTTP round trip (sending the
+   encoded batch until the answer is read) into each receiver, and of its
+   whole ``export()`` call (its own encoding of the spans too).
+
+Each receiver is warmed up with a tenth of a run first; the warm-up's batches
+are neither timed nor among the acknowledgement and commit samples.
+
+Then the MCP server's tool call overhead (:mod:`_mcp_overhead`: ``memory_recall``
+and ``memory_store`` through the SDK's client vs the memory service called
+directly, same run, round-robin) prints its table and two ratios (no goal).
 
 The script reports; it exits 0 even when a goal is missed (the line then says
 MISS).
@@ -48,6 +56,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import requests
 import uvicorn
 from _harness import (
     Case,
@@ -60,6 +69,7 @@ from _harness import (
     run_rounds,
     write_json,
 )
+from _mcp_overhead import measure as measure_mcp
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -232,14 +242,36 @@ def serving(app: object) -> Iterator[str]:
         sock.close()
 
 
+class TimedExporter(OTLPSpanExporter):
+    """The OTLP/HTTP exporter, noting each HTTP round trip's time (client side).
+
+    A round trip is the exporter's ``_export``: the encoded batch sent, the
+    answer read; the exporter's encoding of the spans comes before it.
+    """
+
+    def __init__(self, endpoint: str, trips: list[float]) -> None:
+        super().__init__(endpoint=endpoint, timeout=30)
+        self.trips = trips
+
+    def _export(
+        self, serialized_data: bytes, timeout_sec: float | None = None
+    ) -> requests.Response:
+        with Stopwatch() as watch:
+            response = super()._export(serialized_data, timeout_sec)
+        self.trips.append(watch.seconds)
+        return response
+
+
 def _export_case(
     name: str,
     endpoint: str,
     spans: Spans,
     n_spans: int,
-    acks: list[float] | None,
+    samples: tuple[list[float], list[float]],
 ) -> Case:
-    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=30)
+    """The case of one receiver; ``samples``: its export() times, its round trips."""
+    acks, trips = samples
+    exporter = TimedExporter(endpoint, trips)
 
     def run(n: int) -> float:
         batches = spans.batches(max(1, n // spans.batch))
@@ -250,8 +282,7 @@ def _export_case(
             if result is not SpanExportResult.SUCCESS:
                 sys.exit(f"{name}: the exporter's batch was not acknowledged")
             total += watch.seconds
-            if acks is not None:
-                acks.append(watch.seconds)
+            acks.append(watch.seconds)
         return total
 
     return Case(name, n_spans, run, unit="span", note=f"batches of {spans.batch}")
@@ -320,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         f"bench_collect: Python {platform.python_version()}, "
         f"{n_spans} spans per run in batches of {batch}, {repeat} repetitions"
     )
-    exports: list[float] = []
+    exports: dict[str, tuple[list[float], list[float]]] = {
+        "collect": ([], []),
+        "discard": ([], []),
+    }
     with tempfile.TemporaryDirectory(prefix="bench_collect") as folder:
         child = subprocess.Popen(
             [sys.executable, __file__, "--serve-child", folder],
@@ -333,16 +367,22 @@ def main(argv: list[str] | None = None) -> int:
         endpoints = json.loads(child.stdout.readline())
         spans = Spans(batch)
         cases = [
-            _export_case("collect", endpoints["collect"], spans, n_spans, exports),
-            _export_case("discard", endpoints["discard"], spans, n_spans, None),
+            _export_case(name, endpoints[name], spans, n_spans, exports[name])
+            for name in ("collect", "discard")
         ]
-        series = run_rounds(cases, repeat=repeat, warmup=1)
+        for case in cases:  # warm-up: neither timed nor sampled
+            case.run(max(1, n_spans // 10))
+        warm = {name: len(exports[name][0]) for name in exports}
+        series = run_rounds(cases, repeat=repeat, warmup=0)
         child.stdin.close()
         samples = json.loads(child.stdout.readline())
         child.stdout.close()
         child.wait(60)
-    acks: list[float] = samples["acks"]
-    commits: list[float] = samples["commits"]
+    # The child saw the collect requests in order: the warm-up's come first.
+    acks: list[float] = samples["acks"][warm["collect"] :]
+    commits: list[float] = samples["commits"][warm["collect"] :]
+    export, trip = (exports["collect"][i][warm["collect"] :] for i in (0, 1))
+    floor_trip = exports["discard"][1][warm["discard"] :]
     print_table(series)
     by_name = {s.name: s for s in series}
     ratio = Ratio(
@@ -362,23 +402,37 @@ def main(argv: list[str] | None = None) -> int:
         f"p95 {commit_p95 * 1e3:.1f} ms ({len(commits)} commits) -> ratio "
         f"{factor:.2f}; goal <= {ACK_GOAL:g}x one durable commit"
     )
-    export_p95 = percentile(exports, 95)
+    trip_p95 = percentile(trip, 95)
+    floor_p95 = percentile(floor_trip, 95)
+    print(
+        f"info  client side, the exporter's HTTP round trip of a batch: p95 "
+        f"{trip_p95 * 1e3:.1f} ms into collect ({trip_p95 / commit_p95:.2f}x the "
+        f"commit) vs {floor_p95 * 1e3:.1f} ms into discard"
+    )
+    export_p95 = percentile(export, 95)
     print(
         f"info  the exporter's export() of a batch, encoding and round trip: p95 "
         f"{export_p95 * 1e3:.1f} ms -> {export_p95 / commit_p95:.2f}x the commit"
     )
-    # The MCP section (benchmarks/_mcp_overhead.py, written with the MCP
-    # server) prints its own table and goal lines here, after the OTLP ones;
-    # it is wired in when that module lands.
+    print()
+    print("MCP tool calls vs the memory service called directly")
+    if args.quick:
+        mcp_series, mcp_ratios = measure_mcp(calls=10, entries=50, repeat=2)
+    else:
+        mcp_series, mcp_ratios = measure_mcp()
+    print_table(mcp_series)
+    print_ratios(mcp_ratios)
     if args.json:
-        ack = Series("ack", 1, "batch", seconds=acks)
-        export = Series("export", 1, "batch", seconds=exports)
-        commit = Series("commit", 1, "batch", seconds=commits)
+        samples_of = {"ack": acks, "trip": trip, "export": export, "commit": commits}
         write_json(
             Path(args.json),
             meta={"batch": batch, "spans": n_spans, "repeat": repeat},
-            series=[*series, ack, export, commit],
-            ratios=[ratio],
+            series=[
+                *series,
+                *(Series(k, 1, "batch", seconds=v) for k, v in samples_of.items()),
+                *mcp_series,
+            ],
+            ratios=[ratio, *mcp_ratios],
         )
     return 0
 

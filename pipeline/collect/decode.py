@@ -23,6 +23,7 @@ from turnledger.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 MAX_DEPTH: Final = 32
 """The deepest nesting of attribute values read (arrays and key-value lists)."""
@@ -103,43 +104,68 @@ def decode_protobuf(body: bytes) -> list[Span]:
         service = _service(resource)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                where = f"span {len(spans)}"
-                spans.append(
-                    Span(
-                        trace_id=_pb_id(span.trace_id, 16, f"{where} traceId"),
-                        span_id=_pb_id(span.span_id, 8, f"{where} spanId"),
-                        parent_id=_pb_id(span.parent_span_id, 8, f"{where} parent")
-                        if span.parent_span_id
-                        else "",
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        attributes=_pb_attributes(span.attributes, where),
-                        events=tuple(
-                            SpanEvent(
-                                name=e.name,
-                                time_ns=e.time_unix_nano,
-                                attributes=_pb_attributes(e.attributes, where),
-                            )
-                            for e in span.events
-                        ),
-                        status_code=span.status.code,
-                        status_message=span.status.message,
-                        service=service,
-                    )
-                )
+                spans.append(_pb_span(span, f"span {len(spans)}", service))
     return spans
 
 
-def _pb_id(raw: bytes, size: int, where: str) -> str:
-    if len(raw) != size:
-        msg = f"Expected {where} of {size} bytes, found {len(raw)}"
-        raise CollectError(msg)
-    return raw.hex()
+def _pb_span(span: PbSpan, where: str, service: str) -> Span:
+    trace_id = span.trace_id
+    span_id = span.span_id
+    parent = span.parent_span_id
+    if len(trace_id) != 16:
+        raise _pb_id_error(trace_id, 16, f"{where} traceId")
+    if len(span_id) != 8:
+        raise _pb_id_error(span_id, 8, f"{where} spanId")
+    if parent and len(parent) != 8:
+        raise _pb_id_error(parent, 8, f"{where} parent")
+    status = span.status
+    events = span.events
+    return Span(
+        trace_id=trace_id.hex(),
+        span_id=span_id.hex(),
+        parent_id=parent.hex(),
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano,
+        attributes=_pb_attributes(span.attributes, where),
+        events=tuple(
+            SpanEvent(
+                name=e.name,
+                time_ns=e.time_unix_nano,
+                attributes=_pb_attributes(e.attributes, where),
+            )
+            for e in events
+        )
+        if events
+        else (),
+        status_code=status.code,
+        status_message=status.message,
+        service=service,
+    )
+
+
+def _pb_id_error(raw: bytes, size: int, where: str) -> CollectError:
+    return CollectError(f"Expected {where} of {size} bytes, found {len(raw)}")
+
+
+_PB_SCALARS: Final = frozenset(
+    {"string_value", "bool_value", "int_value", "double_value", "bytes_value"}
+)
 
 
 def _pb_attributes(pairs: Sequence[KeyValue], where: str) -> dict[str, object]:
-    return {kv.key: _pb_value(kv.value, 0, where) for kv in pairs}
+    """A repeated ``KeyValue`` as a dict (scalars read inline: the hot path)."""
+    found: dict[str, object] = {}
+    for kv in pairs:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            found[kv.key] = value.string_value
+        elif kind in _PB_SCALARS:
+            found[kv.key] = getattr(value, kind)
+        else:
+            found[kv.key] = _pb_value(value, 0, where)
+    return found
 
 
 def _pb_value(value: AnyValue, depth: int, where: str) -> object:

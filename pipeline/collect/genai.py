@@ -168,10 +168,12 @@ def _openllmetry_call(attrs: Mapping[str, object]) -> bool:
 
 def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> ModelCall:
     """Read a model call span's model, usage, status and content."""
-    attrs = dict(span.attributes)
-    for event in span.events:
-        if event.name == _DETAILS_EVENT:
-            attrs.update(event.attributes)
+    attrs = span.attributes
+    if any(event.name == _DETAILS_EVENT for event in span.events):
+        attrs = dict(attrs)
+        for event in span.events:
+            if event.name == _DETAILS_EVENT:
+                attrs.update(event.attributes)
     system, inputs, outputs, extra, content = _content(span, attrs, cache, key)
     failed = span.status_code == 2
     error = (
@@ -219,17 +221,13 @@ _Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bo
 def _content(
     span: Span, attrs: Mapping[str, object], cache: InputCache | None, key: str
 ) -> _Content:
-    if any(
-        k in attrs
-        for k in (
-            "gen_ai.input.messages",
-            "gen_ai.output.messages",
-            "gen_ai.system_instructions",
-        )
+    if (
+        "gen_ai.input.messages" in attrs
+        or "gen_ai.output.messages" in attrs
+        or "gen_ai.system_instructions" in attrs
     ):
         return _current(attrs, cache, key)
-    names = {e.name for e in span.events}
-    if names & _EVENT_NAMES:
+    if any(e.name in _EVENT_NAMES for e in span.events):
         return _from_events(span)
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
         return _openllmetry(attrs)
@@ -280,6 +278,21 @@ def _messages(value: object) -> list[_Message] | None:
 _Read: TypeAlias = tuple[str | None, list[Said]]
 """One input message read: its text when a system message, else what it says."""
 
+_Inputs: TypeAlias = tuple[tuple[str, ...], tuple[Said, ...]]
+"""Input messages read: the system messages' texts, the others' said, in order."""
+
+
+def _inputs_of(messages: Sequence[_Message]) -> tuple[int, _Inputs]:
+    """How many messages, and what they say (system texts apart)."""
+    systems: list[str] = []
+    inputs: list[Said] = []
+    for message in messages:
+        system_text, said = _read(message)
+        if system_text is not None:
+            systems.append(system_text)
+        inputs.extend(said)
+    return len(messages), (tuple(systems), tuple(inputs))
+
 
 class InputCache:
     """The last input messages read per conversation (at most ``size`` of them).
@@ -287,14 +300,16 @@ class InputCache:
     A chat span's ``gen_ai.input.messages`` repeats the conversation so far: when
     its JSON text begins with the previous span's messages (that text without
     its closing ``]``, then a comma or the end), only the messages after them
-    are decoded and read. Anything else is read whole.
+    are decoded and read, and added to what was read before. Anything else is
+    read whole. The system instructions last read are remembered too.
     """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
-        self._last: dict[str, tuple[str, list[_Read]]] = {}
+        self._last: dict[str, tuple[str, int, _Inputs]] = {}
+        self._instructions: tuple[object, list[str]] = ("", [])
 
-    def read(self, key: str, text: str) -> list[_Read] | None:
+    def read(self, key: str, text: str) -> _Inputs | None:
         """The messages of ``text`` read, or ``None`` when not of the form."""
         found = self._last.pop(key, None)
         read = None
@@ -304,28 +319,43 @@ class InputCache:
             messages = _messages(text)
             if messages is None:
                 return None
-            read = [_read(m) for m in messages]
-        self._last[key] = (text, read)
+            read = _inputs_of(messages)
+        self._last[key] = (text, *read)
         if len(self._last) > self.size:
             del self._last[next(iter(self._last))]
-        return read
+        return read[1]
+
+    def instructions(self, value: object) -> list[str]:
+        """The texts of ``gen_ai.system_instructions`` (the last value's kept)."""
+        last, texts = self._instructions
+        if type(value) is str and value == last:
+            return list(texts)
+        texts = _instruction_texts(value)
+        if type(value) is str:
+            self._instructions = (value, texts)
+        return list(texts)
 
 
-def _continued(found: tuple[str, list[_Read]], text: str) -> list[_Read] | None:
-    old, read = found
+def _continued(
+    found: tuple[str, int, _Inputs], text: str
+) -> tuple[int, _Inputs] | None:
+    old, count, (systems, inputs) = found
     head = old.rstrip()
-    if not read or not head.endswith("]"):
+    if not count or not head.endswith("]"):
         return None
     head = head[:-1].rstrip()
     if not text.startswith(head):
         return None
     rest = text[len(head) :].lstrip()
     if rest.startswith("]") and not rest[1:].strip():
-        return list(read)
+        return count, (systems, inputs)
     if not rest.startswith(","):
         return None
     more = _messages("[" + rest[1:])
-    return None if more is None else [*read, *(_read(m) for m in more)]
+    if more is None:
+        return None
+    added, (more_systems, more_inputs) = _inputs_of(more)
+    return count + added, (systems + more_systems, inputs + more_inputs)
 
 
 def _read(message: _Message) -> _Read:
@@ -334,26 +364,32 @@ def _read(message: _Message) -> _Read:
     return None, _said_of_typed(message.role, message.parts)
 
 
+def _instruction_texts(value: object) -> list[str]:
+    system_parts = _json(value)
+    if isinstance(system_parts, str):
+        return [system_parts]
+    return [_part_text(p) for p in _seq(system_parts)]
+
+
 def _current(
     attrs: Mapping[str, object], cache: InputCache | None, key: str
 ) -> _Content:
-    system_parts = _json(attrs.get("gen_ai.system_instructions"))
-    system_texts = [_part_text(p) for p in _seq(system_parts)]
-    if isinstance(system_parts, str):
-        system_texts = [system_parts]
+    raw_system = attrs.get("gen_ai.system_instructions")
+    if cache is None:
+        system_texts = _instruction_texts(raw_system)
+    else:
+        system_texts = cache.instructions(raw_system)
     inputs: list[Said] = []
     raw_inputs = attrs.get("gen_ai.input.messages")
-    read: list[_Read] | None
+    read: _Inputs | None
     if cache is not None and isinstance(raw_inputs, str):
         read = cache.read(key, raw_inputs)
     else:
         typed = _messages(raw_inputs)
-        read = None if typed is None else [_read(m) for m in typed]
+        read = None if typed is None else _inputs_of(typed)[1]
     if read is not None:
-        for system_text, said in read:
-            if system_text is not None:
-                system_texts.append(system_text)
-            inputs.extend(said)
+        system_texts.extend(read[0])
+        inputs = list(read[1])
     else:
         for message in _seq(_json(raw_inputs)):
             role = _str(_get(message, "role"))
@@ -362,13 +398,25 @@ def _current(
                 system_texts.append("".join(_part_text(p) for p in parts))
             else:
                 inputs.extend(_said_of_parts(role, parts))
+    outputs, extra = _outputs(attrs.get("gen_ai.output.messages"))
+    system = "\n".join(t for t in system_texts if t) or None
+    return system, inputs, outputs, extra, True
+
+
+def _outputs(value: object) -> tuple[list[AssistantSaid], int]:
+    """The first choice's assistant messages, and how many choices follow it."""
+    typed = _messages(value) if isinstance(value, str) and value[:1] == "[" else None
+    if typed is not None:
+        if not typed:
+            return [], 0
+        said = _said_of_typed("assistant", typed[0].parts)
+        return [s for s in said if isinstance(s, AssistantSaid)], len(typed) - 1
     outputs: list[AssistantSaid] = []
-    choices = _seq(_json(attrs.get("gen_ai.output.messages")))
+    choices = _seq(_json(value))
     for message in choices[:1]:
         said = _said_of_parts("assistant", _seq(_get(message, "parts")))
         outputs.extend(s for s in said if isinstance(s, AssistantSaid))
-    system = "\n".join(t for t in system_texts if t) or None
-    return system, inputs, outputs, max(0, len(choices) - 1), True
+    return outputs, max(0, len(choices) - 1)
 
 
 def _typed_text(part: _Part | str) -> str:

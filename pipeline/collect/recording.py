@@ -137,6 +137,11 @@ class _State:
         self.names: dict[str, str] = {}
         self.open_turn: str | None = None
         self.system: str | None = None
+        # The last model call's input messages read, their prints, and its tool
+        # results without an id (see _Builder._inputs).
+        self.said: tuple[Said, ...] = ()
+        self.said_prints: list[_Print] = []
+        self.said_without_id: list[ToolSaid] = []
 
     def copy(self) -> _State:
         other = _State.__new__(_State)
@@ -153,6 +158,8 @@ class _State:
 
     def apply(self, event: Event) -> None:
         match event:
+            case ModelCalled():
+                return  # the most frequent event, and nothing to fold
             case TurnStarted(turn_id=turn, user_input=text):
                 self.seen.append(("u", text, ()))
                 self.open_turn = turn
@@ -166,10 +173,7 @@ class _State:
             case SystemPromptSet(text=text):
                 self.system = text
             case ItemRecorded(framework="otlp", kind="spans", fields=fields):
-                self.span_ids.update(
-                    entry[1]
-                    for entry in msgspec.json.decode(fields, type=_Listed).spans
-                )
+                self.span_ids.update(entry[1] for entry in _LISTED.decode(fields).spans)
             case _:
                 return
 
@@ -187,7 +191,10 @@ class _Listed(msgspec.Struct):
 
 def spans_without_content(fields: str) -> int:
     """How many spans a ``spans`` item lists as recorded without content."""
-    return len(msgspec.json.decode(fields, type=_Listed).without_content)
+    return len(_LISTED.decode(fields).without_content)
+
+
+_LISTED: Final = msgspec.json.Decoder(_Listed)
 
 
 class Recorder:
@@ -361,7 +368,8 @@ class _Builder:
         if not self.listed:
             return
         listed = _Listed(spans=self.listed, without_content=self.without)
-        self._emit(
+        # Not folded into the state again: add() put its spans there already.
+        self.events.append(
             ItemRecorded(
                 turn_id=self.last_turn,
                 framework=FRAMEWORK,
@@ -370,6 +378,7 @@ class _Builder:
                 typed=True,
             )
         )
+        self.state.version += 1
 
     def _turn(self, span: Span) -> str:
         return self.state.open_turn or f"otlp-{span.span_id}"
@@ -399,14 +408,14 @@ class _Builder:
         self.counts["extra_choices"] += call.extra_choices
         return turn
 
-    def _inputs(self, span: Span, inputs: Sequence[Said]) -> None:
-        prints = [_print(s) for s in inputs if not isinstance(s, ToolSaid)]
-        start = _overlap(self.state.seen, prints)
+    def _inputs(self, span: Span, inputs: tuple[Said, ...]) -> None:
+        """Record the input messages the session does not hold yet."""
+        state = self.state
+        walked, spoken, start = self._unwalked(span, inputs)
         users = 0
-        spoken = 0
-        for said in inputs:
+        for said in walked:
             if isinstance(said, ToolSaid):
-                if said.call_id not in self.state.results:
+                if said.call_id not in state.results:
                     self._result(said, self._turn(span), provenance="imported")
                 continue
             spoken += 1
@@ -426,6 +435,46 @@ class _Builder:
                 )
             else:
                 self._assistant(said, self._turn(span))
+
+    def _unwalked(
+        self, span: Span, inputs: tuple[Said, ...]
+    ) -> tuple[Sequence[Said], int, int]:
+        """What of ``inputs`` to walk, its spoken messages before it, the overlap.
+
+        The overlap is how many spoken messages (user and assistant) of
+        ``inputs`` the session holds already (:func:`_overlap`). A call's input
+        usually repeats the session's previous call's input (``state.said``)
+        and adds to it. When the overlap covers that head, the head is not
+        walked again: its messages are all in the session, and its tool
+        results were recorded when first seen, by their ids, which stay in
+        ``state.results``; only those without an id are looked at again, as a
+        walk would. Otherwise all of ``inputs`` is walked.
+        """
+        state = self.state
+        head = len(state.said)
+        walked: Sequence[Said] = inputs
+        spoken = 0
+        if head and inputs[:head] == state.said:
+            prints = state.said_prints + [
+                _print(s) for s in inputs[head:] if type(s) is not ToolSaid
+            ]
+            start = _overlap(state.seen, prints)
+            if start >= len(state.said_prints):
+                for said in state.said_without_id:
+                    if said.call_id not in state.results:
+                        self._result(said, self._turn(span), provenance="imported")
+                walked = inputs[head:]
+                spoken = len(state.said_prints)
+        else:
+            prints = [_print(s) for s in inputs if type(s) is not ToolSaid]
+            start = _overlap(state.seen, prints)
+        without_id = [s for s in walked if type(s) is ToolSaid and not s.call_id]
+        if walked is not inputs:
+            without_id = state.said_without_id + without_id
+        state.said = inputs
+        state.said_prints = prints
+        state.said_without_id = without_id
+        return walked, spoken, start
 
     def _assistant(self, said: AssistantSaid, turn: str) -> None:
         self._emit(

@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -120,3 +121,105 @@ def test_a_session_forgotten_between_batches_is_read_again_from_its_stream(
         history = load_history(store, keys[TRACE].stream_id).entries
     assert len(keys) == 2
     assert [e.message.text for e in history] == ["q0", "a0", "q1", "a1"]
+
+
+_STEP = st.tuples(
+    st.sampled_from(["q", "again"]),  # the user's words (repeats happen)
+    st.lists(st.sampled_from(["call_1", "call_2", ""]), max_size=2),  # tool calls
+    st.booleans(),  # the tool's own execute_tool span sent too
+    st.sampled_from(["whole", "whole", "trimmed", "system", "spaced"]),
+    st.booleans(),  # the next input carries another answer than the one sent
+)
+
+
+def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[dict]:
+    """An agent's spans: tool round trips, each chat span carrying its input."""
+    history: list[dict[str, object]] = []
+    spans: list[dict[str, object]] = []
+
+    def chat(inputs: str, output: dict[str, object]) -> None:
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": inputs,
+            "gen_ai.output.messages": json.dumps([output]),
+        }
+        spans.append(
+            json_span(TRACE, f"{len(spans) + 1:016x}", attrs, start=len(spans))
+        )
+
+    for words, calls, executed, form, edited in steps:
+        history.append({"role": "user", "parts": [text(words)]})
+        for call_id in calls:
+            call = {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": call_id, "name": "t"}],
+            }
+            chat(json.dumps(history), call)
+            history.append(call)
+            if executed:
+                tool = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.call.result": f"ran {call_id}",
+                }
+                spans.append(
+                    json_span(TRACE, f"{len(spans) + 1:016x}", tool, start=len(spans))
+                )
+            response = {"type": "tool_call_response", "id": call_id, "response": "r"}
+            history.append({"role": "tool", "parts": [response]})
+        inputs = {
+            "whole": json.dumps(history),
+            "trimmed": json.dumps(history[2:]),  # a client that cut its history
+            "system": json.dumps([{"role": "system", "parts": [text("s")]}, *history]),
+            "spaced": " " + json.dumps(history, indent=1),
+        }[form]
+        answer = {"role": "assistant", "parts": [text(f"a{len(history)}")]}
+        chat(inputs, answer)
+        history.append(
+            {"role": "assistant", "parts": [text("edited")]} if edited else answer
+        )
+    return spans
+
+
+def _recorded(folder: Path, batches: list[list[dict]], *, restart: bool) -> list:
+    with open_store(str(folder / f"ledger-{restart}.db")) as store:
+        recorder = Recorder(store)
+        for batch in batches:
+            if restart:  # nothing remembered: each batch read from the stream
+                recorder = Recorder(store)
+            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+        return [
+            (r.stream_id, r.version, msgspec.to_builtins(r.event))
+            for r in store.iter_all()
+        ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(_STEP, min_size=1, max_size=6),
+    st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12),
+    st.lists(st.integers(min_value=0, max_value=20), max_size=3),
+)
+def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+) -> None:
+    """What a receiver remembers between spans (each conversation's last input
+    read, each session's last input walked) changes nothing it records: the
+    same events as a receiver started afresh for every batch, whatever the
+    inputs (trimmed, reformatted, a system message first, an answer other than
+    the one sent, tool results without an id), the cuts and the retries."""
+    spans = _agent_spans(steps)
+    batches = []
+    while spans:
+        size = cuts[len(batches) % len(cuts)]
+        batches.append(spans[:size])
+        spans = spans[size:]
+    for i in retried:
+        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    with tempfile.TemporaryDirectory() as folder:
+        kept = _recorded(Path(folder), batches, restart=False)
+        fresh = _recorded(Path(folder), batches, restart=True)
+    assert kept == fresh
