@@ -100,7 +100,7 @@ def decode_rows(  # noqa: C901 - the hot path, one loop
                             version=row.version,
                             position=row.position,
                             recorded_at=recorded_at,
-                            event=Erased(original_type=row.topic),
+                            event=_as_ledger_event(Erased(original_type=row.topic)),
                         )
                     )
                     continue

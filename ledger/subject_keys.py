@@ -181,7 +181,7 @@ class SubjectKeyStore:
         """Return the live key ``(id, secret)`` of a session stream, if any.
 
         A SQLite store remembers the answer while no other connection changed
-        the file (see :meth:`secret`); its own keys created and destroyed
+        the file (see :meth:`reader`); its own keys created and destroyed
         update it.
         """
         generation = -1
@@ -253,23 +253,17 @@ class SubjectKeyStore:
                 self._sessions[stream_id] = key_id, secret
         return key_id, secret
 
-    def secret(self, key_id: bytes) -> bytes | None:
-        """Return a data key's secret, or ``None`` once it was destroyed.
-
-        A SQLite store keeps the secrets it read while no connection changed
-        the file (``PRAGMA data_version``, checked at every call): a key
-        destroyed by another process is not served from here after its commit.
-        """
-        return self.reader()(key_id)
-
     def reader(self) -> Callable[[bytes], bytes | None]:
-        """Return :meth:`secret` for one read call, the store checked once, now.
+        """Return a lookup of data keys' secrets for one read call.
 
-        A SQLite store's ``PRAGMA data_version`` is read here, not at each
-        lookup: a key another connection destroys after this call reads as
-        live through the returned lookup (the read started before the erasure
-        committed), and as destroyed through every reader made after the
-        commit. A PostgreSQL store has no such cache: each lookup is a SELECT.
+        The lookup returns a key's secret, or ``None`` once it was destroyed.
+        A SQLite store keeps the secrets it read while no other connection
+        changed the file: its ``PRAGMA data_version`` is read here, once, not at
+        each lookup, so a key another connection destroys after this call reads
+        as live through the returned lookup (the read started before the
+        erasure committed), and as destroyed through every lookup made after
+        the commit; its own destruction forgets them at once. A PostgreSQL
+        store has no such cache: each lookup is a SELECT.
         """
         if self.dialect == "sqlite":
             with self._lock:

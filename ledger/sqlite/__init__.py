@@ -361,7 +361,7 @@ class SQLiteBackend:
         row); a ledger from before it is searched once, whole, and the answer
         recorded (a read-only file: searched, nothing recorded).
         """
-        marks = dict(self._query(_SEALED_MARKS))
+        marks = {int(r[0]): int(r[1]) for r in self._query(_SEALED_MARKS)}
         if 1 in marks:
             return int(marks[1])
         if 0 in marks:
