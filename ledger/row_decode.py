@@ -2,9 +2,9 @@
 
 The store's read path: :func:`decode_row` decodes one row through the mapper
 (every typed, located error comes from there), and :func:`decode_rows` is the
-replay hot path, which decodes clear frames of current schema versions with one
-typed decode over the body and falls back to :func:`decode_row` for anything
-else.
+replay hot path, which decodes frames of current schema versions with one typed
+decode over the body (decrypted and opened first when encrypted or sealed) and
+falls back to :func:`~ledger.frame_decode.decode_frame` for anything else.
 """
 
 from __future__ import annotations
