@@ -456,7 +456,7 @@ class _Builder:
         spoken = 0
         if head and inputs[:head] == state.said:
             prints = state.said_prints + [
-                _print(s) for s in inputs[head:] if type(s) is not ToolSaid
+                _print(s) for s in inputs[head:] if not isinstance(s, ToolSaid)
             ]
             start = _overlap(state.seen, prints)
             if start >= len(state.said_prints):
@@ -466,9 +466,9 @@ class _Builder:
                 walked = inputs[head:]
                 spoken = len(state.said_prints)
         else:
-            prints = [_print(s) for s in inputs if type(s) is not ToolSaid]
+            prints = [_print(s) for s in inputs if not isinstance(s, ToolSaid)]
             start = _overlap(state.seen, prints)
-        without_id = [s for s in walked if type(s) is ToolSaid and not s.call_id]
+        without_id = [s for s in walked if isinstance(s, ToolSaid) and not s.call_id]
         if walked is not inputs:
             without_id = state.said_without_id + without_id
         state.said = inputs
