@@ -29,6 +29,7 @@ recorded, so ``turnledger history`` shows the branch the graph holds (see
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -63,6 +64,11 @@ from turnledger.adapters.langgraph.state import (
 from turnledger.adapters.langgraph.threads import CHANNEL, Threads
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.policies.pricing import ModelPrice
+
+_COUNTER_WIDTH = 10
+"""Digits of a version's counter (a thread writes far fewer checkpoints)."""
+_SUFFIX_BYTES = 6
+"""Random bytes of a version's suffix (URL-safe base64: 8 characters, 48 bits)."""
 
 # The class defines ``list`` (LangGraph's method), so its annotations use aliases.
 Names = list[str]
@@ -147,6 +153,24 @@ class TurnledgerSaver(AsyncTwins):
         _tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def get_next_version(  # type: ignore[override]  # an int thread stays int
+        self, current: str | int | None, channel: None
+    ) -> str | int:
+        """The version a channel written after ``current`` gets; unique per thread.
+
+        A zero-padded counter, ``.``, and a random suffix (LangGraph's own savers'
+        shape, shorter), so the versions a fork writes never equal the ones of the
+        branch it left (each stored channel value is looked up by its version),
+        and they sort as the counter does. A thread stored before this (int
+        versions) keeps counting in ints: LangGraph compares a thread's
+        versions, and an int with a str raises.
+        """
+        del channel
+        if isinstance(current, int):
+            return current + 1
+        count = 0 if current is None else int(str(current).split(".", 1)[0])
+        return f"{count + 1:0{_COUNTER_WIDTH}}.{secrets.token_urlsafe(_SUFFIX_BYTES)}"
 
     # -- folding -------------------------------------------------------------------
 
