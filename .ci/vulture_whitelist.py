@@ -119,6 +119,7 @@ _.adelete_thread  # idem
 _.adelete_for_runs  # idem
 _.aprune  # idem
 _.acopy_thread  # idem
+_.get_next_version  # LangGraph's channel versions, asked of the checkpointer (TurnledgerSaver)
 _.abatch  # LangGraph BaseStore's async API (TurnledgerStore)
 _.supports_ttl  # LangGraph BaseStore's capability flag (TurnledgerStore)
 _.from_url  # LangGraph saver and store opened from a ledger URL (docs, tests)
