@@ -20,9 +20,9 @@ Goals:
    timed alone). The acknowledgement is the receiver's: from the request
    reaching the app (headers read) to its 200 sent, so reading the body,
    decoding, mapping and the commit. Printed beside it, not judged: the
-   client's side, the p95 of the exporter's HTTP round trip (sending the
-   encoded batch until the answer is read) into each receiver, and of its
-   whole ``export()`` call (its own encoding of the spans too).
+   medians of both; the client's side, the p95 of the exporter's HTTP round
+   trip (sending the encoded batch until the answer is read) into each
+   receiver, and of its whole ``export()`` call (its own encoding too).
 
 Each receiver is warmed up with a tenth of a run first; the warm-up's batches
 are neither timed nor among the acknowledgement and commit samples.
@@ -401,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{batch} ({len(acks)} batches) vs one durable commit of a batch's events "
         f"p95 {commit_p95 * 1e3:.1f} ms ({len(commits)} commits) -> ratio "
         f"{factor:.2f}; goal <= {ACK_GOAL:g}x one durable commit"
+    )
+    print(
+        f"info  medians: acknowledgement {percentile(acks, 50) * 1e3:.1f} ms, one "
+        f"durable commit {percentile(commits, 50) * 1e3:.1f} ms -> ratio "
+        f"{percentile(acks, 50) / percentile(commits, 50):.2f}"
     )
     trip_p95 = percentile(trip, 95)
     floor_p95 = percentile(floor_trip, 95)
