@@ -21,6 +21,9 @@ kinds ``checkpoint`` and ``writes``, still read as they always did).
 - A value spec ``["e"]`` (empty) is ``0`` and ``["n"]`` (null) is ``1``.
 - ``vs`` is ``[[node, [[channel, version], ...]], ...]``; a checkpoint stored whole
   (no parent to be a delta of) carries ``f: 1``.
+- When every value entry of a ``cp`` carries the same string version (no ``cv``:
+  the channels a step wrote) and there are two or more, the entries leave it out
+  and ``vv`` holds it once.
 - ``md`` (in either form) is a blob, or ``1`` or a dict of keys: the parent's
   metadata with the next ``step``, and those keys set (:func:`metadata_delta`).
 
@@ -232,6 +235,21 @@ def metadata_delta(
 _CP_RARE: Final = ("v", "ns", "x", "cv", "cvd", "vsd")
 
 
+def _shared_version(record: Record, vals: list[list[Any]]) -> str | None:
+    """The string version every value entry of a record carries, if one does.
+
+    A record without ``cv`` gives each value entry its version, and the values
+    a step writes share one; an int version (short already), or a string one of
+    a single entry (shorter where it is), is left as it is.
+    """
+    if "cv" in record or len(vals) < 2 or any(len(e) != 3 for e in vals):
+        return None
+    first = vals[0][2]
+    if not isinstance(first, str) or any(e[2] != first for e in vals):
+        return None
+    return first
+
+
 def compact(kind: str, record: Record, table: CompactTable) -> list[Any]:
     """The compact form of a dict record built against a thread's ``table``.
 
@@ -259,6 +277,9 @@ def compact(kind: str, record: Record, table: CompactTable) -> list[Any]:
             [names.ref(e[0]), _pack_spec(e[1], latest, names), *e[2:]]
             for e in record["vals"]
         ]
+        shared = _shared_version(record, vals)
+        if shared is not None:
+            vals = [e[:2] for e in vals]
         vs = [
             [names.ref(node), [[names.ref(c), v] for c, v in seen.items()]]
             for node, seen in record["vs"].items()
@@ -275,6 +296,8 @@ def compact(kind: str, record: Record, table: CompactTable) -> list[Any]:
         rare = {k: record[k] for k in _CP_RARE if k in record}
         if not record.get("d"):
             rare["f"] = 1
+        if shared is not None:
+            rare["vv"] = shared
     if names.new:
         rare["n"] = names.new
     if rare:
@@ -313,7 +336,9 @@ def expand(kind: str, data: list[Any], table: CompactTable) -> Record:
         "u": data[3],
         "md": data[4],
         "vals": [
-            [names[e[0]], _unpack_spec(e[1], latest, names), *e[2:]] for e in data[5]
+            [names[e[0]], _unpack_spec(e[1], latest, names), *e[2:]]
+            + ([rare["vv"]] if "vv" in rare else [])
+            for e in data[5]
         ],
         "vs": {names[node]: {names[c]: v for c, v in seen} for node, seen in data[6]},
     }
