@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import (
 )
 
 
-class AsyncTwins(BaseCheckpointSaver[int]):
+class AsyncTwins(BaseCheckpointSaver[str]):
     """A checkpoint saver whose ``a*`` methods run the sync methods in a thread."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -24,7 +24,9 @@ A root checkpoint written from a parent that is not the thread's latest
 checkpoint (a run resumed from an older checkpoint) is a fork: a
 ``session.rewound`` takes the history back to what it was when the parent was
 recorded, so ``turnledger history`` shows the branch the graph holds (see
-:meth:`~turnledger.adapters.langgraph.records.RecordEncoder.branch`).
+:meth:`~turnledger.adapters.langgraph.records.RecordEncoder.branch`). Channel
+versions differ between branches (:meth:`TurnledgerSaver.get_next_version`), so
+going back to a branch left earlier reads its checkpoints' own values.
 """
 
 from __future__ import annotations
@@ -162,9 +164,11 @@ class TurnledgerSaver(AsyncTwins):
         A zero-padded counter, ``.``, and a random suffix (LangGraph's own savers'
         shape, shorter), so the versions a fork writes never equal the ones of the
         branch it left (each stored channel value is looked up by its version),
-        and they sort as the counter does. A thread stored before this (int
-        versions) keeps counting in ints: LangGraph compares a thread's
-        versions, and an int with a str raises.
+        and they sort as the counter does (the suffix: 48 random bits). A thread
+        stored before this (int versions) keeps counting in ints, as LangGraph
+        compares a thread's versions and an int with a str raises; on such a
+        thread a fork still reuses the versions of the branch it left, whose
+        checkpoints then read back the fork's values.
         """
         del channel
         if isinstance(current, int):
