@@ -13,6 +13,10 @@ Checks stricter than the documented rule go to ``warnings`` (the placement
 providers enforce: OpenAI Chat and Anthropic want each result in the block right
 after its call, see :func:`policies.pairing.audit_pairing`); they change the exit
 code only with ``--strict``.
+
+An OTLP JSON span file is audited by
+:func:`pipeline.collect.files.audit_otlp_file`, through the import's mapping,
+into this module's report.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from turnledger.pipeline.collected import NOT_RECORDED, spans_without_content
 from turnledger.pipeline.formats import ParsedTranscript, read_transcript
 from turnledger.pipeline.formats.counts import (
     PairingRule,
@@ -165,9 +170,13 @@ def audit_sessions(store: EventStore, sessions: Iterable[SessionRef]) -> AuditRe
 
     Every recorded message of each session is audited (trimmed ones included,
     a fork's source prefix too), as :func:`pipeline.sessions.load_history`
-    returns them.
+    returns them. Spans collected without their content (OTLP model calls
+    recorded as usage only, tool runs without their result) are counted under
+    ``skipped`` as :data:`~pipeline.collected.NOT_RECORDED`: the
+    conversation they held is not in the ledger.
     """
-    return audit_conversations(
+    sessions = list(sessions)
+    report = audit_conversations(
         "ledger",
         (
             (
@@ -177,6 +186,10 @@ def audit_sessions(store: EventStore, sessions: Iterable[SessionRef]) -> AuditRe
             for s in sessions
         ),
     )
+    missing = spans_without_content(store, (s.stream_id for s in sessions))
+    if not missing:
+        return report
+    return msgspec.structs.replace(report, skipped={NOT_RECORDED: missing})
 
 
 def audit_parsed(parsed: ParsedTranscript) -> AuditReport:

@@ -35,6 +35,7 @@ __all__ = [
     "FileOutcome",
     "describe",
     "import_file",
+    "import_otlp_file",
     "transcript_files",
 ]
 
@@ -70,8 +71,8 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
         problems: Malformed lines, ``(line, message)``.
         written: The events written now.
         error: Why the file was not imported (one line), else ``None``.
-        coverage: How every record of it ended (``None`` when it failed, and
-            for OTLP files).
+        coverage: How every record of it ended (``None`` when it failed; an
+            OTLP file's records are its spans).
     """
 
     file: str
@@ -156,7 +157,9 @@ def import_file(
     """
     try:
         if format == "otlp" or (format == "auto" and _looks_like_otlp(file)):
-            return _import_otlp(store, file, otlp_agent, max_bytes, pricing)
+            return import_otlp_file(
+                store, file, agent=otlp_agent, max_bytes=max_bytes, pricing=pricing
+            )
         from turnledger.pipeline.formats.read import (  # noqa: PLC0415 - readers
             read_transcript_source,
         )
@@ -195,20 +198,34 @@ def _looks_like_otlp(file: str) -> bool:
     return looks_like_otlp(file)
 
 
-def _import_otlp(
+def import_otlp_file(
     store: EventStore,
     file: str,
+    *,
     agent: str | None,
     max_bytes: int,
-    pricing: Mapping[str, ModelPrice] | None,
+    pricing: Mapping[str, ModelPrice] | None = None,
 ) -> FileImport:
+    """Import an OTLP JSON span file (the receiver's mapping, one append).
+
+    Its ``coverage`` counts spans (:func:`.collect.coverage.file_coverage`);
+    it is ``already_imported`` when every span recorded was in the ledger
+    before, and its sessions are those written now.
+
+    Raises:
+        CollectError: The file is not OTLP JSON, or a span of no known shape
+            holds model traffic; nothing was written.
+        InvalidEventError: A span cannot be recorded; nothing was written.
+        InputFileError: The file is missing, not a regular file or too large.
+    """
     from turnledger.pipeline.collect.files import (  # noqa: PLC0415
         import_otlp,
         read_otlp_file,
+        skipped_of,
     )
 
     spans = read_otlp_file(Path(file), max_bytes=max_bytes)
-    report = import_otlp(store, spans, agent=agent, pricing=pricing)
+    report, coverage = import_otlp(store, spans, agent=agent, pricing=pricing)
     sessions = tuple(
         ImportedSession(
             session=s.session,
@@ -225,5 +242,7 @@ def _import_otlp(
         outcome="already_imported" if again else "imported",
         format="otlp",
         sessions=sessions,
+        skipped=skipped_of(report),
         written=report.events,
+        coverage=coverage,
     )

@@ -147,56 +147,6 @@ DEFAULT_IMPORT_AGENT: Final = "imported"
 """``import --agent``'s default: an OTLP file's sessions keep their service names."""
 
 
-def cmd_import_otlp(args: argparse.Namespace) -> int:
-    """``turnledger import`` of an OTLP JSON file (``--format otlp`` or detected).
-
-    The file's spans are recorded as ``collect`` records a batch, in one
-    atomic append. Sessions are the spans' conversations or traces, so
-    ``--session`` is refused; the agent is each span's ``service.name``
-    unless ``--agent`` names another than its default.
-    """
-    from pathlib import Path
-
-    from turnledger.pipeline.collect.files import import_otlp, read_otlp_file
-
-    if args.session is not None:
-        msg = (
-            "Expected no --session for an OTLP file (its sessions are its "
-            f"conversations and traces), found {args.session!r}"
-        )
-        raise UsageError(msg)
-    cfg = config(args)
-    spans = read_otlp_file(Path(args.file), max_bytes=cfg.runtime.max_input_bytes)
-    agent = None if args.agent == DEFAULT_IMPORT_AGENT else args.agent
-    with open_ledger(args) as store:
-        report = import_otlp(store, spans, agent=agent, pricing=cfg.pricing)
-    skipped = {
-        **{f"span of operation {k}": n for k, n in report.known.items()},
-        **{f"span of no known shape ({k})": n for k, n in report.unknown.items()},
-    }
-    if report.duplicates:
-        skipped["span already in the ledger"] = report.duplicates
-    if report.without_content:
-        skipped["span without content (usage only)"] = report.without_content
-    if report.extra_choices:
-        skipped["output choice after the first"] = report.extra_choices
-    if args.json:
-        print_json(
-            {
-                "format": "otlp",
-                "sessions": report.sessions,
-                "skipped": dict(sorted(skipped.items())),
-                "problems": [],
-            }
-        )
-        return 0
-    for s in report.sessions:
-        print(f"imported {s.session} (agent {s.agent}): {s.events} events")
-    for kind, n in sorted(skipped.items()):
-        print(f"skipped {n} x {kind}")
-    return 0
-
-
 COMMANDS: Final[dict[str, Command]] = {"collect": cmd_collect}
 
 

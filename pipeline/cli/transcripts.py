@@ -67,8 +67,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     With --json: format, sessions (session, agent, stream, events,
     conversation, outcome), skipped, problems (line, message, file), written,
     coverage (records read, mapped, accounted, by kind and reason, summed over
-    the files read), and files (file, outcome: imported|already_imported|failed,
-    format, sha256, sessions, skipped, problems, written, error, coverage).
+    the files read; an OTLP file's records are its spans), and files (file,
+    outcome: imported|already_imported|failed, format, sha256, sessions,
+    skipped, problems, written, error, coverage).
 
     Example: turnledger import session.jsonl --agent ops --json
     """
@@ -94,10 +95,7 @@ def _import_one(args: argparse.Namespace, file: str) -> int:
     from turnledger.pipeline.collect.files import looks_like_otlp
 
     if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(file)):
-        from turnledger.pipeline.cli.collect import cmd_import_otlp
-
-        args.file = file
-        return cmd_import_otlp(args)
+        return _import_otlp(args, file)
     from turnledger.pipeline.formats.read import read_transcript_source
     from turnledger.pipeline.import_files import FileImport
     from turnledger.pipeline.importer import import_transcript
@@ -120,6 +118,35 @@ def _import_one(args: argparse.Namespace, file: str) -> int:
             pricing=cfg.pricing,
         )
     _print_imports(args, [FileImport.of(file, report)])
+    return 0
+
+
+def _import_otlp(args: argparse.Namespace, file: str) -> int:
+    """An OTLP JSON file: its spans recorded as ``collect`` records a batch.
+
+    Sessions are the spans' conversations or traces, so ``--session`` is
+    refused; the agent is each span's ``service.name`` unless ``--agent``
+    names another than its default.
+    """
+    from turnledger.pipeline.cli.collect import DEFAULT_IMPORT_AGENT
+    from turnledger.pipeline.import_files import import_otlp_file
+
+    if args.session is not None:
+        msg = (
+            "Expected no --session for an OTLP file (its sessions are its "
+            f"conversations and traces), found {args.session[:200]!r}"
+        )
+        raise UsageError(msg)
+    cfg = config(args)
+    with open_ledger(args) as store:
+        done = import_otlp_file(
+            store,
+            file,
+            agent=None if args.agent == DEFAULT_IMPORT_AGENT else args.agent,
+            max_bytes=cfg.runtime.max_input_bytes,
+            pricing=cfg.pricing,
+        )
+    _print_imports(args, [done])
     return 0
 
 
@@ -244,20 +271,7 @@ def _ledger_audit(
         sessions = [s for s in list_sessions(store) if agent in (None, s.agent)]
     else:
         sessions = [resolve_session(store, target, agent=agent)]
-    report = audit_sessions(store, sessions)
-    # Collected spans whose content was not captured: the conversation is not
-    # in the ledger, and the audit says so (pipeline.collect.coverage).
-    from turnledger.pipeline.collect.coverage import (
-        NOT_RECORDED,
-        spans_without_content,
-    )
-
-    missing = spans_without_content(store, (s.stream_id for s in sessions))
-    if not missing:
-        return report
-    import msgspec
-
-    return msgspec.structs.replace(report, skipped={NOT_RECORDED: missing})
+    return audit_sessions(store, sessions)
 
 
 def _refuse_unmapped(report: AuditReport, *, strict: bool) -> None:
@@ -287,16 +301,24 @@ def cmd_audit(args: argparse.Namespace) -> int:
     unpaired_calls, unpaired_results, violations and warnings (kind, id,
     conversation, position), skipped (item kinds with counts), problems
     (line, message) and coverage (read, mapped, accounted, kinds, reasons,
-    first, refused; null for ledger sessions).
+    first, refused; null for ledger sessions). An OTLP JSON span file
+    (detected, or --format otlp) is audited as import would record it: its
+    sessions are the conversations, its spans the records (a span of no
+    known shape holding model traffic refuses it). Ledger sessions count
+    collected spans without content under skipped (conversation not recorded).
 
     Example: turnledger audit transcript.jsonl --json
     """
     from turnledger.pipeline.audit import audit_file
+    from turnledger.pipeline.collect.files import audit_otlp_file, looks_like_otlp
 
     target = args.target
     if target is not None and Path(target).is_file():
         limit = config(args).runtime.max_input_bytes
-        report = audit_file(Path(target), fmt=args.format, max_bytes=limit)
+        if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(target)):
+            report = audit_otlp_file(target, max_bytes=limit)
+        else:
+            report = audit_file(Path(target), fmt=args.format, max_bytes=limit)
         _refuse_unmapped(report, strict=args.strict)
     else:
         with open_ledger(args) as store:
@@ -550,7 +572,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "target", nargs="?", default=None, help="a session or a transcript file"
         )
-        p.add_argument("--format", choices=formats, default="auto")
+        p.add_argument("--format", choices=[*formats, "otlp"], default="auto")
         p.add_argument(
             "--strict",
             action="store_true",

@@ -1,47 +1,114 @@
-"""What collected sessions lack: spans recorded without their conversation.
+"""What an OTLP file's spans became, and what collected sessions lack.
+
+A file's coverage (:func:`file_coverage`) counts its spans as records of kind
+``span``, as every transcript reader counts its records: a model call or tool
+run span recorded is *mapped* (one whose content was not captured too: its
+``model.called`` carries the usage, and ``skipped`` counts it as ``span without
+content (usage only)``); the others are *accounted* for with a reason: a GenAI
+operation that carries no message of its own (``invoke_agent``, ...), a span
+already in the ledger (sent or imported before, or twice in the file), or a
+span of no known shape (counted, not guessed). A span of no known shape that
+holds model traffic (messages, tool arguments or results, token usage: see
+:func:`~.genai.model_traffic`) is what no reader understands, and refuses the
+file (:func:`refused_span`); one without (an HTTP server span) is accounted.
 
 A model call span whose content was not captured records its usage only, and a
 tool run without its result records nothing but its place in the batch's
 ``item.recorded`` (framework ``otlp``, kind ``spans``, its id listed under
-``without_content``). The
-ledger ``audit`` reports them under ``skipped`` with :data:`NOT_RECORDED`, so
-a clean pairing audit of such a session still says its conversation is not
-there.
+``without_content``, see :mod:`pipeline.collected`). The ledger audit
+(:func:`turnledger.pipeline.audit.audit_sessions`) reports them under
+``skipped`` with :data:`NOT_RECORDED`, so a clean pairing audit of such a
+session still says its conversation is not there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from turnledger.ledger.events import ItemRecorded
-from turnledger.pipeline.collect.recording import (
-    FRAMEWORK,
-    SPANS_KIND,
-)
-from turnledger.pipeline.collect.recording import (
-    spans_without_content as listed_without_content,
-)
+from turnledger.pipeline.collect.genai import classify, model_traffic
+from turnledger.pipeline.collected import NOT_RECORDED, spans_without_content
+from turnledger.pipeline.formats.model import Coverage
 
 if TYPE_CHECKING:
-    from uuid import UUID
+    from turnledger.pipeline.collect.decode import Span
 
-    from turnledger.ledger.store import EventStore
+__all__ = [
+    "ALREADY_RECORDED",
+    "NOT_RECORDED",
+    "NO_KNOWN_SHAPE",
+    "NO_MESSAGES",
+    "SPAN",
+    "file_coverage",
+    "refused_span",
+    "spans_without_content",
+]
 
-NOT_RECORDED: Final = "otlp span without content (conversation not recorded)"
-"""The ``skipped`` kind a ledger audit counts such spans under."""
+SPAN: Final = "span"
+"""The record kind of an OTLP file's coverage."""
+
+NO_MESSAGES: Final = "GenAI operation without messages of its own"
+ALREADY_RECORDED: Final = "already in the ledger"
+NO_KNOWN_SHAPE: Final = "no known shape (counted, not guessed)"
 
 
-def spans_without_content(store: EventStore, streams: Iterable[UUID]) -> int:
-    """Count the spans recorded without content in these session streams."""
-    found = 0
-    for stream in streams:
-        for recorded in store.read_stream(stream, types=(ItemRecorded,)):
-            event = recorded.event
-            if (
-                isinstance(event, ItemRecorded)
-                and event.framework == FRAMEWORK
-                and event.kind == SPANS_KIND
-            ):
-                found += listed_without_content(event.fields)
-    return found
+def _where(number: int, span: Span, label: str) -> str:
+    return f"span {number} ({span.span_id}, {label})"
+
+
+def refused_span(spans: Sequence[Span]) -> str:
+    """Why a file's spans cannot be read fully, or ``""``.
+
+    The first span of no known shape that holds model traffic, named by its
+    place in the file, its id and label, and what it holds.
+    """
+    for number, span in enumerate(spans, 1):
+        kind, label = classify(span.attributes)
+        if kind == "unknown" and (held := model_traffic(span)) is not None:
+            return f"{_where(number, span, label)} holds {held}"[:300]
+    return ""
+
+
+def file_coverage(spans: Sequence[Span], duplicates: Sequence[str]) -> Coverage:
+    """How every span of a file ended (see the module's doc).
+
+    Args:
+        spans: The file's spans, in file order.
+        duplicates: The recorder's duplicates (one id per span found
+            already recorded); of the spans sharing an id, the last are the
+            duplicates.
+    """
+    recordable = Counter(
+        span.span_id
+        for span in spans
+        if classify(span.attributes)[0] in ("chat", "tool")
+    )
+    fresh = recordable - Counter(duplicates)  # per id: the first ones are mapped
+    reasons: Counter[str] = Counter()
+    first = ""
+    for number, span in enumerate(spans, 1):
+        kind, label = classify(span.attributes)
+        if kind == "known":
+            reason = NO_MESSAGES
+        elif kind == "unknown":
+            reason = NO_KNOWN_SHAPE
+        elif fresh[span.span_id] > 0:
+            fresh[span.span_id] -= 1
+            continue
+        else:
+            reason = ALREADY_RECORDED
+        reasons[f"{SPAN} {label}: {reason}"[:200]] += 1
+        first = first or f"{_where(number, span, label)}: {reason}"[:200]
+    accounted = reasons.total()
+    read = len(spans)
+    return Coverage(
+        read=read,
+        mapped=read - accounted,
+        accounted=accounted,
+        kinds={SPAN: {"read": read, "mapped": read - accounted, "accounted": accounted}}
+        if spans
+        else {},
+        reasons=dict(sorted(reasons.items())),
+        first=first,
+    )

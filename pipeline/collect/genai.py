@@ -136,28 +136,76 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     ``cache`` remembers each conversation's last input messages, so a later
     span's input, which repeats them, is read from where they end.
     """
-    attrs = span.attributes
-    op = _str(attrs.get("gen_ai.operation.name"))
-    conversation = _str(attrs.get("gen_ai.conversation.id")) or None
-    if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
-        label = op or _str(attrs.get("llm.request.type")) or "chat"
+    kind, label = classify(span.attributes)
+    if kind == "unknown":
+        return SpanReading(kind=kind, label=label)
+    conversation = _str(span.attributes.get("gen_ai.conversation.id")) or None
+    if kind == "chat":
         return SpanReading(
-            kind="chat",
+            kind=kind,
             label=label,
             call=read_call(span, cache, conversation or span.trace_id),
             conversation=conversation,
         )
-    if op == "execute_tool":
+    if kind == "tool":
         return SpanReading(
-            kind="tool",
-            label=op,
-            tool=_read_tool(span),
-            conversation=conversation,
+            kind=kind, label=label, tool=_read_tool(span), conversation=conversation
         )
+    return SpanReading(kind=kind, label=label, conversation=conversation)
+
+
+def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
+    """A span's kind and the label it is counted by, from its attributes alone.
+
+    The first step of :func:`read_span` (which reads nothing more to decide).
+    """
+    op = _str(attrs.get("gen_ai.operation.name"))
+    if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
+        return "chat", op or _str(attrs.get("llm.request.type")) or "chat"
+    if op == "execute_tool":
+        return "tool", op
     if op in KNOWN_OPERATIONS:
-        return SpanReading(kind="known", label=op, conversation=conversation)
-    label = f"operation {op[:64]}" if op else "no gen_ai.operation.name"
-    return SpanReading(kind="unknown", label=label)
+        return "known", op
+    return "unknown", f"operation {op[:64]}" if op else "no gen_ai.operation.name"
+
+
+_TRAFFIC_KEYS: Final = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "gen_ai.usage.completion_tokens",
+)
+_TRAFFIC_PREFIXES: Final = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages",
+    "llm.output_messages",
+    "llm.prompts",
+    "llm.token_count.",
+)
+
+
+def model_traffic(span: Span) -> str | None:
+    """What model traffic a span holds (the first such attribute or event), or ``None``.
+
+    Messages, tool call arguments or results, or token usage, by the GenAI
+    conventions (current and previous), OpenLLMetry's indexed attributes or
+    OpenInference's ``llm.*`` ones. A span of no known shape holding them is
+    model traffic no reader understands; one without them (an HTTP server
+    span, a database span) is not model traffic.
+    """
+    for key in span.attributes:
+        if key in _TRAFFIC_KEYS or key.startswith(_TRAFFIC_PREFIXES):
+            return f"the attribute {key[:100]}"
+    for event in span.events:
+        if event.name in _EVENT_NAMES or event.name == _DETAILS_EVENT:
+            return f"the event {event.name}"
+    return None
 
 
 def _openllmetry_call(attrs: Mapping[str, object]) -> bool:

@@ -64,6 +64,7 @@ from turnledger.pipeline.collect.genai import (
     UserSaid,
     read_span,
 )
+from turnledger.pipeline.collected import FRAMEWORK, LISTED, SPANS_KIND, SpansListed
 from turnledger.policies.pricing import (
     ModelPrice,
     PricingError,
@@ -72,11 +73,6 @@ from turnledger.policies.pricing import (
 )
 from turnledger.policies.scrubbing import summarize
 
-FRAMEWORK: Final = "otlp"
-"""The ``framework`` of the ``item.recorded`` events a collected span writes."""
-
-SPANS_KIND: Final = "spans"
-"""The ``kind`` of the ``item.recorded`` event listing a batch's spans in a session."""
 CHANNEL: Final = "otlp"
 UNKNOWN: Final = "unknown"
 _ATTEMPTS: Final = 3
@@ -173,28 +169,9 @@ class _State:
             case SystemPromptSet(text=text):
                 self.system = text
             case ItemRecorded(framework="otlp", kind="spans", fields=fields):
-                self.span_ids.update(entry[1] for entry in _LISTED.decode(fields).spans)
+                self.span_ids.update(entry[1] for entry in LISTED.decode(fields).spans)
             case _:
                 return
-
-
-class _Listed(msgspec.Struct):
-    """The ``fields`` of a ``spans`` item.
-
-    ``[trace id, span id, operation]`` of each span recorded, and the ids of
-    those recorded without content.
-    """
-
-    spans: list[tuple[str, str, str]]
-    without_content: list[str] = msgspec.field(default_factory=list)
-
-
-def spans_without_content(fields: str) -> int:
-    """How many spans a ``spans`` item lists as recorded without content."""
-    return len(_LISTED.decode(fields).without_content)
-
-
-_LISTED: Final = msgspec.json.Decoder(_Listed)
 
 
 class Recorder:
@@ -220,8 +197,13 @@ class Recorder:
         self._states: dict[UUID, _State] = {}
         self._lock = threading.Lock()
 
-    def record(self, spans: Sequence[Span]) -> BatchReport:
+    def record(
+        self, spans: Sequence[Span], *, duplicates: list[str] | None = None
+    ) -> BatchReport:
         """Record a batch atomically; returns once it is durable.
+
+        ``duplicates``, when given, receives the id of each span found
+        already recorded, once per span (:attr:`BatchReport.duplicates` of them).
 
         Raises:
             InvalidEventError: A span cannot be recorded; nothing was written.
@@ -231,14 +213,19 @@ class Recorder:
         with self._lock:
             for attempt in range(_ATTEMPTS):
                 try:
-                    return self._record(spans)
+                    report, found = self._record(spans)
                 except ConcurrencyError:
                     self._states.clear()  # another writer: read them again
                     if attempt == _ATTEMPTS - 1:
                         raise
+                else:
+                    if duplicates is not None:
+                        duplicates.extend(found)
+                    return report
             raise AssertionError  # pragma: no cover - the loop returns or raises
 
-    def _record(self, spans: Sequence[Span]) -> BatchReport:
+    def _record(self, spans: Sequence[Span]) -> tuple[BatchReport, list[str]]:
+        """Record a batch; return its report and its duplicates' ids."""
         readings = [(span, read_span(span, self._inputs)) for span in spans]
         known: Counter[str] = Counter()
         unknown: Counter[str] = Counter()
@@ -262,6 +249,7 @@ class Recorder:
         appends: list[Append] = []
         states: list[_State] = []
         totals = Counter[str]()
+        found: list[str] = []
         for (agent, key), members in grouped.items():
             state = self._state(agent, key).copy()
             builder = _Builder(state, self.pricing)
@@ -270,6 +258,7 @@ class Recorder:
                 builder.add(span, reading)
             builder.finish()
             totals.update(builder.counts)
+            found.extend(builder.duplicates)
             if builder.events:
                 digest = hashlib.sha256(
                     ",".join(sorted(s[1] for s in builder.listed)).encode()
@@ -308,7 +297,7 @@ class Recorder:
                 for s, a in zip(states, appends, strict=True)
             ),
             events=sum(len(a.events) for a in appends),
-        )
+        ), found
 
     def _state(self, agent: str, key: str) -> _State:
         stream = session_stream_id(agent, key)
@@ -331,6 +320,7 @@ class _Builder:
         self.events: list[Event] = []
         self.listed: list[tuple[str, str, str]] = []
         self.without: list[str] = []
+        self.duplicates: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -346,6 +336,7 @@ class _Builder:
     def add(self, span: Span, reading: SpanReading) -> None:
         if span.span_id in self.state.span_ids:
             self.counts["duplicates"] += 1
+            self.duplicates.append(span.span_id)
             return
         turn = self.state.open_turn or f"otlp-{span.span_id}"
         content = True
@@ -367,7 +358,7 @@ class _Builder:
         """List the spans recorded (one ``item.recorded`` for the batch)."""
         if not self.listed:
             return
-        listed = _Listed(spans=self.listed, without_content=self.without)
+        listed = SpansListed(spans=self.listed, without_content=self.without)
         # Not folded into the state again: add() put its spans there already.
         self.events.append(
             ItemRecorded(
