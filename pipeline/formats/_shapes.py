@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from turnledger.pipeline.formats import (
     anthropic,
@@ -176,6 +176,11 @@ def polled_response_id(uri: str) -> str | None:
     """Return ``{id}`` of a ``GET .../responses/{id}`` polling URI, else ``None``."""
     head, _, tail = _path(uri).rpartition("/")
     return tail if head.endswith("/responses") and tail else None
+
+
+def bedrock_model_id(uri: str) -> str:
+    """The ``{id}`` of a Bedrock ``.../model/{id}/{operation}`` URI, else ``""``."""
+    return unquote(_bedrock_operation(_path(uri))[1])
 
 
 def _bedrock_operation(path: str) -> tuple[str, str]:

@@ -14,12 +14,24 @@ response's output, and this request's ``input``; with ``conversation`` it is
 everything earlier requests of that conversation sent and received, plus this
 ``input``. Background responses (``status: "queued"``) get their output from
 later ``GET .../responses/{id}`` polls. A non-2xx response has no output.
+
+A response that reports its usage (see :mod:`pipeline.formats._wire_usage`)
+gives it to the assistant message it produced (:attr:`Conversation.usage`):
+the conversation's own response, an earlier response held as server-side
+state, or an earlier response whose answer the client re-sent in the history
+exactly (the same neutral message; only a call id the response did not carry
+and the spacing of JSON arguments may differ). An assistant message re-sent
+changed gets no usage, and a response's usage is given once per file (to the
+first conversation holding it); every usage given to no message is counted as
+skipped (``unmatched model usage``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
+
+import msgspec
 
 from turnledger.pipeline.formats._common import (
     UNTYPED,
@@ -38,6 +50,7 @@ from turnledger.pipeline.formats._http import BodyError, Stream, decode_body
 from turnledger.pipeline.formats._shapes import (
     RESPONSES,
     Shape,
+    bedrock_model_id,
     polled_response_id,
     shape_for,
 )
@@ -46,17 +59,24 @@ from turnledger.pipeline.formats._traffic import (
     message_shape,
     unknown_model_call,
 )
+from turnledger.pipeline.formats._wire_usage import response_usage
 from turnledger.pipeline.formats._yaml import load_yaml
 from turnledger.pipeline.formats.model import TranscriptError
 
 if TYPE_CHECKING:
+    from turnledger.pipeline.formats._common import Indexed
     from turnledger.pipeline.formats.model import (
         Conversation,
         FormatName,
+        ModelUsage,
         ParsedTranscript,
     )
+    from turnledger.policies.messages import Message, ToolCall
 
 EXPECTED = "a VCR cassette (a mapping with an `interactions` list)"
+
+UNMATCHED_USAGE = "unmatched model usage"
+"""The skipped kind of a response's usage given to no message."""
 
 Labelled: TypeAlias = tuple[str, object]
 """A history item with a label saying where in the cassette it was found."""
@@ -127,6 +147,7 @@ class _Request:
     history: list[Labelled]
     output: list[Labelled]
     response_id: str | None
+    answers: list[Message] | None = field(default=None, repr=False)
 
     @property
     def items(self) -> list[object]:
@@ -144,6 +165,8 @@ class _Recording:
         self._by_response: dict[str, _Request] = {}
         self._outputs: dict[str, list[Labelled]] = {}
         self._conversation_heads: dict[str, _Request] = {}
+        self._usage_at: dict[int, ModelUsage] = {}
+        self._claimed: set[int] = set()
 
     def read(self, index: int, raw: object) -> None:
         self._sink.begin(self._kind, f"{self._prefix}[{index}]", raw)
@@ -194,10 +217,24 @@ class _Recording:
     def _add(
         self, index: int, shape: Shape, body: JSONObject, uri: str, response: JSONObject
     ) -> None:
-        output, response_id = self._response(index, shape, response)
+        output, response_id, events, decoded = self._response(index, shape, response)
         request = _Request(
             index, shape, body, uri, self._history(index, shape, body), output, None
         )
+        usage = (
+            None
+            if decoded is None and events is None
+            else response_usage(
+                shape.name,
+                decoded,
+                events,
+                body,
+                self._sink,
+                uri_model=bedrock_model_id(uri),
+            )
+        )
+        if usage is not None:
+            self._usage_at[index] = usage
         if shape is RESPONSES and response_id is not None:
             request.response_id = response_id
             self._by_response[response_id] = request
@@ -248,10 +285,11 @@ class _Recording:
 
     def _response(
         self, index: int, shape: Shape, response: JSONObject
-    ) -> tuple[list[Labelled], str | None]:
+    ) -> tuple[list[Labelled], str | None, list[JSONObject] | None, object]:
         if not _succeeded(response):
-            return [], None
+            return [], None, None, None
         body = self._response_body(index, response)
+        events = body.events if isinstance(body, Stream) else None
         if isinstance(body, Stream):
             items = shape.stream_output(body.events)
             response_id = _stream_response_id(body)
@@ -264,7 +302,8 @@ class _Recording:
                 f"{self._prefix}[{index}].response holds {held} that the"
                 f" {shape.name} shape does not read"
             )
-        return _labelled(f"{self._prefix}[{index}].response", items), response_id
+        labelled = _labelled(f"{self._prefix}[{index}].response", items)
+        return labelled, response_id, events, None if events is not None else body
 
     def _response_body(self, index: int, response: JSONObject) -> object:
         label = f"{self._prefix}[{index}].response.body"
@@ -285,17 +324,32 @@ class _Recording:
         if output:
             labelled = _labelled(f"{self._prefix}[{index}].response", output)
             self._outputs[response_id] = labelled
+            request = self._by_response.get(response_id)
+            usage = response_usage(
+                RESPONSES.name, obj, None, request.body if request else {}, self._sink
+            )
+            if usage is not None:
+                self._usage_at[index] = usage
 
     def _problem(self, label: str, message: str) -> None:
         self._sink.problem(0, f"{label}: {message[:1].lower()}{message[1:]}")
 
     def conversations(self, name: str) -> list[Conversation]:
-        """Build a conversation for every request that no later one extends."""
-        return [
+        """Build a conversation for every request that no later one extends.
+
+        A response's usage that no assistant message of them was given (its
+        message is not in a conversation, or was re-sent changed) is counted
+        as skipped (``unmatched model usage``), not recorded.
+        """
+        found = [
             self._conversation(request, name)
             for position, request in enumerate(self._requests)
             if not _superseded(request, self._requests[position + 1 :])
         ]
+        for index in self._usage_at:
+            if index not in self._claimed:
+                self._sink.skip(UNMATCHED_USAGE)
+        return found
 
     def _conversation(self, request: _Request, name: str) -> Conversation:
         labelled = request.history + self._output_of(request)
@@ -303,13 +357,120 @@ class _Recording:
         shape = request.shape
         indexed = shape.preamble(request.body, self._sink)
         indexed += shape.convert(items, self._sink)
-        return conversation(
+        found = conversation(
             conversation_id=f"{self._prefix}[{request.index}]",
             indexed=indexed,
             origins=items.origins,
             source=f"{name} {self._prefix}[{request.index}] POST {request.uri}",
             api=shape.name,
         )
+        usage = self._usage(request, indexed, items.origins)
+        if any(used is not None for used in usage):
+            found = msgspec.structs.replace(found, usage=tuple(usage))
+        return found
+
+    def _usage(
+        self, request: _Request, indexed: list[Indexed], origins: list[str]
+    ) -> list[ModelUsage | None]:
+        """The usage of the model call that produced each assistant message.
+
+        A message from a recorded response (this request's, or an earlier
+        one's kept as server-side state) gets that response's usage. A message
+        the client re-sent in the history gets the usage of the first earlier
+        response of the same API, after the last one matched, whose first
+        assistant message is exactly equal to it; one equal to none gets no
+        usage. Each response's usage is given once in the file: to the first
+        assistant message it produced, in the first conversation holding it.
+        """
+        earlier = [
+            other
+            for other in self._requests
+            if other.index < request.index
+            and other.shape is request.shape
+            and other.index in self._usage_at
+        ]
+        usage: list[ModelUsage | None] = []
+        after = -1
+        for index, message in indexed:
+            found: int | None = None
+            if message.role == "assistant" and index >= 0:
+                found = _response_index(origins[index], self._prefix)
+                if found is None:
+                    found = self._match(message, earlier, after)
+                    after = found if found is not None else after
+            if found is None or found in self._claimed or found not in self._usage_at:
+                usage.append(None)
+                continue
+            self._claimed.add(found)
+            usage.append(self._usage_at[found])
+        return usage
+
+    def _match(
+        self, message: Message, earlier: list[_Request], after: int
+    ) -> int | None:
+        for other in earlier:
+            if other.index <= after or other.index in self._claimed:
+                continue
+            if other.answers is None:
+                output = self._output_of(other)
+                items = Items([i for _, i in output], [label for label, _ in output])
+                other.answers = [
+                    m
+                    for _, m in other.shape.convert(items, Sink())
+                    if m.role == "assistant"
+                ]
+            if other.answers and _same(other.answers[0], message):
+                return other.index
+        return None
+
+
+def _same(answer: Message, message: Message) -> bool:
+    """Whether a re-sent message is exactly a response's answer.
+
+    A call id the response did not carry (made up by the reader, as Gemini's
+    and Ollama's calls may have none) is not compared: the client gave its own.
+    """
+    if answer == message:
+        return True
+    if len(answer.tool_calls) != len(message.tool_calls):
+        return False
+    calls = tuple(
+        _as_sent(given, sent)
+        for given, sent in zip(answer.tool_calls, message.tool_calls, strict=True)
+    )
+    # chars counts the ids too: measured on the re-sent message's
+    return (
+        msgspec.structs.replace(answer, tool_calls=calls, chars=message.chars)
+        == message
+    )
+
+
+def _as_sent(given: ToolCall, sent: ToolCall) -> ToolCall:
+    """``given`` with what the client may write differently taken from ``sent``.
+
+    Those are a call id the response did not carry (none, or one the reader
+    made up for a call without one), and the arguments when
+    both are the same JSON value (re-serialised with other spacing).
+    """
+    if not given.id or _made_up(given.id, given.name):
+        given = msgspec.structs.replace(given, id=sent.id)
+    if given.arguments != sent.arguments and _same_json(
+        given.arguments, sent.arguments
+    ):
+        given = msgspec.structs.replace(given, arguments=sent.arguments)
+    return given
+
+
+def _same_json(first: str, second: str) -> bool:
+    try:
+        return bool(msgspec.json.decode(first) == msgspec.json.decode(second))
+    except msgspec.DecodeError:
+        return False
+
+
+def _made_up(call_id: str, name: str) -> bool:
+    prefix, _, counter = call_id.rpartition(":")
+    return counter.isdigit() and prefix.endswith(f":call:{name}")
 
 
 def _superseded(request: _Request, later: list[_Request]) -> bool:
@@ -321,6 +482,15 @@ def _superseded(request: _Request, later: list[_Request]) -> bool:
         and other.items[:size] == items
         for other in later
     )
+
+
+def _response_index(origin: str, prefix: str) -> int | None:
+    """The interaction index of a ``prefix[k].response...`` label, else ``None``."""
+    head, dot, _ = origin.partition("].response")
+    if not dot or not head.startswith(f"{prefix}["):
+        return None
+    number = head[len(prefix) + 1 :]
+    return int(number) if number.isdigit() else None
 
 
 def _labelled(prefix: str, items: list[object]) -> list[Labelled]:
