@@ -354,3 +354,32 @@ def test_costs_shows_the_calls_an_imported_cassette_reports(
     ]
     assert len(after) == len(raw)
     assert all(isinstance(event, AssistantMessage) for event in after)
+
+
+@pytest.mark.parametrize("bad", [-3, "9", 2.0, False])
+def test_a_malformed_chat_count_is_skipped_not_guessed(
+    tmp_path: Path, bad: object
+) -> None:
+    """A Chat Completions usage with a count that is not an int >= 0 gives none."""
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "m-2024",
+        "choices": [{"message": {"role": "assistant", "content": "hello"}}],
+        "usage": {"prompt_tokens": bad, "completion_tokens": 3},
+    }
+    uri = "https://api.openai.com/v1/chat/completions"
+    good = json.loads(json.dumps(body))
+    good["usage"]["prompt_tokens"] = 4
+    for name, response, expected in (("bad", body, None), ("good", good, (4, 3))):
+        path = _cassette(
+            tmp_path,
+            _interaction(uri, request, json.dumps(response), "application/json"),
+        )
+        parsed = parse_cassette(path.read_bytes(), name=name)
+        (found,) = parsed.conversations
+        used = found.usage[-1] if found.usage else None
+        assert (None if used is None else (used.input_tokens, used.output_tokens)) == (
+            expected
+        )
+        assert (parsed.skipped.get(MALFORMED, 0) == 1) is (expected is None)
+        assert used is None or used.model == "m-2024"
