@@ -62,6 +62,7 @@ from turnledger.pipeline.formats._traffic import (
 from turnledger.pipeline.formats._wire_usage import response_usage
 from turnledger.pipeline.formats._yaml import load_yaml
 from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.usage import UNMATCHED_USAGE
 
 if TYPE_CHECKING:
     from turnledger.pipeline.formats._common import Indexed
@@ -74,9 +75,6 @@ if TYPE_CHECKING:
     from turnledger.policies.messages import Message, ToolCall
 
 EXPECTED = "a VCR cassette (a mapping with an `interactions` list)"
-
-UNMATCHED_USAGE = "unmatched model usage"
-"""The skipped kind of a response's usage given to no message."""
 
 Labelled: TypeAlias = tuple[str, object]
 """A history item with a label saying where in the cassette it was found."""

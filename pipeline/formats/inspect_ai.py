@@ -22,6 +22,8 @@ import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from turnledger.pipeline.formats._common import (
     UNTYPED,
     Items,
@@ -31,12 +33,14 @@ from turnledger.pipeline.formats._common import (
     conversation,
     decode_json,
     get_list,
+    get_object,
     get_str,
     json_text,
     text_of,
 )
 from turnledger.pipeline.formats._documents import describe_document, load_json
-from turnledger.pipeline.formats.model import TranscriptError
+from turnledger.pipeline.formats.model import ModelUsage, TranscriptError
+from turnledger.pipeline.formats.usage import MALFORMED, UNMATCHED_USAGE
 from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES
 from turnledger.policies.messages import Message, ToolCall, ToolResult, make_message
 
@@ -162,15 +166,98 @@ def _sample(raw: object, index: int, name: str, sink: Sink) -> Conversation:
     )
     items = Items.of(get_list(sample, "messages"), f"samples[{index}].messages")
     indexed: list[tuple[int, Message]] = []
+    ids: dict[int, str] = {}
     for position, item in items.objects(sink):
         message = _message(item, sink)
         if message is not None:
             indexed.append((position, message))
-    return conversation(
+            ids[position] = get_str(item, "id") or ""
+    found = conversation(
         conversation_id=conversation_id,
         indexed=indexed,
         origins=items.origins,
         source=f"{name} sample {sample_id}",
+    )
+    calls = _model_calls(get_list(sample, "events"), sink)
+    if not calls:
+        return found
+    usage: list[ModelUsage | None] = []
+    for position, message in indexed:
+        key = ids.get(position, "")
+        given = calls.pop(key, None) if message.role == "assistant" and key else None
+        usage.append(given)
+    for _ in calls:
+        sink.skip(UNMATCHED_USAGE)
+    return msgspec.structs.replace(found, usage=tuple(usage))
+
+
+def _model_calls(events: list[object], sink: Sink) -> dict[str, ModelUsage]:
+    """The usage of each ``model`` event, by the id of the message it output.
+
+    Inspect's ``input_tokens`` holds the cached tokens for some providers
+    (OpenAI) and not for others (Anthropic); ``total_tokens`` says which: the
+    cache reads and writes are added to the input only when the total counts
+    them apart. A usage whose total fits neither, or with a count that is not
+    an integer >= 0, is skipped (``malformed usage``).
+    """
+    found: dict[str, ModelUsage] = {}
+    for raw in events:
+        event = as_object(raw) or {}
+        output = (
+            get_object(event, "output") if get_str(event, "event") == "model" else None
+        )
+        usage = get_object(output, "usage") if output is not None else None
+        if output is None or usage is None:
+            continue
+        choices = get_list(output, "choices")
+        first = as_object(choices[0]) if choices else None
+        message_id = (
+            get_str(get_object(first, "message") or {}, "id") if first else None
+        )
+        model = get_str(output, "model") or get_str(event, "model") or ""
+        read = _usage(usage, model)
+        if read is None:
+            sink.skip(MALFORMED)
+        elif message_id:
+            found[message_id] = read
+        else:
+            sink.skip(UNMATCHED_USAGE)
+    return found
+
+
+def _usage(usage: JSONObject, model: str) -> ModelUsage | None:
+    counts: dict[str, int] = {}
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "input_tokens_cache_read",
+        "input_tokens_cache_write",
+        "reasoning_tokens",
+    ):
+        value = usage.get(key)
+        if value is None:
+            value = 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        counts[key] = value
+    read, write = counts["input_tokens_cache_read"], counts["input_tokens_cache_write"]
+    inputs, outputs, total = (
+        counts["input_tokens"],
+        counts["output_tokens"],
+        counts["total_tokens"],
+    )
+    if read + write and total == inputs + outputs + read + write:
+        inputs += read + write  # counted apart from input_tokens (Anthropic)
+    elif read + write and total != inputs + outputs:
+        return None
+    return ModelUsage(
+        model=model,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cached_input_tokens=read,
+        cache_write_tokens=write,
+        reasoning_tokens=counts["reasoning_tokens"],
     )
 
 

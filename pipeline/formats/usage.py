@@ -34,6 +34,11 @@ MALFORMED: Final = "malformed usage"
 """The skipped kind a usage object with a count that is not an int >= 0 counts as."""
 
 
+UNMATCHED_USAGE: Final = "unmatched model usage"
+"""The skipped kind of a reported usage given to no message (its message is
+not in the conversation, or was re-sent changed)."""
+
+
 class _MalformedError(ValueError):
     """A token count that is not an integer >= 0."""
 

@@ -27,9 +27,9 @@ from turnledger.ledger.events import AssistantMessage, ModelCalled
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.formats.cassette import UNMATCHED_USAGE, parse_cassette
+from turnledger.pipeline.formats.cassette import parse_cassette
 from turnledger.pipeline.formats.read import read_transcript
-from turnledger.pipeline.formats.usage import MALFORMED
+from turnledger.pipeline.formats.usage import MALFORMED, UNMATCHED_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests/fixtures/transcripts/cassettes"
