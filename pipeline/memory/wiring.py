@@ -6,9 +6,11 @@ any other ledger (PostgreSQL) they sit in the ledger's own home under the
 configuration's ``data_dir`` (:func:`memory_home`), so two ledgers never share
 a memory database or key store.
 
-Given the ledger (``store``), a SQLite memory database is tied to it at open
-(``SQLiteMemory.bind``: another ledger's rows are dropped and caught up again
-from this ledger's memory events), and the key store records the ledger's id:
+Given the ledger (``store``), every memory store is tied to it at open
+(``bind``): a SQLite database, a PostgreSQL schema or a Qdrant collection of
+another ledger, or past this ledger's end, is emptied and caught up again from
+this ledger's memory events; Markdown files (which the user may edit) are
+refused in one line naming the file instead. The key store records the ledger's id:
 a key store of another ledger cannot be rebuilt from this one (its keys are
 not in the ledger), so it is refused in one line naming the file.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from turnledger.ledger.errors import LedgerError
@@ -42,7 +44,7 @@ from turnledger.projections.memory.shred import CLEAR_KEYS_REMEDY, KeyStore
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
-    from turnledger.projections.memory.sqlite import SearchMode, SQLiteMemory
+    from turnledger.projections.memory.sqlite import SearchMode
 
 HOME_DIR: Final = "memory"
 """The folder under ``data_dir`` holding one home per non-file ledger."""
@@ -53,6 +55,14 @@ LEGACY_KEYS: Final = Path("turnledger.keys.db")
 _NOT_IDENTITY: Final = frozenset(
     {"password", "user", "sslpassword", "connect_timeout", "application_name"}
 )
+
+
+class _Bindable(Protocol):
+    """A memory store that records the ledger it derives from."""
+
+    def bind(self, ledger_id: str | None, head: int) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class MemoryAccessError(PipelineError, ValueError):
@@ -129,8 +139,8 @@ class MemoryWiring:
             used while the home has none, as copying keys would keep a copy
             that ``forget`` cannot destroy); a rebuild elsewhere passes the
             live one to decrypt.
-        store: The ledger the memory derives from; given, the SQLite memory
-            databases and the key store are tied to its id (see the module).
+        store: The ledger the memory derives from; given, every memory store
+            and the key store are tied to its id (see the module).
     """
 
     def __init__(
@@ -261,6 +271,7 @@ class MemoryWiring:
             from turnledger.projections.memory.markdown.peers import MarkdownPeers  # noqa: PLC0415
 
             own = MarkdownMemory(self.workspace(agent), agent=agent)
+            self._bind(own)
             peers = self.markdown_peers(agent)
             if not peers:
                 return own
@@ -271,7 +282,9 @@ class MemoryWiring:
         if kind == "postgres":
             from turnledger.projections.memory.postgres import PostgresMemory  # noqa: PLC0415
 
-            return PostgresMemory(str(storage.url), embedder=self.embedder())
+            pg_memory = PostgresMemory(str(storage.url), embedder=self.embedder())
+            self._bind(pg_memory)
+            return pg_memory
         if kind == "qdrant":
             from turnledger.projections.memory.qdrant import QdrantMemory  # noqa: PLC0415
 
@@ -283,9 +296,12 @@ class MemoryWiring:
                 raise MemoryAccessError(msg)
 
             if storage.url:
-                return QdrantMemory(url=storage.url, embedder=self.embedder())
-            path = storage.path or str(self._qdrant_default())
-            return QdrantMemory(path=path, embedder=self.embedder())
+                qdrant = QdrantMemory(url=storage.url, embedder=self.embedder())
+            else:
+                path = storage.path or str(self._qdrant_default())
+                qdrant = QdrantMemory(path=path, embedder=self.embedder())
+            self._bind(qdrant)
+            return qdrant
         if kind == "lucid":
             from turnledger.projections.memory.lucid import LucidMemory  # noqa: PLC0415
             from turnledger.projections.memory.sqlite import SQLiteMemory  # noqa: PLC0415
@@ -299,8 +315,8 @@ class MemoryWiring:
 
         return NoneMemory()
 
-    def _bind(self, memory: SQLiteMemory) -> None:
-        """Tie a SQLite memory database to the ledger (closed if that fails)."""
+    def _bind(self, memory: _Bindable) -> None:
+        """Tie a memory store to the ledger (closed if that fails)."""
         if self._store is None:
             return
         try:

@@ -7,6 +7,10 @@ write::
 
     - **editor** [category=core at=2026-11-01T12:00:00Z id=e1 pos=17]: Helix is mine
 
+``memory/.applied_position`` tracks the last position applied and
+``memory/.ledger_id`` the ledger the lines derive from (see
+:meth:`MarkdownMemory.bind`): hidden one-line files, so the Markdown stays plain.
+
 Fixed from the reference: category, session, creation time, entry id and the
 ledger position are kept on every line (ZeroClaw collapsed every dated line to
 ``daily`` and dropped sessions, so conversation text leaked into every session);
@@ -62,6 +66,9 @@ DAILY_DIR: Final = "memory"
 
 POSITION_FILE: Final = ".applied_position"
 """The tracking file (inside :data:`DAILY_DIR`) of positions without a line."""
+
+LEDGER_FILE: Final = ".ledger_id"
+"""The file (inside :data:`DAILY_DIR`) naming the ledger the lines derive from."""
 
 APPEND_ONLY_REASON: Final = "markdown memory is append-only (an audit trail)"
 """Why supersede and purge_session are unsupported."""
@@ -360,6 +367,49 @@ class MarkdownMemory(AppendOnlyRefusals):
             elif isinstance(event, MemoryForgotten):
                 self._redact(event.key, before=recorded.position)
         _write_atomically(self.root / DAILY_DIR / POSITION_FILE, str(position))
+
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the files to the ledger they derive from; never empty them.
+
+        The ledger's id is recorded in :data:`LEDGER_FILE` beside the dated
+        files (a hidden one-line file, so ``MEMORY.md`` and the daily logs
+        stay plain Markdown); a workspace made before ids takes the ledger's.
+        Files the user may have edited are never deleted: a workspace naming
+        another ledger, or holding a line or tracked position past ``head``,
+        is refused.
+
+        Returns:
+            False (nothing is emptied).
+
+        Raises:
+            ValueError: The files derive from another ledger, or from
+                positions this ledger does not have, naming the file and
+                what to do.
+        """
+        recorded_file = self.root / DAILY_DIR / LEDGER_FILE
+        recorded = (
+            recorded_file.read_text("utf-8").strip()
+            if recorded_file.is_file()
+            else None
+        )
+        where = self.root / DAILY_DIR / POSITION_FILE
+        found = f"ledger {recorded[:200]}" if recorded else "no ledger id"
+        if recorded and ledger_id is not None and recorded != ledger_id:
+            where = recorded_file
+            found = f"one of ledger {recorded[:200]}"
+        elif (done := self.applied_position()) > head:
+            found = f"{found} and position {done} past the ledger's end ({head})"
+        else:
+            if ledger_id is not None and recorded is None:
+                _write_atomically(recorded_file, f"{ledger_id}\n")
+            return False
+        msg = (
+            f"Expected the Markdown memory {str(where)!r} of ledger "
+            f"{ledger_id or '(no id)'}, found {found}: it is not rewritten as "
+            f"it may hold edits; move {CORE_FILE} and {DAILY_DIR}/ out of "
+            f"{str(self.root)!r} and the ledger's memory is written there again"
+        )
+        raise ValueError(msg)
 
     def close(self) -> None:
         """Release nothing: every call opens and closes its files."""

@@ -342,6 +342,40 @@ class PostgresMemory(PostgresConnection):
                 (str(position),),
             )
 
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the memory to the ledger it derives from; return whether emptied.
+
+        In one transaction: a schema whose meta table names another ledger's
+        id, or whose applied position is past ``head``, loses every memory row
+        and its position (the embedder's identity stays); then ``ledger_id``
+        is recorded in the meta table (row ``ledger_id``). The caller catches
+        up from the ledger's memory events.
+        """
+        with self._transaction() as conn:
+            done = self._position(conn, lock=True)
+            row = conn.execute(
+                self._sql("SELECT value FROM {meta} WHERE name = 'ledger_id'")
+            ).fetchone()
+            stale = done > head or (
+                row is not None and ledger_id is not None and str(row[0]) != ledger_id
+            )
+            if stale:
+                conn.execute(self._sql("DELETE FROM {table}"))
+                conn.execute(
+                    self._sql(
+                        "UPDATE {meta} SET value = '0' WHERE name = 'applied_position'"
+                    )
+                )
+            if ledger_id is not None:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO {meta} VALUES ('ledger_id', %s) "
+                        "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+                    ),
+                    (ledger_id,),
+                )
+        return stale
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:

@@ -6,8 +6,8 @@ A point's id is the uuid5 of its agent and key, so a store replaces the point
 (keeping the entry id and creation time, read back first). Every read filters
 inside the query (``must`` conditions, ``MatchAny`` over the allowed agents), so
 disallowed rows never take a place in the limit. A side collection
-(``<collection>__meta``) keeps the applied ledger position and the embedder's
-identity.
+(``<collection>__meta``) keeps the applied ledger position, the embedder's
+identity and the id of the ledger the points derive from (:meth:`QdrantMemory.bind`).
 
 Qdrant search is by vector only: without an embedder of dimension > 0 a write
 answers :class:`Unsupported`, and a keyword query finds nothing (a recent query,
@@ -364,6 +364,30 @@ class QdrantMemory:
 
     def _save_position(self, position: int) -> None:
         self._save_meta(applied_position=position)
+
+    def bind(self, ledger_id: str | None, head: int) -> bool:
+        """Tie the collection to the ledger it derives from; return whether emptied.
+
+        The side collection's meta point records the ledger's id. A collection
+        whose meta names another ledger, or whose applied position is past
+        ``head``, is deleted and made again empty (position 0); then
+        ``ledger_id`` is recorded. The caller catches up from the ledger's
+        memory events.
+        """
+        meta = self._meta_payload()
+        recorded = meta.get("ledger_id")
+        stale = int(meta.get("applied_position", 0)) > head or (
+            recorded is not None and ledger_id is not None and recorded != ledger_id
+        )
+        if stale:
+            if self._client.collection_exists(self.collection):
+                self._client.delete_collection(self.collection)
+            self._save_meta(applied_position=0)
+            if self._dims() > 0:
+                self._ensure_collection(self._dims())
+        if ledger_id is not None and recorded != ledger_id:
+            self._save_meta(ledger_id=ledger_id)
+        return stale
 
     def close(self) -> None:
         """Close the client (releases a local path's lock)."""
