@@ -143,6 +143,9 @@ def test_a_markdown_memory_of_a_deleted_ledger_is_refused_in_one_line(capsys, tm
     code, _out, err = _turn(capsys, db, config, tmp_path)
     assert code == 0, err
     assert _listed(capsys, db, config) == []
+    assert _store(capsys, db, config, "new")[0] == 0
+    assert _listed(capsys, db, config) == ["new"]
+    assert "old" not in (workspace / "MEMORY.md").read_text()
 
 
 def test_markdown_files_past_the_ledger_head_are_refused(tmp_path):
