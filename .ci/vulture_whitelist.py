@@ -119,7 +119,8 @@ _.adelete_thread  # idem
 _.adelete_for_runs  # idem
 _.aprune  # idem
 _.acopy_thread  # idem
-_.get_next_version  # LangGraph's channel versions, asked of the checkpointer (TurnledgerSaver)
+# LangGraph's channel versions, asked of the checkpointer (TurnledgerSaver):
+_.get_next_version
 _.abatch  # LangGraph BaseStore's async API (TurnledgerStore)
 _.supports_ttl  # LangGraph BaseStore's capability flag (TurnledgerStore)
 _.from_url  # LangGraph saver and store opened from a ledger URL (docs, tests)
@@ -131,9 +132,10 @@ _.original_type  # an erased event's type, read by the ledger's callers (tests)
 _.views_rebuilt  # erase's report, printed by turnledger erase --json
 _.memory_agents  # idem
 _.receipts_for  # the erasure receipts naming a stream (library API, tests/pipeline)
-DiscardApp  # collect's receiver that answers 200 and keeps nothing: the baseline of benchmarks/bench_collect.py
+# collect's receiver that answers 200 and keeps nothing (bench_collect's baseline):
+_.DiscardApp
 _.plugin  # the ADK service's instructions plugin, given to the app by its user (tests)
 _.before_model_callback  # ADK BasePlugin hook, called by ADK's runner
-_.run_hooks  # the Agents SDK session's RunHooks, given to Runner.run by its user (tests)
+_.run_hooks  # the Agents SDK session's RunHooks, given to Runner.run by its user
 _.on_llm_start  # Agents SDK RunHooks hook, called by the runner
 _.on_llm_end  # idem
