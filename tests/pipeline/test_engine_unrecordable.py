@@ -533,7 +533,10 @@ async def test_a_provider_answering_50000_deep_json(world, tmp_path, wire):
                 server.url, model="claude-t", api_key="k", timeout=30.0
             )
             expected = "provider_error"  # the body itself does not decode
-        outcomes = await run_turns(store, path, tmp_path, provider, ["one", "two"])
+        try:
+            outcomes = await run_turns(store, path, tmp_path, provider, ["one", "two"])
+        finally:
+            await provider.aclose()  # its HTTP connections, not left to the collector
         server.assert_drained()
     assert [(o.completed, o.failure) for o in outcomes] == [
         (False, expected),
