@@ -7,8 +7,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from turnledger.pipeline.cli.common import (
     Command,
@@ -19,10 +18,7 @@ from turnledger.pipeline.cli.common import (
     print_json,
     target,
 )
-from turnledger.pipeline.web import is_loopback, token_problem
-
-if TYPE_CHECKING:
-    import socket
+from turnledger.pipeline.cli.listening import base_url, bind, checked_token
 
 TOKEN_ENV: Final = "TURNLEDGER_COLLECT_TOKEN"  # noqa: S105 - a variable name, not a secret
 """The variable holding the receiver's token when ``--token`` is not given."""
@@ -50,20 +46,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     Example: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 with turnledger collect
     """
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
-    if token and (problem := token_problem(token)) is not None:
-        raise UsageError(problem)
-    if not is_loopback(args.host) and not token:
-        from turnledger.ledger.errors import quote_value
-
-        msg = (
-            f"Expected --token (or ${TOKEN_ENV}) to bind the non-loopback address "
-            f"{quote_value(args.host)}, found none"
-        )
-        raise UsageError(msg)
-    if not 0 <= args.port <= 65535:
-        msg = f"Expected a port from 0 to 65535, found {args.port}"
-        raise UsageError(msg)
+    token = checked_token(args, TOKEN_ENV)
     if args.max_body < 1:
         msg = f"Expected --max-body of at least 1 byte, found {args.max_body}"
         raise UsageError(msg)
@@ -80,8 +63,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     with open_ledger(args) as store:
         sock = bind(args.host, args.port)
         port = sock.getsockname()[1]
-        shown = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
-        url = f"http://{shown}:{port}"
+        url = base_url(args.host, sock)
         app = CollectApp(
             Recorder(store, pricing=pricing), token=token, max_body=args.max_body
         )
@@ -121,26 +103,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
             f"{app.refused} request(s) refused"
         )
     return 0
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket.
-
-    ``IPPROTO_TCP`` is spelled out so asyncio sets ``TCP_NODELAY`` on its
-    connections, as on ``serve``'s.
-    """
-    import socket
-
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 DEFAULT_IMPORT_AGENT: Final = "imported"

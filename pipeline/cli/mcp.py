@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Final
 
 from turnledger.pipeline.cli.common import (
@@ -18,7 +17,7 @@ from turnledger.pipeline.cli.common import (
     print_json,
     target,
 )
-from turnledger.pipeline.web import is_loopback, token_problem
+from turnledger.pipeline.cli.listening import checked_token
 
 TOKEN_ENV: Final = "TURNLEDGER_MCP_TOKEN"  # noqa: S105 - a variable name, not a secret
 """The environment variable holding the HTTP access token (``--token`` wins)."""
@@ -28,22 +27,8 @@ DEFAULT_AGENT: Final = "default"
 
 
 def _token(args: argparse.Namespace) -> str:
-    """The access token, checked; a non-loopback bind without one is refused."""
-    token: str = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
-    if token and (problem := token_problem(token)) is not None:
-        raise UsageError(problem)
-    if args.transport == "http" and not is_loopback(args.host) and not token:
-        from turnledger.ledger.errors import quote_value
-
-        msg = (
-            f"Expected --token (or ${TOKEN_ENV}) to bind the non-loopback address "
-            f"{quote_value(args.host)}, found none"
-        )
-        raise UsageError(msg)
-    if not 0 <= args.port <= 65535:
-        msg = f"Expected a port from 0 to 65535, found {args.port}"
-        raise UsageError(msg)
-    return token
+    """The access token, checked; a non-loopback HTTP bind without one is refused."""
+    return checked_token(args, TOKEN_ENV, listening=args.transport == "http")
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -118,13 +103,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def _serve_http(args: argparse.Namespace, app: object, token: str) -> None:
     import uvicorn
 
-    from turnledger.pipeline.cli.web import _bind
+    from turnledger.pipeline.cli.listening import base_url, bind
     from turnledger.pipeline.web.server import server_config
 
-    sock = _bind(args.host, args.port)
+    sock = bind(args.host, args.port)
     port = sock.getsockname()[1]
-    shown = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
-    url = f"http://{shown}:{port}/mcp"
+    url = f"{base_url(args.host, sock)}/mcp"
     if args.json:
         print_json(
             {

@@ -7,44 +7,19 @@
 from __future__ import annotations
 
 import argparse
-import os
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from turnledger.pipeline.cli.common import (
     Command,
-    UsageError,
     config,
     open_ledger,
     print_json,
     target,
 )
-from turnledger.pipeline.web import TOKEN_ENV, is_loopback, token_problem
-
-if TYPE_CHECKING:
-    import socket
+from turnledger.pipeline.cli.listening import base_url, bind, checked_token
+from turnledger.pipeline.web import TOKEN_ENV
 
 DEFAULT_PORT: Final = 8765
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket.
-
-    Made with ``IPPROTO_TCP`` spelled out: asyncio sets ``TCP_NODELAY`` only on
-    sockets whose ``proto`` says TCP, and ``socket.create_server`` leaves it 0,
-    so every keep-alive answer waited out the peer's delayed ACK (~40 ms).
-    """
-    import socket
-
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -67,20 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
     import webbrowser
 
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
-    if token and (problem := token_problem(token)) is not None:
-        raise UsageError(problem)
-    if not is_loopback(args.host) and not token:
-        from turnledger.ledger.errors import quote_value
-
-        msg = (
-            f"Expected --token (or ${TOKEN_ENV}) to bind the non-loopback address "
-            f"{quote_value(args.host)}, found none"
-        )
-        raise UsageError(msg)
-    if not 0 <= args.port <= 65535:
-        msg = f"Expected a port from 0 to 65535, found {args.port}"
-        raise UsageError(msg)
+    token = checked_token(args, TOKEN_ENV)
     cfg = config(args)
     ledger_url = target(args)
     import uvicorn  # the server loads only for this command
@@ -90,10 +52,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from turnledger.pipeline.web.state import WebSettings
 
     with open_ledger(args) as store:
-        sock = _bind(args.host, args.port)
+        sock = bind(args.host, args.port)
         port = sock.getsockname()[1]
-        shown = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
-        url = f"http://{shown}:{port}/"
+        url = f"{base_url(args.host, sock)}/"
         settings = WebSettings(
             store=store,
             config=cfg,
