@@ -273,6 +273,14 @@ def _as_sqlite3(error: BaseException) -> sqlite3.Error:
     return translated
 
 
+def _translated(errors: type[Exception], method: Callable[..., Any], *args: Any) -> Any:
+    """Call ``method``; the driver's ``errors`` leave as the ``sqlite3`` ones."""
+    try:
+        return method(*args)
+    except errors as e:
+        raise _as_sqlite3(e) from e
+
+
 class CipherConnection:
     """A SQLCipher connection that raises the ``sqlite3`` driver's errors.
 
@@ -288,10 +296,7 @@ class CipherConnection:
         self._errors = errors
 
     def _call(self, method: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return method(*args)
-        except self._errors as e:
-            raise _as_sqlite3(e) from e
+        return _translated(self._errors, method, *args)
 
     def execute(self, sql: str, parameters: Any = ()) -> CipherCursor:
         """Run one statement; return its cursor."""
@@ -345,10 +350,7 @@ class CipherCursor:
         self._errors = errors
 
     def _call(self, method: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return method(*args)
-        except self._errors as e:
-            raise _as_sqlite3(e) from e
+        return _translated(self._errors, method, *args)
 
     def execute(self, sql: str, parameters: Any = ()) -> CipherCursor:
         """Run one statement on this cursor."""
@@ -387,7 +389,4 @@ class CipherCursor:
         return self
 
     def __next__(self) -> Any:
-        try:
-            return next(self._raw)
-        except self._errors as e:
-            raise _as_sqlite3(e) from e
+        return self._call(next, self._raw)

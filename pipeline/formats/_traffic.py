@@ -16,8 +16,11 @@ the stack.
 
 from __future__ import annotations
 
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 from urllib.parse import SplitResult, urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _MODEL_PATHS: Final = (
     "/chat",
@@ -167,44 +170,45 @@ def message_shape(value: object) -> str | None:
         too large to examine whole (over 10,000 values) is described as such:
         what it holds cannot be vouched for.
     """
-    seen = 0
-    stack: list[object] = [value]
-    while stack:
-        if seen >= _WALK_LIMIT:
-            return f"more than {_WALK_LIMIT} values, too many to examine"
-        current = stack.pop()
-        seen += 1
-        obj = _as_object(current)
-        if obj is not None:
-            found = _shaped(obj)
-            if found is not None:
-                return found
-            stack.extend(reversed(list(obj.values())))
-            continue
-        items = _as_list(current)
-        if items is not None:
-            stack.extend(reversed(items))
-    return None
+    found, whole = _first(value, _shaped)
+    if not whole:
+        return f"more than {_WALK_LIMIT} values, too many to examine"
+    return found
 
 
 def call_shape(value: object) -> str | None:
     """Describe the first tool-call-shaped object in a value, else ``None``."""
+    return _first(value, _call)[0]
+
+
+def _first(
+    value: object, describe: Callable[[dict[str, object]], str | None]
+) -> tuple[str | None, bool]:
+    """The first object of a value (depth first, in order) ``describe`` names.
+
+    Returns:
+        That description (``None`` if none), and whether the walk ended before
+        :data:`_WALK_LIMIT` values without finding one (``False``: it stopped
+        at the limit).
+    """
     seen = 0
     stack: list[object] = [value]
-    while stack and seen < _WALK_LIMIT:
+    while stack:
+        if seen >= _WALK_LIMIT:
+            return None, False
         current = stack.pop()
         seen += 1
         obj = _as_object(current)
         if obj is not None:
-            found = _call(obj)
+            found = describe(obj)
             if found is not None:
-                return found
+                return found, True
             stack.extend(reversed(list(obj.values())))
             continue
         items = _as_list(current)
         if items is not None:
             stack.extend(reversed(items))
-    return None
+    return None, True
 
 
 def _shaped(obj: dict[str, object]) -> str | None:
