@@ -4,8 +4,9 @@ Session A's memory work waits on an embedder that does not answer until
 session B has finished three whole turns on the same engine and event loop;
 B finishing first proves A's wait ran off the loop. Each case puts the wait in
 a different place: the turn's own recall (the engine embeds A's input to
-recall for it), the ``memory_store`` tool (its read-back applies the entry,
-which embeds it) and the ``memory_recall`` tool (it embeds its query).
+recall for it), the ``memory_store`` tool (its entry is embedded by the
+memory's background thread: A's turn does not wait for it at all) and the
+``memory_recall`` tool (it embeds its query).
 """
 
 from __future__ import annotations
@@ -146,4 +147,7 @@ def test_other_sessions_finish_while_a_turns_memory_waits(
 
     order = asyncio.run(run())
     assert order.index("b done") < order.index("slow embedding answered")
-    assert order[-1] == "a done"
+    if case == "memory_store tool":  # the write never waits for its vector
+        assert order.index("a done") < order.index("slow embedding answered")
+    else:
+        assert order[-1] == "a done"

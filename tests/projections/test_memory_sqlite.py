@@ -147,6 +147,7 @@ class TestSQLiteMemoryWithVectors(MemoryContract):
         """The capability is declared and rows get vectors."""
         assert memory.capabilities.vectors is True
         put(memory, "k", "alpha beta")
+        memory.embed_pending()
         (blob,) = memory._db.conn.execute("SELECT embedding FROM memories").fetchone()
         assert len(blob) == 4 * DIMS
 
@@ -226,6 +227,7 @@ class TestHybridFormula:
         memory = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
         for i, content in enumerate(list(table)[1:]):
             memory.store(new(f"k{i}", content))
+        memory.embed_pending()
         found = memory.recall("alpha", agents=["alice"], limit=5)
         assert [(e.content, e.score) for e in found] == [
             ("bravo report", pytest.approx(por(0.8, 0.0))),
@@ -243,12 +245,14 @@ class TestHybridFormula:
         memory = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
         memory.store(new("strong", "alpha alpha alpha"))
         memory.store(new("weak", weak_text))
+        memory.embed_pending()
         found = {e.key: e.score for e in memory.recall("alpha", agents=["alice"])}
         assert found["strong"] == pytest.approx(por(1.0, one_term(3, 4)))
         # cosine 0 is still a measurement: the weak row's vector leg counts 0
         assert found["weak"] == pytest.approx(por(0.0, one_term(1, 10)))
         alone = SQLiteMemory(":memory:", embedder=TableEmbedder(table))
         alone.store(new("weak", weak_text))
+        alone.embed_pending()
         (entry,) = alone.recall("alpha", agents=["alice"])
         assert entry.score == pytest.approx(found["weak"])
 
@@ -262,6 +266,7 @@ class TestHybridFormula:
             keyword_weight=0.5,
         )
         memory.store(new("k", "alpha report"))
+        memory.embed_pending()
         (entry,) = memory.recall("alpha", agents=["alice"])
         assert entry.score == pytest.approx(por(0.6, one_term(1, 3), 0.5, 0.5))
 
@@ -279,6 +284,7 @@ class TestHybridFormula:
             ":memory:", embedder=TableEmbedder(table), search_mode="embedding"
         )
         vec.store(new("k", "alpha report"))
+        vec.embed_pending()
         assert [e.score for e in vec.recall("alpha", agents=["alice"])] == [
             pytest.approx(0.6)
         ]
@@ -372,32 +378,44 @@ class TestEmbeddingCache:
 
     def test_lru_eviction(self):
         embedder = HashingEmbedder()
-        memory = SQLiteMemory(":memory:", embedder=embedder, cache_size=2)
-        memory.store(new("a", "apple"))
-        memory.store(new("b", "banana"))
-        memory.store(new("a2", "apple"))  # hit: apple becomes most recent
-        memory.store(new("c", "cherry"))  # evicts banana, the least recent
+        memory = SQLiteMemory(
+            ":memory:", embedder=embedder, cache_size=2, background_vectors=False
+        )
+
+        def store(key: str, content: str) -> None:
+            memory.store(new(key, content))
+            memory.embed_pending()
+
+        store("a", "apple")
+        store("b", "banana")
+        store("a2", "apple")  # hit: apple becomes most recent
+        store("c", "cherry")  # evicts banana, the least recent
         assert len(memory._embedding.cache) == 2
         embedder.calls.clear()
-        memory.store(new("a3", "apple"))
-        memory.store(new("c2", "cherry"))
+        store("a3", "apple")
+        store("c2", "cherry")
         assert embedder.calls == []
-        memory.store(new("b2", "banana"))
+        store("b2", "banana")
         assert embedder.calls == [["banana"]]
 
     def test_queries_use_the_cache(self):
         embedder = HashingEmbedder()
-        memory = SQLiteMemory(":memory:", embedder=embedder)
+        memory = SQLiteMemory(":memory:", embedder=embedder, background_vectors=False)
         memory.store(new("a", "apple pie"))
+        memory.embed_pending()
         memory.recall("apple", agents=["alice"])
         memory.recall("apple", agents=["alice"])
         assert embedder.calls == [["apple pie"], ["apple"]]
 
     def test_disabled_cache_embeds_every_time(self):
         embedder = HashingEmbedder()
-        memory = SQLiteMemory(":memory:", embedder=embedder, cache_size=0)
+        memory = SQLiteMemory(
+            ":memory:", embedder=embedder, cache_size=0, background_vectors=False
+        )
         memory.store(new("a", "apple"))
+        memory.embed_pending()
         memory.store(new("b", "apple"))
+        memory.embed_pending()
         assert embedder.calls == [["apple"], ["apple"]]
         assert len(memory._embedding.cache) == 0
 
@@ -410,11 +428,12 @@ class TestEmbeddingIdentity:
         with SQLiteMemory(path, embedder=HashingEmbedder(model="m1")) as memory:
             memory.store(new("a", "alpha notes"))
             memory.store(new("b", "alpha alpha beta"))
+            memory.embed_pending()
             assert vector_count(memory) == 2
         with SQLiteMemory(path, embedder=HashingEmbedder(model="m1")) as same:
             assert vector_count(same) == 2
         other = HashingEmbedder(model="m2")
-        with SQLiteMemory(path, embedder=other) as changed:
+        with SQLiteMemory(path, embedder=other, background_vectors=False) as changed:
             assert vector_count(changed) == 0
             assert len(changed._embedding.cache) == 0
             assert changed.count(agents=["alice"]) == 2
@@ -446,6 +465,7 @@ class TestFailingEmbedder:
     def test_store_keeps_the_row(self, error):
         memory = SQLiteMemory(":memory:", embedder=FailingEmbedder(error))
         entry = memory.store(new("k", "kept despite the outage"))
+        assert memory.embed_pending() == 0
         assert entry.content == "kept despite the outage"
         assert vector_count(memory) == 0
         assert memory.embedding_failures == 1
@@ -463,8 +483,13 @@ class TestFailingEmbedder:
         assert memory.applied_position() == 3
 
     def test_wrong_dimensions_count_as_a_failure(self):
-        memory = SQLiteMemory(":memory:", embedder=TableEmbedder({"x": [1.0]}, dims=2))
+        memory = SQLiteMemory(
+            ":memory:",
+            embedder=TableEmbedder({"x": [1.0]}, dims=2),
+            background_vectors=False,
+        )
         memory.store(new("k", "x"))
+        memory.embed_pending()
         assert vector_count(memory) == 0
         assert memory.last_embedding_error == (
             "EmbedderError: Expected a 2-dimension embedding, found shape (1,)"
@@ -789,6 +814,7 @@ def test_cosine_of_table_vectors_is_exact():
         ":memory:", embedder=TableEmbedder(table), search_mode="embedding"
     )
     memory.store(new("k", "doc"))
+    memory.embed_pending()
     (entry,) = memory.recall("query", agents=["alice"])
     assert entry.score == pytest.approx(24 / 25, abs=1e-7)
     assert math.isclose(entry.score, 0.96, rel_tol=1e-6)

@@ -59,6 +59,7 @@ from turnledger.projections.memory.embedding._bert_query import (
     BertQueryEncoder,
     fast_paths_on,
 )
+from turnledger.projections.memory.embedding.windows import token_windows
 
 PACKAGED_MODEL: Final = "all-MiniLM-L6-v2"
 """The model name ``provider = "local"`` resolves to its packaged folder."""
@@ -264,6 +265,36 @@ class LocalEmbedder:
             raise EmbedderError(msg)
         vectors: list[list[float]] = encoded.astype(np.float64).tolist()
         return vectors
+
+    @property
+    def window(self) -> int:
+        """The most word pieces one window holds (the model's length, less 4).
+
+        Two pieces are the model's markers; two more leave room for a window
+        that starts inside a word and re-tokenises one piece longer.
+        """
+        return max(1, int(self._model.max_seq_length) - 4)
+
+    def window_spans(self, text: str) -> list[tuple[int, int]]:
+        """Return the character spans of ``text``'s windows of word pieces.
+
+        See :mod:`.windows`: :attr:`window` pieces each, a quarter overlapping.
+
+        Raises:
+            EmbedderError: The tokenizer failed.
+        """
+        try:
+            offsets = self._model.tokenizer(
+                text,
+                add_special_tokens=False,
+                return_offsets_mapping=True,
+                truncation=False,
+                verbose=False,
+            )["offset_mapping"]
+        except Exception as e:  # the library raises many types; one typed error out
+            msg = f"Expected to tokenize a text for {self._identity.model!r}: {e}"
+            raise EmbedderError(msg) from e
+        return token_windows([(int(a), int(b)) for a, b in offsets], self.window)
 
     def _one(self, text: str) -> Any:
         """One text (a recall query): the fast path, else the model's modules.

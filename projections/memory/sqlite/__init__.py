@@ -63,7 +63,10 @@ from turnledger.projections.memory.protocol import (
     is_recent_query,
 )
 from turnledger.projections.memory.sqlite import _writes as writes
-from turnledger.projections.memory.sqlite._embedding import EmbeddingStage
+from turnledger.projections.memory.sqlite._embedding import (
+    BATCH_ROWS,
+    EmbeddingStage,
+)
 from turnledger.projections.memory.sqlite._fts import (
     FrequentTerms,
     StatsCache,
@@ -91,8 +94,11 @@ vectors only (with no embedder, straight to the LIKE fallback)."""
 SEARCH_MODES: Final = frozenset({"hybrid", "bm25", "embedding"})
 """Every :data:`SearchMode`."""
 
-REINDEX_BATCH: Final = 64
+REINDEX_BATCH: Final = BATCH_ROWS
 """How many rows one reindex batch embeds and commits."""
+
+CLOSE_DRAIN_SECONDS: Final = 1.0
+"""How long :meth:`SQLiteMemory.close` goes on embedding rows lacking vectors."""
 
 
 DEFAULT_VECTOR_PROBES: Final = DEFAULT_PROBES
@@ -117,6 +123,9 @@ class SQLiteMemory(SQLiteReads):
         cipher_key: The base64 cipher key (as ``open_store`` takes it); None
             reads ``TURNLEDGER_CIPHER_KEY``, ``""`` means none. With a key the
             file is encrypted (SQLCipher); ``:memory:`` never is.
+        background_vectors: True (the default): a thread embeds the rows
+            lacking vectors after each write. False: they wait for
+            :meth:`embed_pending`, :meth:`reindex` or :meth:`close`.
 
     Raises:
         ValueError: A weight is negative, both are zero, the cache size is
@@ -139,6 +148,7 @@ class SQLiteMemory(SQLiteReads):
         search_mode: SearchMode = "hybrid",
         vector_probes: int | None = None,
         cipher_key: str | None = None,
+        background_vectors: bool = True,
     ) -> None:
         _check_settings(vector_weight, keyword_weight, search_mode, cache_size)
         check_probes(vector_probes, "vector_probes")  # before the file opens
@@ -149,7 +159,11 @@ class SQLiteMemory(SQLiteReads):
             path, on_rollback=self._forget_vectors, cipher_key=cipher_key
         )
         self._embedding = EmbeddingStage(
-            self._db, embedder or NoEmbedder(), cache_size, probes=vector_probes
+            self._db,
+            embedder or NoEmbedder(),
+            cache_size,
+            probes=vector_probes,
+            background=background_vectors,
         )
         self.capabilities = Capabilities(vectors=self._embedding.live)
         self._frequent: FrequentTerms = {}
@@ -176,13 +190,15 @@ class SQLiteMemory(SQLiteReads):
     def store(self, entry: NewMemory) -> MemoryEntry:
         """Upsert the entry per (agent, key); the id and creation time are kept.
 
-        A failing embedder never loses the write: the row is kept without a
-        vector (see :meth:`reindex`).
+        The row and its keywords are committed at once; its vector is computed
+        afterwards, off this call, by the background thread (the row is found
+        by keywords until then; unchanged content keeps its vector). A failing
+        embedder never loses the write: the row stays without a vector.
         """
-        (blob,) = self._embedding.embed([entry.content])
         with self._db.transaction() as conn:
-            row = writes.upsert(conn, entry, blob)
+            row = writes.upsert(conn, entry, None)
             self._embedding.refresh([row[0]])
+        self._embedding.wake()
         return entry_from_row(row)
 
     def forget(self, key: str, *, agent: str) -> bool:
@@ -211,7 +227,7 @@ class SQLiteMemory(SQLiteReads):
 
         The effects and the position are written in ONE transaction, so a crash
         leaves either both or neither, and re-applying is a no-op. Vectors are
-        computed (in one batch) before the transaction opens.
+        computed afterwards by the background thread, as for :meth:`store`.
         """
         done = self.applied_position()
         if position <= done:
@@ -224,10 +240,7 @@ class SQLiteMemory(SQLiteReads):
         entries = {
             r.position: new_memory(r) for r in todo if isinstance(r.event, MemoryStored)
         }
-        blobs = self._embedding.embed([e.content for e in entries.values()])
-        stored = dict(
-            zip(entries, zip(entries.values(), blobs, strict=True), strict=True)
-        )
+        stored = {at: (entry, None) for at, entry in entries.items()}
         with self._db.transaction() as conn:
             done = writes.position(conn)  # another handle may have applied some
             batch: list[writes.Write] = []
@@ -240,46 +253,38 @@ class SQLiteMemory(SQLiteReads):
                 self._apply_removal(conn, recorded.event)
             self._embedding.refresh(writes.upsert_many(conn, batch))
             writes.save_position(conn, position)
+        if entries:
+            self._embedding.wake()
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the full-text index and embed every row that lacks a vector.
+        """Rebuild the full-text index and embed every live row lacking a vector.
 
-        Rows are embedded in batches of :data:`REINDEX_BATCH`, each batch
-        committed on its own (an interrupted reindex resumes where it stopped).
+        The vectors the background thread has not computed yet are computed
+        here, on the caller's thread, in batches of :data:`REINDEX_BATCH`,
+        each batch committed on its own (an interrupted reindex resumes where
+        it stopped).
 
         Args:
             progress: Called with ``(rows done, rows to do)`` after each batch.
 
         Returns:
-            How many rows got a vector (0 without an embedder).
+            How many rows got a vector here (0 without an embedder).
         """
         with self._db.transaction() as conn:
             conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
-        if not self._embedding.live:
-            return 0
-        with self._db.read() as conn:
-            missing = conn.execute(
-                "SELECT rowid, content FROM memories WHERE embedding IS NULL "
-                "ORDER BY rowid"
-            ).fetchall()
-        done = 0
-        for start in range(0, len(missing), REINDEX_BATCH):
-            batch = missing[start : start + REINDEX_BATCH]
-            blobs = self._embedding.embed([str(content) for _, content in batch])
-            found = [
-                (blob, int(rowid))
-                for (rowid, _), blob in zip(batch, blobs, strict=True)
-                if blob is not None
-            ]
-            with self._db.transaction() as conn:
-                conn.executemany(
-                    "UPDATE memories SET embedding = ? WHERE rowid = ?", found
-                )
-                self._embedding.refresh([rowid for _, rowid in found])
-            done += len(found)
-            if progress is not None:
-                progress(start + len(batch), len(missing))
-        return done
+        return self._embedding.embed_pending(progress)
+
+    @property
+    def pending_vectors(self) -> int:
+        """How many live rows still wait for their vector (0: vectors off)."""
+        return self._embedding.pending()
+
+    def embed_pending(self) -> int:
+        """Embed, on this thread, every live row lacking a vector; return how many.
+
+        What the background thread would do, now (each row tried once).
+        """
+        return self._embedding.embed_pending()
 
     # -- reads --------------------------------------------------------------
 
@@ -400,8 +405,16 @@ class SQLiteMemory(SQLiteReads):
         return emptied
 
     def close(self) -> None:
-        """Close the database (and the query-embedding thread)."""
-        self._embedding.close()
+        """Close the database and the threads, after a bounded wait for vectors.
+
+        The background thread's batch under way is committed; then rows
+        lacking vectors are embedded here for up to
+        :data:`CLOSE_DRAIN_SECONDS` (no batch starts after). Rows still
+        lacking one are embedded by a later handle with an embedder (its
+        background thread, woken by its first write; its close) or by
+        :meth:`reindex`; until then they are found by keywords.
+        """
+        self._embedding.close(CLOSE_DRAIN_SECONDS)
         self._db.close()
         self._forget_vectors()
 

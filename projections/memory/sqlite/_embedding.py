@@ -1,7 +1,16 @@
 """The vector side of the SQLite memory: embedder, cache, identity and matrix.
 
-Writes get their vectors here (cache first, then one embedder call for the
-misses); a failing embedder is recorded and the write goes on without a vector.
+Vectors are a derived view that may lag the rows: a write stores its row
+(keywords included) without a vector, and a background thread (one per
+backend, started by the first write) embeds, at each write's wake, every row
+lacking one, in batches of :data:`BATCH_ROWS`, committing each batch
+(:meth:`EmbeddingStage.embed_pending` does the same on the caller's thread:
+``reindex``). Until its vector is committed, a row is found by the keyword leg
+only. Each row's text is embedded as windows (``embedding.windows``: the
+embedder's ``window_spans``; one window without it), each window looked up in
+the cache by its text first, then one embedder call for the misses; the row's
+BLOB is its windows' vectors end to end. A failing embedder is recorded and the
+row stays without a vector (tried again at the next wake).
 A hybrid recall's query vector is computed, and the matrix searched with it, on
 a worker thread (:meth:`EmbeddingStage.begin_search`), so the keyword leg runs on
 the caller's thread meanwhile (a model and numpy release the GIL while they
@@ -17,8 +26,11 @@ committed (``PRAGMA data_version`` changed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
 
 import numpy as np
 
@@ -27,10 +39,13 @@ from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
 )
+from turnledger.projections.memory.embedding.windows import window_texts
 from turnledger.projections.memory.sqlite._schema import (
     Database,
     stamp_identity,
+    stamp_window,
     stored_identity,
+    stored_window,
 )
 from turnledger.projections.memory.sqlite._scope import Scope
 from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
@@ -38,6 +53,14 @@ from turnledger.projections.memory.sqlite.cache import EmbeddingCache, content_h
 
 _VECTOR_COLUMNS = "rowid, id, agent, session, category, created_us, embedding"
 _CHUNK = 500
+
+BATCH_ROWS: Final = 64
+"""How many rows one background (or reindex) batch embeds and commits."""
+
+_PENDING: Final = (
+    "SELECT rowid, content FROM memories WHERE embedding IS NULL "
+    "AND superseded_by IS NULL AND rowid > ? ORDER BY rowid LIMIT ?"
+)
 
 
 Hits = dict[int, tuple[str, float]]
@@ -86,6 +109,8 @@ class EmbeddingStage:
         embedder: The embedder (dims 0: the stage is off).
         cache_size: How many vectors the cache keeps.
         probes: The vector index's inverted lists per search (None: exact).
+        background: Whether :meth:`wake` starts the background thread (False:
+            rows wait for :meth:`embed_pending`).
 
     Attributes:
         failures: How many embedder calls failed since the backend opened.
@@ -99,8 +124,10 @@ class EmbeddingStage:
         cache_size: int,
         *,
         probes: int | None = None,
+        background: bool = True,
     ) -> None:
         self._db = db
+        self._background_on = background
         self._embedder = embedder
         self.identity: EmbeddingIdentity = embedder.identity
         self.similarity_range: tuple[float, float] = getattr(
@@ -122,6 +149,16 @@ class EmbeddingStage:
         self.last_error: str | None = None
         self._seen_version: int | None = None
         self._worker: ThreadPoolExecutor | None = None
+        spans = getattr(embedder, "window_spans", None)
+        self._spans: Callable[[str], list[tuple[int, int]]] | None = (
+            spans if callable(spans) else None
+        )
+        window = getattr(embedder, "window", None)
+        self._window = window if isinstance(window, int) and self._spans else None
+        self._batch_lock = threading.Lock()  # one batch at a time, any thread
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._background: threading.Thread | None = None
 
     @property
     def live(self) -> bool:
@@ -129,42 +166,189 @@ class EmbeddingStage:
         return self.identity.dims > 0
 
     def adopt_identity(self) -> None:
-        """Stamp the embedder's identity; drop another model's vectors.
+        """Stamp the embedder's identity and window; drop vectors that differ.
 
         Same identity: nothing. None stored: stamp it. Another one: every vector
-        is set to NULL (content kept, recall degrades to keyword until
-        ``reindex``), the cache is cleared and the new identity stamped.
+        is set to NULL (content kept, those rows are found by keywords only
+        until they are embedded again), the cache is
+        cleared and the new identity stamped. A window size other than the
+        stored one (a database written before windows: none) sets to NULL the
+        vectors of rows longer than the window in characters (a token holds
+        at least one character, so shorter rows are one window either way).
+        Those rows are embedded by the next write's wake, ``reindex`` or the
+        drain at close.
         """
         if not self.live:
             return
         with self._db.transaction() as conn:
             stored = stored_identity(conn)
-            if stored == self.identity:
-                return
-            if stored is not None:
-                conn.execute("UPDATE memories SET embedding = NULL")
-                self.cache.clear()
+            if stored != self.identity:
+                if stored is not None:
+                    conn.execute("UPDATE memories SET embedding = NULL")
+                    self.cache.clear()
+                    self.vectors.reset()
+                stamp_identity(conn, self.identity)
+            if self._window is not None and stored_window(conn) != self._window:
+                conn.execute(
+                    "UPDATE memories SET embedding = NULL "
+                    "WHERE embedding IS NOT NULL AND length(content) > ?",
+                    (self._window,),
+                )
                 self.vectors.reset()
-            stamp_identity(conn, self.identity)
+                stamp_window(conn, self._window)
+
+    def wake(self) -> None:
+        """Have the background thread embed the rows lacking vectors (soon)."""
+        if not self.live or not self._background_on or self._stop.is_set():
+            return
+        if self._background is None:
+            self._background = threading.Thread(
+                target=self._run, name="memory-vectors", daemon=True
+            )
+            self._background.start()
+        self._wake.set()
+
+    def pending(self) -> int:
+        """How many live rows lack a vector (0 when vectors are off)."""
+        if not self.live:
+            return 0
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM memories WHERE embedding IS NULL "
+                "AND superseded_by IS NULL"
+            ).fetchone()
+        return int(row[0])
+
+    def embed_pending(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> int:
+        """Embed the rows lacking a vector, in batches, each batch committed.
+
+        Each row is tried once per call (one whose embedding fails stays
+        without a vector). Runs on the caller's thread; a batch the background
+        thread has under way finishes first.
+
+        Args:
+            progress: Called with ``(rows done, rows to do)`` after each batch.
+            deadline: A ``time.monotonic()`` after which no batch starts.
+
+        Returns:
+            How many rows got a vector.
+        """
+        total = self.pending()
+        after, tried, done = 0, 0, 0
+        while deadline is None or time.monotonic() < deadline:
+            after, rows, embedded = self._embed_batch(after)
+            if not rows:
+                break
+            tried, done = tried + rows, done + embedded
+            if progress is not None:
+                progress(tried, max(total, tried))
+        return done
+
+    def _embed_batch(self, after: int) -> tuple[int, int, int]:
+        """Embed the next batch above rowid ``after``: (last rowid, rows, embedded)."""
+        with self._batch_lock:
+            with self._db.read() as conn:
+                rows = conn.execute(_PENDING, (after, BATCH_ROWS)).fetchall()
+            if not rows:
+                return after, 0, 0
+            blobs = self.embed([str(content) for _, content in rows])
+            found = [
+                (blob, int(rowid), content)
+                for (rowid, content), blob in zip(rows, blobs, strict=True)
+                if blob is not None
+            ]
+            if found:
+                with self._db.transaction() as conn:
+                    # Not if the row was rewritten meanwhile (its new text waits).
+                    conn.executemany(
+                        "UPDATE memories SET embedding = ? "
+                        "WHERE rowid = ? AND content = ? AND embedding IS NULL",
+                        found,
+                    )
+                    self.refresh([rowid for _, rowid, _ in found])
+            return int(rows[-1][0]), len(rows), len(found)
+
+    def _run(self) -> None:
+        """The background thread: on each wake, embed every row lacking a vector."""
+        while True:
+            self._wake.wait()
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            after = 0
+            while not self._stop.is_set():
+                try:
+                    after, rows, embedded = self._embed_batch(after)
+                except Exception as e:  # noqa: BLE001 - the thread must not die; the rows wait for the next wake
+                    self.failures += 1
+                    self.last_error = f"{type(e).__name__}: {e}"
+                    break
+                if not rows or not embedded:  # done, or the embedder fails
+                    break
+
+    def stop(self, drain_seconds: float = 0.0) -> None:
+        """Stop the background thread (its batch under way is committed).
+
+        Then embed rows lacking vectors on this thread for up to
+        ``drain_seconds`` (no batch starts after); the rest wait for a later
+        handle with an embedder (its first write, its close) or ``reindex``.
+        """
+        deadline = time.monotonic() + drain_seconds
+        first = not self._stop.is_set()  # a second close does nothing
+        self._stop.set()
+        self._wake.set()
+        if self._background is not None:
+            self._background.join()
+            self._background = None
+        if first and drain_seconds > 0 and self.live:
+            self.embed_pending(deadline=deadline)
 
     def embed(self, texts: Sequence[str]) -> list[bytes | None]:
-        """Return a float32 vector per text (``None`` where embedding failed).
+        """Return each text's windows' float32 vectors, end to end.
 
-        Call it outside any transaction: the embedder may be slow, and the
-        cache reads and writes take their own short transactions.
+        ``None`` where embedding failed (any of its windows). Call it outside
+        any transaction: the embedder may be slow, and the cache reads and
+        writes take their own short transactions.
         """
         if not self.live or not texts:
             return [None] * len(texts)
-        hashes = [content_hash(t) for t in texts]
+        windows = [self._windows(t) for t in texts]
+        hashed = [[content_hash(w) for w in ws] if ws else [] for ws in windows]
+        flat = {
+            h: w
+            for ws, hs in zip(windows, hashed, strict=True)
+            for w, h in zip(ws or (), hs, strict=True)
+        }
         with self._db.transaction():
-            known = self.cache.get_many(hashes)
-        missing = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
+            known = self.cache.get_many(list(flat))
+        missing = {h: w for h, w in flat.items() if h not in known}
         fresh = self._embed_missing(missing)
         if fresh:
             with self._db.transaction():
                 self.cache.put_many(fresh)
         known.update(fresh)
-        return [known.get(h) for h in hashes]
+        return [
+            b"".join(known[h] for h in hs)
+            if ws and all(h in known for h in hs)
+            else None
+            for ws, hs in zip(windows, hashed, strict=True)
+        ]
+
+    def _windows(self, text: str) -> list[str] | None:
+        """The text's windows (None: the embedder's tokenizer failed)."""
+        if self._spans is None:
+            return [text]
+        try:
+            return window_texts(self._spans(text), text)
+        except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector
+            self.failures += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            return None
 
     def begin_search(
         self, text: str, scope: Scope, window: int, *, overlap: bool = True
@@ -212,8 +396,12 @@ class EmbeddingStage:
                 self.cache.put_many(fresh)
         return vector, hits
 
-    def close(self) -> None:
-        """Stop the worker thread (after the call it may be running) and the scan's."""
+    def close(self, drain_seconds: float = 0.0) -> None:
+        """Stop the threads: background (see :meth:`stop`), query and scan.
+
+        The query thread finishes the call it may be running.
+        """
+        self.stop(drain_seconds)
         if self._worker is not None:
             self._worker.shutdown(wait=True)
             self._worker = None

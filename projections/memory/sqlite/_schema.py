@@ -2,9 +2,9 @@
 
 Tables: ``memories`` (one row per agent and key; an integer rowid so FTS5 can use
 it as external content), ``memories_fts`` (FTS5 over key and content, kept in
-step by triggers), ``memory_meta`` (schema
-version and embedding identity), ``embedding_cache`` and ``memory_tracking``
-(the applied ledger position). Times are integer microseconds since the epoch
+step by triggers), ``memory_meta`` (schema version, embedding identity and
+window size), ``embedding_cache`` and ``memory_tracking`` (the applied ledger
+position). Times are integer microseconds since the epoch
 (UTC), so comparisons are exact and a rebuild reproduces them.
 
 With a cipher key the file is a SQLCipher database keyed with the key derived
@@ -82,6 +82,8 @@ CREATE INDEX IF NOT EXISTS memories_recent
 CREATE INDEX IF NOT EXISTS memories_session
     ON memories (agent, session, updated_us DESC, id, category, superseded_by)
     WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memories_unembedded
+    ON memories (superseded_by) WHERE embedding IS NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
     key, content,
     content = 'memories', content_rowid = 'rowid',
@@ -111,9 +113,12 @@ CREATE TABLE IF NOT EXISTS memory_tracking (
     position INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
-"""Every table, index and trigger (idempotent). The two partial indexes cover
+"""Every table, index and trigger (idempotent). Two partial indexes cover
 the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
-``superseded_by`` and ``category`` so no table row is read to filter."""
+``superseded_by`` and ``category`` so no table row is read to filter; the
+third lists the rows still waiting for their vector (in rowid order among the
+live ones), so finding them never scans the table. ``embedding`` holds a row's
+windows' float32 vectors end to end (one window for a short text)."""
 
 STAGE_DDL: Final = """
 CREATE TEMP TABLE IF NOT EXISTS memory_stage (
@@ -155,6 +160,7 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _META_DIMS = "embedding_dims"
 _META_MODEL = "embedding_model"
 _META_PROVIDER = "embedding_provider"
+_META_WINDOW = "embedding_window"
 
 
 def connect(path: str | Path, cipher_key: str | None = None) -> sqlite3.Connection:
@@ -244,6 +250,22 @@ def stamp_identity(db: sqlite3.Connection, identity: EmbeddingIdentity) -> None:
             (_META_MODEL, identity.model),
             (_META_DIMS, str(identity.dims)),
         ],
+    )
+
+
+def stored_window(db: sqlite3.Connection) -> int | None:
+    """Return the window size the stored vectors were split with (None: unknown)."""
+    row = db.execute(
+        "SELECT value FROM memory_meta WHERE name = ?", (_META_WINDOW,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def stamp_window(db: sqlite3.Connection, window: int) -> None:
+    """Record the window size the stored vectors are split with."""
+    db.execute(
+        "INSERT OR REPLACE INTO memory_meta (name, value) VALUES (?, ?)",
+        (_META_WINDOW, str(window)),
     )
 
 

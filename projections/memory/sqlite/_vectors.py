@@ -7,6 +7,12 @@ session, durable flag, creation time) as parallel arrays. The backend updates it
 row by row after its own writes and drops it when another connection has written
 (``PRAGMA data_version``), to reload it on the next vector query.
 
+A row's vector BLOB holds one or more windows (``dims`` float32 each, see
+``embedding.windows``): each window is one matrix row, several matrix rows may
+belong to one stored row, and a search ranks the stored rows by their best
+window (the matrix rows scanned are widened by the most windows a row has, so
+the best ``window`` stored rows are always among them).
+
 A search masks the rows outside the scope BEFORE ranking, so disallowed rows
 can neither crowd out nor outrank allowed ones. The similarities are one
 matrix-vector product; with an int8 kernel, from :data:`SHARE_ROWS` rows on,
@@ -97,7 +103,7 @@ class VectorIndex:
     _created: npt.NDArray[np.int64]
     _alive: npt.NDArray[np.bool_]
     _ivf: InvertedLists | None
-    _slots: dict[int, int]
+    _slots: dict[int, list[int]]
     _ids: list[str]
     _agent_codes: dict[str, int]
     _session_codes: dict[str, int]
@@ -142,25 +148,36 @@ class VectorIndex:
 
         Args:
             rows: ``(rowid, entry id, agent, session, category, created_us,
-                vector)`` tuples; vectors of another length are skipped.
+                vector)`` tuples; the vector is one or more windows of
+                ``dims`` float32; a vector of another length is skipped.
         """
         width = 4 * self.dims
-        usable = [r for r in rows if r[6] is not None and len(r[6]) == width]
-        n = len(usable)
+        usable = [r for r in rows if r[6] and width and len(r[6]) % width == 0]
+        counts = [len(r[6]) // width for r in usable]
+        n = sum(counts)
         self._reset_arrays(max(_INITIAL, n + n // 8))
         if n:
             raw = np.frombuffer(b"".join(r[6] for r in usable), dtype="<f4")
             self._store_normalized(raw.reshape(n, self.dims))
-            self._rowids[:n] = [r[0] for r in usable]
-            self._ids = [r[1] for r in usable]
-            self._agents[:n] = [self._code(self._agent_codes, r[2]) for r in usable]
-            self._sessions[:n] = [self._session_code(r[3]) for r in usable]
-            self._durable[:n] = [
-                r[3] is None and r[4] in DURABLE_GLOBAL_CATEGORIES for r in usable
-            ]
-            self._created[:n] = [r[5] for r in usable]
+
+            def each(values: list[Any]) -> list[Any]:
+                return [
+                    v for v, k in zip(values, counts, strict=True) for _ in range(k)
+                ]
+
+            self._rowids[:n] = each([r[0] for r in usable])
+            self._ids = each([r[1] for r in usable])
+            self._agents[:n] = each(
+                [self._code(self._agent_codes, r[2]) for r in usable]
+            )
+            self._sessions[:n] = each([self._session_code(r[3]) for r in usable])
+            self._durable[:n] = each(
+                [r[3] is None and r[4] in DURABLE_GLOBAL_CATEGORIES for r in usable]
+            )
+            self._created[:n] = each([r[5] for r in usable])
             self._alive[:n] = True
-            self._slots = {r[0]: i for i, r in enumerate(usable)}
+            self._slots = _group(self._rowids[:n])
+            self._most_windows = max(counts)
             self._size = n
         self.loaded = True
 
@@ -174,44 +191,45 @@ class VectorIndex:
             self._screen.store(0, self._matrix[:n])
 
     def put(self, row: VectorRow) -> None:
-        """Insert or replace a row; a row without a usable vector is dropped."""
+        """Insert or replace a row; a row without a usable vector is dropped.
+
+        Its windows (re)join at the tail (in the inverted lists' tail too).
+        """
         self._changes += 1
-        vector = np.frombuffer(row.vector, dtype="<f4") if row.vector else None
-        if vector is None or vector.shape[0] != self.dims:
-            self.drop([row.rowid])
+        self.drop([row.rowid])
+        width = 4 * self.dims
+        if not row.vector or not width or len(row.vector) % width:
             return
-        slot = self._slots.get(row.rowid)
-        if slot is not None and self._ivf is not None and slot < self._ivf.arranged:
-            # Its list may change with its vector: it moves to the tail.
-            self.drop([row.rowid])
-            slot = None
-        if slot is None:
+        windows = np.frombuffer(row.vector, dtype="<f4").reshape(-1, self.dims)
+        slots = self._slots[row.rowid] = []
+        self._most_windows = max(self._most_windows, windows.shape[0])
+        for vector in windows:
             slot = self._append()
-            self._slots[row.rowid] = slot
+            slots.append(slot)
             self._rowids[slot] = row.rowid
-        norm = float(np.linalg.norm(vector))
-        self._matrix[slot] = vector / norm if norm > 0 else 0.0
-        if self._screen is not None:
-            self._screen.store(slot, self._matrix[slot : slot + 1])
-        self._ids[slot] = row.entry_id
-        self._agents[slot] = self._code(self._agent_codes, row.agent)
-        self._sessions[slot] = self._session_code(row.session)
-        self._durable[slot] = _durable(row)
-        self._created[slot] = row.created_us
-        self._alive[slot] = True
+            norm = float(np.linalg.norm(vector))
+            self._matrix[slot] = vector / norm if norm > 0 else 0.0
+            if self._screen is not None:
+                self._screen.store(slot, self._matrix[slot : slot + 1])
+            self._ids[slot] = row.entry_id
+            self._agents[slot] = self._code(self._agent_codes, row.agent)
+            self._sessions[slot] = self._session_code(row.session)
+            self._durable[slot] = _durable(row)
+            self._created[slot] = row.created_us
+            self._alive[slot] = True
 
     def drop(self, rowids: Iterable[int]) -> None:
         """Remove rows (unknown rowids are ignored)."""
         self._changes += 1
         for rowid in rowids:
-            slot = self._slots.pop(rowid, None)
-            if slot is not None:
+            for slot in self._slots.pop(rowid, ()):
                 self._alive[slot] = False
                 self._dead += 1
-        if self._dead > max(_INITIAL, len(self._slots)):
+        if self._dead > max(_INITIAL, self._size - self._dead):
             self._compact()
 
     def __len__(self) -> int:
+        """How many stored rows have vectors (not windows)."""
         return len(self._slots)
 
     def search(
@@ -226,7 +244,7 @@ class VectorIndex:
 
         Returns:
             ``(rowid, entry id, cosine)`` with cosine in (0, 1], best first,
-            ties by entry id.
+            ties by entry id; a row's cosine is its best window's.
         """
         q = np.asarray(query, dtype=np.float64)
         norm = float(np.linalg.norm(q))
@@ -236,18 +254,17 @@ class VectorIndex:
         if candidates.size == 0:
             return []
         unit = q / norm
+        reach = window * self._most_windows  # holds the best ``window`` rows
         if self.probes is not None and candidates.size >= IVF_MIN_ROWS:
             lists = self._arranged()
             in_scope = self._scope_rows(scope)[0]  # the slots may have moved
-            picked, sims = lists.probe(
-                self._matrix, in_scope, unit, self.probes, window
-            )
+            picked, sims = lists.probe(self._matrix, in_scope, unit, self.probes, reach)
             return self._top(picked, sims, unit, window)
         if candidates.size < _SUBSET_SHARE * self._size:
             sims = self._product_of(self._matrix[candidates], unit)
             return self._top(candidates, sims, unit, window)
         if self._screen is not None and self._size >= SHARE_ROWS:
-            survivors = self._screen.survivors(candidates, self._size, unit, window)
+            survivors = self._screen.survivors(candidates, self._size, unit, reach)
             return self._ranked(survivors, unit, window)
         sims = self._product_of(self._matrix[: self._size], unit)
         if candidates.size < self._size:
@@ -259,7 +276,8 @@ class VectorIndex:
     ) -> dict[int, tuple[str, float]]:
         """Return the exact cosine of ``query`` with each of these rows.
 
-        Rows without a vector (or unknown) are left out; cosines are in [0, 1].
+        Rows without a vector (or unknown) are left out; cosines are in [0, 1],
+        a row's its best window's.
         """
         q = np.asarray(query, dtype=np.float64)
         norm = float(np.linalg.norm(q))
@@ -267,10 +285,11 @@ class VectorIndex:
             return {}
         found: dict[int, tuple[str, float]] = {}
         for rowid in rowids:
-            slot = self._slots.get(rowid)
-            if slot is not None:
-                sim = float(self._matrix[slot].astype(np.float64) @ q) / norm
-                found[rowid] = (self._ids[slot], min(1.0, max(0.0, sim)))
+            slots = self._slots.get(rowid)
+            if slots:
+                sims = self._matrix[slots].astype(np.float64) @ q
+                sim = float(sims.max()) / norm
+                found[rowid] = (self._ids[slots[0]], min(1.0, max(0.0, sim)))
         return found
 
     def _product_of(
@@ -300,10 +319,11 @@ class VectorIndex:
         q: npt.NDArray[np.float64],
         window: int,
     ) -> list[tuple[int, str, float]]:
-        if sims.size > window:
+        reach = window * self._most_windows  # holds the best ``window`` rows
+        if sims.size > reach:
             # Keep every row tied with the window's last score, so the id
             # tie-break below decides, not argpartition's arbitrary order.
-            floor = np.partition(sims, sims.size - window)[sims.size - window]
+            floor = np.partition(sims, sims.size - reach)[sims.size - reach]
             candidates = candidates[sims >= floor]
         return self._ranked(candidates, q, window)
 
@@ -318,6 +338,12 @@ class VectorIndex:
         )
         positive = exact > 0
         slots, exact = slots[positive], exact[positive]
+        if self._most_windows > 1:  # a row's best window only
+            order = np.lexsort((-exact, self._rowids[slots]))
+            rowids = self._rowids[slots[order]]
+            first = np.ones(order.size, dtype=np.bool_)
+            first[1:] = rowids[1:] != rowids[:-1]
+            slots, exact = slots[order[first]], exact[order[first]]
         if exact.size > window:
             floor = np.partition(exact, exact.size - window)[exact.size - window]
             kept = exact >= floor
@@ -331,7 +357,7 @@ class VectorIndex:
 
     def _arranged(self) -> InvertedLists:
         """The inverted lists, (re)trained and the rows rearranged when stale."""
-        lists, live = self._ivf, len(self._slots)
+        lists, live = self._ivf, self._size - self._dead
         kept, trained = None, live  # train new centroids on the live rows...
         if lists is not None:
             retrain, rearrange = lists.stale(live, self._size)
@@ -386,6 +412,7 @@ class VectorIndex:
         self._changes += 1
         self._size = 0
         self._dead = 0
+        self._most_windows = 1
         self._slots = {}
         self._ids = []
         self._rowids = np.zeros(capacity, dtype=np.int64)
@@ -439,8 +466,9 @@ class VectorIndex:
         capacity = max(_INITIAL, 2 * keep.size)
         arrays = {name: getattr(self, name)[keep] for name in _ARRAYS}
         agent_codes, session_codes = self._agent_codes, self._session_codes
-        screen = self._screen
+        screen, most = self._screen, self._most_windows
         self._reset_arrays(capacity)
+        self._most_windows = most
         self._agent_codes, self._session_codes = agent_codes, session_codes
         if lists is not None:
             none = np.zeros(lists.centroids.shape[0] + 1, dtype=np.intp)
@@ -452,7 +480,7 @@ class VectorIndex:
             getattr(self, name)[: keep.size] = values
         self._ids = ids
         self._size = int(keep.size)
-        self._slots = {int(r): i for i, r in enumerate(self._rowids[: self._size])}
+        self._slots = _group(self._rowids[: self._size])
 
     def _session_code(self, session: str | None) -> int:
         if session is None:
@@ -462,6 +490,14 @@ class VectorIndex:
     @staticmethod
     def _code(codes: dict[str, int], value: str) -> int:
         return codes.setdefault(value, len(codes))
+
+
+def _group(rowids: npt.NDArray[np.int64]) -> dict[int, list[int]]:
+    """``{rowid: its slots}`` of the slots in use."""
+    slots: dict[int, list[int]] = {}
+    for slot, rowid in enumerate(rowids.tolist()):
+        slots.setdefault(int(rowid), []).append(slot)
+    return slots
 
 
 def _durable(row: VectorRow) -> bool:

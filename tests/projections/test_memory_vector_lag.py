@@ -1,0 +1,226 @@
+"""Vectors as a derived view: computed off the write path, windowed, lagging.
+
+A write commits its row and keywords at once; vectors come later (the
+background thread, ``embed_pending``, ``reindex`` or the bounded drain at
+close). Rows not yet embedded are found by keywords. A long entry is embedded
+as overlapping windows of the embedder's tokens and scored by its best one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.contracts.memory_contract import T0
+from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.embedding.windows import (
+    token_windows,
+    window_texts,
+    word_offsets,
+)
+from turnledger.projections.memory.protocol import NewMemory
+from turnledger.projections.memory.sqlite import SQLiteMemory
+
+VOCABULARY = ("zephyr", "probe", "lorem", "ipsum", "garden", "tomato")
+
+
+class WordWindows:
+    """Bag-of-words over :data:`VOCABULARY`, windows of ``window`` words."""
+
+    def __init__(self, window: int = 8) -> None:
+        self.window = window
+        self.calls: list[list[str]] = []
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return EmbeddingIdentity("test", "vocabulary-bow", len(VOCABULARY))
+
+    def window_spans(self, text: str) -> list[tuple[int, int]]:
+        return token_windows(word_offsets(text), self.window)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [[float(t.split().count(w)) for w in VOCABULARY] for t in texts]
+
+
+class Whole(WordWindows):
+    """The same vectors, every text embedded whole (no ``window_spans``)."""
+
+    window_spans = None  # type: ignore[assignment]
+
+
+def entry(key: str, content: str) -> NewMemory:
+    return NewMemory(agent="a", key=key, content=content, entry_id=f"e-{key}", at=T0)
+
+
+def vector_rows(memory: SQLiteMemory) -> int:
+    row = memory._db.conn.execute(
+        "SELECT count(*) FROM memories WHERE embedding IS NOT NULL"
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_row_not_yet_embedded_is_found_by_keywords_then_by_both():
+    embedder = WordWindows()
+    memory = SQLiteMemory(":memory:", embedder=embedder, background_vectors=False)
+    with SQLiteMemory(":memory:", background_vectors=False) as keyword_only:
+        keyword_only.store(entry("k", "tomato garden notes"))
+        (alone,) = keyword_only.recall("tomato", agents=["a"])
+    memory.store(entry("k", "tomato garden notes"))
+    assert embedder.calls == []  # nothing embedded on the write path
+    assert memory.pending_vectors == 1
+    (before,) = memory.recall("tomato", agents=["a"])
+    assert (before.key, before.score) == ("k", alone.score)  # the keyword leg alone
+    vectors_only = SQLiteMemory(
+        ":memory:", embedder=embedder, search_mode="embedding", background_vectors=False
+    )
+    vectors_only.store(entry("k", "tomato garden notes"))
+    assert memory.embed_pending() == 1
+    assert vectors_only.embed_pending() == 1
+    assert memory.pending_vectors == 0
+    (after,) = memory.recall("tomato", agents=["a"])
+    assert after.key == "k"
+    assert after.score != before.score  # the vector leg measured it too
+    (vector,) = vectors_only.recall("tomato", agents=["a"])
+    assert (vector.key, vector.score) == ("k", pytest.approx(2**-0.5))  # cosine
+    memory.close()
+    vectors_only.close()
+
+
+def test_the_background_thread_embeds_writes_without_being_asked():
+    memory = SQLiteMemory(":memory:", embedder=WordWindows())
+    for n in range(100):
+        memory.store(entry(f"k{n}", f"garden note {n} tomato"))
+    deadline = time.monotonic() + 20
+    while memory.pending_vectors and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory.pending_vectors == 0
+    assert vector_rows(memory) == 100
+    memory.close()
+
+
+def test_close_drains_and_a_later_handle_embeds_the_rest(tmp_path):
+    path = tmp_path / "m.db"
+    with SQLiteMemory(path, embedder=WordWindows(), background_vectors=False) as m:
+        m.store(entry("k", "tomato garden"))
+    with SQLiteMemory(path) as keyword_only:  # no embedder: nothing is embedded
+        assert vector_rows(keyword_only) == 1  # the drain at close embedded it
+        keyword_only.store(entry("j", "zephyr probe"))
+    with SQLiteMemory(path, embedder=WordWindows()) as reopened:
+        assert reopened.pending_vectors == 1  # opening embeds nothing
+        reopened.store(entry("i", "garden"))  # a write wakes the thread: all rows
+        deadline = time.monotonic() + 20
+        while reopened.pending_vectors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert vector_rows(reopened) == 3
+    with SQLiteMemory(path, embedder=WordWindows()) as again:
+        again.store(entry("h", "probe"))
+    with SQLiteMemory(path) as keyword_only:
+        assert vector_rows(keyword_only) == 4  # at the latest, the drain at close
+
+
+def test_reindex_reports_progress_and_drains():
+    memory = SQLiteMemory(":memory:", embedder=WordWindows(), background_vectors=False)
+    for n in range(150):
+        memory.store(entry(f"k{n}", f"tomato {n}"))
+    seen: list[tuple[int, int]] = []
+    assert memory.reindex(progress=lambda at, total: seen.append((at, total))) == 150
+    assert seen == [(64, 150), (128, 150), (150, 150)]
+    assert memory.pending_vectors == 0
+    memory.close()
+
+
+def test_a_fact_at_the_end_of_a_long_entry_is_found_by_the_vector_leg():
+    filler = " ".join(random.Random(7).choice(["lorem", "ipsum"]) for _ in range(2000))
+    text = f"{filler} zephyr probe"
+    windowed = SQLiteMemory(":memory:", embedder=WordWindows(), search_mode="embedding")
+    whole = SQLiteMemory(":memory:", embedder=Whole(), search_mode="embedding")
+    for memory in (windowed, whole):
+        memory.store(entry("long", text))
+        memory.embed_pending()
+    (found,) = windowed.recall("zephyr probe", agents=["a"])
+    assert found.key == "long"
+    assert found.score == pytest.approx(1 / (1 + 3 * 3 / 2) ** 0.5, abs=0.2)
+    blob = windowed._db.conn.execute("SELECT embedding FROM memories").fetchone()[0]
+    assert len(blob) // (4 * len(VOCABULARY)) == len(
+        token_windows(word_offsets(text), 8)
+    )
+    # Embedded whole, the fact is diluted by 2,000 words: cosine ~0.0007.
+    (diluted,) = whole.recall("zephyr probe", agents=["a"])
+    assert diluted.score is not None
+    assert found.score > 100 * diluted.score
+    windowed.close()
+    whole.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.integers(1, 6), max_size=300),
+    gaps=st.integers(1, 3),
+    size=st.integers(1, 64),
+)
+def test_windows_cover_every_token(words: list[int], gaps: int, size: int):
+    """Each token lies in a window; no window holds more than ``size`` tokens."""
+    offsets, at = [], 0
+    for length in words:
+        offsets.append((at, at + length))
+        at += length + gaps
+    spans = token_windows(offsets, size)
+    assert (spans == []) == (offsets == [])
+    for start, end in offsets:
+        assert any(a <= start and end <= b for a, b in spans)
+    for a, b in spans:
+        inside = [t for t in offsets if a <= t[0] and t[1] <= b]
+        assert 1 <= len(inside) <= size
+    if spans:
+        assert spans[0][0] == offsets[0][0]
+        assert spans[-1][1] == offsets[-1][1]
+    if size >= 4:  # a quarter of the window overlaps the next one
+        assert all(
+            next_start < end for (_, end), (next_start, _) in itertools.pairwise(spans)
+        )
+    text = "x" * at
+    assert len(window_texts(spans, text)) == max(1, len(spans))
+
+
+def test_a_window_size_below_one_is_refused():
+    with pytest.raises(ValueError, match="window size >= 1"):
+        token_windows([(0, 1)], 0)
+
+
+def test_the_transformer_windows_cover_every_word_piece():
+    """The packaged model's own tokenizer: a 2,000-word entry, nothing cut."""
+    pytest.importorskip("sentence_transformers")
+    from turnledger.projections.memory.embedding.local import (
+        LocalEmbedder,
+    )
+
+    embedder = LocalEmbedder()
+    words = random.Random(3).choices(
+        ["garden", "tomato", "2026-12-04", "décembre", "zephyr", "probe!", "x"], k=2000
+    )
+    text = " ".join(words)
+    spans = embedder.window_spans(text)
+    pieces = embedder._model.tokenizer(
+        text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+    )["offset_mapping"]
+    assert len(pieces) > embedder.window
+    for start, end in pieces:
+        assert any(a <= start and end <= b for a, b in spans)
+    for window in window_texts(spans, text):
+        inside = embedder._model.tokenizer(window, add_special_tokens=False)
+        assert len(inside["input_ids"]) <= embedder.window + 2  # fits the model
+    memory = SQLiteMemory(":memory:", embedder=embedder, search_mode="embedding")
+    memory.store(entry("long", f"{text} The launch code of the probe is tangerine."))
+    memory.store(entry("other", "The garden needs water on Mondays."))
+    memory.embed_pending()
+    found = memory.recall("what is the probe's launch code", agents=["a"], limit=2)
+    assert found
+    assert found[0].key == "long"
+    memory.close()
