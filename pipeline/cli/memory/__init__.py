@@ -52,9 +52,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
     forgotten, seconds;
     govern --agent A [--dry-run] applies retention as memory events (conversation
     rows expire after 30 days; daily rows are archived after 7, purged after 30).
-    reindex --agent A embeds the rows written before embeddings were on (progress
-    on stderr); export --agent A [--session S] [--category C] [--since D]
-    [--until D] prints the agent's own entries as JSON lines, oldest first.
+    reindex --agent A embeds the rows still lacking a vector (progress on
+    stderr; --json: embedded, pending); export --agent A [--session S]
+    [--category C] [--since D] [--until D] prints the agent's own entries as
+    JSON lines, oldest first.
     list|recall|get --at POSITION|ISO_TIME answer from the ledger as of then:
     stored, superseded and forgotten entries (a shredded one as [forgotten]).
 

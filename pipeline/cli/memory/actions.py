@@ -4,7 +4,7 @@
 :class:`~pipeline.memory.MemoryService`. ``store`` and ``forget``
 record memory events (source ``cli``) and apply them to the agent's backend;
 ``govern`` records retention as events (source ``governance``); ``reindex``
-embeds the rows a sqlite backend got before embeddings were on; the reads
+embeds the rows of a sqlite backend still lacking a vector; the reads
 (recall, context, list, get, stats, export) are scoped to the agent and its
 configured peers and print text or JSON. ``--at`` reads go to
 :mod:`pipeline.cli.memory.at`, ``rebuild`` to :mod:`pipeline.cli.memory.rebuild`;
@@ -187,26 +187,38 @@ def _govern(service: MemoryService, args: argparse.Namespace) -> int:
 
 
 def _reindex(service: MemoryService, args: argparse.Namespace) -> int:
-    """Embed the rows written before embeddings were on, with a progress bar."""
+    """Embed the rows still lacking a vector, with progress on stderr.
+
+    Rows lack one when written before embeddings were on, or when the
+    background thread of the process that wrote them had not reached them.
+    A terminal gets one bar redrawn; anything else one line per batch.
+    """
     backend = service.backend(args.agent)
     reindex = getattr(backend, "reindex", None)
     if not callable(reindex):
         msg = f"Expected a sqlite memory backend to reindex, found {backend.name}"
         raise UsageError(msg)
 
+    redraw = sys.stderr.isatty()
+    drawn = False
+
     def bar(at: int, total: int) -> None:
+        nonlocal drawn
         width = 30
         done = width * at // max(total, 1)
-        sys.stderr.write(f"\rreindex [{'#' * done}{'-' * (width - done)}] {at}/{total}")
+        line = f"reindex [{'#' * done}{'-' * (width - done)}] {at}/{total}"
+        sys.stderr.write(f"\r{line}" if redraw else f"{line}\n")
         sys.stderr.flush()
+        drawn = True
 
     embedded = int(reindex(progress=bar))
-    if embedded:
+    if drawn and redraw:
         sys.stderr.write("\n")
     identity = getattr(backend, "identity", None)
     report = {
         "agent": args.agent,
         "embedded": embedded,
+        "pending": int(getattr(backend, "pending_vectors", 0)),
         "model": getattr(identity, "model", ""),
         "dims": getattr(identity, "dims", 0),
     }
