@@ -55,7 +55,14 @@ class EmbeddingIdentity(NamedTuple):
 
 
 class Embedder(Protocol):
-    """Turns texts into vectors of ``identity.dims`` floats."""
+    """Turns texts into vectors of ``identity.dims`` floats.
+
+    Optional members a memory backend uses when present: ``window`` (the most
+    of the embedder's own tokens one window holds) and ``window_spans(text)``
+    (the character spans of the text's overlapping windows, see
+    :mod:`.windows`): a long text is then embedded window by window and
+    scored by its best window. Without them every text is embedded whole.
+    """
 
     @property
     def identity(self) -> EmbeddingIdentity:
