@@ -39,13 +39,20 @@ KNOWN_OPERATIONS: Final = frozenset(
 _DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 
-class UserSaid(msgspec.Struct, frozen=True):
+# The structs here hold text, numbers, values decoded from JSON and tuples of
+# one another: no reference cycle can pass through them, so the cycle collector
+# does not track them (gc=False). A receiver keeps thousands of them between
+# batches (each session's last input read), which its full collections would
+# otherwise walk again and again.
+
+
+class UserSaid(msgspec.Struct, frozen=True, gc=False):
     """A user message."""
 
     text: str
 
 
-class ToolCallSaid(msgspec.Struct, frozen=True):
+class ToolCallSaid(msgspec.Struct, frozen=True, gc=False):
     """A tool call an assistant message made."""
 
     id: str
@@ -53,14 +60,14 @@ class ToolCallSaid(msgspec.Struct, frozen=True):
     arguments: str
 
 
-class AssistantSaid(msgspec.Struct, frozen=True):
+class AssistantSaid(msgspec.Struct, frozen=True, gc=False):
     """An assistant message and the tool calls it made."""
 
     text: str
     calls: tuple[ToolCallSaid, ...] = ()
 
 
-class ToolSaid(msgspec.Struct, frozen=True):
+class ToolSaid(msgspec.Struct, frozen=True, gc=False):
     """A tool result."""
 
     call_id: str
@@ -73,7 +80,7 @@ Said: TypeAlias = UserSaid | AssistantSaid | ToolSaid
 """One message of a conversation, in order."""
 
 
-class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
+class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A model call span, read.
 
     Attributes:
@@ -107,7 +114,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True):
     extra_choices: int = 0
 
 
-class ToolRun(msgspec.Struct, frozen=True, kw_only=True):
+class ToolRun(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An ``execute_tool`` span, read (``result`` ``None``: not captured)."""
 
     call_id: str
@@ -120,7 +127,7 @@ class ToolRun(msgspec.Struct, frozen=True, kw_only=True):
 SpanKind: TypeAlias = Literal["chat", "tool", "known", "unknown"]
 
 
-class SpanReading(msgspec.Struct, frozen=True, kw_only=True):
+class SpanReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a span is: its kind, a label to count it by, and what it says."""
 
     kind: SpanKind
@@ -285,7 +292,7 @@ def _content(
 # --- the current form: gen_ai.input.messages / output.messages -------------
 
 
-class _Part(msgspec.Struct):
+class _Part(msgspec.Struct, gc=False):
     """A message part of the current form, as sent (fields of other kinds ignored)."""
 
     type: str = ""
@@ -297,7 +304,7 @@ class _Part(msgspec.Struct):
     result: object = None
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     """A message of the current form: its role and parts."""
 
     role: str = ""

@@ -223,3 +223,64 @@ def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
         kept = _recorded(Path(folder), batches, restart=False)
         fresh = _recorded(Path(folder), batches, restart=True)
     assert kept == fresh
+
+
+def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) -> list:
+    """Each batch recorded by one of two recorders of one ledger, in turn."""
+    with open_store(str(folder / "ledger-two.db")) as store:
+        recorders = (Recorder(store), Recorder(store))
+        for n, batch in enumerate(batches):
+            recorder = recorders[turns[n % len(turns)] % 2]
+            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+        return [
+            (r.stream_id, r.version, msgspec.to_builtins(r.event))
+            for r in store.iter_all()
+        ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(_STEP, min_size=1, max_size=6),
+    st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12),
+    st.lists(st.integers(min_value=0, max_value=20), max_size=3),
+    st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=12),
+)
+def test_two_receivers_of_one_ledger_record_what_a_restarted_one_does(
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+    turns: list[int],
+) -> None:
+    """A recorder keeps each session's state between batches; when another
+    writer appended to the session meanwhile (here another recorder of the same
+    ledger, retries included), its next batch of that session is still
+    recorded as a receiver started afresh records it."""
+    spans = _agent_spans(steps)
+    batches = []
+    while spans:
+        size = cuts[len(batches) % len(cuts)]
+        batches.append(spans[:size])
+        spans = spans[size:]
+    for i in retried:
+        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    with tempfile.TemporaryDirectory() as folder:
+        two = _recorded_by_two(Path(folder), batches, turns)
+        fresh = _recorded(Path(folder), batches, restart=True)
+    assert two == fresh
+
+
+def test_a_batch_after_another_writer_moved_the_session_is_mapped_again(
+    tmp_path: Path,
+) -> None:
+    first, second, third = _conversation(3)
+    with open_store(str(tmp_path / "ledger.db")) as store:
+        ours, theirs = Recorder(store), Recorder(store)
+        ours.record(decode_json(json.dumps(json_request([first])).encode()))
+        theirs.record(decode_json(json.dumps(json_request([second])).encode()))
+        again = ours.record(decode_json(json.dumps(json_request([second])).encode()))
+        report = ours.record(decode_json(json.dumps(json_request([third])).encode()))
+        (session,) = list_sessions(store)
+        history = load_history(store, session.stream_id).entries
+    assert [e.message.text for e in history] == ["q0", "a0", "q1", "a1", "q2", "a2"]
+    assert (again.duplicates, again.events) == (1, 0)
+    assert (report.mapped, report.duplicates) == (1, 0)
