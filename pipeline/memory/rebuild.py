@@ -11,6 +11,9 @@ are opened with the live key store, so what is still live is readable and what
 was shredded reads ``[forgotten]``; forgotten entries stay forgotten on every
 backend.
 
+A rebuilt SQLite store has every vector computed before the rebuild returns
+(where the embedder answers).
+
 :func:`rebuild_in_place` rebuilds the agent's configured store after a backup
 beside it (``<file>.bak-<UTC stamp>``): a SQLite file (every agent that shares
 it is rebuilt with it) or the agent's Markdown workspace; another kind, or a
@@ -228,7 +231,13 @@ def _build(
         only_agents=frozenset({agent}) if one_agent else None,
     )
     try:
-        return _open(fresh, agent, kind).count(agents=[agent])
+        backend = _open(fresh, agent, kind)
+        # A SQLite store computes vectors off the write path: a rebuild waits
+        # for all of them (one that fails leaves its row to ``reindex``).
+        drain = getattr(backend, "embed_pending", None)
+        while callable(drain) and drain():  # until a pass embeds nothing more
+            pass
+        return backend.count(agents=[agent])
     finally:
         fresh.close()
 

@@ -12,6 +12,7 @@ PostgreSQL table: no hit, and every rebuild still succeeds.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import psycopg
@@ -19,7 +20,7 @@ import pytest
 
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.config import Config
+from turnledger.pipeline.config import Config, parse_config
 from turnledger.pipeline.memory import (
     InPlaceRefusedError,
     MemoryService,
@@ -28,6 +29,7 @@ from turnledger.pipeline.memory import (
     rebuild_in_place,
     rebuild_into,
 )
+from turnledger.projections.memory import sqlite as memory_sqlite
 from turnledger.projections.memory.postgres import split_url
 
 CANARIES = ("canary-9F3K2Q", "canary-7XW1ZP")
@@ -315,6 +317,30 @@ def test_rebuild_into_keeps_a_fresh_store_of_one_agent(live, tmp_path):
     assert (tmp_path / "fresh" / "memory.db").is_file()
     assert forgotten_count(live, "ops") == 1
     assert forgotten_count(live, "dev") == 0
+
+
+def test_rebuild_into_sqlite_waits_for_every_vector(tmp_path, monkeypatch):
+    # No drain at close: what the rebuild leaves is what it waited for.
+    monkeypatch.setattr(memory_sqlite, "CLOSE_DRAIN_SECONDS", 0.0)
+    ledger = str(tmp_path / "l.db")
+    store = open_store(ledger)
+    config = parse_config('[embedding]\nprovider = "static"\n', source="<test>")
+    service = MemoryService(store, config, ledger_url=ledger)
+    try:
+        for n in range(150):  # more than two batches of the background thread
+            service.store_entry("ops", f"k{n}", f"note {n} about the deploy")
+        assert rebuild_into(service, "ops", "sqlite", tmp_path / "fresh") == 150
+    finally:
+        service.close()
+        store.close()
+    db = sqlite3.connect(tmp_path / "fresh" / "memory.db")
+    try:
+        counts = db.execute(
+            "SELECT count(embedding), count(*) - count(embedding) FROM memories"
+        ).fetchone()
+    finally:
+        db.close()
+    assert counts == (150, 0)
 
 
 def test_rebuild_into_postgres_without_a_url_is_refused_typed(live, tmp_path):
