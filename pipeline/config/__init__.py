@@ -336,18 +336,37 @@ MAX_EMBEDDING_THREADS = 256
 """The most ``[embedding] threads`` may ask for (more is a typo, not a machine)."""
 
 
-def _check_static(embedding: EmbeddingConfig) -> None:
-    """The static model: ``dims`` within what it distills, and no threads to set."""
-    if embedding.provider != "local":
-        return
-    # Here, not at the top: loading any config would import the embedders' numpy.
-    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
-        MAX_STATIC_DIMS,
-        STATIC_MODEL,
-    )
+STATIC_MODEL: Final = "all-MiniLM-L6-v2-static"
+"""The static model's name (the embedder's own, spelt here so that loading a
+config imports no embedder; a test checks they agree)."""
 
-    if embedding.model != STATIC_MODEL:
+MAX_STATIC_DIMS: Final = 128
+"""The columns of the static model's shipped table."""
+
+
+def is_static(embedding: EmbeddingConfig) -> bool:
+    """Whether ``[embedding]`` names the shipped static model (either spelling)."""
+    if embedding.provider == "static":
+        return True
+    return embedding.provider == "local" and embedding.model == STATIC_MODEL
+
+
+def _check_static(embedding: EmbeddingConfig) -> None:
+    """The static model: its one name, ``dims`` within its table, no threads."""
+    if not is_static(embedding):
         return
+    if embedding.model not in {None, STATIC_MODEL}:
+        msg = (
+            f'embedding.model: expected {STATIC_MODEL!r} with provider = "static" '
+            f'(or provider = "local" for another model), found {embedding.model!r}'
+        )
+        raise ConfigError(msg)
+    if embedding.base_url is not None:
+        msg = (
+            'embedding.base_url: expected only with provider = "openai-compatible",'
+            f" found it with {STATIC_MODEL!r}"
+        )
+        raise ConfigError(msg)
     if embedding.dims is not None and embedding.dims > MAX_STATIC_DIMS:
         msg = (
             f"embedding.dims: expected 1 to {MAX_STATIC_DIMS} for {STATIC_MODEL}, "
@@ -387,7 +406,7 @@ def _check_embedding(config: Config) -> None:
         if normalize_backend(backend).startswith("qdrant."):
             msg = (
                 f"{key} = {backend!r}: Qdrant stores vectors "
-                'only; expected an [embedding] provider ("local" or '
+                'only; expected an [embedding] provider ("static", "local" or '
                 '"openai-compatible"), found none'
             )
             raise ConfigError(msg)

@@ -91,13 +91,18 @@ class RecallConfig(
 class EmbeddingConfig(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """``[embedding]``: none (keyword only), local, or an OpenAI-compatible endpoint.
+    """``[embedding]``: static (the default), none, local or an OpenAI-compatible API.
 
-    ``local`` runs a model whose weights ship in a package (no network):
-    ``model`` is ``all-MiniLM-L6-v2`` (the default for ``local``), its static
-    distillation ``all-MiniLM-L6-v2-static`` (no model runs at query time;
-    ``dims`` 1 to 381, default 128; ``threads`` must stay 1), or a
-    sentence-transformers folder; ``dims``, when set, must be the model's.
+    ``static`` (the default) embeds with a token table that ships in the package
+    (numpy only, no model runs): ``model`` is ``all-MiniLM-L6-v2-static`` (the
+    only one; may be left out), ``dims`` 1 to 128 (default 128), ``threads``
+    must stay 1; recall is then a hybrid of keywords and these vectors.
+    ``none`` stores no vectors: recall is keyword-only.
+    ``local`` runs a model whose weights ship in a package (no network; the
+    ``local-embeddings`` extra): ``model`` is ``all-MiniLM-L6-v2`` (the default
+    for ``local``) or a sentence-transformers folder; ``dims``, when set, must
+    be the model's. ``provider = "local"`` with ``model =
+    "all-MiniLM-L6-v2-static"`` is the older spelling of ``static``.
     ``openai-compatible`` defaults to ``text-embedding-3-small``, 1536 dims.
     ``threads`` (``local`` only): the CPU threads one query's model pass and
     vector screen use; 1 costs the least CPU per recall (the query is embedded,
@@ -111,7 +116,7 @@ class EmbeddingConfig(
     unprobed list is missed; scopes stay exact).
     """
 
-    provider: Literal["none", "openai-compatible", "local"] = "none"
+    provider: Literal["static", "none", "openai-compatible", "local"] = "static"
     base_url: str | None = None
     model: str | None = None
     dims: int | None = None

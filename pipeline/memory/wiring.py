@@ -201,6 +201,8 @@ class MemoryWiring:
         settings = self.config.embedding
         if settings.provider == "none":
             return NoEmbedder()
+        if settings.provider == "static":
+            return _static_embedder(settings.dims)
         if settings.provider == "local":
             return _local_embedder(settings.model, settings.dims, settings.threads)
         import os  # noqa: PLC0415
@@ -291,7 +293,7 @@ class MemoryWiring:
             if self.config.embedding.provider == "none":
                 msg = (
                     "Qdrant stores vectors only: expected an [embedding] provider "
-                    '("local" or "openai-compatible"), found none'
+                    '("static", "local" or "openai-compatible"), found none'
                 )
                 raise MemoryAccessError(msg)
 
@@ -434,14 +436,40 @@ def _recorded_ledger(db: sqlite3.Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
+def _static_embedder(dims: int | None) -> Embedder:
+    """``provider = "static"``: the table shipped in the package (numpy only).
+
+    Raises:
+        MemoryAccessError: The shipped table or vocabulary is damaged.
+    """
+    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
+        DEFAULT_STATIC_DIMS,
+        StaticEmbedder,
+    )
+
+    try:  # config checked: dims in range, one thread
+        return StaticEmbedder(dims or DEFAULT_STATIC_DIMS)
+    except EmbedderError as e:
+        raise MemoryAccessError(f"embedding: {e}") from e
+
+
 def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:
-    """``provider = "local"``: the packaged model, its static distillation, or a folder.
+    """``provider = "local"``: the packaged model, a folder, or the static model.
+
+    ``model = "all-MiniLM-L6-v2-static"`` is the older spelling of
+    ``provider = "static"``.
 
     Raises:
         MemoryAccessError: ``dims`` is set and is not the model's, or the model
             cannot be loaded (packages missing, folder unreadable, the static
-            table not writable).
+            table damaged).
     """
+    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
+        STATIC_MODEL,
+    )
+
+    if model == STATIC_MODEL:
+        return _static_embedder(dims)
     try:
         return _load_local(model, dims, threads)
     except EmbedderError as e:
@@ -449,14 +477,6 @@ def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedd
 
 
 def _load_local(model: str | None, dims: int | None, threads: int) -> Embedder:
-    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
-        DEFAULT_STATIC_DIMS,
-        STATIC_MODEL,
-        StaticEmbedder,
-    )
-
-    if model == STATIC_MODEL:  # config checked: dims in range, one thread
-        return StaticEmbedder(dims or DEFAULT_STATIC_DIMS)
     from turnledger.projections.memory.embedding.local import (  # noqa: PLC0415
         PACKAGED_MODEL,
         LocalEmbedder,

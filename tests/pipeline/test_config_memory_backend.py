@@ -105,7 +105,7 @@ def test_auto_save_is_the_reference_spelling_of_autosave():
             ),
         ),
         (
-            '[memory]\nbackend = "qdrant"\n',
+            '[memory]\nbackend = "qdrant"\n[embedding]\nprovider = "none"\n',
             ("memory.backend = 'qdrant': Qdrant stores vectors only",),
         ),
         ("[memory]\nbackend = 3\n", ("memory.backend", "Expected `str`")),

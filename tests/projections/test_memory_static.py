@@ -1,11 +1,13 @@
-"""The static model distilled from the packaged all-MiniLM-L6-v2, and its cache.
+"""The static model shipped in the package: its table, its checks, its wiring.
 
-The distillation is real (the packaged weights, about 30 s on two cores), once
-for the module, into a temporary cache folder; the other tests load that file.
+The table is read from the package's data folder (numpy only); one test
+distils it again from the packaged all-MiniLM-L6-v2 (about 30 s, where torch
+and sentence-transformers are installed) and compares.
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -19,42 +21,58 @@ from tests.contracts.memory_contract import T0
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import ConfigError, parse_config
 from turnledger.pipeline.memory import MemoryService
-from turnledger.pipeline.memory.wiring import MemoryAccessError
-from turnledger.projections.memory.embedding import EmbedderError
-from turnledger.projections.memory.embedding._static_distill import project, sif_weights
+from turnledger.projections.memory.embedding._static_distill import (
+    distill,
+    project,
+    sif_weights,
+)
 from turnledger.projections.memory.embedding.static import (
+    DATA,
     MAX_STATIC_DIMS,
     STATIC_MODEL,
+    TABLE_DIMS,
+    TABLE_FILE,
+    TABLE_ROWS,
+    VOCAB_FILE,
     StaticEmbedder,
-    read_table,
-    write_table,
+    StaticTableError,
+    load_table,
 )
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
-pytest.importorskip("sentence_transformers")
-
-HEADER = {"source": "s", "recipe": "r", "rows": 5, "dims": 3}
-
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("static-cache")
+def static() -> StaticEmbedder:
+    return StaticEmbedder()
 
 
-@pytest.fixture(scope="module")
-def static(cache: Path) -> StaticEmbedder:
-    return StaticEmbedder(cache_dir=cache)
-
-
-def test_the_first_load_distills_and_the_next_reads_the_same_table(static, cache):
-    assert static.distilled is True
-    assert static.table_path.parent == cache
-    again = StaticEmbedder(cache_dir=cache)
-    assert again.distilled is False
-    texts = ["which text editor do I program in", "Helix is the editor I use"]
-    assert again.embed(texts) == static.embed(texts)
+def test_the_shipped_table_loads_with_its_identity(static):
+    assert load_table().shape == (TABLE_ROWS, TABLE_DIMS)
     assert static.identity == ("local", STATIC_MODEL, 128)
+    texts = ["which text editor do I program in", "Helix is the editor I use"]
+    assert StaticEmbedder().embed(texts) == static.embed(texts)
+
+
+def test_fewer_dims_are_the_first_columns_of_the_table(static):
+    texts = ["my dog Biscuit", "the budget review"]
+    full = np.array(static.embed(texts))
+    short = np.array(StaticEmbedder(16).embed(texts))
+    expected = full[:, :16] / np.linalg.norm(full[:, :16], axis=1, keepdims=True)
+    assert np.allclose(short, expected)
+
+
+def test_the_shipped_table_is_todays_distillation(static):
+    library = pytest.importorskip("sentence_transformers")
+    local = pytest.importorskip("turnledger.projections.memory.embedding.local")
+    fresh = distill(local.packaged_model_path(), TABLE_DIMS, library)
+    shipped = load_table()
+    norms = np.linalg.norm(fresh, axis=1) * np.linalg.norm(shipped, axis=1)
+    cosines = (fresh * shipped).sum(axis=1)[norms > 0] / norms[norms > 0]
+    assert cosines.min() > 0.9998  # int8 with a scale per row
+    texts = ["what is my puppy called", "My dog is named Biscuit, a beagle"]
+    vectors = np.array(static.embed(texts))
+    assert np.isclose(np.linalg.norm(vectors, axis=1), 1.0).all()
 
 
 def test_vectors_are_unit_length_and_a_text_without_tokens_is_zero(static):
@@ -83,54 +101,45 @@ def test_long_texts_are_not_truncated(static):
     assert static.embed([head + "kangaroo"]) != static.embed([head + "spreadsheet"])
 
 
-def test_a_damaged_table_is_never_used_it_is_distilled_again(static, tmp_path):
-    folder = tmp_path / "damaged"
-    folder.mkdir()
-    copy = folder / static.table_path.name
-    shutil.copyfile(static.table_path, copy)
-    data = bytearray(copy.read_bytes())
-    data[-1] ^= 0xFF  # one byte of the last vector
-    copy.write_bytes(bytes(data))
-    rebuilt = StaticEmbedder(cache_dir=folder)
-    assert rebuilt.distilled is True
-    assert copy.read_bytes() == static.table_path.read_bytes()
-    assert rebuilt.embed(["beagle"]) == static.embed(["beagle"])
+def test_windows_of_a_long_text_cover_it_whole(static):
+    text = "the release train leaves on Thursday. " * 100
+    spans = static.window_spans(text)
+    assert len(spans) > 1
+    assert spans[0][0] == 0
+    assert spans[-1][1] == len(text.rstrip())
+    assert all(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+def _copy_data(tmp_path: Path) -> Path:
+    folder = tmp_path / "data"
+    shutil.copytree(DATA, folder)
+    return folder
 
 
 @pytest.mark.parametrize(
-    "damage",
+    ("name", "damage"),
     [
-        lambda data: data[:-4],  # truncated
-        lambda data: data + b"\0" * 4,  # longer
-        lambda data: data[:40] + b"x" + data[41:],  # header broken
-        lambda data: b"something else\n" + data,  # not ours
-        lambda data: b"",  # empty
+        (TABLE_FILE, lambda data: data[:-1] + bytes([data[-1] ^ 0xFF])),  # a bit
+        (TABLE_FILE, lambda data: data[:-4]),  # truncated
+        (TABLE_FILE, lambda data: data + b"\0"),  # longer
+        (VOCAB_FILE, lambda data: data.replace(b"[UNK]", b"[UNX]")),
     ],
 )
-def test_a_cut_or_foreign_table_file_reads_as_absent(tmp_path, damage):
-    path = tmp_path / "t.table"
-    table = np.arange(15, dtype=np.float32).reshape(5, 3)
-    write_table(path, HEADER, table)
-    assert np.array_equal(read_table(path, HEADER), table)
+def test_a_damaged_shipped_file_is_refused_with_one_typed_line(tmp_path, name, damage):
+    folder = _copy_data(tmp_path)
+    path = folder / name
     path.write_bytes(damage(path.read_bytes()))
-    assert read_table(path, HEADER) is None
+    embedder = StaticEmbedder(data_dir=folder)  # nothing is read yet
+    with pytest.raises(StaticTableError, match=r"^Expected .* with SHA-256 ") as e:
+        embedder.embed(["text"])
+    assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("field", ["source", "recipe", "rows", "dims"])
-def test_a_table_made_otherwise_reads_as_absent(tmp_path, field):
-    path = tmp_path / "t.table"
-    write_table(path, HEADER, np.zeros((5, 3), dtype=np.float32))
-    changed = {**HEADER, field: 7 if field in {"rows", "dims"} else "other"}
-    assert read_table(path, changed) is None
-    assert read_table(tmp_path / "missing.table", HEADER) is None
-
-
-def test_a_cache_path_that_is_a_file_is_a_typed_error(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    with pytest.raises(EmbedderError, match=r"Expected to write .*t\.table"):
-        write_table(blocker / "t.table", HEADER, np.zeros((5, 3), np.float32))
-    assert list(tmp_path.iterdir()) == [blocker]
+def test_a_missing_shipped_file_is_refused(tmp_path):
+    folder = _copy_data(tmp_path)
+    (folder / TABLE_FILE).unlink()
+    with pytest.raises(StaticTableError, match="Expected the static model's file"):
+        StaticEmbedder(data_dir=folder).window_spans("text")
 
 
 def test_the_projection_fixes_each_axis_sign_and_bounds_dims():
@@ -161,28 +170,39 @@ def test_bad_dims_are_refused_at_construction():
             StaticEmbedder(dims)
 
 
+OLD_SPELLING = f'provider = "local"\nmodel = "{STATIC_MODEL}"'
+
+
+@pytest.mark.parametrize("spelling", ['provider = "static"', OLD_SPELLING])
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [
-        ("dims = 382", "embedding.dims: expected 1 to 381"),
-        ("threads = 2", "embedding.threads: expected 1 with model"),
+        ("dims = 129", "embedding.dims: expected 1 to 128"),
+        ("threads = 2", "embedding.threads: expected "),
+        ('base_url = "http://x"', "embedding.base_url: expected only with"),
     ],
 )
-def test_the_static_model_refuses_what_it_cannot_honour(lines, expected):
-    text = f'[embedding]\nprovider = "local"\nmodel = "{STATIC_MODEL}"\n{lines}\n'
+def test_the_static_model_refuses_what_it_cannot_honour(spelling, lines, expected):
     with pytest.raises(ConfigError, match=expected):
-        parse_config(text)
+        parse_config(f"[embedding]\n{spelling}\n{lines}\n")
+
+
+def test_the_static_provider_refuses_another_model():
+    with pytest.raises(ConfigError, match=r"embedding\.model: expected 'all-MiniLM"):
+        parse_config('[embedding]\nprovider = "static"\nmodel = "other"\n')
+
+
+def test_static_is_the_default_provider():
+    assert parse_config("").embedding.provider == "static"
+    assert parse_config('[embedding]\nprovider = "none"\n').embedding.provider == (
+        "none"
+    )
 
 
 @contextmanager
-def _service(
-    tmp_path: Path, cache_dir: Path, env: pytest.MonkeyPatch
-) -> Iterator[MemoryService]:
-    """A memory service over a new ledger, configured with the static model."""
-    env.setenv("TURNLEDGER_CACHE_DIR", str(cache_dir))
-    config = parse_config(
-        f'[embedding]\nprovider = "local"\nmodel = "{STATIC_MODEL}"\n'
-    )
+def _service(tmp_path: Path, text: str = "") -> Iterator[MemoryService]:
+    """A memory service over a new ledger, with the given config."""
+    config = parse_config(text)
     ledger = str(tmp_path / "ledger.db")
     with open_store(ledger) as store:
         service = MemoryService(store, config, ledger_url=ledger)
@@ -192,33 +212,18 @@ def _service(
             service.close()
 
 
-def test_the_configured_static_model_stores_and_recalls_through_the_service(
-    tmp_path, cache, static, monkeypatch
-):
-    with _service(tmp_path, cache, monkeypatch) as service:
+@pytest.mark.parametrize("text", ["", f"[embedding]\n{OLD_SPELLING}\n"])
+def test_the_default_config_stores_and_recalls_with_the_static_model(tmp_path, text):
+    with _service(tmp_path, text) as service:
         service.store_entry("a", "pet", "My dog is named Biscuit", category="core")
         service.store_entry(
             "a", "budget", "The budget review is on Friday", category="core"
         )
         found = service.recall("a", "what is my dog called")
     assert [entry.key for entry in found][:1] == ["pet"]
-    assert all(found[0].score > other.score for other in found[1:])
     with sqlite3.connect(tmp_path / "ledger.memory.db") as db:
         meta = dict(db.execute("SELECT name, value FROM memory_meta").fetchall())
-        vectors = db.execute("SELECT count(embedding) FROM memories").fetchone()[0]
     assert set(meta.values()) >= {"local", STATIC_MODEL, "128"}  # identity recorded
-    assert vectors == 2
-    assert static.table_path.parent == cache  # the distilled table was reused
-
-
-def test_an_unwritable_static_cache_is_refused_by_the_wiring(tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    with (
-        _service(tmp_path, blocker, monkeypatch) as service,
-        pytest.raises(MemoryAccessError, match="embedding: Expected to write"),
-    ):
-        service.store_entry("a", "k", "text", category="core")
 
 
 class _Inline:

@@ -1,0 +1,81 @@
+"""The CLI reads the static model's table only in commands that embed, once.
+
+Each command runs in a child interpreter with an audit hook that counts the
+opens of the shipped table file (``open`` audit events), then reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turnledger.pipeline import config
+from turnledger.projections.memory.embedding import static
+
+CHILD = """
+import json, os, sys
+table = os.environ["TABLE_FILE"]
+opens = []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0] == table:
+        opens.append(event)
+sys.addaudithook(hook)
+from turnledger.pipeline.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+with open(os.environ["REPORT_OUT"], "w") as out:
+    json.dump({"code": code, "opens": len(opens)}, out)
+"""
+
+
+def run_child(argv: list[str], tmp_path: Path) -> tuple[int, int]:
+    """Run the command line in a fresh interpreter: exit code, table opens."""
+    out = tmp_path / "report.json"
+    env = {
+        **os.environ,
+        "TURNLEDGER_DB": str(tmp_path / "ledger.db"),
+        "REPORT_OUT": str(out),
+        "TABLE_FILE": str(static.DATA / static.TABLE_FILE),
+    }
+    env.pop("TURNLEDGER_CONFIG", None)
+    subprocess.run(
+        [sys.executable, "-c", CHILD, *argv],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    report = json.loads(out.read_text())
+    return report["code"], report["opens"]
+
+
+def test_only_commands_that_embed_read_the_table_and_once(tmp_path):
+    code, _ = run_child(
+        ["memory", "store", "--agent", "a", "pet", "My dog is named Biscuit"],
+        tmp_path,
+    )
+    assert code == 0
+    for argv in (
+        ["sessions"],
+        ["memory", "list", "--agent", "a"],
+        ["memory", "get", "--agent", "a", "pet"],
+        ["memory", "stats", "--agent", "a"],
+    ):
+        assert run_child(argv, tmp_path) == (0, 0), argv
+    assert run_child(["memory", "recall", "--agent", "a", "my dog"], tmp_path) == (
+        0,
+        1,
+    )
+
+
+@pytest.mark.parametrize("name", ["STATIC_MODEL", "MAX_STATIC_DIMS"])
+def test_the_config_spells_the_static_model_as_the_embedder_does(name):
+    assert getattr(config, name) == getattr(static, name)
