@@ -153,9 +153,9 @@ class _State:
             self.apply(event)
 
     def apply(self, event: Event) -> None:
+        if type(event) is ModelCalled:
+            return  # the most frequent event, and nothing to fold
         match event:
-            case ModelCalled():
-                return  # the most frequent event, and nothing to fold
             case TurnStarted(turn_id=turn, user_input=text):
                 self.seen.append(("u", text, ()))
                 self.open_turn = turn
@@ -233,18 +233,20 @@ class Recorder:
             span.trace_id: r.conversation for span, r in readings if r.conversation
         }
         grouped: dict[tuple[str, str], list[tuple[Span, SpanReading]]] = {}
+        cleaned: dict[str, str] = {}  # a batch's spans share a few names
         for span, reading in readings:
             if reading.kind == "known":
                 known[reading.label] += 1
             elif reading.kind == "unknown":
                 unknown[reading.label] += 1
             else:
-                key = _clean(
+                key = _cleaned(
+                    cleaned,
                     reading.conversation
                     or conversations.get(span.trace_id)
-                    or span.trace_id
+                    or span.trace_id,
                 )
-                agent = self.agent or _clean(span.service)
+                agent = self.agent or _cleaned(cleaned, span.service)
                 grouped.setdefault((agent, key), []).append((span, reading))
         appends: list[Append] = []
         states: list[_State] = []
@@ -548,6 +550,14 @@ def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> int:
         if seen[len(seen) - size :] == prints[:size]:
             return size
     return 0
+
+
+def _cleaned(cleaned: dict[str, str], text: str) -> str:
+    """:func:`_clean` of ``text``, kept in ``cleaned`` for the batch's next spans."""
+    found = cleaned.get(text)
+    if found is None:
+        found = cleaned[text] = _clean(text)
+    return found
 
 
 def _clean(text: str) -> str:
