@@ -121,8 +121,11 @@ def test_a_query_is_embedded_on_the_worker_thread():
 
 def test_a_cached_query_vector_needs_no_embedder_call():
     embedder = ThreadNoting()
-    memory = SQLiteMemory(":memory:", embedder=embedder, cache_size=100)
+    memory = SQLiteMemory(
+        ":memory:", embedder=embedder, cache_size=100, background_vectors=False
+    )
     _fill(memory)
+    assert memory.embed_pending() == 3  # no write embeds between the recalls
     first = memory.recall("banana boat", agents=["a"], limit=3)
     calls = len(embedder.threads)
     again = memory.recall("banana boat", agents=["a"], limit=3)

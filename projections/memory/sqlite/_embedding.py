@@ -297,6 +297,8 @@ class EmbeddingStage:
         Then embed rows lacking vectors on this thread for up to
         ``drain_seconds`` (no batch starts after); the rest wait for a later
         handle with an embedder (its first write, its close) or ``reindex``.
+        A drain that fails (a full disk) is recorded like an embedder failure,
+        never raised: the rows were committed, only their vectors wait.
         """
         deadline = time.monotonic() + drain_seconds
         first = not self._stop.is_set()  # a second close does nothing
@@ -306,7 +308,11 @@ class EmbeddingStage:
             self._background.join()
             self._background = None
         if first and drain_seconds > 0 and self.live:
-            self.embed_pending(deadline=deadline)
+            try:
+                self.embed_pending(deadline=deadline)
+            except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
+                self.failures += 1
+                self.last_error = f"{type(e).__name__}: {e}"
 
     def embed(self, texts: Sequence[str]) -> list[bytes | None]:
         """Return each text's windows' float32 vectors, end to end.
