@@ -71,7 +71,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -677,6 +677,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="same as --synthetic")
     args = parser.parse_args(argv)
+DEV_CONVERSATIONS: Final = {"locomo": 5, "beam": 10}
+"""``--split dev``: the conversations the recall constants were fitted on (in
+the data's order: LoCoMo's first five, BEAM's first ten); ``held-out`` is the
+rest."""
+
+
+def pick(
+    datasets: dict[str, list[Conversation]], split: str | None, limit: int | None
+) -> dict[str, list[Conversation]]:
+    """Return the ``--split`` part of each data set, then its first ``limit``."""
+    if split == "dev":
+        datasets = {k: v[: DEV_CONVERSATIONS.get(k)] for k, v in datasets.items()}
+    elif split == "held-out":
+        datasets = {k: v[DEV_CONVERSATIONS.get(k, 0) :] for k, v in datasets.items()}
+    return {k: v[:limit] for k, v in datasets.items()} if limit else datasets
+
+
     if args.synthetic or args.quick:
         datasets = synthetic()
     else:
@@ -684,12 +701,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         datasets = load(Path(folder), args.only) if folder else {}
         if not datasets:
             print(
+    parser.add_argument(
+        "--split",
+        choices=("dev", "held-out"),
+        help="the development split (what the gate and ranking were fitted on: "
+        f"LoCoMo's first {DEV_CONVERSATIONS['locomo']} conversations, BEAM's first "
+        f"{DEV_CONVERSATIONS['beam']}) or the rest",
+    )
                 f"skip: no LoCoMo or BEAM data ({ENV}={folder or 'unset'}; see the "
                 f"module docstring for the layout)"
             )
             return 0
-    if args.limit_conversations:
-        datasets = {k: v[: args.limit_conversations] for k, v in datasets.items()}
+    datasets = pick(datasets, args.split, args.limit_conversations)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load1 = os.getloadavg()[0]
     package = str(Path(turnledger.__file__).resolve().parent)

@@ -100,7 +100,12 @@ class MemoryContract:
         assert memory.count(agents=["alice", "bob"]) == 2
 
     def test_keyword_recall_finds_best_first(self, memory: MemoryBackend):
-        """A keyword query returns matching rows, best first, scores on [0, 1]."""
+        """A keyword query returns matching rows, best first, scores on [0, 1].
+
+        The order is the backend's ranking; the score is what the relevance
+        floor is compared to, which need not follow it (SQLite ranks by BM25
+        and scores by query coverage).
+        """
         if not stores(memory):
             assert memory.recall("editor", agents=["alice"]) == []
             return
@@ -110,9 +115,9 @@ class MemoryContract:
         found = memory.recall("editor", agents=["alice"], limit=5)
         assert set(keys(found)) >= {"editor", "tools"}
         assert "lunch" not in keys(found)
+        assert keys(found)[0] == "editor"  # the word twice, in a short row
         scores = [e.score for e in found]
         assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
-        assert scores == sorted(scores, reverse=True)
 
     @pytest.mark.parametrize("query", ["what is it", "is my", "a", "the of and", "x y"])
     def test_stop_word_and_short_queries_match_nothing(

@@ -105,3 +105,58 @@ def test_a_word_common_in_the_scope_is_not_evidence():
     found = memory.recall("team offsite location", agents=["ops"])
     assert found
     assert block(found) == ""
+
+
+def test_the_guides_editor_example_injects_its_entry():
+    """``memory context --agent ops "which editor do I use"`` prints its entry.
+
+    The one entry holds "editor" and not "use": in a store this small a word no
+    row holds weighs little against the row.
+    """
+    memory = SQLiteMemory(":memory:")
+    put(memory, "editor", "Helix is my editor")
+    found = memory.recall("which editor do I use", agents=["ops"])
+    assert "editor: Helix is my editor" in block(found)
+    memory.close()
+
+
+def test_a_question_about_two_subjects_injects_both():
+    """Each subject's entry answers its half of the question: both are shown."""
+    memory = SQLiteMemory(":memory:")
+    for i, text in enumerate(FILLER):
+        put(memory, f"f{i}", text)
+    put(memory, "editor", "Helix is my editor")
+    put(memory, "shell", "fish is my login shell")
+    shown = block(
+        memory.recall("which editor and which shell do I use", agents=["ops"])
+    )
+    assert "editor: Helix is my editor" in shown
+    assert "shell: fish is my login shell" in shown
+    assert "f0" not in shown
+    memory.close()
+
+
+SUBJECTS = ("deploy target", "team lead", "office city", "build tool", "release day")
+VALUES = ("berlin", "friday", "gradle", "maria", "staging", "tokyo", "bazel")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    subject=st.sampled_from(SUBJECTS),
+    values=st.lists(st.sampled_from(VALUES), min_size=2, max_size=2, unique=True),
+    filler=st.lists(st.sampled_from(FILLER), max_size=6),
+    asked=st.sampled_from(("what is the {}", "{}?", "current {} please", "the {} now")),
+)
+def test_the_newer_fact_ranks_first(subject, values, filler, asked):
+    """Storing A, then B updating it (another key), B ranks above A."""
+    old, new = values
+    memory = SQLiteMemory(":memory:")
+    try:
+        for i, text in enumerate(filler):
+            put(memory, f"f{i}", text)
+        put(memory, "a", f"the {subject} is {old}")
+        put(memory, "b", f"the {subject} is now {new}")
+        keys = [e.key for e in memory.recall(asked.format(subject), agents=["ops"])]
+        assert keys.index("b") < keys.index("a")
+    finally:
+        memory.close()

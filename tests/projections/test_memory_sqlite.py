@@ -229,9 +229,11 @@ class TestHybridFormula:
             memory.store(new(f"k{i}", content))
         memory.embed_pending()
         found = memory.recall("alpha", agents=["alice"], limit=5)
+        # the order is reciprocal rank fusion: alpha report is first on keywords
+        # and second on vectors, bravo report first on vectors only
         assert [(e.content, e.score) for e in found] == [
-            ("bravo report", pytest.approx(por(0.8, 0.0))),
             ("alpha report", pytest.approx(por(0.6, one_term(1, 3)))),
+            ("bravo report", pytest.approx(por(0.8, 0.0))),
         ]
 
     def test_keyword_scores_do_not_depend_on_the_batch(self):
@@ -298,17 +300,18 @@ class TestHybridFormula:
 
 
 class TestTies:
-    """Equal scores are ordered by entry id, ascending."""
+    """Rows alike for the query list newest first (the newer fact wins)."""
 
     @pytest.mark.parametrize(
         "embedder", [None, HashingEmbedder()], ids=["bm25", "hybrid"]
     )
-    def test_ties_by_id(self, embedder):
+    def test_ties_newest_first(self, embedder):
         memory = SQLiteMemory(":memory:", embedder=embedder)
         for entry_id in ("e3", "e1", "e4", "e2"):
             memory.store(new(f"k_{entry_id}", "same words here", entry_id=entry_id))
+        memory.embed_pending()
         found = memory.recall("words", agents=["alice"], limit=3)
-        assert [e.id for e in found] == ["e1", "e2", "e3"]
+        assert [e.id for e in found] == ["e2", "e4", "e1"]
         assert len({e.score for e in found}) == 1
 
     def test_recent_ties_by_id(self, keyword_memory):

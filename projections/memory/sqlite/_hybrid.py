@@ -1,20 +1,24 @@
-"""Fusing keyword and vector scores into one [0, 1] relevance (pure).
+"""Fusing keyword and vector results: ranked by rank, scored by the gate (pure).
 
-Keyword scores are query coverage (:mod:`policies.relevance`), already on
-[0, 1] and comparable across queries: nothing is divided by the batch's best.
-Every candidate of either leg is measured on both legs: a vector candidate that
-no keyword matched has keyword score 0 (when the keyword leg is on), and a
-keyword candidate's cosine is computed exactly. A row's score is then the
-weighted probabilistic OR of the legs that measured it
+The order is weighted reciprocal rank fusion (:data:`RRF_K`): each leg's rank
+counts, not its scale, so a row either leg ranks high stays high and the fusion
+never buries a leg's best rows under the other's score range. The score (what
+the ``[recall] min_relevance`` floor is compared to) is a separate decision:
+keyword scores are query coverage (:mod:`policies.relevance`), already on
+[0, 1] and comparable across queries; every candidate of either leg is measured
+on both legs (a vector candidate that no keyword matched has keyword score 0
+when the keyword leg is on, a keyword candidate's cosine is computed exactly),
+and a row's score is the weighted probabilistic OR of the legs that measured it
 (:func:`policies.relevance.fuse`; a row without a vector is scored on keywords
 alone). A row that scores 0 (a cosine at or under the embedder's floor and no
-keyword) is left out. Ties are broken by entry id, ascending.
+keyword) is left out. Equal ranks are broken by entry id, ascending.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from turnledger.policies.relevance import fuse as fuse_legs
 
@@ -33,6 +37,10 @@ class Scored(NamedTuple):
     score: float
 
 
+RRF_K: Final = 60
+"""Reciprocal rank fusion's constant (Cormack et al.'s 60)."""
+
+
 def fuse(
     vector: Mapping[int, tuple[str, float]],
     keyword: Mapping[int, tuple[str, float]],
@@ -41,22 +49,40 @@ def fuse(
     keyword_weight: float,
     keyword_live: bool = True,
 ) -> list[Scored]:
-    """Fuse vector similarities and keyword scores, best first.
+    """Rank by weighted reciprocal rank fusion; score by the gate, best first.
+
+    A row's place comes from its ranks: ``sum(w / (RRF_K + rank))`` over the
+    legs that returned it (the keyword leg's rank is its order, best first;
+    the vector leg's the cosine's), so a row either leg ranks high stays high
+    whatever the other leg's scale. Its score (what the ``[recall]
+    min_relevance`` floor is compared to) is the legs' scores fused as a
+    weighted probabilistic OR (:func:`policies.relevance.fuse`); a row scoring
+    0 there is left out.
 
     Args:
         vector: ``{rowid: (entry id, cosine)}`` for every candidate that has a
             vector (keyword candidates included).
-        keyword: ``{rowid: (entry id, keyword score)}``.
+        keyword: ``{rowid: (entry id, keyword score)}``, best first.
         vector_weight: The weight of the vector modality.
         keyword_weight: The weight of the keyword modality.
         keyword_live: Whether the keyword leg ran (a row it did not return then
             scores 0 on it).
 
     Returns:
-        Every entry of either input whose fused score is above 0, sorted by
-        score descending, then entry id ascending.
+        Every entry of either input whose fused score is above 0, by fused
+        rank descending, then entry id ascending.
     """
-    fused: list[Scored] = []
+    places: dict[int, float] = {}
+    if keyword_weight > 0:
+        for rank, rowid in enumerate(keyword, 1):
+            places[rowid] = keyword_weight / (RRF_K + rank)
+    if vector_weight > 0:
+        cosines = sorted((c for _, c in vector.values()), reverse=True)
+        for rowid, (_, cosine) in vector.items():
+            if cosine > 0:  # equal cosines share a rank: 1 + how many are higher
+                rank = 1 + bisect_left([-c for c in cosines], -cosine)
+                places[rowid] = places.get(rowid, 0.0) + vector_weight / (RRF_K + rank)
+    fused: list[tuple[float, Scored]] = []
     for rowid in vector.keys() | keyword.keys():
         cosine = vector[rowid][1] if rowid in vector else None
         words: float | None = keyword[rowid][1] if rowid in keyword else None
@@ -70,6 +96,6 @@ def fuse(
             keyword_weight=keyword_weight,
         )
         if score > 0:  # a row no leg found anything for is not a match
-            fused.append(Scored(rowid, entry_id, score))
-    fused.sort(key=lambda s: (-s.score, s.entry_id, s.rowid))
-    return fused
+            fused.append((places.get(rowid, 0.0), Scored(rowid, entry_id, score)))
+    fused.sort(key=lambda s: (-s[0], s[1].entry_id, s[1].rowid))
+    return [scored for _, scored in fused]
