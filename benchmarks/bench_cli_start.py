@@ -10,12 +10,19 @@ process timed from start to exit:
 - ``turnledger sessions`` on a small ledger (one ``turnledger demo`` session,
   made first in a scratch folder);
 - ``turnledger audit FILE`` on a small transcript of ``tests/fixtures/transcripts``
-  (a HAR file of 4.7 KB whose tool calls all pair up, so it exits 0).
+  (a HAR file of 4.7 KB whose tool calls all pair up, so it exits 0);
+- ``turnledger memory store`` and ``turnledger memory recall`` with the default
+  config (the static model: the command embeds, so it reads the shipped table),
+  each store a new key;
+- with ``--transformer`` (where the ``local-embeddings`` extra is installed),
+  the same two with ``[embedding] provider = "local"`` (the model loads in each
+  process).
 
 ``turnledger`` is the venv's console script, the file next to ``sys.executable``.
 Each command's median is printed over the baseline's median as a ratio, with the
-goal ``<= 2.5x python -c pass``. The script measures only; it always exits 0
-unless a command fails.
+goal ``<= 2.5x python -c pass``; the memory commands are judged by their
+median wall time, goal ``<= 2 s`` (issue #28: a CLI command that embeds). The
+script measures only; it always exits 0 unless a command fails.
 
 Run::
 
@@ -36,6 +43,7 @@ from pathlib import Path
 from _harness import Cost, Scratch, median_runs, print_table, write_json
 
 GOAL = 2.5  # at most this many times python -c pass
+EMBED_GOAL_S = 2.0  # a memory command that embeds, wall time
 ROOT = Path(__file__).resolve().parents[1]
 TRANSCRIPT = (
     ROOT
@@ -46,7 +54,7 @@ BASELINE = "python -c pass"
 
 
 def commands(cli: Path, ledger: Path) -> dict[str, list[str]]:
-    """The baseline and the three ``turnledger`` commands, by name."""
+    """The baseline and the light ``turnledger`` commands, by name."""
     db = ["--db", str(ledger)]
     return {
         BASELINE: [sys.executable, "-c", "pass"],
@@ -56,12 +64,53 @@ def commands(cli: Path, ledger: Path) -> dict[str, list[str]]:
     }
 
 
+def memory_commands(
+    cli: Path, ledger: Path, label: str, config: Path | None = None
+) -> dict[str, list[str]]:
+    """``memory store`` (the same key and text each run) and ``memory recall``."""
+    head = [str(cli), "--db", str(ledger)]
+    if config is not None:
+        head += ["--config", str(config)]
+    return {
+        f"memory store ({label})": [
+            *head,
+            "memory",
+            "store",
+            "--agent",
+            "ops",
+            "editor",
+            "I program in the Helix editor, with a dark theme",
+        ],
+        f"memory recall ({label})": [
+            *head,
+            "memory",
+            "recall",
+            "--agent",
+            "ops",
+            "which text editor do I use",
+        ],
+    }
+
+
+def _has_transformer() -> bool:
+    try:
+        __import__("sentence_transformers")
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the commands in rounds; print the table and one goal line each."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9, help="rounds (9)")
     parser.add_argument("--quick", action="store_true", help="3 rounds (smoke)")
     parser.add_argument("--json", metavar="PATH", help="also write JSON here")
+    parser.add_argument(
+        "--transformer",
+        action="store_true",
+        help='also time the memory commands with provider = "local"',
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.repeat = 3
@@ -74,11 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             capture_output=True,
             check=True,
         )
-        series = median_runs(
-            commands(cli, ledger), repeat=args.repeat, cwd=scratch.root
-        )
+        runs = commands(cli, ledger)
+        runs.update(memory_commands(cli, ledger, "static, the default"))
+        if args.transformer and _has_transformer():
+            local = scratch.root / "local.toml"
+            local.write_text('[embedding]\nprovider = "local"\n', encoding="utf-8")
+            runs.update(memory_commands(cli, ledger, "transformer", local))
+        series = median_runs(runs, repeat=args.repeat, cwd=scratch.root)
     baseline, *measured = series
-    costs = [Cost(s.name, s, baseline, GOAL) for s in measured]
+    light = [s for s in measured if not s.name.startswith("memory ")]
+    costs = [Cost(s.name, s, baseline, GOAL) for s in light]
     print(
         f"bench_cli_start: python {platform.python_version()}, {cli}, "
         f"{args.repeat} rounds, load average {os.getloadavg()[0]:.1f}; "
@@ -87,6 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(series)
     for cost in costs:
         print(cost.line())
+    for s in measured:
+        if s.name.startswith("memory "):
+            verdict = "PASS" if s.median_seconds <= EMBED_GOAL_S else "MISS"
+            ratio = s.median_seconds / baseline.median_seconds
+            print(
+                f"{verdict:<4}  turnledger {s.name}: {s.median_seconds:.2f} s "
+                f"(median of {len(s.seconds)}; {ratio:.1f}x {baseline.name}); "
+                f"goal <= {EMBED_GOAL_S:g} s"
+            )
     if args.json:
         meta = {"python": platform.python_version(), "repeat": args.repeat}
         write_json(args.json, meta=meta, series=series, ratios=costs)

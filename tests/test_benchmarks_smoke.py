@@ -55,20 +55,29 @@ def test_diagnose_runs_quick(script: str, tmp_path: Path):
 
 
 def test_cli_start_prints_a_goal_line_per_command(tmp_path: Path):
-    """Three ratios to ``python -c pass``, each a goal line run_all collects."""
+    """Three ratios to ``python -c pass`` and two memory commands' wall times.
+
+    Each is a goal line run_all collects.
+    """
     done = _quick(tmp_path, "bench_cli_start", "--json", str(tmp_path / "o.json"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = _run_all().verdict_lines({"bench_cli_start": {"output": done.stdout}})
     names = [text.split(":")[0] for _, _, text in rows]
-    assert names == ["turnledger --help", "turnledger sessions", "turnledger audit"]
-    assert all(text.endswith("goal <= 2.5x python -c pass") for *_, text in rows)
+    light = ["turnledger --help", "turnledger sessions", "turnledger audit"]
+    assert names == [
+        *light,
+        "turnledger memory store (static, the default)",
+        "turnledger memory recall (static, the default)",
+    ]
+    assert all(text.endswith("goal <= 2.5x python -c pass") for *_, text in rows[:3])
+    assert all(text.endswith("goal <= 2 s") for *_, text in rows[3:])
     figures = json.loads((tmp_path / "o.json").read_text())
-    assert set(figures["ratios"]) == set(names)
+    assert set(figures["ratios"]) == set(light)
     assert {r["goal"] for r in figures["ratios"].values()} == {2.5}
 
 
 def test_recall_quality_runs_quick_with_the_static_model(tmp_path: Path):
-    """``--model all-MiniLM-L6-v2-static`` (distilled into a temporary cache)."""
+    """``--model all-MiniLM-L6-v2-static`` (the table shipped in the package)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -78,7 +87,6 @@ def test_recall_quality_runs_quick_with_the_static_model(tmp_path: Path):
             "all-MiniLM-L6-v2-static",
         ],
         cwd=tmp_path,
-        env={**os.environ, "TURNLEDGER_CACHE_DIR": str(tmp_path / "cache")},
         capture_output=True,
         text=True,
         timeout=300,
