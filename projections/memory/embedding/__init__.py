@@ -15,10 +15,11 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Sequence
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds an embedding request may take."""
@@ -168,6 +169,10 @@ class OpenAICompatibleEmbedder:
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        # Here, not at the top: only this embedder needs HTTP (about 0.3 s to
+        # import), and every memory command imports this module.
+        import httpx  # noqa: PLC0415
+
         self._client = httpx.Client(
             timeout=timeout, headers=headers, transport=transport
         )
@@ -201,6 +206,8 @@ class OpenAICompatibleEmbedder:
         )
 
     def _request(self, texts: list[str]) -> list[list[float]]:
+        import httpx  # noqa: PLC0415 - loaded by __init__ already
+
         body: dict[str, Any] = {"model": self.model, "input": texts}
         if self.send_dimensions:
             body["dimensions"] = self.dims
