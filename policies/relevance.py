@@ -6,10 +6,10 @@ query's content terms (stop words and one-character tokens removed). It does
 not depend on which other rows were found, so ``0.4`` means "about 40% of what
 the query asked for is here" on every query; the SQLite backend takes the
 inverse document frequencies on the rows the caller may see, never the whole
-table, and breaks equal scores by BM25 on the same statistics
-(:func:`bm25_term`). The reference divided by the best hit of the batch
-instead, so the best hit of any batch scored 1.0 and a relevance floor filtered
-nothing.
+table, and ranks by BM25 on the same statistics (:func:`bm25_term`): the score
+is what a relevance floor is compared to, the ranking is the order. The
+reference divided by the best hit of the batch instead, so the best hit of any
+batch scored 1.0 and a relevance floor filtered nothing.
 
 A query with no content term ("what is it", "a") matches nothing: no keyword
 hit, no substring hit and no vector hit.

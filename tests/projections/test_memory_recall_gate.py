@@ -137,7 +137,9 @@ def test_a_question_about_two_subjects_injects_both():
 
 
 SUBJECTS = ("deploy target", "team lead", "office city", "build tool", "release day")
-VALUES = ("berlin", "friday", "gradle", "maria", "staging", "tokyo", "bazel")
+# (no value holds a subject's word: how often a row holds a term is counted as
+# a substring, so "friday" would count "day" twice)
+VALUES = ("berlin", "noon", "gradle", "maria", "staging", "tokyo", "bazel")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -77,10 +77,10 @@ def fuse(
         for rank, rowid in enumerate(keyword, 1):
             places[rowid] = keyword_weight / (RRF_K + rank)
     if vector_weight > 0:
-        cosines = sorted((c for _, c in vector.values()), reverse=True)
-        for rowid, (_, cosine) in vector.items():
-            if cosine > 0:  # equal cosines share a rank: 1 + how many are higher
-                rank = 1 + bisect_left([-c for c in cosines], -cosine)
+        lower = sorted(-c for _, c in vector.values())  # best first, negated
+        for rowid, (_, similarity) in vector.items():
+            if similarity > 0:  # equal cosines share a rank: 1 + how many are higher
+                rank = 1 + bisect_left(lower, -similarity)
                 places[rowid] = places.get(rowid, 0.0) + vector_weight / (RRF_K + rank)
     fused: list[tuple[float, Scored]] = []
     for rowid in vector.keys() | keyword.keys():
