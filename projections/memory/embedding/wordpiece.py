@@ -159,7 +159,6 @@ class WordPieceTokenizer:
             msg = f"Expected {UNKNOWN} in the vocabulary, found none"
             raise TokenizerError(msg)
         self._vocabulary = vocabulary
-        self._unknown = vocabulary[UNKNOWN]
         self._words: dict[str, tuple[int, ...]] = {}
         self._chars: dict[str, str] = {}
 
