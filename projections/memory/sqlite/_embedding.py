@@ -2,8 +2,9 @@
 
 Vectors are a derived view that may lag the rows: a write stores its row
 (keywords included) without a vector, and a background thread (one per
-backend, started by the first write) embeds, at each write's wake, every row
-lacking one, in batches of :data:`BATCH_ROWS`, committing each batch
+backend, started by the first write) embeds, :data:`SETTLE_SECONDS` after a
+write's wake, every row lacking one, in batches of :data:`BATCH_ROWS`,
+committing each batch
 (:meth:`EmbeddingStage.embed_pending` does the same on the caller's thread:
 ``reindex``). Until its vector is committed, a row is found by the keyword leg
 only. Each row's text is embedded as windows (``embedding.windows``: the
@@ -56,6 +57,10 @@ _CHUNK = 500
 
 BATCH_ROWS: Final = 64
 """How many rows one background (or reindex) batch embeds and commits."""
+
+SETTLE_SECONDS: Final = 0.05
+"""How long the background thread waits after a wake before it embeds, so
+a run of writes is embedded in a few batches instead of one row at a time."""
 
 _PENDING: Final = (
     "SELECT rowid, content FROM memories WHERE embedding IS NULL "
@@ -278,6 +283,8 @@ class EmbeddingStage:
         while True:
             self._wake.wait()
             if self._stop.is_set():
+                return
+            if self._stop.wait(SETTLE_SECONDS):  # let a run of writes gather
                 return
             self._wake.clear()
             after = 0
