@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,10 @@ from turnledger.projections.memory.embedding.windows import (
 )
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._embedding import vector_blob
+from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS
+from turnledger.projections.memory.sqlite._scope import make_scope
+from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
 VOCABULARY = ("zephyr", "probe", "lorem", "ipsum", "garden", "tomato")
 
@@ -224,3 +229,49 @@ def test_the_transformer_windows_cover_every_word_piece():
     assert found
     assert found[0].key == "long"
     memory.close()
+
+
+def _blob(*windows: Sequence[float]) -> bytes:
+    return b"".join(vector_blob(w, len(w)) for w in windows)
+
+
+@pytest.mark.parametrize("how", ["put", "load"])
+def test_a_row_scores_its_best_window_and_is_listed_once(how: str):
+    rows = [
+        (1, "e1", "a", None, "core", 0, _blob([1.0, 0.0], [0.0, 1.0])),
+        (2, "e2", "a", None, "core", 0, _blob([0.6, 0.8])),
+        (3, "e3", "a", None, "core", 0, _blob([0.8, 0.6], [0.8, 0.6], [0.7, 0.7])),
+    ]
+    index = VectorIndex(2)
+    index.load([] if how == "put" else rows)
+    if how == "put":
+        for row in rows:
+            index.put(VectorRow(*row))
+    assert len(index) == 3
+    hits = index.search([0.0, 1.0], make_scope(["a"]), 2)
+    assert [(rowid, round(sim, 6)) for rowid, _, sim in hits] == [(1, 1.0), (2, 0.8)]
+    three = index.search([1.0, 0.0], make_scope(["a"]), 3)
+    assert [rowid for rowid, _, _ in three] == [1, 3, 2]  # each row once
+    near = index.similarities([1.0, 0.0], [1, 2, 3])
+    assert {k: round(v[1], 6) for k, v in near.items()} == {1: 1.0, 2: 0.6, 3: 0.8}
+    index.drop([1])
+    assert [r for r, _, _ in index.search([0.0, 1.0], make_scope(["a"]), 3)] == [2, 3]
+
+
+def test_the_inverted_lists_rank_rows_by_their_best_window():
+    """With every list probed, the ivf search equals the exact one."""
+    generator = np.random.default_rng(5)
+    vectors = generator.normal(size=(2 * IVF_MIN_ROWS + 20, 8)).astype("<f4")
+    rows = [
+        (n + 1, f"e{n:05d}", "a", None, "core", 0, vectors[2 * n : 2 * n + 2].tobytes())
+        for n in range(IVF_MIN_ROWS + 10)
+    ]
+    exact, lists = VectorIndex(8), VectorIndex(8, probes=10_000)
+    exact.load(rows)
+    lists.load(rows)
+    scope = make_scope(["a"])
+    for query in generator.normal(size=(5, 8)):
+        want = exact.search(query, scope, 10)
+        got = lists.search(query, scope, 10)
+        assert [r for r, _, _ in got] == [r for r, _, _ in want]
+        assert len({r for r, _, _ in got}) == 10
