@@ -677,19 +677,6 @@ def load(root: Path, only: str | None) -> dict[str, list[Conversation]]:
     return found
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=("locomo", "beam"))
-    parser.add_argument(
-        "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]
-    )
-    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
-    parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
-    parser.add_argument(
-        "--synthetic", action="store_true", help="a tiny generated conversation"
-    )
-    parser.add_argument("--quick", action="store_true", help="same as --synthetic")
-    args = parser.parse_args(argv)
 DEV_CONVERSATIONS: Final = {"locomo": 5, "beam": 10}
 """``--split dev``: the conversations the recall constants were fitted on (in
 the data's order: LoCoMo's first five, BEAM's first ten); ``held-out`` is the
@@ -707,13 +694,13 @@ def pick(
     return {k: v[:limit] for k, v in datasets.items()} if limit else datasets
 
 
-    if args.synthetic or args.quick:
-        datasets = synthetic()
-    else:
-        folder = os.environ.get(ENV)
-        datasets = load(Path(folder), args.only) if folder else {}
-        if not datasets:
-            print(
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=("locomo", "beam"))
+    parser.add_argument(
+        "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]
+    )
+    parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
     parser.add_argument(
         "--split",
         choices=("dev", "held-out"),
@@ -721,6 +708,19 @@ def pick(
         f"LoCoMo's first {DEV_CONVERSATIONS['locomo']} conversations, BEAM's first "
         f"{DEV_CONVERSATIONS['beam']}) or the rest",
     )
+    parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    parser.add_argument(
+        "--synthetic", action="store_true", help="a tiny generated conversation"
+    )
+    parser.add_argument("--quick", action="store_true", help="same as --synthetic")
+    args = parser.parse_args(argv)
+    if args.synthetic or args.quick:
+        datasets = synthetic()
+    else:
+        folder = os.environ.get(ENV)
+        datasets = load(Path(folder), args.only) if folder else {}
+        if not datasets:
+            print(
                 f"skip: no LoCoMo or BEAM data ({ENV}={folder or 'unset'}; see the "
                 f"module docstring for the layout)"
             )
