@@ -80,6 +80,7 @@ def test_reindex_embeds_rows_written_before(capsys, workdir):
     assert json.loads(out) == {
         "agent": "ops",
         "embedded": 3,
+        "pending": 0,
         "model": "all-MiniLM-L6-v2",
         "dims": 384,
     }
