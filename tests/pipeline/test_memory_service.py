@@ -9,6 +9,7 @@ import pytest
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config, ConfigError, parse_config
 from turnledger.pipeline.config.sections import (
+    EmbeddingConfig,
     MemoryConfig,
     RecallConfig,
     recall_tuning,
@@ -49,15 +50,16 @@ def test_the_issues_examples_inject_nothing(service):
 
 
 def test_min_relevance_filters_partial_matches(service):
-    """A row holding a quarter of the query is under the 0.4 floor."""
-    memory = service()
+    """A row holding a quarter of the query is under the 0.4 floor (keywords only)."""
+    keywords = EmbeddingConfig(provider="none")
+    memory = service(Config(embedding=keywords))
     memory.store_entry("ops", "rover", "the rover landed")
     query = "rover battery voltage telemetry"
     (found,) = memory.recall("ops", query)
     assert found.score is not None
     assert found.score < 0.4
     assert memory.context_block("ops", query, session="s1") == ""
-    low = service(Config(recall=RecallConfig(min_relevance=0.1)))
+    low = service(Config(embedding=keywords, recall=RecallConfig(min_relevance=0.1)))
     assert "rover" in low.context_block("ops", query, session="s1")
 
 
