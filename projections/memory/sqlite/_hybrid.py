@@ -1,8 +1,8 @@
 """Fusing keyword and vector results: ranked by rank, scored by the gate (pure).
 
-The order is weighted reciprocal rank fusion (:data:`RRF_K`): each leg's rank
-counts, not its scale, so a row either leg ranks high stays high and the fusion
-never buries a leg's best rows under the other's score range. The score (what
+The order is reciprocal rank fusion (:data:`RRF_K`, the legs weighted
+equally, :data:`RANK_WEIGHT`): each leg's rank counts, not its scale, so
+neither leg's score range decides the order. The score (what
 the ``[recall] min_relevance`` floor is compared to) is a separate decision:
 keyword scores are query coverage (:mod:`policies.relevance`), already on
 [0, 1] and comparable across queries; every candidate of either leg is measured
@@ -37,6 +37,10 @@ class Scored(NamedTuple):
     score: float
 
 
+RANK_WEIGHT: Final = 1.0
+"""Each leg's weight in the rank fusion: equal (the configured weights shape the
+score, not the order)."""
+
 RRF_K: Final = 60
 """Reciprocal rank fusion's constant (Cormack et al.'s 60)."""
 
@@ -49,9 +53,9 @@ def fuse(
     keyword_weight: float,
     keyword_live: bool = True,
 ) -> list[Scored]:
-    """Rank by weighted reciprocal rank fusion; score by the gate, best first.
+    """Rank by reciprocal rank fusion; score by the gate, best first.
 
-    A row's place comes from its ranks: ``sum(w / (RRF_K + rank))`` over the
+    A row's place comes from its ranks: ``sum(1 / (RRF_K + rank))`` over the
     legs that returned it (the keyword leg's rank is its order, best first;
     the vector leg's the cosine's), so a row either leg ranks high stays high
     whatever the other leg's scale. Its score (what the ``[recall]
@@ -75,13 +79,13 @@ def fuse(
     places: dict[int, float] = {}
     if keyword_weight > 0:
         for rank, rowid in enumerate(keyword, 1):
-            places[rowid] = keyword_weight / (RRF_K + rank)
+            places[rowid] = RANK_WEIGHT / (RRF_K + rank)
     if vector_weight > 0:
         lower = sorted(-c for _, c in vector.values())  # best first, negated
         for rowid, (_, similarity) in vector.items():
             if similarity > 0:  # equal cosines share a rank: 1 + how many are higher
                 rank = 1 + bisect_left(lower, -similarity)
-                places[rowid] = places.get(rowid, 0.0) + vector_weight / (RRF_K + rank)
+                places[rowid] = places.get(rowid, 0.0) + RANK_WEIGHT / (RRF_K + rank)
     fused: list[tuple[float, Scored]] = []
     for rowid in vector.keys() | keyword.keys():
         cosine = vector[rowid][1] if rowid in vector else None
