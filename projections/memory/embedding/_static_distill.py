@@ -1,8 +1,10 @@
 """Distilling a static (token-vector) model from the packaged all-MiniLM-L6-v2.
 
 A static embedder embeds a text as the mean of one fixed vector per token: no
-transformer runs at query time. The table of token vectors is computed here,
-once, from the packaged model's own weights (no network, no other data):
+transformer runs at query time. The table of token vectors is computed here
+from the packaged model's own weights (no network, no other data), by
+``scripts/gen_static_table.py`` only, which ships the result in the package
+(:mod:`.static` reads it; nothing here runs at run time):
 
 1. every token of the model's 30,522-token vocabulary goes through the model
    alone (``[CLS] token [SEP]``), and its output at its own position is kept;
@@ -53,7 +55,7 @@ FIRST_WORD_ID: Final = 1996
 """BERT uncased: ``the``, the first whole word; words follow by frequency."""
 
 RECIPE: Final = "pos1-svd-skip3-sif1e-3-v1"
-"""Names this recipe in the cache: a changed recipe is distilled afresh."""
+"""Names this recipe (the generator prints it beside the table's digest)."""
 
 _BATCH: Final = 1024
 
