@@ -168,15 +168,15 @@ def _pb_attributes(pairs: Sequence[KeyValue], where: str) -> dict[str, object]:
     """
     found: dict[str, object] = {}
     for kv in pairs:
-        fields = kv.value.ListFields()
-        if not fields:
-            found[kv.key] = None
-            continue
-        field, inner = fields[0]
-        if field.name in _PB_SCALARS:
-            found[kv.key] = inner
+        value = kv.value
+        fields = value.ListFields()
+        if fields:
+            field, inner = fields[0]
+            found[kv.key] = (
+                inner if field.name in _PB_SCALARS else _pb_value(value, 0, where)
+            )
         else:
-            found[kv.key] = _pb_value(kv.value, 0, where)
+            found[kv.key] = None
     return found
 
 
