@@ -253,6 +253,7 @@ def test_sqlite_memory_over_http(server, embedder, tmp_path):
         memory.store(
             NewMemory(agent="alice", key="k", content="alpha", entry_id="e1", at=T0)
         )
+        memory.embed_pending()  # vectors come after the write
         (entry,) = memory.recall("alpha", agents=["alice"])
         assert entry.key == "k"
         assert entry.score == pytest.approx(1.0)
@@ -261,6 +262,7 @@ def test_sqlite_memory_over_http(server, embedder, tmp_path):
         memory.store(
             NewMemory(agent="alice", key="k2", content="beta", entry_id="e2", at=T0)
         )
+        assert memory.embed_pending() == 0
         assert memory.count(agents=["alice"]) == 2
         assert API_KEY not in memory.last_embedding_error
     finally:

@@ -388,6 +388,7 @@ def test_vector_search_on_an_encrypted_memory(memory, tmp_path):
     memory.search_mode = "embedding"
     memory.store(memory_entry("editor", "helix editor keybindings"))
     memory.store(memory_entry("lunch", "noon fridays lunch"))
+    memory.embed_pending()  # vectors come after the write
     found = memory.recall("keybindings helix", agents=["ops"])
     assert found
     assert found[0].key == "editor"
