@@ -113,8 +113,8 @@ def test_a_query_is_embedded_on_the_worker_thread():
     found = memory.recall("banana boat", agents=["a"], limit=3)
     assert embedder.threads[len(writes) :] == ["memory-embed_0"]
     assert {"k0", "k2"} <= {e.key for e in found}  # both keyword matches
-    scores = [e.score for e in found]
-    assert scores == sorted(scores, reverse=True)
+    # the order is the fused rank's, the score the gate's: no order implied
+    assert all(e.score is not None and e.score > 0 for e in found)
     memory.close()
     memory.close()  # closing twice is harmless (the worker is gone)
 
