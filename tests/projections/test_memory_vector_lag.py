@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import time
 from collections.abc import Sequence
 
@@ -23,7 +24,6 @@ from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.embedding.windows import (
     token_windows,
     window_texts,
-    word_offsets,
 )
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
@@ -31,6 +31,12 @@ from turnledger.projections.memory.sqlite._embedding import vector_blob
 from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS
 from turnledger.projections.memory.sqlite._scope import make_scope
 from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
+
+
+def word_offsets(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` characters of each whitespace-separated word."""
+    return [match.span() for match in re.finditer(r"\S+", text)]
+
 
 VOCABULARY = ("zephyr", "probe", "lorem", "ipsum", "garden", "tomato")
 

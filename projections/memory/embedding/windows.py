@@ -16,14 +16,11 @@ every text whole (one window).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Final
 
 OVERLAP_SHARE: Final = 4
 """A window overlaps the next by ``size // OVERLAP_SHARE`` tokens."""
-
-_WORD: Final = re.compile(r"\S+")
 
 
 def token_windows(
@@ -56,11 +53,6 @@ def token_windows(
             break
         start += step
     return spans
-
-
-def word_offsets(text: str) -> list[tuple[int, int]]:
-    """Return the ``(start, end)`` characters of each whitespace-separated word."""
-    return [match.span() for match in _WORD.finditer(text)]
 
 
 def window_texts(spans: Sequence[tuple[int, int]], text: str) -> list[str]:

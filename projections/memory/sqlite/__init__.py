@@ -66,10 +66,7 @@ from turnledger.projections.memory.protocol import (
     is_recent_query,
 )
 from turnledger.projections.memory.sqlite import _writes as writes
-from turnledger.projections.memory.sqlite._embedding import (
-    BATCH_ROWS,
-    EmbeddingStage,
-)
+from turnledger.projections.memory.sqlite._embedding import EmbeddingStage
 from turnledger.projections.memory.sqlite._fts import (
     FrequentTerms,
     StatsCache,
@@ -96,9 +93,6 @@ vectors only (with no embedder, straight to the LIKE fallback)."""
 
 SEARCH_MODES: Final = frozenset({"hybrid", "bm25", "embedding"})
 """Every :data:`SearchMode`."""
-
-REINDEX_BATCH: Final = BATCH_ROWS
-"""How many rows one reindex batch embeds and commits."""
 
 CLOSE_DRAIN_SECONDS: Final = 1.0
 """How long :meth:`SQLiteMemory.close` goes on embedding rows lacking vectors."""
@@ -263,7 +257,7 @@ class SQLiteMemory(SQLiteReads):
         """Rebuild the full-text index and embed every live row lacking a vector.
 
         The vectors the background thread has not computed yet are computed
-        here, on the caller's thread, in batches of :data:`REINDEX_BATCH`,
+        here, on the caller's thread, in batches of ``BATCH_ROWS`` (64),
         each batch committed on its own (an interrupted reindex resumes where
         it stopped).
 
