@@ -169,10 +169,10 @@ def test_erase_session_leaves_no_copy_in_any_sqlite_file(
         store.close()
     if not cipher_key:  # the canary is there to be found (views, memory)
         assert hits(tmp_path, CANARY)
-        # A vector of the entry, as an embedder would have cached it.
+        # A vector of the entry, as an embedder caches it (the default one has).
         with sqlite3.connect(tmp_path / "l.memory.db") as conn:
             conn.execute(
-                "INSERT INTO embedding_cache VALUES (?, ?, 1)",
+                "INSERT OR IGNORE INTO embedding_cache VALUES (?, ?, 1)",
                 (content_hash(f"{CANARY}!"), b"\0" * 16),
             )
 

@@ -17,6 +17,7 @@ from turnledger.pipeline.config.sections import (
 from turnledger.pipeline.memory import MemoryService, rerank
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.shred import is_sealed
+from turnledger.projections.memory.sqlite._fts import ABSENT_FULL_ROWS
 
 
 @pytest.fixture(name="service")
@@ -50,12 +51,19 @@ def test_the_issues_examples_inject_nothing(service):
 
 
 def test_min_relevance_filters_partial_matches(service):
-    """A row holding a quarter of the query is under the 0.4 floor (keywords only)."""
+    """A row holding a quarter of the query is under the 0.4 floor (keywords only).
+
+    In a scope of at least ``ABSENT_FULL_ROWS`` rows, where a query word no row
+    holds counts fully against a row (in a smaller one it counts in part).
+    """
     keywords = EmbeddingConfig(provider="none")
     memory = service(Config(embedding=keywords))
     memory.store_entry("ops", "rover", "the rover landed")
+    for i in range(ABSENT_FULL_ROWS):
+        memory.store_entry("ops", f"note-{i}", f"gardening note number {i}")
     query = "rover battery voltage telemetry"
     (found,) = memory.recall("ops", query)
+    assert found.key == "rover"
     assert found.score is not None
     assert found.score < 0.4
     assert memory.context_block("ops", query, session="s1") == ""

@@ -14,7 +14,11 @@ from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySupers
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.config import Config
-from turnledger.pipeline.config.sections import AgentConfig, MemoryConfig
+from turnledger.pipeline.config.sections import (
+    AgentConfig,
+    EmbeddingConfig,
+    MemoryConfig,
+)
 from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.memory.strategy import DefaultMemoryStrategy, strategy_for
 from turnledger.pipeline.memory.strategy.types import (
@@ -298,7 +302,7 @@ async def test_a_conflicting_fact_is_superseded(world):
 async def test_keyword_scores_do_not_supersede_by_default(world):
     """Without vectors the default uses token Jaccard: a shared word is no conflict."""
     service, _, _ = world
-    memory = service()
+    memory = service(Config(embedding=EmbeddingConfig(provider="none")))
     seed(memory, "pref", "User prefers Rust for systems work")
     provider = FakeProvider(
         answer("Talked Go.", "User now prefers Go for systems work")

@@ -35,6 +35,10 @@ def _one_torch_thread_after() -> Iterator[None]:
         ('provider = "local"\nthreads = 1000', "expected 1 to 256, found 1000"),
         (
             "threads = 2",
+            "expected only with provider = \"local\".*found provider = 'static'",
+        ),
+        (
+            'provider = "none"\nthreads = 2',
             "expected only with provider = \"local\".*found provider = 'none'",
         ),
         (

@@ -347,7 +347,8 @@ def test_the_config_turns_the_lists_on_and_rejects_what_would_be_ignored(
     with pytest.raises(
         ConfigError, match=r'embedding\.index: expected "exact" with provider'
     ):
-        parse_config('[embedding]\nindex = "ivf"\n')
+        parse_config('[embedding]\nprovider = "none"\nindex = "ivf"\n')
+    assert parse_config('[embedding]\nindex = "ivf"\n').embedding.index == "ivf"
     with pytest.raises(ConfigError, match="index"):
         parse_config(base + 'index = "hnsw"\n')
 

@@ -92,8 +92,9 @@ def test_reindex_embeds_rows_written_before(capsys, workdir):
 
 def test_qdrant_without_an_embedder_is_a_config_error():
     with pytest.raises(ConfigError, match=r"\[embedding\] provider"):
-        parse_config('[agents.q]\nmemory = "qdrant"\n')
+        parse_config('[embedding]\nprovider = "none"\n[agents.q]\nmemory = "qdrant"\n')
     parse_config('[embedding]\nprovider = "local"\n[agents.q]\nmemory = "qdrant"\n')
+    parse_config('[agents.q]\nmemory = "qdrant"\n')  # the default: the static model
 
 
 def hits(folder: Path, needle: str) -> list[str]:
