@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.spans import json_request, json_span, text
-from turnledger.ledger.store import open_store
+from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.collect import CollectError, Recorder, decode_json, recording
 from turnledger.pipeline.collect.decode import spans_of_document
 from turnledger.pipeline.sessions import list_sessions, load_history
@@ -182,17 +182,24 @@ def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[di
     return spans
 
 
+def _send(recorder: Recorder, batch: list[dict]) -> None:
+    recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+
+
+def _everything(store: EventStore) -> list:
+    return [
+        (r.stream_id, r.version, msgspec.to_builtins(r.event)) for r in store.iter_all()
+    ]
+
+
 def _recorded(folder: Path, batches: list[list[dict]], *, restart: bool) -> list:
     with open_store(str(folder / f"ledger-{restart}.db")) as store:
         recorder = Recorder(store)
         for batch in batches:
             if restart:  # nothing remembered: each batch read from the stream
                 recorder = Recorder(store)
-            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
-        return [
-            (r.stream_id, r.version, msgspec.to_builtins(r.event))
-            for r in store.iter_all()
-        ]
+            _send(recorder, batch)
+        return _everything(store)
 
 
 @settings(max_examples=40, deadline=None)
@@ -230,12 +237,8 @@ def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) 
     with open_store(str(folder / "ledger-two.db")) as store:
         recorders = (Recorder(store), Recorder(store))
         for n, batch in enumerate(batches):
-            recorder = recorders[turns[n % len(turns)] % 2]
-            recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
-        return [
-            (r.stream_id, r.version, msgspec.to_builtins(r.event))
-            for r in store.iter_all()
-        ]
+            _send(recorders[turns[n % len(turns)] % 2], batch)
+        return _everything(store)
 
 
 @settings(max_examples=40, deadline=None)
