@@ -182,6 +182,21 @@ def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[di
     return spans
 
 
+def _batches(
+    spans: list[dict], cuts: list[int], retried: list[int]
+) -> list[list[dict]]:
+    """The spans cut into batches of the sizes ``cuts`` cycles through, then the
+    batch at each index of ``retried`` sent again right after itself."""
+    batches: list[list[dict]] = []
+    while spans:
+        size = cuts[len(batches) % len(cuts)]
+        batches.append(spans[:size])
+        spans = spans[size:]
+    for i in retried:
+        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    return batches
+
+
 def _send(recorder: Recorder, batch: list[dict]) -> None:
     recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
 
@@ -218,14 +233,7 @@ def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
     same events as a receiver started afresh for every batch, whatever the
     inputs (trimmed, reformatted, a system message first, an answer other than
     the one sent, tool results without an id), the cuts and the retries."""
-    spans = _agent_spans(steps)
-    batches = []
-    while spans:
-        size = cuts[len(batches) % len(cuts)]
-        batches.append(spans[:size])
-        spans = spans[size:]
-    for i in retried:
-        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    batches = _batches(_agent_spans(steps), cuts, retried)
     with tempfile.TemporaryDirectory() as folder:
         kept = _recorded(Path(folder), batches, restart=False)
         fresh = _recorded(Path(folder), batches, restart=True)
@@ -258,14 +266,7 @@ def test_two_receivers_of_one_ledger_record_what_a_restarted_one_does(
     writer appended to the session meanwhile (here another recorder of the same
     ledger, retries included), its next batch of that session is still
     recorded as a receiver started afresh records it."""
-    spans = _agent_spans(steps)
-    batches = []
-    while spans:
-        size = cuts[len(batches) % len(cuts)]
-        batches.append(spans[:size])
-        spans = spans[size:]
-    for i in retried:
-        batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
+    batches = _batches(_agent_spans(steps), cuts, retried)
     with tempfile.TemporaryDirectory() as folder:
         two = _recorded_by_two(Path(folder), batches, turns)
         fresh = _recorded(Path(folder), batches, restart=True)
