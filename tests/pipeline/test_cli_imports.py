@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipeline.cli_child import child_report
 from turnledger.ledger import SessionOpened, session_stream_id
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import STRUCTLOG_FREE
@@ -30,7 +31,7 @@ FIXTURE = (
 )
 
 # Runs main(argv), then writes its exit code and every loaded module's name to
-# the file named by $MODULES_OUT.
+# the file named by $REPORT_OUT.
 CHILD = """
 import json, os, sys
 from turnledger.pipeline.cli import main
@@ -38,7 +39,7 @@ try:
     code = main(sys.argv[1:])
 except SystemExit as exit:
     code = exit.code
-with open(os.environ["MODULES_OUT"], "w") as out:
+with open(os.environ["REPORT_OUT"], "w") as out:
     json.dump({"code": code, "modules": sorted(sys.modules)}, out)
 """
 
@@ -70,18 +71,7 @@ def ledger(tmp_path: Path) -> Path:
 
 def run_child(argv: list[str], ledger: Path, tmp_path: Path) -> tuple[int, set[str]]:
     """Run the command line in a fresh interpreter; its exit code and modules."""
-    out = tmp_path / "modules.json"
-    env = {**os.environ, "TURNLEDGER_DB": str(ledger), "MODULES_OUT": str(out)}
-    env.pop("TURNLEDGER_CONFIG", None)
-    subprocess.run(
-        [sys.executable, "-c", CHILD, *argv],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    report = json.loads(out.read_text())
+    report = child_report(CHILD, argv, tmp_path, {"TURNLEDGER_DB": str(ledger)})
     return report["code"], set(report["modules"])
 
 

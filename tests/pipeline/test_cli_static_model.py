@@ -6,14 +6,11 @@ opens of the shipped table file (``open`` audit events), then reports them.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.pipeline.cli_child import child_report
 from turnledger.pipeline import config
 from turnledger.projections.memory.embedding import static
 
@@ -37,23 +34,11 @@ with open(os.environ["REPORT_OUT"], "w") as out:
 
 def run_child(argv: list[str], tmp_path: Path) -> tuple[int, int]:
     """Run the command line in a fresh interpreter: exit code, table opens."""
-    out = tmp_path / "report.json"
     env = {
-        **os.environ,
         "TURNLEDGER_DB": str(tmp_path / "ledger.db"),
-        "REPORT_OUT": str(out),
         "TABLE_FILE": str(static.DATA / static.TABLE_FILE),
     }
-    env.pop("TURNLEDGER_CONFIG", None)
-    subprocess.run(
-        [sys.executable, "-c", CHILD, *argv],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    report = json.loads(out.read_text())
+    report = child_report(CHILD, argv, tmp_path, env)
     return report["code"], report["opens"]
 
 
