@@ -376,16 +376,17 @@ def keyword_search(
     holding = {t: _holding(db, t, held, candidates) for t in live}
     lengths = _lengths(db, candidates)
     weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
-    absent = small = min(1.0, stats.rows / ABSENT_FULL_ROWS)
-    shares = {t: w * (1.0 if counts[t] > 0 else absent) for t, w in weights.items()}
+    partial = min(1.0, stats.rows / ABSENT_FULL_ROWS)  # see ABSENT_FULL_ROWS
+    shares = {t: w * (1.0 if counts[t] > 0 else partial) for t, w in weights.items()}
 
     def ranked(
-        rowid: int, frequency: dict[Term, int], others: frozenset[Term]
+        rowid: int, frequency: dict[Term, int], held: frozenset[Term]
     ) -> tuple[float, float]:
-        found = {t: frequency.get(t, 1) for t in live if rowid in holding[t]}
+        found = {t: frequency.get(t, 1) for t in held}
+        others = other_subjects(held, subjects)
         length = lengths[rowid]
         asked = {
-            t.phrase: w * (small if t in others else 1.0) for t, w in shares.items()
+            t.phrase: w * (partial if t in others else 1.0) for t, w in shares.items()
         }
         score = keyword_score(asked, {t.phrase: n for t, n in found.items()}, length)
         bm25 = sum(
@@ -407,10 +408,7 @@ def keyword_search(
     ids, frequencies = _frequencies(db, live, holding, first)
     matched = {r: frozenset(t for t in live if r in holding[t]) for r in first}
     subjects = set(matched.values())
-    scored = [
-        (r, *ranked(r, frequencies[r], other_subjects(matched[r], subjects)))
-        for r in first
-    ]
+    scored = [(r, *ranked(r, frequencies[r], matched[r])) for r in first]
     scored.sort(key=lambda s: (-s[2], ids[s[0]]))
     order = newer_first([(r, matched[r], bm25) for r, _, bm25 in scored if bm25 > 0])
     score_of = {r: score for r, score, _ in scored}
