@@ -292,8 +292,7 @@ class EmbeddingStage:
                 try:
                     after, rows, embedded = self._embed_batch(after)
                 except Exception as e:  # noqa: BLE001 - the thread must not die; the rows wait for the next wake
-                    self.failures += 1
-                    self.last_error = f"{type(e).__name__}: {e}"
+                    self._failed(e)
                     break
                 if not rows or not embedded:  # done, or the embedder fails
                     break
@@ -318,8 +317,7 @@ class EmbeddingStage:
             try:
                 self.embed_pending(deadline=deadline)
             except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
-                self.failures += 1
-                self.last_error = f"{type(e).__name__}: {e}"
+                self._failed(e)
 
     def embed(self, texts: Sequence[str]) -> list[bytes | None]:
         """Return each text's windows' float32 vectors, end to end.
@@ -359,8 +357,7 @@ class EmbeddingStage:
         try:
             return window_texts(self._spans(text), text)
         except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector
-            self.failures += 1
-            self.last_error = f"{type(e).__name__}: {e}"
+            self._failed(e)
             return None
 
     def begin_search(
@@ -409,6 +406,11 @@ class EmbeddingStage:
                 self.cache.put_many(fresh)
         return vector, hits
 
+    def _failed(self, error: Exception) -> None:
+        """Record an embedding failure (the row stays without a vector)."""
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+
     def close(self, drain_seconds: float = 0.0) -> None:
         """Stop the threads: background (see :meth:`stop`), query and scan.
 
@@ -431,8 +433,7 @@ class EmbeddingStage:
                 raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
             blobs = [vector_blob(v, dims) for v in vectors]
         except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: whatever it raises, the write is kept
-            self.failures += 1
-            self.last_error = f"{type(e).__name__}: {e}"
+            self._failed(e)
             return {}
         return dict(zip(missing, blobs, strict=True))
 
