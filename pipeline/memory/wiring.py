@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlsplit
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.file_keys import cipher_key_of, file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
-from turnledger.pipeline.config import Config
+from turnledger.pipeline.config import Config, is_static
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
 from turnledger.projections.memory.embedding import (
@@ -201,7 +201,7 @@ class MemoryWiring:
         settings = self.config.embedding
         if settings.provider == "none":
             return NoEmbedder()
-        if settings.provider == "static":
+        if is_static(settings):  # either spelling
             return _static_embedder(settings.dims)
         if settings.provider == "local":
             return _local_embedder(settings.model, settings.dims, settings.threads)
@@ -454,22 +454,15 @@ def _static_embedder(dims: int | None) -> Embedder:
 
 
 def _local_embedder(model: str | None, dims: int | None, threads: int) -> Embedder:
-    """``provider = "local"``: the packaged model, a folder, or the static model.
+    """``provider = "local"``: the packaged model or a folder.
 
-    ``model = "all-MiniLM-L6-v2-static"`` is the older spelling of
-    ``provider = "static"``.
+    (``model = "all-MiniLM-L6-v2-static"``, the older spelling of ``provider =
+    "static"``, never gets here: see :func:`~turnledger.pipeline.config.is_static`.)
 
     Raises:
         MemoryAccessError: ``dims`` is set and is not the model's, or the model
-            cannot be loaded (packages missing, folder unreadable, the static
-            table damaged).
+            cannot be loaded (packages missing, folder unreadable).
     """
-    from turnledger.projections.memory.embedding.static import (  # noqa: PLC0415
-        STATIC_MODEL,
-    )
-
-    if model == STATIC_MODEL:
-        return _static_embedder(dims)
     try:
         return _load_local(model, dims, threads)
     except EmbedderError as e:
