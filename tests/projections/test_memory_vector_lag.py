@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import threading
 import time
 from collections.abc import Sequence
 
@@ -27,7 +28,10 @@ from turnledger.projections.memory.embedding.windows import (
 )
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
-from turnledger.projections.memory.sqlite._embedding import vector_blob
+from turnledger.projections.memory.sqlite._embedding import (
+    SETTLE_SECONDS,
+    vector_blob,
+)
 from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS
 from turnledger.projections.memory.sqlite._scope import make_scope
 from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
@@ -134,6 +138,49 @@ def test_close_drains_and_a_later_handle_embeds_the_rest(tmp_path):
         again.store(entry("h", "probe"))
     with SQLiteMemory(path) as keyword_only:
         assert vector_rows(keyword_only) == 4  # at the latest, the drain at close
+
+
+HANG_GUARD = 30.0  # seconds: a hang guard, not a bound
+STOP_RACES = 150
+"""Closes timed around the thread's settle: a lost stop hung about 1 in 40."""
+
+
+def test_a_close_during_the_settle_never_hangs():
+    # A close landing as the background thread's settle wait ends once cleared
+    # the stop's wake with the stop unseen: the thread slept, close joined it
+    # forever. The closes here land before, during and after that moment.
+    rng = random.Random(5)
+    for n in range(STOP_RACES):
+        memory = SQLiteMemory(":memory:", embedder=WordWindows())
+        memory.store(entry("k", f"tomato {n}"))
+        time.sleep(SETTLE_SECONDS * rng.uniform(0.8, 1.2))
+        closing = threading.Thread(target=memory.close, daemon=True)
+        closing.start()
+        closing.join(HANG_GUARD)
+        assert not closing.is_alive(), f"close {n} hung"
+        assert memory._embedding._background is None
+
+
+def test_writes_from_several_threads_start_one_background_thread():
+    before = set(threading.enumerate())
+    memory = SQLiteMemory(":memory:", embedder=WordWindows())
+    start = threading.Barrier(4)
+
+    def write(t: int) -> None:
+        start.wait()
+        for n in range(20):
+            memory.store(entry(f"k{t}-{n}", f"garden {n}"))
+
+    writers = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    started = set(threading.enumerate()) - before
+    running = [t for t in started if t.name == "memory-vectors"]
+    assert len(running) == 1
+    memory.close()
+    assert not running[0].is_alive()
 
 
 def test_reindex_reports_progress_and_drains():

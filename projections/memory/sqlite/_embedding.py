@@ -161,8 +161,11 @@ class EmbeddingStage:
         window = getattr(embedder, "window", None)
         self._window = window if isinstance(window, int) and self._spans else None
         self._batch_lock = threading.Lock()  # one batch at a time, any thread
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        # The background thread's state, under one condition: a wake asked for
+        # (``_wanted``), a stop asked for (``_stopping``), the thread itself.
+        self._signal = threading.Condition(threading.Lock())
+        self._wanted = False
+        self._stopping = False
         self._background: threading.Thread | None = None
 
     @property
@@ -204,14 +207,18 @@ class EmbeddingStage:
 
     def wake(self) -> None:
         """Have the background thread embed the rows lacking vectors (soon)."""
-        if not self.live or not self._background_on or self._stop.is_set():
+        if not self.live or not self._background_on:
             return
-        if self._background is None:
-            self._background = threading.Thread(
-                target=self._run, name="memory-vectors", daemon=True
-            )
-            self._background.start()
-        self._wake.set()
+        with self._signal:
+            if self._stopping:
+                return
+            if self._background is None:
+                self._background = threading.Thread(
+                    target=self._run, name="memory-vectors", daemon=True
+                )
+                self._background.start()
+            self._wanted = True
+            self._signal.notify()
 
     def pending(self) -> int:
         """How many live rows lack a vector (0 when vectors are off)."""
@@ -280,15 +287,9 @@ class EmbeddingStage:
 
     def _run(self) -> None:
         """The background thread: on each wake, embed every row lacking a vector."""
-        while True:
-            self._wake.wait()
-            if self._stop.is_set():
-                return
-            if self._stop.wait(SETTLE_SECONDS):  # let a run of writes gather
-                return
-            self._wake.clear()
+        while self._next_wake():
             after = 0
-            while not self._stop.is_set():
+            while not self._stopping:
                 try:
                     after, rows, embedded = self._embed_batch(after)
                 except Exception as e:  # noqa: BLE001 - the thread must not die; the rows wait for the next wake
@@ -296,6 +297,22 @@ class EmbeddingStage:
                     break
                 if not rows or not embedded:  # done, or the embedder fails
                     break
+
+    def _next_wake(self) -> bool:
+        """Wait for a wake, then :data:`SETTLE_SECONDS`; False once stopping.
+
+        The wake is taken (``_wanted`` cleared) before the batches read the
+        rows, so a write committed after that read wakes the thread again;
+        the stop flag is read under the same condition, so a stop is never
+        missed between the two (a lost stop would hang :meth:`stop`).
+        """
+        with self._signal:
+            self._signal.wait_for(lambda: self._wanted or self._stopping)
+            # let a run of writes gather; a stop ends the wait at once
+            if self._signal.wait_for(lambda: self._stopping, SETTLE_SECONDS):
+                return False
+            self._wanted = False
+            return True
 
     def stop(self, drain_seconds: float = 0.0) -> None:
         """Stop the background thread (its batch under way is committed).
@@ -307,12 +324,13 @@ class EmbeddingStage:
         never raised: the rows were committed, only their vectors wait.
         """
         deadline = time.monotonic() + drain_seconds
-        first = not self._stop.is_set()  # a second close does nothing
-        self._stop.set()
-        self._wake.set()
-        if self._background is not None:
-            self._background.join()
-            self._background = None
+        with self._signal:
+            first = not self._stopping  # a second close does nothing
+            self._stopping = True
+            self._signal.notify()
+            background, self._background = self._background, None
+        if background is not None:
+            background.join()
         if first and drain_seconds > 0 and self.live:
             try:
                 self.embed_pending(deadline=deadline)
