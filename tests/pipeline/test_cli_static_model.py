@@ -1,7 +1,8 @@
-"""The CLI reads the static model's table only in commands that embed, once.
+"""The CLI loads a model only in commands that embed, once.
 
 Each command runs in a child interpreter with an audit hook that counts the
-opens of the shipped table file (``open`` audit events), then reports them.
+opens of the shipped table file (``open`` audit events), then reports them,
+and whether torch was imported (the transformer, ``provider = "local"``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ try:
 except SystemExit as exit:
     code = exit.code
 with open(os.environ["REPORT_OUT"], "w") as out:
-    json.dump({"code": code, "opens": len(opens)}, out)
+    json.dump({"code": code, "opens": len(opens), "torch": "torch" in sys.modules}, out)
 """
 
 
@@ -40,6 +41,14 @@ def run_child(argv: list[str], tmp_path: Path) -> tuple[int, int]:
     }
     report = child_report(CHILD, argv, tmp_path, env)
     return report["code"], report["opens"]
+
+
+def torch_loaded(argv: list[str], tmp_path: Path) -> bool:
+    """Run the command line in a fresh interpreter; whether torch was imported."""
+    env = {"TURNLEDGER_DB": str(tmp_path / "ledger.db"), "TABLE_FILE": ""}
+    report = child_report(CHILD, argv, tmp_path, env)
+    assert report["code"] == 0, argv
+    return bool(report["torch"])
 
 
 def test_only_commands_that_embed_read_the_table_and_once(tmp_path):
@@ -60,6 +69,23 @@ def test_only_commands_that_embed_read_the_table_and_once(tmp_path):
         0,
         1,
     )
+
+
+def test_the_transformer_loads_only_in_commands_that_embed(tmp_path):
+    (tmp_path / "turnledger.toml").write_text('[embedding]\nprovider = "local"\n')
+    assert torch_loaded(
+        ["memory", "store", "--agent", "a", "pet", "My dog is named Biscuit"],
+        tmp_path,
+    )  # its vector: the background thread or the drain at close
+    for argv in (
+        ["sessions"],
+        ["memory", "list", "--agent", "a"],
+        ["memory", "get", "--agent", "a", "pet"],
+        ["memory", "stats", "--agent", "a"],
+        ["memory", "forget", "--agent", "a", "pet"],
+    ):
+        assert not torch_loaded(argv, tmp_path), argv
+    assert torch_loaded(["memory", "recall", "--agent", "a", "my dog"], tmp_path)
 
 
 @pytest.mark.parametrize("name", ["STATIC_MODEL", "MAX_STATIC_DIMS"])

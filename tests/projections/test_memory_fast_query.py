@@ -69,7 +69,7 @@ def _matches(embed, reference, floor):
 
 
 def test_the_float32_fast_path_matches_the_models_vectors(exact, reference):
-    fast = BertQueryEncoder.build(exact._model, bfloat16=False)
+    fast = BertQueryEncoder.build(exact.loaded().model, bfloat16=False)
     assert fast is not None
     _matches(fast, reference, 0.99999)
     # Truncated at the model's length: what follows changes nothing.
@@ -80,7 +80,7 @@ def test_the_float32_fast_path_matches_the_models_vectors(exact, reference):
 def test_the_bfloat16_fast_path_matches_where_the_cpu_has_the_kernels(
     exact, reference, path
 ):
-    fast = BertQueryEncoder.build(exact._model, bfloat16=True)
+    fast = BertQueryEncoder.build(exact.loaded().model, bfloat16=True)
     if path == "bfloat16-declined":
         assert fast is None  # the embedder runs the model's own modules
         return
@@ -92,7 +92,7 @@ def test_the_bfloat16_fast_path_matches_where_the_cpu_has_the_kernels(
 @pytest.mark.parametrize("path", [BFLOAT16_PATH])
 def test_the_embedder_takes_the_bfloat16_path_this_cpu_offers(exact, reference, path):
     embedder = LocalEmbedder(query_precision="bfloat16")
-    assert (embedder._fast is not None) == (path == "bfloat16-op-by-op")
+    assert (embedder.loaded().fast is not None) == (path == "bfloat16-op-by-op")
     assert tuple(embedder.identity) == tuple(exact.identity)
     _matches(
         lambda text: np.array(embedder.embed([text]), np.float32), reference, 0.999
@@ -105,8 +105,8 @@ def test_the_switch_turns_the_cpu_dependent_paths_off(exact, reference, monkeypa
     assert not bfloat16_fast_path()
     assert not local._use_bfloat16("auto")  # auto: float32, /proc/cpuinfo unread
     assert local._use_bfloat16("bfloat16")  # asked for: still bfloat16
-    assert BertQueryEncoder.build(exact._model, bfloat16=True) is None
-    assert BertQueryEncoder.build(exact._model, bfloat16=False) is not None
+    assert BertQueryEncoder.build(exact.loaded().model, bfloat16=True) is None
+    assert BertQueryEncoder.build(exact.loaded().model, bfloat16=False) is not None
     slow = LocalEmbedder(query_precision="bfloat16")
     assert slow._fast is None  # the model's own modules, in bfloat16
     assert slow.int8_product is None  # the vector index scores in float32
@@ -117,7 +117,7 @@ def test_the_switch_turns_the_cpu_dependent_paths_off(exact, reference, monkeypa
 
 def test_a_failed_check_keeps_the_models_own_modules(exact, reference, monkeypatch):
     monkeypatch.setattr(_bert_query, "MIN_COSINE", 1.5)  # no vector can pass
-    assert BertQueryEncoder.build(exact._model, bfloat16=True) is None
+    assert BertQueryEncoder.build(exact.loaded().model, bfloat16=True) is None
     slow = LocalEmbedder(query_precision="float32")
     assert slow._fast is None
     for text, expected in zip(TEXTS[:3], reference[:3], strict=True):

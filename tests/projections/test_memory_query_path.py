@@ -51,7 +51,7 @@ def test_one_text_in_float32_is_the_vector_encode_returns(exact):
 )
 def test_bfloat16_queries_stay_within_rounding_of_float32(exact, path):
     fast = LocalEmbedder(query_precision="bfloat16")
-    assert (fast._fast is not None) == (path == "op-by-op")
+    assert (fast.loaded().fast is not None) == (path == "op-by-op")
     batch = np.array(exact.embed(TEXTS))
     for text, expected in zip(TEXTS, batch, strict=True):
         (alone,) = np.array(fast.embed([text]))

@@ -265,14 +265,14 @@ def test_the_transformer_windows_cover_every_word_piece():
     )
     text = " ".join(words)
     spans = embedder.window_spans(text)
-    pieces = embedder._model.tokenizer(
+    pieces = embedder.loaded().model.tokenizer(
         text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
     )["offset_mapping"]
     assert len(pieces) > embedder.window
     for start, end in pieces:
         assert any(a <= start and end <= b for a, b in spans)
     for window in window_texts(spans, text):
-        inside = embedder._model.tokenizer(window, add_special_tokens=False)
+        inside = embedder.loaded().model.tokenizer(window, add_special_tokens=False)
         assert len(inside["input_ids"]) <= embedder.window + 2  # fits the model
     memory = SQLiteMemory(":memory:", embedder=embedder, search_mode="embedding")
     memory.store(entry("long", f"{text} The launch code of the probe is tangerine."))

