@@ -58,6 +58,7 @@ def test_the_configured_threads_reach_the_model(tmp_path):
     embedder = MemoryWiring(config, ledger_url=ledger).embedder()
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.threads == 2
+    embedder.loaded()  # torch's thread count is set when the model loads
     assert torch.get_num_threads() == 2
 
 

@@ -108,7 +108,7 @@ def test_the_switch_turns_the_cpu_dependent_paths_off(exact, reference, monkeypa
     assert BertQueryEncoder.build(exact.loaded().model, bfloat16=True) is None
     assert BertQueryEncoder.build(exact.loaded().model, bfloat16=False) is not None
     slow = LocalEmbedder(query_precision="bfloat16")
-    assert slow._fast is None  # the model's own modules, in bfloat16
+    assert slow.loaded().fast is None  # the model's own modules, in bfloat16
     assert slow.int8_product is None  # the vector index scores in float32
     _matches(lambda text: np.array(slow.embed([text]), np.float32), reference, 0.999)
     monkeypatch.setenv(FAST_PATHS, "1")
@@ -119,7 +119,7 @@ def test_a_failed_check_keeps_the_models_own_modules(exact, reference, monkeypat
     monkeypatch.setattr(_bert_query, "MIN_COSINE", 1.5)  # no vector can pass
     assert BertQueryEncoder.build(exact.loaded().model, bfloat16=True) is None
     slow = LocalEmbedder(query_precision="float32")
-    assert slow._fast is None
+    assert slow.loaded().fast is None
     for text, expected in zip(TEXTS[:3], reference[:3], strict=True):
         (vector,) = slow.embed([text])
         assert np.abs(np.array(vector) - expected).max() < 1e-5

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,12 @@ import pytest
 from tests.contracts.memory_contract import T0
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.config import ConfigError, parse_config
-from turnledger.projections.memory.embedding.local import LocalEmbedder
+from turnledger.projections.memory.embedding import EmbedderError
+from turnledger.projections.memory.embedding.local import (
+    LocalEmbedder,
+    describe_folder,
+    packaged_model_path,
+)
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
@@ -29,13 +35,13 @@ def _embedder():
 
 
 def test_loads_offline_with_its_identity(embedder):
-    assert os.environ.get("HF_HUB_OFFLINE") == "1"
     assert tuple(embedder.identity) == ("local", "all-MiniLM-L6-v2", 384)
     query, fact, other = np.array(
         embedder.embed(
             ["which editor do I use", "Helix is my editor", "the weather on Mars"]
         )
     )
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set before the model loaded
     assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
     assert query @ fact > 0.4
     assert query @ fact > query @ other + 0.3
@@ -125,3 +131,35 @@ def test_qdrant_canary_is_gone_after_forget(capsys, workdir):
     assert json.loads(out)["entries"] == 1
     assert json.loads(out)["forgotten"] == 1
     assert hits(workdir, CANARY) == []
+
+
+def _model_copy(tmp_path: Path) -> Path:
+    """The packaged model folder, its weights linked, its small files copied."""
+    source = packaged_model_path()
+    folder = tmp_path / "model"
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    for weights in source.glob("*.safetensors"):
+        (folder / weights.name).symlink_to(weights)
+    return folder
+
+
+def test_the_packaged_folder_describes_itself_and_others_load_to_tell(tmp_path):
+    assert describe_folder(packaged_model_path()) == (384, 256)
+    folder = _model_copy(tmp_path)
+    pooling = folder / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text())
+    pooling.write_text(json.dumps({**settings, "pooling_mode_max_tokens": True}))
+    assert describe_folder(folder) is None  # two modes: only the model knows
+    (folder / "modules.json").unlink()
+    assert describe_folder(folder) is None
+
+
+def test_a_folder_changed_before_its_first_use_is_refused_then(tmp_path):
+    folder = _model_copy(tmp_path)
+    embedder = LocalEmbedder(str(folder))
+    assert embedder.identity.dims == 384
+    assert embedder.window == 252
+    settings = folder / "sentence_bert_config.json"
+    settings.write_text(json.dumps({"max_seq_length": 128, "do_lower_case": False}))
+    with pytest.raises(EmbedderError, match=r"its files say, \(384, 256\), found"):
+        embedder.embed(["a text"])

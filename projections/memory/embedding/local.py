@@ -38,7 +38,8 @@ Paths that depend on the CPU, and their fallbacks:
   (:attr:`LocalEmbedder.int8_product`); else the index scores in float32.
 
 The environment switch ``TURNLEDGER_FAST_PATHS=0`` turns all three off (read
-when an embedder is made): ``auto`` is float32, a bfloat16 query runs the
+when an embedder is made, and again when its model loads: off at either time
+is off): ``auto`` is float32, a bfloat16 query runs the
 model's own modules, and no int8 kernel is offered. Float32 queries keep the
 op-by-op path, which runs on any CPU. CI runs the embedding tests once more
 with it, so the fallbacks are tested on a machine that has the features.
@@ -215,7 +216,9 @@ class _Loaded:
 
     __slots__ = ("dims", "fast", "length", "model", "query_transformer", "torch")
 
-    def __init__(self, folder: Path, *, threads: int, bfloat16: bool) -> None:
+    def __init__(
+        self, folder: Path, *, threads: int, bfloat16: bool, fast_paths: bool
+    ) -> None:
         sentences = library()
         try:
             torch = importlib.import_module("torch")
@@ -228,7 +231,11 @@ class _Loaded:
             )
             self.dims = int(measure() or 0)
             self.length = int(self.model.max_seq_length)
-            self.fast = BertQueryEncoder.build(self.model, bfloat16=bfloat16)
+            self.fast = (
+                BertQueryEncoder.build(self.model, bfloat16=bfloat16)
+                if fast_paths or not bfloat16  # float32 op by op runs anywhere
+                else None
+            )
             self.query_transformer = self.model[0]
             if bfloat16 and self.fast is None:
                 self.query_transformer = copy.deepcopy(self.model[0]).to(torch.bfloat16)
@@ -281,6 +288,7 @@ class LocalEmbedder:
         query_precision: QueryPrecision = "auto",
     ) -> None:
         self._bfloat16 = _use_bfloat16(query_precision)
+        self._fast_paths = fast_paths_on()
         self._folder = packaged_model_path() if model == PACKAGED_MODEL else Path(model)
         self._threads = max(1, threads)
         self._loading = threading.Lock()
@@ -293,7 +301,7 @@ class LocalEmbedder:
             installed()
             self._dims, self._length = self._described
         self._identity = EmbeddingIdentity("local", model, self._dims)
-        self._int8 = self._bfloat16 and fast_paths_on()
+        self._int8 = self._bfloat16 and self._fast_paths
 
     def loaded(self) -> _Loaded:
         """The model, loaded on the first call (one thread loads, others wait).
@@ -305,7 +313,10 @@ class LocalEmbedder:
         with self._loading:
             if self._loaded is None:
                 loaded = _Loaded(
-                    self._folder, threads=self._threads, bfloat16=self._bfloat16
+                    self._folder,
+                    threads=self._threads,
+                    bfloat16=self._bfloat16,
+                    fast_paths=self._fast_paths,
                 )
                 found = loaded.dims, loaded.length
                 if self._described not in {None, found}:

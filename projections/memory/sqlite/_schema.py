@@ -82,6 +82,8 @@ CREATE INDEX IF NOT EXISTS memories_recent
 CREATE INDEX IF NOT EXISTS memories_session
     ON memories (agent, session, updated_us DESC, id, category, superseded_by)
     WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memories_agent
+    ON memories (agent) WHERE superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS memories_unembedded
     ON memories (superseded_by) WHERE embedding IS NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (

@@ -91,8 +91,12 @@ def _common(scope: Scope, alias: str, clauses: list[str], params: list[Any]) -> 
         params.append(scope.until_us)
 
 
+_BY_UPDATE: Final = ("m.updated_us DESC, m.id", "updated_us DESC, id")
+_BY_ROWID: Final = ("m.rowid DESC", "rowid DESC")
+
+
 def newest_sql(
-    scope: Scope, limit: int, columns: str = COLUMNS
+    scope: Scope, limit: int, columns: str = COLUMNS, *, by_rowid: bool = False
 ) -> tuple[str, list[Any]]:
     """Return a query for the scope's newest rows (``updated_us`` desc, id asc).
 
@@ -102,16 +106,20 @@ def newest_sql(
     Args:
         scope: The rows to consider.
         limit: How many rows at most.
-        columns: The columns to select (must include ``updated_us`` and ``id``).
+        columns: The columns to select (must include ``updated_us`` and ``id``;
+            with ``by_rowid``, ``rowid``).
+        by_rowid: Newest by insertion (``rowid`` desc: the ``memories_agent``
+            index) instead of by update time.
 
     Returns:
         The SQL and its parameters.
     """
+    inner, outer = _BY_ROWID if by_rowid else _BY_UPDATE
     if len(scope.agents) > _MAX_UNION_AGENTS:
         where, params = scope_sql(scope)
         sql = (
             f"SELECT {columns} FROM memories AS m WHERE {where} "
-            "ORDER BY updated_us DESC, id LIMIT ?"
+            f"ORDER BY {inner} LIMIT ?"
         )
         return sql, [*params, limit]
     parts: list[str] = []
@@ -124,10 +132,10 @@ def newest_sql(
             parts.append(
                 f"SELECT * FROM (SELECT {columns} FROM memories AS m "
                 f"WHERE {' AND '.join(clauses)} "
-                "ORDER BY m.updated_us DESC, m.id LIMIT ?)"
+                f"ORDER BY {inner} LIMIT ?)"
             )
             params += [*part_params, limit]
-    sql = " UNION ALL ".join(parts) + " ORDER BY updated_us DESC, id LIMIT ?"
+    sql = " UNION ALL ".join(parts) + f" ORDER BY {outer} LIMIT ?"
     return sql, [*params, limit]
 
 
