@@ -152,3 +152,18 @@ def test_a_vocabulary_without_unknown_is_refused(tmp_path):
         read_vocabulary(path)
     with pytest.raises(TokenizerError, match="Expected a readable UTF-8"):
         read_vocabulary(tmp_path / "missing.txt")
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=127), max_size=80))
+def test_ascii_offsets_are_the_general_ones_and_the_references(text, ours, reference):
+    # ASCII without dropped controls takes the fast path; with them, the general.
+    assert ours._ascii_offsets(text.translate(DROPPED)) == ours._general_offsets(
+        text.translate(DROPPED)
+    )
+    offsets = reference.encode(text, add_special_tokens=False).offsets
+    assert ours.offsets(text) == [tuple(o) for o in offsets]
+
+
+DROPPED = {code: " " for code in [*range(9), 11, 12, *range(14, 32), 127]}
+"""The controls normalising drops, made spaces (so the fast path applies)."""

@@ -82,6 +82,9 @@ _ASCII_CLEAN: Final = {
 }
 """ASCII controls dropped, tab/newline/return made spaces (``str.translate``)."""
 
+_ASCII_DROPPED: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""The ASCII characters normalising drops (the others keep their places)."""
+
 _WHITESPACE: Final = frozenset(
     "\t\n\r \x0b\x0c\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
     "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -214,6 +217,12 @@ class WordPieceTokenizer:
 
     def _part_offsets(self, text: str) -> list[tuple[int, int]]:
         """:meth:`offsets` for a text without special tokens."""
+        if text.isascii() and not _ASCII_DROPPED.search(text):
+            return self._ascii_offsets(text)
+        return self._general_offsets(text)
+
+    def _general_offsets(self, text: str) -> list[tuple[int, int]]:
+        """:meth:`_part_offsets` for any text: per character, where it came from."""
         found: list[tuple[int, int]] = []
         for word, origins in self._words_with_origins(text):
             start = 0
@@ -224,6 +233,29 @@ class WordPieceTokenizer:
                 stop = start + length
                 found.append((origins[start], origins[stop - 1] + 1))
                 start = stop
+        return found
+
+    def _ascii_offsets(self, text: str) -> list[tuple[int, int]]:
+        """:meth:`_part_offsets` for ASCII without dropped controls.
+
+        Normalising such a text keeps every character in place (lowercase,
+        tab/newline/return made spaces), so a word's characters are the text's
+        from its match's start, with no per-character origins.
+        """
+        found: list[tuple[int, int]] = []
+        for match in _ASCII_WORDS.finditer(text.lower().translate(_ASCII_CLEAN)):
+            begin, end = match.span()
+            word = match.group()
+            if word in self._vocabulary and len(word) <= MAX_WORD_CHARS:
+                found.append((begin, end))
+                continue
+            start = 0
+            for piece in self._pieces(word):
+                length = len(piece) - (len(PREFIX) if start else 0)
+                if piece == UNKNOWN:
+                    length = len(word)
+                found.append((begin + start, begin + start + length))
+                start += length
         return found
 
     def word_ids(self, word: str) -> tuple[int, ...]:
