@@ -26,10 +26,12 @@ recalled entry passes the recall selector (``[recall] min_relevance`` floor and
 bounds, on the top ``[recall] limit``, as ``MemoryReads.recall_for_turn``
 decides); latest-over-old (BEAM ``knowledge_update``: an ``updated_info``
 message is recalled and ranks above every ``original_info`` one); 50 off-topic
-questions (written below) asked of every conversation inject nothing; recall
-p50/p95 (ms); store cost per entry (ms: the stores, plus the wait until every
-stored entry has its vectors, which are computed off the write path, divided
-by the entries).
+questions (written below) asked of every conversation inject nothing; inject
+(the other side of abstention: an answerable question's block, chosen the same
+way, holds one of its evidence messages; a stricter gate abstains more and
+injects less, so the two are printed together); recall p50/p95 (ms); store
+cost per entry (ms: the stores, plus the wait until every stored entry has its
+vectors, which are computed off the write path, divided by the entries).
 
 Goals (issue #28, item 6; judged for every engine mode run): LoCoMo any@10 >=
 0.80; BEAM any@10 >= 0.75 and any@1 >= 0.35; no category's any@10 more than
@@ -358,6 +360,7 @@ class Scores:
     latest: int = 0
     off_asked: int = 0
     off_clean: int = 0
+    injected: int = 0  # answerable questions whose block holds their evidence
     recall_ms: list[float] = field(default_factory=list)
     store_ms: list[float] = field(default_factory=list)
     drain_ms: float = 0.0
@@ -389,6 +392,7 @@ class Scores:
             "updates": self.updates,
             "off_topic_clean": rate(self.off_clean, self.off_asked),
             "off_topic_asked": self.off_asked,
+            "evidence_injected": rate(self.injected, sum(self.asked.values())),
             "recall_p50_ms": percentile(self.recall_ms, 50),
             "recall_p95_ms": percentile(self.recall_ms, 95),
             "store_ms_per_entry": (
@@ -406,7 +410,14 @@ def rate(hits: int, asked: int) -> float | None:
 
 
 def injects(found: Sequence[MemoryEntry], config: Config, *, scored: bool) -> bool:
-    """Whether a turn would get a non-empty ``[Memory context]`` block from these.
+    """Whether a turn would get a non-empty ``[Memory context]`` block from these."""
+    return bool(injected(found, config, scored=scored))
+
+
+def injected(
+    found: Sequence[MemoryEntry], config: Config, *, scored: bool
+) -> list[str]:
+    """The keys of the ``[Memory context]`` block a turn would get from these.
 
     As ``MemoryReads.recall_for_turn``: the top ``[recall] limit`` candidates
     through the selector (floor, entry and character bounds). Unscored (raw
@@ -431,7 +442,7 @@ def injects(found: Sequence[MemoryEntry], config: Config, *, scored: bool) -> bo
         )
         for e in found[: bound_recall_limit(settings.limit)]
     ]
-    return bool(select(candidates, policy).entries)
+    return [entry.key for entry in select(candidates, policy).entries]
 
 
 def score(
@@ -455,6 +466,8 @@ def score(
             continue
         c = question.category
         scores.asked[c] += 1
+        block = injected(found, config, scored=scored)
+        scores.injected += any(k in block for k in question.evidence)
         scores.any1[c] += any(k in keys[:1] for k in question.evidence)
         scores.any10[c] += any(k in keys for k in question.evidence)
         scores.all10[c] += all(k in keys for k in question.evidence)
@@ -588,8 +601,8 @@ def report(dataset: str, results: dict[str, Scores]) -> None:
             )
     print(
         f"\n{'mode':<12}{'any@1':>6}{'any@10':>8}{'all@10':>8}{'abstain':>9}"
-        f"{'latest':>8}{'offtopic':>9}{'p50ms':>8}{'p95ms':>8}{'store ms':>10}"
-        f"{'entries':>9}"
+        f"{'latest':>8}{'offtopic':>9}{'inject':>8}{'p50ms':>8}{'p95ms':>8}"
+        f"{'store ms':>10}{'entries':>9}"
     )
     for mode, s in results.items():
         d = s.as_dict()
@@ -597,7 +610,8 @@ def report(dataset: str, results: dict[str, Scores]) -> None:
         print(
             f"{mode:<12}{pct(d['any@1']):>6}{pct(d['any@10']):>8}{pct(d['all@10']):>8}"
             f"{pct(d['abstention']):>9}{pct(d['latest_over_old']):>8}"
-            f"{pct(d['off_topic_clean']):>9}{d['recall_p50_ms']:>8.2f}"
+            f"{pct(d['off_topic_clean']):>9}{pct(d['evidence_injected']):>8}"
+            f"{d['recall_p50_ms']:>8.2f}"
             f"{d['recall_p95_ms']:>8.2f}{'-' if store is None else f'{store:.3f}':>10}"
             f"{d['entries']:>9,}"
         )
