@@ -193,7 +193,7 @@ def describe(error: BaseException) -> str:
 
 
 def _looks_like_otlp(file: str) -> bool:
-    from turnledger.pipeline.collect.files import looks_like_otlp  # noqa: PLC0415
+    from turnledger.pipeline.inputs import looks_like_otlp  # noqa: PLC0415
 
     return looks_like_otlp(file)
 

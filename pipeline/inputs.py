@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Final
@@ -152,3 +153,21 @@ def read_input_text(
             f" found byte 0x{data[e.start]:02x} at offset {e.start}"
         )
         raise InputFileError(msg) from None
+
+
+_OTLP_SIGNATURE: Final = re.compile(rb'\A\s*\{\s*"resourceSpans"\s*:')
+_OTLP_PEEK: Final = 4096
+
+
+def looks_like_otlp(path: str | Path) -> bool:
+    """Whether a file begins as an OTLP/JSON trace request (read: its first 4 KiB).
+
+    Here, not beside the OTLP reader (:mod:`.collect.files`), so telling a
+    file's kind costs no import of the receiver.
+    """
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(_OTLP_PEEK)
+    except OSError:
+        return False
+    return _OTLP_SIGNATURE.match(head) is not None

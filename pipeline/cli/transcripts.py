@@ -92,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _import_one(args: argparse.Namespace, file: str) -> int:
     """One file: its failure is the command's (exit 2, one line, nothing written)."""
-    from turnledger.pipeline.collect.files import looks_like_otlp
+    from turnledger.pipeline.inputs import looks_like_otlp
 
     if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(file)):
         return _import_otlp(args, file)
@@ -310,12 +310,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     Example: turnledger audit transcript.jsonl --json
     """
     from turnledger.pipeline.audit import audit_file
-    from turnledger.pipeline.collect.files import audit_otlp_file, looks_like_otlp
+    from turnledger.pipeline.inputs import looks_like_otlp
 
     target = args.target
     if target is not None and Path(target).is_file():
         limit = config(args).runtime.max_input_bytes
         if args.format == "otlp" or (args.format == "auto" and looks_like_otlp(target)):
+            from turnledger.pipeline.collect.files import audit_otlp_file
+
             report = audit_otlp_file(target, max_bytes=limit)
         else:
             report = audit_file(Path(target), fmt=args.format, max_bytes=limit)

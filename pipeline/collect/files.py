@@ -1,10 +1,10 @@
 """OTLP JSON span files: ``import`` and ``audit`` of them (``--format otlp``).
 
-Detected too (:func:`looks_like_otlp`). A file holds one OTLP/JSON
-``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``), or one per line
-(the OpenTelemetry Collector's file exporter). It is read whole or refused: a
-line that is not such a request refuses the file, naming the line, and so
-does a span of no known shape that holds model traffic (see :mod:`.coverage`).
+Detected by :func:`~turnledger.pipeline.inputs.looks_like_otlp`. A file holds
+one OTLP/JSON ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``), or
+one per line (the OpenTelemetry Collector's file exporter). It is read whole or
+refused: a line that is not such a request refuses the file, naming the line,
+and so does a span of no known shape that holds model traffic (see :mod:`.coverage`).
 Its spans go through the receiver's mapping (:class:`~.recording.Recorder`) in
 one atomic append: an import writes everything or nothing, and importing the
 same file again writes no span twice. An audit (:func:`audit_otlp_file`)
@@ -14,10 +14,9 @@ deleted after, and audits its sessions.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 import msgspec
@@ -36,19 +35,6 @@ if TYPE_CHECKING:
 
     from turnledger.pipeline.formats.model import Coverage
     from turnledger.policies.pricing import ModelPrice
-
-_SIGNATURE: Final = re.compile(rb'\A\s*\{\s*"resourceSpans"\s*:')
-_PEEK: Final = 4096
-
-
-def looks_like_otlp(path: str | Path) -> bool:
-    """Whether a file begins as an OTLP/JSON trace request (read: its first 4 KiB)."""
-    try:
-        with Path(path).open("rb") as handle:
-            head = handle.read(_PEEK)
-    except OSError:
-        return False
-    return _SIGNATURE.match(head) is not None
 
 
 def read_otlp_file(
