@@ -12,12 +12,24 @@ window: the whole text.
 An embedder says how it splits with an optional ``window_spans(text)`` method
 returning ``(start, end)`` character spans; an embedder without one embeds
 every text whole (one window).
+
+A backend that keeps one vector per entry (PostgreSQL, Qdrant) stores
+:func:`whole_text_vector`: every window embedded, their unit mean, so no part
+is cut either (a subject is diluted in a long entry there, not lost; the
+SQLite backend keeps each window and scores the best).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from turnledger.projections.memory.embedding import EmbedderError
+
+if TYPE_CHECKING:
+    from turnledger.projections.memory.embedding import Embedder
 
 OVERLAP_SHARE: Final = 4
 """A window overlaps the next by ``size // OVERLAP_SHARE`` tokens."""
@@ -60,3 +72,28 @@ def window_texts(spans: Sequence[tuple[int, int]], text: str) -> list[str]:
     if len(spans) <= 1:
         return [text]
     return [text[start:end] for start, end in spans]
+
+
+def whole_text_vector(embedder: Embedder, text: str) -> list[float]:
+    """One vector for a text of any length: its windows' vectors, averaged.
+
+    Every window (see :func:`token_windows`; the whole text without
+    ``window_spans``) is embedded in one call; one window's vector is
+    returned as it is, several windows' mean is scaled to unit length.
+
+    Raises:
+        EmbedderError: The embedder (or its tokenizer) failed, or gave
+            another number of vectors than windows.
+    """
+    spans = getattr(embedder, "window_spans", None)
+    windows = window_texts(spans(text), text) if callable(spans) else [text]
+    vectors = embedder.embed(windows)
+    if len(vectors) != len(windows):
+        msg = f"Expected {len(windows)} vectors, found {len(vectors)}"
+        raise EmbedderError(msg)
+    if len(vectors) == 1:
+        return [float(x) for x in vectors[0]]
+    mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    found: list[float] = (mean / norm if norm > 0 else mean).tolist()
+    return found

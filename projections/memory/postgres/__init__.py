@@ -35,6 +35,7 @@ from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedding import Embedder, EmbedderError
+from turnledger.projections.memory.embedding.windows import whole_text_vector
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.postgres._connection import (
     LOCK_TIMEOUT_MS,
@@ -110,11 +111,11 @@ class PostgresMemory(PostgresConnection):
     def _vector(self, text: str) -> Vector | None:
         if not self.capabilities.vectors or self._embedder is None:
             return None
-        try:
-            vectors = self._embedder.embed([text])
+        try:  # every window of a long text (see embedding.windows)
+            vector = whole_text_vector(self._embedder, text)
         except EmbedderError:
             return None  # the row is kept without its vector, as on SQLite
-        return unit_vector(vectors[0]) if len(vectors) else None
+        return unit_vector(vector)
 
     def _vector_param(self, vector: Vector | None) -> Any:
         if vector is None:

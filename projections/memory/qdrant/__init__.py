@@ -34,6 +34,7 @@ from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory.apply import apply_in_order
 from turnledger.projections.memory.embedding import Embedder
+from turnledger.projections.memory.embedding.windows import whole_text_vector
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.protocol import (
     Capabilities,
@@ -161,7 +162,7 @@ class QdrantMemory:
     def _embed(self, text: str) -> list[float] | None:
         if self._embedder is None or not self.capabilities.vectors:
             return None
-        (vector,) = self._embedder.embed([text])
+        vector = whole_text_vector(self._embedder, text)  # every window
         return vector if math.fsum(x * x for x in vector) > 0.0 else None
 
     def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
