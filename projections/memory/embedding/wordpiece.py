@@ -162,7 +162,8 @@ class WordPieceTokenizer:
             msg = f"Expected {UNKNOWN} in the vocabulary, found none"
             raise TokenizerError(msg)
         self._vocabulary = vocabulary
-        self._words: dict[str, tuple[int, ...]] = {}
+        # word -> (its ids, each piece's length in the word's characters)
+        self._words: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._chars: dict[str, str] = {}
 
     def ids(self, text: str) -> list[int]:
@@ -240,34 +241,39 @@ class WordPieceTokenizer:
 
         Normalising such a text keeps every character in place (lowercase,
         tab/newline/return made spaces), so a word's characters are the text's
-        from its match's start, with no per-character origins.
+        from its match's start, with no per-character origins; its pieces'
+        lengths come from the word cache.
         """
         found: list[tuple[int, int]] = []
+        word_of = self._word
         for match in _ASCII_WORDS.finditer(text.lower().translate(_ASCII_CLEAN)):
-            begin, end = match.span()
-            word = match.group()
-            if word in self._vocabulary and len(word) <= MAX_WORD_CHARS:
-                found.append((begin, end))
-                continue
-            start = 0
-            for piece in self._pieces(word):
-                length = len(piece) - (len(PREFIX) if start else 0)
-                if piece == UNKNOWN:
-                    length = len(word)
-                found.append((begin + start, begin + start + length))
-                start += length
+            at = match.start()
+            for length in word_of(match.group())[1]:
+                found.append((at, at + length))
+                at += length
         return found
 
     def word_ids(self, word: str) -> tuple[int, ...]:
         """Return one pre-tokenised word's ids (the word's pieces)."""
+        return self._word(word)[0]
+
+    def _word(self, word: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """A word's ids and its pieces' lengths in characters (cached)."""
         cached = self._words.get(word)
         if cached is not None:
             return cached
         whole = self._vocabulary.get(word)
         if whole is not None and len(word) <= MAX_WORD_CHARS:
-            found: tuple[int, ...] = (whole,)
+            found = (whole,), (len(word),)
         else:
-            found = tuple(self._vocabulary[piece] for piece in self._pieces(word))
+            pieces = self._pieces(word)
+            lengths = [
+                len(word)
+                if piece == UNKNOWN
+                else len(piece) - (len(PREFIX) if i else 0)
+                for i, piece in enumerate(pieces)
+            ]
+            found = tuple(self._vocabulary[piece] for piece in pieces), tuple(lengths)
         if len(self._words) >= CACHE_WORDS:
             self._words.clear()
         self._words[word] = found
