@@ -187,6 +187,8 @@ def doc_length(size: bytes | None) -> int:
     """
     if not size:
         return 0
+    if size.isascii():  # every varint one byte (each column under 128 tokens)
+        return sum(size)
     total = value = count = 0
     for byte in size:
         count += 1
@@ -374,15 +376,20 @@ def keyword_search(
     partial = min(1.0, stats.rows / ABSENT_FULL_ROWS)  # see ABSENT_FULL_ROWS
     shares = {t: w * (1.0 if counts[t] > 0 else partial) for t, w in weights.items()}
 
+    asked_of: dict[frozenset[Term], dict[str, float]] = {}  # by terms held
+
     def ranked(
         rowid: int, frequency: dict[Term, int], held: frozenset[Term]
     ) -> tuple[float, float]:
         found = {t: frequency.get(t, 1) for t in held}
-        others = other_subjects(held, subjects)
         length = lengths[rowid]
-        asked = {
-            t.phrase: w * (partial if t in others else 1.0) for t, w in shares.items()
-        }
+        asked = asked_of.get(held)
+        if asked is None:
+            others = other_subjects(held, subjects)
+            asked = asked_of[held] = {
+                t.phrase: w * (partial if t in others else 1.0)
+                for t, w in shares.items()
+            }
         score = keyword_score(asked, {t.phrase: n for t, n in found.items()}, length)
         bm25 = sum(
             bm25_term(weights[t], n, length, stats.average) for t, n in found.items()
@@ -393,12 +400,11 @@ def keyword_search(
     for term in live:
         for rowid in holding[term]:
             held_weight[rowid] += weights[term]
+    at_tf1 = {  # BM25 at tf 1 of a unit weight, by length (few distinct)
+        n: bm25_term(1.0, 1, n, stats.average) for n in set(lengths.values())
+    }
     first = sorted(  # the weights held times g(length): BM25 at tf 1
-        candidates,
-        key=lambda r: (
-            -held_weight[r] * bm25_term(1.0, 1, lengths[r], stats.average),
-            r,
-        ),
+        candidates, key=lambda r: (-held_weight[r] * at_tf1[lengths[r]], r)
     )[:pool]
     ids, frequencies = _frequencies(db, live, holding, first)
     matched = {r: frozenset(t for t in live if r in holding[t]) for r in first}
