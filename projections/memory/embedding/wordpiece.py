@@ -263,6 +263,7 @@ class WordPieceTokenizer:
         if cached is not None:
             return cached
         whole = self._vocabulary.get(word)
+        found: tuple[tuple[int, ...], tuple[int, ...]]
         if whole is not None and len(word) <= MAX_WORD_CHARS:
             found = (whole,), (len(word),)
         else:
