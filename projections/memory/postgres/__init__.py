@@ -14,7 +14,10 @@ words it holds, never divided by the batch's best, so the 0.4 relevance floor
 filters for real; stop words are never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
 ``float4[]`` column with cosine computed in numpy over the keyword and recency
-candidates), blended 0.7/0.3 like SQLite; session-less core/daily facts are
+candidates), blended 0.7/0.3 like SQLite, one vector per entry computed when it
+is written (the unit mean of all its windows' vectors:
+:func:`~turnledger.projections.memory.embedding.windows.whole_text_vector`, so
+nothing of a long entry is cut); session-less core/daily facts are
 visible from every session on every path. The connection, its transactions and
 the schema migration are :mod:`turnledger.projections.memory.postgres._connection`.
 """

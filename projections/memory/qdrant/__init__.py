@@ -15,7 +15,10 @@ answers :class:`Unsupported`, and a keyword query finds nothing (a recent query,
 reference: namespace and importance are kept; session-less core/daily facts are
 visible from every session; time windows are payload range filters, not string
 comparisons after the search; a collection made by another embedder is refused
-with a message asking for a rebuild instead of mixing vectors.
+with a message asking for a rebuild instead of mixing vectors. A point's vector is
+computed when it is written: the unit mean of all its text's windows' vectors
+(:func:`~turnledger.projections.memory.embedding.windows.whole_text_vector`), so
+nothing of a long entry is cut.
 """
 
 from __future__ import annotations
