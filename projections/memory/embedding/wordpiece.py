@@ -227,10 +227,7 @@ class WordPieceTokenizer:
         found: list[tuple[int, int]] = []
         for word, origins in self._words_with_origins(text):
             start = 0
-            for piece in self._pieces(word):
-                length = len(piece) - (len(PREFIX) if start else 0)
-                if piece == UNKNOWN:
-                    length = len(word)
+            for length in self._word(word)[1]:
                 stop = start + length
                 found.append((origins[start], origins[stop - 1] + 1))
                 start = stop
