@@ -182,6 +182,13 @@ def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[di
     return spans
 
 
+_STEPS = st.lists(_STEP, min_size=1, max_size=6)
+_CUTS = st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12)
+"""Batch sizes, cycled through."""
+_RETRIED = st.lists(st.integers(min_value=0, max_value=20), max_size=3)
+"""Indexes of batches sent twice."""
+
+
 def _batches(
     spans: list[dict], cuts: list[int], retried: list[int]
 ) -> list[list[dict]]:
@@ -218,11 +225,7 @@ def _recorded(folder: Path, batches: list[list[dict]], *, restart: bool) -> list
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.lists(_STEP, min_size=1, max_size=6),
-    st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12),
-    st.lists(st.integers(min_value=0, max_value=20), max_size=3),
-)
+@given(_STEPS, _CUTS, _RETRIED)
 def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
     steps: list[tuple[str, list[str], bool, str, bool]],
     cuts: list[int],
@@ -251,9 +254,9 @@ def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(_STEP, min_size=1, max_size=6),
-    st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=12),
-    st.lists(st.integers(min_value=0, max_value=20), max_size=3),
+    _STEPS,
+    _CUTS,
+    _RETRIED,
     st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=12),
 )
 def test_two_receivers_of_one_ledger_record_what_a_restarted_one_does(
