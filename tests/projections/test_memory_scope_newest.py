@@ -1,10 +1,11 @@
-"""The newest rows of a scope, by insertion: the per-agent index walk is the sort.
+"""The keyword leg's scope samples: newest rows by insertion, and row lengths.
 
 :func:`~turnledger.projections.memory.sqlite._scope.newest_sql` with
 ``by_rowid`` (the keyword leg's samples: the length sample and the
 frequent-term estimate's edge) walks the ``memories_agent`` index per agent
 and session part; it must give exactly the rowids a plain ``ORDER BY rowid
-DESC`` over the scope's predicate gives.
+DESC`` over the scope's predicate gives. A row's length is read from its FTS5
+``docsize`` record, one SQLite varint per column (:func:`doc_length`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from tests.contracts.memory_contract import T0
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
+from turnledger.projections.memory.sqlite._fts import doc_length
 from turnledger.projections.memory.sqlite._scope import (
     make_scope,
     newest_sql,
@@ -92,3 +94,23 @@ def test_the_index_walk_gives_the_plain_sorts_rows(written, asked, limit):
     ]
     assert walked == plain
     memory.close()
+
+
+def _varint(value: int) -> bytes:
+    """SQLite's varint: 7 bits a byte, high bit on all but the last; 9 bytes
+    above 56 bits, the ninth carrying 8."""
+    if value >= 1 << 56:
+        head = [((value >> (8 + 7 * i)) & 0x7F) | 0x80 for i in reversed(range(8))]
+        return bytes([*head, value & 0xFF])
+    groups = [value & 0x7F]
+    value >>= 7
+    while value:
+        groups.append((value & 0x7F) | 0x80)
+        value >>= 7
+    return bytes(reversed(groups))
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=3))
+def test_a_docsize_record_reads_as_the_sum_of_its_varints(columns):
+    # One-byte varints take doc_length's fast path; longer ones the loop.
+    assert doc_length(b"".join(map(_varint, columns))) == sum(columns)
