@@ -163,20 +163,16 @@ def _pb_attributes(pairs: Sequence[KeyValue], where: str) -> dict[str, object]:
     """A repeated ``KeyValue`` as a dict (scalars read inline: the hot path).
 
     An ``AnyValue``'s set field is its one ``value`` (a oneof: set even to a
-    default, so ``ListFields`` names it whatever it holds); one ``ListFields``
-    call reads its kind and value together.
+    default, so ``WhichOneof`` names it whatever it holds).
     """
     found: dict[str, object] = {}
     for kv in pairs:
         value = kv.value
-        fields = value.ListFields()
-        if fields:
-            field, inner = fields[0]
-            found[kv.key] = (
-                inner if field.name in _PB_SCALARS else _pb_value(value, 0, where)
-            )
+        kind = value.WhichOneof("value")
+        if kind in _PB_SCALARS:
+            found[kv.key] = getattr(value, kind)
         else:
-            found[kv.key] = None
+            found[kv.key] = None if kind is None else _pb_value(value, 0, where)
     return found
 
 
