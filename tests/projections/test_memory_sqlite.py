@@ -28,8 +28,11 @@ from turnledger.projections.memory.sqlite._fts import (
     MATCH_BUDGET,
     Term,
     query_terms,
+    sample_edge,
+    scoped_counts,
     selective_terms,
 )
+from turnledger.projections.memory.sqlite._scope import make_scope
 
 DIMS = 64
 STREAM = UUID("00000000-0000-4000-8000-0000000000cc")
@@ -606,6 +609,64 @@ class TestStopWordSafety:
         assert len(found) == 3
         assert all("filler line" in e.content for e in found)
         assert found[0].score == pytest.approx(found[1].score)
+
+    def test_the_sample_edge_is_taken_again_once_the_database_changed(
+        self, monkeypatch, tmp_path
+    ):
+        monkeypatch.setattr("turnledger.projections.memory.sqlite._fts.SAMPLE_ROWS", 3)
+        path = tmp_path / "memory.db"
+        ours, theirs = SQLiteMemory(path), SQLiteMemory(path)
+        scope, cache = make_scope(["alice"]), {}
+        try:
+            for i in range(5):
+                ours.store(new(f"k{i}", f"row {i}"))
+            ours.store(new("bob", "his row", agent="bob"))  # outside the scope
+            with ours._db.read() as conn:
+                third_newest = conn.execute(
+                    "SELECT rowid FROM memories WHERE agent = 'alice' "
+                    "ORDER BY rowid DESC LIMIT 1 OFFSET 2"
+                ).fetchone()[0]
+                assert sample_edge(conn, scope, cache) == third_newest
+                assert sample_edge(conn, scope, cache) == third_newest
+                assert sample_edge(conn, make_scope(["bob"]), cache) is None
+            ours.store(new("k5", "row 5"))  # a write of its own connection
+            with ours._db.read() as conn:
+                moved = sample_edge(conn, scope, cache)
+            assert moved is not None
+            assert moved > third_newest
+            theirs.store(new("k6", "row 6"))  # another connection's commit
+            with ours._db.read() as conn:
+                assert sample_edge(conn, scope, cache) > moved
+        finally:
+            ours.close()
+            theirs.close()
+
+    def test_frequent_counts_after_writes_are_those_taken_afresh(
+        self, monkeypatch, tmp_path
+    ):
+        """Frequent terms are estimated on the scope's newest rows, whose edge is
+        kept between recalls: after a write, the estimates are those taken
+        without any cache."""
+        monkeypatch.setattr("turnledger.projections.memory.sqlite._fts.MATCH_BUDGET", 3)
+        monkeypatch.setattr("turnledger.projections.memory.sqlite._fts.SAMPLE_ROWS", 4)
+        memory = SQLiteMemory(tmp_path / "memory.db")
+        scope, edges = make_scope(["alice"]), {}
+        terms = query_terms("filler notes garden")
+        try:
+            for i in range(8):
+                memory.store(new(f"old{i}", f"quiet notes {i} about the garden"))
+            with memory._db.read() as conn:
+                scoped_counts(conn, terms, scope, 8, edges=edges)
+            for i in range(6):
+                memory.store(new(f"new{i}", f"filler {i} filler garden"))
+            with memory._db.read() as conn:
+                kept = scoped_counts(conn, terms, scope, 14, edges=edges)[0]
+                fresh = scoped_counts(conn, terms, scope, 14)[0]
+        finally:
+            memory.close()
+        assert kept == fresh
+        assert fresh[Term("filler")] == 14  # the four newest rows all hold it
+        assert fresh[Term("notes")] == 4  # none of them: the budget's + 1
 
     def test_scope_applies_on_every_plan(self, busy):
         busy.store(new("bob", "zebra zebra zebra the", agent="bob"))

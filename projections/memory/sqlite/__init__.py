@@ -68,6 +68,7 @@ from turnledger.projections.memory.protocol import (
 from turnledger.projections.memory.sqlite import _writes as writes
 from turnledger.projections.memory.sqlite._embedding import EmbeddingStage
 from turnledger.projections.memory.sqlite._fts import (
+    EdgeCache,
     FrequentTerms,
     StatsCache,
     keyword_search,
@@ -165,6 +166,7 @@ class SQLiteMemory(SQLiteReads):
         self.capabilities = Capabilities(vectors=self._embedding.live)
         self._frequent: FrequentTerms = {}
         self._stats: StatsCache = {}
+        self._edges: EdgeCache = {}
         self._embedding.adopt_identity()
 
     @property
@@ -329,6 +331,7 @@ class SQLiteMemory(SQLiteReads):
                         window,
                         frequent=self._frequent,
                         stats_cache=self._stats,
+                        edge_cache=self._edges,
                     )
                     if keyword_live
                     else {}

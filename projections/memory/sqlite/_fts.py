@@ -138,15 +138,28 @@ StatsCache: TypeAlias = dict[Scope, tuple[tuple[int, int], ScopeStats]]
 """Scope statistics by scope, with the database version they were taken at."""
 
 
+EdgeCache: TypeAlias = dict[Scope, tuple[tuple[int, int], int | None]]
+"""Sample edges (:func:`sample_edge`) by scope, with the database version they
+were taken at."""
+
+
+def _version(db: sqlite3.Connection) -> tuple[int, int]:
+    """The database's version as this connection sees it.
+
+    SQLite's ``data_version`` (moved by other connections' commits) and this
+    connection's ``total_changes`` (moved by its own).
+    """
+    return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
+
+
 def cached_stats(
     db: sqlite3.Connection, scope: Scope, cache: StatsCache | None = None
 ) -> ScopeStats:
     """Return :func:`scope_stats`, reused while the database has not changed.
 
-    The version is SQLite's ``data_version`` (moved by other connections'
-    commits) and this connection's ``total_changes`` (moved by its own).
+    The database's version is :func:`_version`.
     """
-    version = (int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes)
+    version = _version(db)
     known = None if cache is None else cache.get(scope)
     if known is not None and known[0] == version:
         return known[1]
@@ -208,7 +221,9 @@ def scoped_counts(
     terms: Sequence[Term],
     scope: Scope,
     rows: int,
+    *,
     frequent: FrequentTerms | None = None,
+    edges: EdgeCache | None = None,
 ) -> tuple[dict[Term, int], dict[Term, frozenset[int]]]:
     """Return how many of the scope's rows hold each term, and which.
 
@@ -225,6 +240,7 @@ def scoped_counts(
         scope: The rows the caller may see.
         rows: The scope's row count.
         frequent: The caller's cache of estimates (updated in place).
+        edges: The caller's cache of sample edges (updated in place).
     """
     cache: FrequentTerms = {} if frequent is None else frequent
     where, params = scope_sql(scope)
@@ -240,7 +256,8 @@ def scoped_counts(
             counts[term] = len(found)
             held[term] = frozenset(found)
             continue
-        estimate = max(MATCH_BUDGET + 1, _estimate(db, term.phrase, scope, rows))
+        edge = sample_edge(db, scope, edges)
+        estimate = max(MATCH_BUDGET + 1, _estimate(db, term.phrase, scope, rows, edge))
         if len(cache) >= _FREQUENT_CACHE:
             cache.clear()
         cache[(scope, term.phrase)] = (estimate, rows)
@@ -267,15 +284,40 @@ def _matching(
     return [int(rowid) for (rowid,) in found]
 
 
-def _estimate(db: sqlite3.Connection, expression: str, scope: Scope, rows: int) -> int:
-    where, params = scope_sql(scope)
+def sample_edge(
+    db: sqlite3.Connection, scope: Scope, cache: EdgeCache | None = None
+) -> int | None:
+    """Return the rowid of the scope's :data:`SAMPLE_ROWS`-th newest row.
+
+    ``None`` when the scope holds fewer rows (the whole scope is the sample).
+    Walking the scope's newest rows to it takes milliseconds at 100,000 rows
+    (one index walk per agent, then a sort), and every frequent term's
+    estimate needs it: it is reused while the database has not changed (its
+    :func:`_version`).
+    """
+    version = _version(db)
+    known = None if cache is None else cache.get(scope)
+    if known is not None and known[0] == version:
+        return known[1]
     newest, newest_params = newest_sql(
         scope, SAMPLE_ROWS, "m.rowid AS rowid", by_rowid=True
     )
-    edge = db.execute(
+    found = db.execute(
         f"SELECT rowid FROM ({newest}) LIMIT 1 OFFSET ?",
         [*newest_params, SAMPLE_ROWS - 1],
     ).fetchone()
+    edge = None if found is None else int(found[0])
+    if cache is not None:
+        if len(cache) >= _FREQUENT_CACHE:
+            cache.clear()
+        cache[scope] = (version, edge)
+    return edge
+
+
+def _estimate(
+    db: sqlite3.Connection, expression: str, scope: Scope, rows: int, edge: int | None
+) -> int:
+    where, params = scope_sql(scope)
     if edge is None:  # the whole scope is the sample
         return len(_matching(db, expression, where, params, rows + 1))
     found = _matching(
@@ -285,7 +327,7 @@ def _estimate(db: sqlite3.Connection, expression: str, scope: Scope, rows: int) 
         params,
         SAMPLE_ROWS,
         extra=" AND memories_fts.rowid >= ?",  # FTS5 seeks to it
-        extra_params=[edge[0]],
+        extra_params=[edge],
     )
     return round(len(found) * rows / SAMPLE_ROWS)
 
@@ -320,6 +362,7 @@ def keyword_search(
     *,
     frequent: FrequentTerms | None = None,
     stats_cache: StatsCache | None = None,
+    edge_cache: EdgeCache | None = None,
 ) -> dict[int, tuple[str, float]]:
     """Return the scope's best keyword matches, ranked by BM25, scored by the gate.
 
@@ -347,6 +390,7 @@ def keyword_search(
         window: How many candidates to return at most.
         frequent: The caller's cache of frequent-term estimates.
         stats_cache: The caller's cache of scope statistics.
+        edge_cache: The caller's cache of sample edges (:func:`sample_edge`).
 
     Returns:
         ``{rowid: (entry id, score)}`` for at most ``window`` rows, best first,
@@ -359,7 +403,9 @@ def keyword_search(
     stats = cached_stats(db, scope, stats_cache)
     if stats.rows == 0:
         return {}
-    counts, held = scoped_counts(db, terms, scope, stats.rows, frequent)
+    counts, held = scoped_counts(
+        db, terms, scope, stats.rows, frequent=frequent, edges=edge_cache
+    )
     selective, live = selective_terms(counts, MATCH_BUDGET)
     if not live:
         return {}
