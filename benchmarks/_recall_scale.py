@@ -168,6 +168,12 @@ def grow(path: Path, identity: EmbeddingIdentity, rows: int, agent: str) -> int:
                 for i in range(start, min(missing, start + PAGE))
             ]
             memory.apply(page, page[-1].position)
+        # The background thread embeds after the writes: every filler row gets
+        # its vector here, or the searches would scan only those embedded so far.
+        memory.embed_pending()
+        if memory.pending_vectors:
+            msg = f"grow: {memory.pending_vectors} filler rows still lack a vector"
+            raise RuntimeError(msg)
     finally:
         memory.close()
     return missing

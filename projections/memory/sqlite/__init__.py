@@ -4,7 +4,8 @@ One row per (agent, key): storing a key again updates the row in place and keeps
 its id and creation time. Keyword search is FTS5 (external content, kept in step
 by triggers); vectors are float32 BLOBs searched by brute-force cosine over an
 in-memory matrix, computed after the write by a background thread (``_embedding``:
-a row is found by keywords until its vector is committed) and one per window of
+a row is found by keywords until its vector is committed; in ``embedding`` search
+mode, which runs no keyword leg, not at all until then) and one per window of
 a long entry (the entry scores its best window's cosine). Memory events are
 applied together with the ledger position in one transaction, so each event takes
 effect exactly once. Reads by key and filter (``get``, ``list``, ``count``,
