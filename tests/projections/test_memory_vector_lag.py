@@ -36,6 +36,8 @@ from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS
 from turnledger.projections.memory.sqlite._scope import make_scope
 from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
+STAGE = "turnledger.projections.memory.sqlite._embedding"
+
 
 def word_offsets(text: str) -> list[tuple[int, int]]:
     """The ``(start, end)`` characters of each whitespace-separated word."""
@@ -118,6 +120,47 @@ def test_the_background_thread_embeds_writes_without_being_asked():
     assert memory.pending_vectors == 0
     assert vector_rows(memory) == 100
     memory.close()
+
+
+def _write_for(memory: SQLiteMemory, seconds: float, every: float) -> int:
+    """Store a row every ``every`` seconds for ``seconds``; return how many."""
+    written = 0
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        memory.store(entry(f"w{written}", f"garden note {written} tomato"))
+        written += 1
+        time.sleep(every)
+    return written
+
+
+def test_the_background_thread_waits_for_the_writes_to_pause(monkeypatch):
+    """Its tokenising would take the GIL from a writer: while rows keep coming
+    (here one every 10 ms, the pause it waits for 1 s), nothing is embedded;
+    once they stop, everything is."""
+    monkeypatch.setattr(f"{STAGE}.SETTLE_SECONDS", 1.0)
+    monkeypatch.setattr(f"{STAGE}.MAX_DEFER_SECONDS", 60.0)
+    memory = SQLiteMemory(":memory:", embedder=WordWindows())
+    try:
+        written = _write_for(memory, 1.5, 0.01)
+        assert vector_rows(memory) == 0
+        deadline = time.monotonic() + 20
+        while memory.pending_vectors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert vector_rows(memory) == written
+    finally:
+        memory.close()
+
+
+def test_writes_that_never_pause_still_get_vectors(monkeypatch):
+    """However busy the writes, a batch is embedded every MAX_DEFER_SECONDS."""
+    monkeypatch.setattr(f"{STAGE}.SETTLE_SECONDS", 60.0)
+    monkeypatch.setattr(f"{STAGE}.MAX_DEFER_SECONDS", 0.2)
+    memory = SQLiteMemory(":memory:", embedder=WordWindows())
+    try:
+        _write_for(memory, 1.5, 0.005)
+        assert vector_rows(memory) > 0
+    finally:
+        memory.close()
 
 
 def test_close_drains_and_a_later_handle_embeds_the_rest(tmp_path):

@@ -2,9 +2,10 @@
 
 Vectors are a derived view that may lag the rows: a write stores its row
 (keywords included) without a vector, and a background thread (one per
-backend, started by the first write) embeds, :data:`SETTLE_SECONDS` after a
-write's wake, every row lacking one, in batches of :data:`BATCH_ROWS`,
-committing each batch
+backend, started by the first write) embeds, once the writes have paused for
+:data:`SETTLE_SECONDS` (or :data:`MAX_DEFER_SECONDS` after a wake, however
+busy they are; and again between batches), every row lacking one, in batches
+of :data:`BATCH_ROWS`, committing each batch
 (:meth:`EmbeddingStage.embed_pending` does the same on the caller's thread:
 ``reindex``). Until its vector is committed, a row is found by the keyword leg
 only. Each row's text is embedded as windows (``embedding.windows``: the
@@ -59,8 +60,13 @@ BATCH_ROWS: Final = 64
 """How many rows one background (or reindex) batch embeds and commits."""
 
 SETTLE_SECONDS: Final = 0.05
-"""How long the background thread waits after a wake before it embeds, so
-a run of writes is embedded in a few batches instead of one row at a time."""
+"""How long the writes must have paused before the background thread embeds:
+a run of writes is embedded in a few batches instead of one row at a time,
+and the thread's tokenising (Python, under the GIL) does not slow the writes."""
+
+MAX_DEFER_SECONDS: Final = 1.0
+"""The longest the background thread defers a batch to writes that do not
+pause (then it embeds one batch and defers again)."""
 
 _PENDING: Final = (
     "SELECT rowid, content FROM memories WHERE embedding IS NULL "
@@ -286,7 +292,11 @@ class EmbeddingStage:
             return int(rows[-1][0]), len(rows), len(found)
 
     def _run(self) -> None:
-        """The background thread: on each wake, embed every row lacking a vector."""
+        """The background thread: on each wake, embed every row lacking a vector.
+
+        Between batches, a write that woke it meanwhile has it wait for the
+        writes to pause again (:meth:`_settle`).
+        """
         while self._next_wake():
             after = 0
             while not self._stopping:
@@ -297,22 +307,37 @@ class EmbeddingStage:
                     break
                 if not rows or not embedded:  # done, or the embedder fails
                     break
+                if self._wanted and not self._settle():  # a writer is busy
+                    return
 
     def _next_wake(self) -> bool:
-        """Wait for a wake, then :data:`SETTLE_SECONDS`; False once stopping.
-
-        The wake is taken (``_wanted`` cleared) before the batches read the
-        rows, so a write committed after that read wakes the thread again;
-        the stop flag is read under the same condition, so a stop is never
-        missed between the two (a lost stop would hang :meth:`stop`).
-        """
+        """Wait for a wake, then for the writes to pause; False once stopping."""
         with self._signal:
             self._signal.wait_for(lambda: self._wanted or self._stopping)
-            # let a run of writes gather; a stop ends the wait at once
-            if self._signal.wait_for(lambda: self._stopping, SETTLE_SECONDS):
-                return False
-            self._wanted = False
-            return True
+        return self._settle()
+
+    def _settle(self) -> bool:
+        """Wait until no write has woken the thread for :data:`SETTLE_SECONDS`.
+
+        At most :data:`MAX_DEFER_SECONDS`; False once stopping. The wake is
+        taken (``_wanted`` cleared) before the batches read the rows, so a
+        write committed after that read wakes the thread again; the stop flag
+        is read under the same condition, so a stop is never missed between
+        the two (a lost stop would hang :meth:`stop`).
+        """
+        with self._signal:
+            deadline = time.monotonic() + MAX_DEFER_SECONDS
+            while not self._stopping:
+                self._wanted = False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                woken = self._signal.wait_for(
+                    lambda: self._stopping or self._wanted, min(SETTLE_SECONDS, left)
+                )
+                if not woken:
+                    return True  # the writes paused
+            return False
 
     def stop(self, drain_seconds: float = 0.0) -> None:
         """Stop the background thread (its batch under way is committed).
