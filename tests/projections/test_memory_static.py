@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.contracts.memory_contract import T0
 from turnledger.ledger.store import open_store
@@ -38,6 +40,7 @@ from turnledger.projections.memory.embedding.static import (
     StaticTableError,
     load_table,
 )
+from turnledger.projections.memory.embedding.windows import window_texts
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
@@ -108,6 +111,44 @@ def test_windows_of_a_long_text_cover_it_whole(static):
     assert spans[0][0] == 0
     assert spans[-1][1] == len(text.rstrip())
     assert all(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+_PIECES = ["unbelievably", "tokenization", "release", "Thursday.", "é", "中", "[CLS]"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.one_of(
+        st.lists(st.sampled_from(_PIECES), max_size=40).map(" ".join),
+        st.text(max_size=120),
+    ),
+    window=st.integers(min_value=1, max_value=9),
+)
+def test_windowed_gives_the_windows_and_their_texts_vectors(text, window):
+    """Tokenising once (windows of word-start tokens take their ids, the others
+    their text's) gives what the two calls give: the spans, then each window's
+    text embedded."""
+    static = StaticEmbedder()
+    static.window = window
+    spans, vectors = static.windowed(text)
+    assert spans == static.window_spans(text)
+    expected = static.embed(window_texts(spans, text))
+    np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-12)
+
+
+def test_the_memory_stores_the_windowed_vectors(static):
+    text = "the release train leaves on Thursday, unbelievably. " * 40
+    memory = SQLiteMemory(":memory:", embedder=static, background_vectors=False)
+    try:
+        memory.store(NewMemory(agent="a", key="k", content=text, entry_id="e", at=T0))
+        assert memory.embed_pending() == 1
+        (blob,) = memory._db.conn.execute("SELECT embedding FROM memories").fetchone()
+    finally:
+        memory.close()
+    expected = static.embed(window_texts(static.window_spans(text), text))
+    assert len(expected) > 1
+    stored = np.frombuffer(blob, dtype="<f4").reshape(len(expected), -1)
+    np.testing.assert_array_equal(stored, np.asarray(expected, dtype="<f4"))
 
 
 def _copy_data(tmp_path: Path) -> Path:

@@ -20,6 +20,7 @@ from turnledger.projections.memory.embedding.static import DATA, VOCAB_FILE
 from turnledger.projections.memory.embedding.wordpiece import (
     MAX_WORD_CHARS,
     TokenizerError,
+    Tokens,
     WordPieceTokenizer,
     read_vocabulary,
 )
@@ -158,11 +159,40 @@ def test_a_vocabulary_without_unknown_is_refused(tmp_path):
 @given(text=st.text(st.characters(max_codepoint=127), max_size=80))
 def test_ascii_offsets_are_the_general_ones_and_the_references(text, ours, reference):
     # ASCII without dropped controls takes the fast path; with them, the general.
-    assert ours._ascii_offsets(text.translate(DROPPED)) == ours._general_offsets(
-        text.translate(DROPPED)
-    )
-    offsets = reference.encode(text, add_special_tokens=False).offsets
-    assert ours.offsets(text) == [tuple(o) for o in offsets]
+    fast, general = Tokens([], [], []), Tokens([], [], [])
+    ours._ascii_tokens(text.translate(DROPPED), 3, fast)
+    ours._general_tokens(text.translate(DROPPED), 3, general)
+    assert fast == general
+    encoded = reference.encode(text, add_special_tokens=False)
+    assert ours.offsets(text) == [tuple(o) for o in encoded.offsets]
+    assert ours.tokens(text).ids == encoded.ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.one_of(
+        st.text(max_size=60),
+        st.lists(
+            st.sampled_from(["unbelievably", "tokenization", "x", "[CLS]", "é", "中"]),
+            max_size=12,
+        ).map(" ".join),
+    ),
+    cut=st.data(),
+)
+def test_a_slice_at_word_starts_has_the_tokens_ids(text, cut, ours):
+    """What windows rely on (``StaticEmbedder.windowed``): re-tokenising the
+    text between two tokens that begin words gives the ids between them."""
+    tokens = ours.tokens(text)
+    assert tokens.ids == ours.ids(text)
+    assert tokens.offsets == ours.offsets(text)
+    begins = [i for i, start in enumerate(tokens.starts) if start]
+    assert not tokens.ids or begins[0] == 0
+    if not begins:
+        return
+    a = cut.draw(st.sampled_from(begins))
+    b = cut.draw(st.sampled_from([*(i for i in begins if i > a), len(tokens.ids)]))
+    piece = text[tokens.offsets[a][0] : tokens.offsets[b - 1][1]]
+    assert ours.ids(piece) == tokens.ids[a:b]
 
 
 DROPPED = dict.fromkeys([*range(9), 11, 12, *range(14, 32), 127], " ")

@@ -40,7 +40,10 @@ from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
 )
-from turnledger.projections.memory.embedding.windows import token_windows
+from turnledger.projections.memory.embedding.windows import (
+    token_ranges,
+    token_windows,
+)
 from turnledger.projections.memory.embedding.wordpiece import (
     TokenizerError,
     WordPieceTokenizer,
@@ -221,15 +224,47 @@ class StaticEmbedder:
         if not texts:
             return []
         tokenizer, table = self._model()
-        vectors = np.zeros((len(texts), self._identity.dims), dtype=np.float64)
-        for row, text in enumerate(texts):
-            ids = tokenizer.ids(text)
-            if ids:
-                vectors[row] = table[ids].mean(axis=0, dtype=np.float64)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        np.divide(vectors, norms, out=vectors, where=norms > 0)
-        found: list[list[float]] = vectors.tolist()
-        return found
+        return _unit_means(table, [tokenizer.ids(text) for text in texts])
+
+    def windowed(self, text: str) -> tuple[list[tuple[int, int]], list[list[float]]]:
+        """Return :meth:`window_spans` and each window's :meth:`embed` vector.
+
+        The text is tokenised once: a window between two tokens that begin
+        words takes their ids (what its text's would be); a window cut inside
+        a word is tokenised again from its text, as :meth:`embed` would. One
+        window or none: the whole text's vector.
+
+        Raises:
+            StaticTableError: The shipped files are missing or damaged.
+        """
+        tokenizer, table = self._model()
+        ids, offsets, starts = tokenizer.tokens(text)
+        ranges = token_ranges(len(ids), self.window)
+        spans = [(offsets[a][0], offsets[b - 1][1]) for a, b in ranges]
+        if len(ranges) <= 1:
+            return spans, _unit_means(table, [ids])
+        count = len(ids)
+        groups = [
+            ids[a:b]
+            if starts[a] and (b == count or starts[b])
+            else tokenizer.ids(text[start:end])  # cut inside a word: its own tokens
+            for (a, b), (start, end) in zip(ranges, spans, strict=True)
+        ]
+        return spans, _unit_means(table, groups)
 
     def __repr__(self) -> str:
         return f"StaticEmbedder(dims={self._identity.dims})"
+
+
+def _unit_means(
+    table: npt.NDArray[np.float32], groups: Sequence[Sequence[int]]
+) -> list[list[float]]:
+    """Each group of ids' mean table row, at unit length (zeros for no ids)."""
+    vectors = np.zeros((len(groups), table.shape[1]), dtype=np.float64)
+    for row, ids in enumerate(groups):
+        if ids:
+            vectors[row] = table[ids].mean(axis=0, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.divide(vectors, norms, out=vectors, where=norms > 0)
+    found: list[list[float]] = vectors.tolist()
+    return found

@@ -51,20 +51,31 @@ def token_windows(
     Raises:
         ValueError: ``size`` < 1.
     """
+    return [
+        (offsets[start][0], offsets[stop - 1][1])
+        for start, stop in token_ranges(len(offsets), size)
+    ]
+
+
+def token_ranges(count: int, size: int) -> list[tuple[int, int]]:
+    """Return the ``(first, past the last)`` tokens of :func:`token_windows`.
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
     if size < 1:
         msg = f"Expected a window size >= 1, found {size}"
         raise ValueError(msg)
-    count = len(offsets)
     step = max(1, size - size // OVERLAP_SHARE)
-    spans: list[tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = []
     start = 0
     while start < count:
         stop = min(start + size, count)
-        spans.append((offsets[start][0], offsets[stop - 1][1]))
+        ranges.append((start, stop))
         if stop == count:
             break
         start += step
-    return spans
+    return ranges
 
 
 def window_texts(spans: Sequence[tuple[int, int]], text: str) -> list[str]:

@@ -38,7 +38,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 MAX_WORD_CHARS: Final = 100
 """A longer word is ``[UNK]`` (WordPiece's ``max_input_chars_per_word``)."""
@@ -147,6 +147,20 @@ def _normalized(char: str) -> str:
     return "".join(f" {c} " if _is_punctuation(c) else c for c in folded)
 
 
+class Tokens(NamedTuple):
+    """A text's tokens (:meth:`WordPieceTokenizer.tokens`), one entry each.
+
+    Attributes:
+        ids: The vocabulary ids.
+        offsets: The ``(start, end)`` characters each came from.
+        starts: Whether each begins a word.
+    """
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    starts: list[bool]
+
+
 class WordPieceTokenizer:
     """BERT uncased tokenization into ids (see the module docstring).
 
@@ -203,52 +217,79 @@ class WordPieceTokenizer:
         A token spans the characters of ``text`` its normalised characters came
         from; a word of one token spans the whole word.
         """
-        found: list[tuple[int, int]] = []
+        return self.tokens(text).offsets
+
+    def tokens(self, text: str) -> Tokens:
+        """Return ``text``'s ids, their offsets and which begin a word, in one pass.
+
+        The ids are :meth:`ids`'s, the offsets :meth:`offsets`'s. A token that
+        begins a word (a special token, or a word's first piece) starts where
+        re-tokenising a slice of ``text`` would start it: the ids of
+        ``text[offsets[a][0]:offsets[b - 1][1]]`` are ``ids[a:b]`` when tokens
+        ``a`` and ``b`` (or the end) begin words.
+        """
+        found = Tokens([], [], [])
         base = 0
         for part, special in self._parts(text):
             if special:
-                found.append((base, base + len(part)))
+                found.ids.append(self._vocabulary[part])
+                found.offsets.append((base, base + len(part)))
+                found.starts.append(True)
+            elif part.isascii() and not _ASCII_DROPPED.search(part):
+                self._ascii_tokens(part, base, found)
             else:
-                found.extend(
-                    (base + start, base + stop)
-                    for start, stop in self._part_offsets(part)
-                )
+                self._general_tokens(part, base, found)
             base += len(part)
         return found
 
-    def _part_offsets(self, text: str) -> list[tuple[int, int]]:
-        """:meth:`offsets` for a text without special tokens."""
-        if text.isascii() and not _ASCII_DROPPED.search(text):
-            return self._ascii_offsets(text)
-        return self._general_offsets(text)
+    def _general_tokens(self, text: str, base: int, found: Tokens) -> None:
+        """:meth:`tokens` of a text without special tokens, from ``base`` on.
 
-    def _general_offsets(self, text: str) -> list[tuple[int, int]]:
-        """:meth:`_part_offsets` for any text: per character, where it came from."""
-        found: list[tuple[int, int]] = []
+        Any text: per character, where it came from.
+        """
         for word, origins in self._words_with_origins(text):
+            ids, lengths = self._word(word)
+            found.ids.extend(ids)
             start = 0
-            for length in self._word(word)[1]:
+            for length in lengths:
                 stop = start + length
-                found.append((origins[start], origins[stop - 1] + 1))
+                found.offsets.append(
+                    (base + origins[start], base + origins[stop - 1] + 1)
+                )
+                found.starts.append(start == 0)
                 start = stop
-        return found
 
-    def _ascii_offsets(self, text: str) -> list[tuple[int, int]]:
-        """:meth:`_part_offsets` for ASCII without dropped controls.
+    def _ascii_tokens(self, text: str, base: int, found: Tokens) -> None:
+        """:meth:`_general_tokens` for ASCII without dropped controls.
 
         Normalising such a text keeps every character in place (lowercase,
         tab/newline/return made spaces), so a word's characters are the text's
-        from its match's start, with no per-character origins; its pieces'
+        where it is next found after the word before (only spaces lie between
+        two words: every other character is a word or in one); its pieces'
         lengths come from the word cache.
         """
-        found: list[tuple[int, int]] = []
+        normal = text.lower().translate(_ASCII_CLEAN)
+        find = normal.find
+        cache = self._words
         word_of = self._word
-        for match in _ASCII_WORDS.finditer(text.lower().translate(_ASCII_CLEAN)):
-            at = match.start()
-            for length in word_of(match.group())[1]:
-                found.append((at, at + length))
+        ids, offsets, starts = found.ids, found.offsets, found.starts
+        at = 0
+        for word in _ASCII_WORDS.findall(normal):
+            at = find(word, at)
+            word_ids, lengths = cache.get(word) or word_of(word)
+            if len(lengths) == 1:  # the common case: a whole word
+                ids.append(word_ids[0])
+                offsets.append((base + at, base + at + lengths[0]))
+                starts.append(True)
+                at += len(word)
+                continue
+            ids.extend(word_ids)
+            first = True
+            for length in lengths:
+                offsets.append((base + at, base + at + length))
+                starts.append(first)
+                first = False
                 at += length
-        return found
 
     def word_ids(self, word: str) -> tuple[int, ...]:
         """Return one pre-tokenised word's ids (the word's pieces)."""

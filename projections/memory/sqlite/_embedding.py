@@ -10,8 +10,10 @@ of :data:`BATCH_ROWS`, committing each batch
 ``reindex``). Until its vector is committed, a row is found by the keyword leg
 only. Each row's text is embedded as windows (``embedding.windows``: the
 embedder's ``window_spans``; one window without it), each window looked up in
-the cache by its text first, then one embedder call for the misses; the row's
-BLOB is its windows' vectors end to end. A failing embedder is recorded and the
+the cache by its text first, then one embedder call for the misses (an
+embedder with ``windowed``, the static model, gives every window's vector with
+the spans, tokenising the text once); the row's BLOB is its windows' vectors
+end to end. A failing embedder is recorded and the
 row stays without a vector (tried again at the next wake).
 A hybrid recall's query vector is computed, and the matrix searched with it, on
 a worker thread (:meth:`EmbeddingStage.begin_search`), so the keyword leg runs on
@@ -30,9 +32,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Final
+from typing import Final, TypeAlias
 
 import numpy as np
 
@@ -73,6 +75,9 @@ _PENDING: Final = (
     "AND superseded_by IS NULL AND rowid > ? ORDER BY rowid LIMIT ?"
 )
 
+
+Windowed: TypeAlias = Callable[[str], tuple[list[tuple[int, int]], list[list[float]]]]
+"""An embedder's ``windowed(text)``: its windows' spans and their vectors."""
 
 Hits = dict[int, tuple[str, float]]
 """``{rowid: (entry id, cosine)}``."""
@@ -163,6 +168,10 @@ class EmbeddingStage:
         spans = getattr(embedder, "window_spans", None)
         self._spans: Callable[[str], list[tuple[int, int]]] | None = (
             spans if callable(spans) else None
+        )
+        windowed = getattr(embedder, "windowed", None)
+        self._windowed: Windowed | None = (
+            windowed if callable(windowed) and self._spans else None
         )
         window = getattr(embedder, "window", None)
         self._window = window if isinstance(window, int) and self._spans else None
@@ -371,7 +380,8 @@ class EmbeddingStage:
         """
         if not self.live or not texts:
             return [None] * len(texts)
-        windows = [self._windows(t) for t in texts]
+        split = [self._windows(t) for t in texts]
+        windows = [None if found is None else found[0] for found in split]
         hashed = [[content_hash(w) for w in ws] if ws else [] for ws in windows]
         flat = {
             h: w
@@ -381,7 +391,14 @@ class EmbeddingStage:
         with self._db.transaction():
             known = self.cache.get_many(list(flat))
         missing = {h: w for h, w in flat.items() if h not in known}
-        fresh = self._embed_missing(missing)
+        computed = {  # the vectors a windowed embedder gave with the windows
+            h: v
+            for found, hs in zip(split, hashed, strict=True)
+            if found is not None and found[1] is not None
+            for h, v in zip(hs, found[1], strict=True)
+            if h in missing
+        }
+        fresh = self._embed_missing(missing, computed if self._windowed else None)
         if fresh:
             with self._db.transaction():
                 self.cache.put_many(fresh)
@@ -393,12 +410,25 @@ class EmbeddingStage:
             for ws, hs in zip(windows, hashed, strict=True)
         ]
 
-    def _windows(self, text: str) -> list[str] | None:
-        """The text's windows (None: the embedder's tokenizer failed)."""
-        if self._spans is None:
-            return [text]
+    def _windows(self, text: str) -> tuple[list[str], list[list[float]] | None] | None:
+        """The text's windows, and their vectors from a windowed embedder.
+
+        An embedder with ``windowed(text)`` (the static model) gives each
+        window's vector with its span, tokenising once; another's vectors are
+        computed from the window texts later (None). None: the embedder (its
+        tokenizer) failed.
+        """
         try:
-            return window_texts(self._spans(text), text)
+            if self._windowed is not None:
+                spans, vectors = self._windowed(text)
+                windows = window_texts(spans, text)
+                if len(vectors) != len(windows):
+                    msg = f"Expected {len(windows)} vectors, found {len(vectors)}"
+                    raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
+                return windows, vectors
+            if self._spans is None:
+                return [text], None
+            return window_texts(self._spans(text), text), None
         except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector
             self._failed(e)
             return None
@@ -465,12 +495,21 @@ class EmbeddingStage:
             self._worker = None
         self.vectors.close()
 
-    def _embed_missing(self, missing: dict[str, str]) -> dict[str, bytes]:
+    def _embed_missing(
+        self,
+        missing: dict[str, str],
+        computed: Mapping[str, Sequence[float]] | None = None,
+    ) -> dict[str, bytes]:
+        """Each missing window's vector (``computed`` already, else embedded)."""
         if not missing:
             return {}
         dims = self.identity.dims
         try:
-            vectors = self._embedder.embed(list(missing.values()))
+            vectors = (
+                self._embedder.embed(list(missing.values()))
+                if computed is None
+                else [computed[h] for h in missing]
+            )
             if len(vectors) != len(missing):
                 msg = f"Expected {len(missing)} vectors, found {len(vectors)}"
                 raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
