@@ -190,9 +190,10 @@ class MemoryConfig(
     reference) is the backend of every agent that names none (an agent's own
     ``[agents.<alias>.memory] backend`` wins). ``search_mode`` (``hybrid``,
     ``bm25`` or ``embedding``) and ``embedding_cache_size`` (vectors kept by
-    content, 0: none) set the SQLite memory backend's recall stages and cache
-    (``embedding`` runs no keyword leg: a row is found only once its vector is
-    committed).
+    content, 0: none; the static model's stored rows skip it, computing them
+    costs less than reading it) set the SQLite memory backend's recall stages
+    and cache (``embedding`` runs no keyword leg: a row is found only once its
+    vector is committed).
     ``auto_save`` is the reference's spelling of ``autosave`` (one of the two).
     ``rewind_memory`` is what ``turnledger rewind`` does with the long-term
     memory its rewound turns wrote: ``keep`` it, or ``supersede`` each live

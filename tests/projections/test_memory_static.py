@@ -151,6 +151,46 @@ def test_the_memory_stores_the_windowed_vectors(static):
     np.testing.assert_array_equal(stored, np.asarray(expected, dtype="<f4"))
 
 
+def test_the_static_models_rows_skip_the_cache_and_its_queries_use_it(static):
+    memory = SQLiteMemory(":memory:", embedder=static, background_vectors=False)
+    try:
+        memory.store(
+            NewMemory(
+                agent="a", key="k", content="the release train", entry_id="e", at=T0
+            )
+        )
+        assert memory.embed_pending() == 1
+        assert len(memory._embedding.cache) == 0  # computing costs less
+        assert memory.recall("release train", agents=["a"])
+        assert len(memory._embedding.cache) == 1  # the query's vector
+    finally:
+        memory.close()
+
+
+class _BrokenWindows(StaticEmbedder):
+    def windowed(self, text: str) -> tuple[list[tuple[int, int]], list[list[float]]]:
+        raise RuntimeError(f"cannot read {len(text)} characters")
+
+
+def test_a_failing_windowed_embedder_leaves_the_row_for_later():
+    memory = SQLiteMemory(
+        ":memory:", embedder=_BrokenWindows(), background_vectors=False
+    )
+    try:
+        memory.store(
+            NewMemory(
+                agent="a", key="k", content="the release train", entry_id="e", at=T0
+            )
+        )
+        assert memory.embed_pending() == 0
+        assert memory.pending_vectors == 1
+        assert memory.embedding_failures == 1
+        assert memory.last_embedding_error == "RuntimeError: cannot read 17 characters"
+        assert [e.key for e in memory.recall("release train", agents=["a"])] == ["k"]
+    finally:
+        memory.close()
+
+
 def _copy_data(tmp_path: Path) -> Path:
     folder = tmp_path / "data"
     shutil.copytree(DATA, folder)

@@ -12,9 +12,10 @@ only. Each row's text is embedded as windows (``embedding.windows``: the
 embedder's ``window_spans``; one window without it), each window looked up in
 the cache by its text first, then one embedder call for the misses (an
 embedder with ``windowed``, the static model, gives every window's vector with
-the spans, tokenising the text once); the row's BLOB is its windows' vectors
-end to end. A failing embedder is recorded and the
-row stays without a vector (tried again at the next wake).
+the spans, tokenising the text once, and skips the cache: computing them costs
+less than reading it); the row's BLOB is its windows' vectors end to end. A
+failing embedder is recorded and the row stays without a vector (tried again at
+the next wake).
 A hybrid recall's query vector is computed, and the matrix searched with it, on
 a worker thread (:meth:`EmbeddingStage.begin_search`), so the keyword leg runs on
 the caller's thread meanwhile (a model and numpy release the GIL while they
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final, TypeAlias
 
@@ -380,8 +381,9 @@ class EmbeddingStage:
         """
         if not self.live or not texts:
             return [None] * len(texts)
-        split = [self._windows(t) for t in texts]
-        windows = [None if found is None else found[0] for found in split]
+        if self._windowed is not None:  # computing them costs less than the cache
+            return [self._windowed_blob(t) for t in texts]
+        windows = [self._windows(t) for t in texts]
         hashed = [[content_hash(w) for w in ws] if ws else [] for ws in windows]
         flat = {
             h: w
@@ -391,14 +393,7 @@ class EmbeddingStage:
         with self._db.transaction():
             known = self.cache.get_many(list(flat))
         missing = {h: w for h, w in flat.items() if h not in known}
-        computed = {  # the vectors a windowed embedder gave with the windows
-            h: v
-            for found, hs in zip(split, hashed, strict=True)
-            if found is not None and found[1] is not None
-            for h, v in zip(hs, found[1], strict=True)
-            if h in missing
-        }
-        fresh = self._embed_missing(missing, computed if self._windowed else None)
+        fresh = self._embed_missing(missing)
         if fresh:
             with self._db.transaction():
                 self.cache.put_many(fresh)
@@ -410,25 +405,31 @@ class EmbeddingStage:
             for ws, hs in zip(windows, hashed, strict=True)
         ]
 
-    def _windows(self, text: str) -> tuple[list[str], list[list[float]] | None] | None:
-        """The text's windows, and their vectors from a windowed embedder.
-
-        An embedder with ``windowed(text)`` (the static model) gives each
-        window's vector with its span, tokenising once; another's vectors are
-        computed from the window texts later (None). None: the embedder (its
-        tokenizer) failed.
-        """
+    def _windows(self, text: str) -> list[str] | None:
+        """The text's windows (None: the embedder's tokenizer failed)."""
+        if self._spans is None:
+            return [text]
         try:
-            if self._windowed is not None:
-                spans, vectors = self._windowed(text)
-                windows = window_texts(spans, text)
-                if len(vectors) != len(windows):
-                    msg = f"Expected {len(windows)} vectors, found {len(vectors)}"
-                    raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
-                return windows, vectors
-            if self._spans is None:
-                return [text], None
-            return window_texts(self._spans(text), text), None
+            return window_texts(self._spans(text), text)
+        except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector
+            self._failed(e)
+            return None
+
+    def _windowed_blob(self, text: str) -> bytes | None:
+        """The text's windows' vectors end to end, from the embedder's ``windowed``.
+
+        None when it failed (recorded).
+        """
+        if self._windowed is None:
+            return None
+        try:
+            spans, vectors = self._windowed(text)
+            windows = max(1, len(spans))
+            if len(vectors) != windows:
+                msg = f"Expected {windows} vectors, found {len(vectors)}"
+                raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
+            dims = self.identity.dims
+            return b"".join(vector_blob(v, dims) for v in vectors)
         except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector
             self._failed(e)
             return None
@@ -495,21 +496,12 @@ class EmbeddingStage:
             self._worker = None
         self.vectors.close()
 
-    def _embed_missing(
-        self,
-        missing: dict[str, str],
-        computed: Mapping[str, Sequence[float]] | None = None,
-    ) -> dict[str, bytes]:
-        """Each missing window's vector (``computed`` already, else embedded)."""
+    def _embed_missing(self, missing: dict[str, str]) -> dict[str, bytes]:
         if not missing:
             return {}
         dims = self.identity.dims
         try:
-            vectors = (
-                self._embedder.embed(list(missing.values()))
-                if computed is None
-                else [computed[h] for h in missing]
-            )
+            vectors = self._embedder.embed(list(missing.values()))
             if len(vectors) != len(missing):
                 msg = f"Expected {len(missing)} vectors, found {len(vectors)}"
                 raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
