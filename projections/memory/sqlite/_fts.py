@@ -38,8 +38,8 @@ its count is estimated on the scope's newest :data:`SAMPLE_ROWS` rows. Then:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any, Final, NamedTuple, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from turnledger.policies.relevance import (
     MIN_TERM_CHARS,
@@ -142,6 +142,8 @@ EdgeCache: TypeAlias = dict[Scope, tuple[tuple[int, int], int | None]]
 """Sample edges (:func:`sample_edge`) by scope, with the database version they
 were taken at."""
 
+_T = TypeVar("_T")
+
 
 def _version(db: sqlite3.Connection) -> tuple[int, int]:
     """The database's version as this connection sees it.
@@ -152,23 +154,35 @@ def _version(db: sqlite3.Connection) -> tuple[int, int]:
     return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
 
 
-def cached_stats(
-    db: sqlite3.Connection, scope: Scope, cache: StatsCache | None = None
-) -> ScopeStats:
-    """Return :func:`scope_stats`, reused while the database has not changed.
+def _while_unchanged(
+    db: sqlite3.Connection,
+    scope: Scope,
+    cache: dict[Scope, tuple[tuple[int, int], _T]] | None,
+    take: Callable[[], _T],
+) -> _T:
+    """Return ``take()`` for the scope, reused while the database has not changed.
 
-    The database's version is :func:`_version`.
+    ``cache`` keeps each scope's value with the database's :func:`_version`
+    when it was taken (at most :data:`_FREQUENT_CACHE` scopes, then it starts
+    over).
     """
     version = _version(db)
     known = None if cache is None else cache.get(scope)
     if known is not None and known[0] == version:
         return known[1]
-    stats = scope_stats(db, scope)
+    value = take()
     if cache is not None:
         if len(cache) >= _FREQUENT_CACHE:
             cache.clear()
-        cache[scope] = (version, stats)
-    return stats
+        cache[scope] = (version, value)
+    return value
+
+
+def cached_stats(
+    db: sqlite3.Connection, scope: Scope, cache: StatsCache | None = None
+) -> ScopeStats:
+    """Return :func:`scope_stats`, reused while the database has not changed."""
+    return _while_unchanged(db, scope, cache, lambda: scope_stats(db, scope))
 
 
 def scope_stats(db: sqlite3.Connection, scope: Scope) -> ScopeStats:
@@ -292,26 +306,20 @@ def sample_edge(
     ``None`` when the scope holds fewer rows (the whole scope is the sample).
     Walking the scope's newest rows to it takes milliseconds at 100,000 rows
     (one index walk per agent, then a sort), and every frequent term's
-    estimate needs it: it is reused while the database has not changed (its
-    :func:`_version`).
+    estimate needs it: it is reused while the database has not changed.
     """
-    version = _version(db)
-    known = None if cache is None else cache.get(scope)
-    if known is not None and known[0] == version:
-        return known[1]
-    newest, newest_params = newest_sql(
-        scope, SAMPLE_ROWS, "m.rowid AS rowid", by_rowid=True
-    )
-    found = db.execute(
-        f"SELECT rowid FROM ({newest}) LIMIT 1 OFFSET ?",
-        [*newest_params, SAMPLE_ROWS - 1],
-    ).fetchone()
-    edge = None if found is None else int(found[0])
-    if cache is not None:
-        if len(cache) >= _FREQUENT_CACHE:
-            cache.clear()
-        cache[scope] = (version, edge)
-    return edge
+
+    def take() -> int | None:
+        newest, newest_params = newest_sql(
+            scope, SAMPLE_ROWS, "m.rowid AS rowid", by_rowid=True
+        )
+        found = db.execute(
+            f"SELECT rowid FROM ({newest}) LIMIT 1 OFFSET ?",
+            [*newest_params, SAMPLE_ROWS - 1],
+        ).fetchone()
+        return None if found is None else int(found[0])
+
+    return _while_unchanged(db, scope, cache, take)
 
 
 def _estimate(
