@@ -381,8 +381,9 @@ class EmbeddingStage:
         """
         if not self.live or not texts:
             return [None] * len(texts)
-        if self._windowed is not None:  # computing them costs less than the cache
-            return [self._windowed_blob(t) for t in texts]
+        windowed = self._windowed
+        if windowed is not None:  # computing them costs less than the cache
+            return [self._windowed_blob(windowed, t) for t in texts]
         windows = [self._windows(t) for t in texts]
         hashed = [[content_hash(w) for w in ws] if ws else [] for ws in windows]
         flat = {
@@ -415,15 +416,13 @@ class EmbeddingStage:
             self._failed(e)
             return None
 
-    def _windowed_blob(self, text: str) -> bytes | None:
+    def _windowed_blob(self, windowed: Windowed, text: str) -> bytes | None:
         """The text's windows' vectors end to end, from the embedder's ``windowed``.
 
         None when it failed (recorded).
         """
-        if self._windowed is None:
-            return None
         try:
-            spans, vectors = self._windowed(text)
+            spans, vectors = windowed(text)
             windows = max(1, len(spans))
             if len(vectors) != windows:
                 msg = f"Expected {windows} vectors, found {len(vectors)}"
