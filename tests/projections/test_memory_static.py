@@ -40,7 +40,10 @@ from turnledger.projections.memory.embedding.static import (
     StaticTableError,
     load_table,
 )
-from turnledger.projections.memory.embedding.windows import window_texts
+from turnledger.projections.memory.embedding.windows import (
+    whole_text_vector,
+    window_texts,
+)
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
@@ -149,6 +152,18 @@ def test_the_memory_stores_the_windowed_vectors(static):
     assert len(expected) > 1
     stored = np.frombuffer(blob, dtype="<f4").reshape(len(expected), -1)
     np.testing.assert_array_equal(stored, np.asarray(expected, dtype="<f4"))
+
+
+def test_one_vector_per_entry_is_the_mean_of_the_windows_texts_vectors(static):
+    """PostgreSQL and Qdrant store ``whole_text_vector``: with the static model it
+    takes the windows from ``windowed``, and is what embedding their texts gives."""
+    text = "the release train leaves on Thursday, unbelievably. " * 40
+    windows = static.embed(window_texts(static.window_spans(text), text))
+    assert len(windows) > 1
+    mean = np.mean(np.asarray(windows, dtype=np.float64), axis=0)
+    np.testing.assert_allclose(
+        whole_text_vector(static, text), mean / np.linalg.norm(mean), rtol=0, atol=1e-12
+    )
 
 
 def test_the_static_models_rows_skip_the_cache_and_its_queries_use_it(static):

@@ -89,18 +89,25 @@ def whole_text_vector(embedder: Embedder, text: str) -> list[float]:
     """One vector for a text of any length: its windows' vectors, averaged.
 
     Every window (see :func:`token_windows`; the whole text without
-    ``window_spans``) is embedded in one call; one window's vector is
+    ``window_spans``) is embedded in one call (an embedder's ``windowed(text)``
+    gives the spans and their vectors in one pass); one window's vector is
     returned as it is, several windows' mean is scaled to unit length.
 
     Raises:
         EmbedderError: The embedder (or its tokenizer) failed, or gave
             another number of vectors than windows.
     """
+    windowed = getattr(embedder, "windowed", None)
     spans = getattr(embedder, "window_spans", None)
-    windows = window_texts(spans(text), text) if callable(spans) else [text]
-    vectors = embedder.embed(windows)
-    if len(vectors) != len(windows):
-        msg = f"Expected {len(windows)} vectors, found {len(vectors)}"
+    if callable(windowed) and callable(spans):
+        found_spans, vectors = windowed(text)
+        count = max(1, len(found_spans))
+    else:
+        windows = window_texts(spans(text), text) if callable(spans) else [text]
+        vectors = embedder.embed(windows)
+        count = len(windows)
+    if len(vectors) != count:
+        msg = f"Expected {count} vectors, found {len(vectors)}"
         raise EmbedderError(msg)
     if len(vectors) == 1:
         return [float(x) for x in vectors[0]]
