@@ -135,9 +135,9 @@ def _write_for(memory: SQLiteMemory, seconds: float, every: float) -> int:
 
 def test_the_background_thread_waits_for_the_writes_to_pause(monkeypatch):
     """Its tokenising would take the GIL from a writer: while rows keep coming
-    (here one every 10 ms, the pause it waits for 1 s), nothing is embedded;
-    once they stop, everything is."""
-    monkeypatch.setattr(f"{STAGE}.SETTLE_SECONDS", 1.0)
+    (here one every 10 ms, the pause it waits for 3 s, far above any gap),
+    nothing is embedded; once they stop, everything is."""
+    monkeypatch.setattr(f"{STAGE}.SETTLE_SECONDS", 3.0)
     monkeypatch.setattr(f"{STAGE}.MAX_DEFER_SECONDS", 60.0)
     memory = SQLiteMemory(":memory:", embedder=WordWindows())
     try:
