@@ -22,21 +22,19 @@ from hypothesis import strategies as st
 
 from tests.contracts.memory_contract import T0
 from turnledger.projections.memory.embedding import EmbeddingIdentity
+from turnledger.projections.memory.embedding.backfill import SETTLE_SECONDS
 from turnledger.projections.memory.embedding.windows import (
     token_windows,
     window_texts,
 )
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
-from turnledger.projections.memory.sqlite._embedding import (
-    SETTLE_SECONDS,
-    vector_blob,
-)
+from turnledger.projections.memory.sqlite._embedding import vector_blob
 from turnledger.projections.memory.sqlite._ivf import IVF_MIN_ROWS
 from turnledger.projections.memory.sqlite._scope import make_scope
 from turnledger.projections.memory.sqlite._vectors import VectorIndex, VectorRow
 
-STAGE = "turnledger.projections.memory.sqlite._embedding"
+STAGE = "turnledger.projections.memory.embedding.backfill"
 
 
 def word_offsets(text: str) -> list[tuple[int, int]]:
@@ -201,7 +199,7 @@ def test_a_close_during_the_settle_never_hangs():
         closing.start()
         closing.join(HANG_GUARD)
         assert not closing.is_alive(), f"close {n} hung"
-        assert memory._embedding._background is None
+        assert not memory._embedding.backfill.running
 
 
 def test_writes_from_several_threads_start_one_background_thread():

@@ -2,9 +2,9 @@
 
 Vectors are a derived view that may lag the rows: a write stores its row
 (keywords included) without a vector, and a background thread (one per
-backend, started by the first write) embeds, once the writes have paused for
-:data:`SETTLE_SECONDS` (or :data:`MAX_DEFER_SECONDS` after a wake, however
-busy they are; and again between batches), every row lacking one, in batches
+backend, started by the first write:
+:class:`~projections.memory.embedding.backfill.Backfill`, which waits for the
+writes to pause) embeds every row lacking one, in batches
 of :data:`BATCH_ROWS`, committing each batch
 (:meth:`EmbeddingStage.embed_pending` does the same on the caller's thread:
 ``reindex``). Until its vector is committed, a row is found by the keyword leg
@@ -31,7 +31,6 @@ committed (``PRAGMA data_version`` changed).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +43,7 @@ from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
 )
+from turnledger.projections.memory.embedding.backfill import Backfill
 from turnledger.projections.memory.embedding.windows import window_texts
 from turnledger.projections.memory.sqlite._schema import (
     Database,
@@ -61,15 +61,6 @@ _CHUNK = 500
 
 BATCH_ROWS: Final = 64
 """How many rows one background (or reindex) batch embeds and commits."""
-
-SETTLE_SECONDS: Final = 0.05
-"""How long the writes must have paused before the background thread embeds:
-a run of writes is embedded in a few batches instead of one row at a time,
-and the thread's tokenising (Python, under the GIL) does not slow the writes."""
-
-MAX_DEFER_SECONDS: Final = 1.0
-"""The longest the background thread defers a batch to writes that do not
-pause (then it embeds one batch and defers again)."""
 
 _PENDING: Final = (
     "SELECT rowid, content FROM memories WHERE embedding IS NULL "
@@ -176,13 +167,7 @@ class EmbeddingStage:
         )
         window = getattr(embedder, "window", None)
         self._window = window if isinstance(window, int) and self._spans else None
-        self._batch_lock = threading.Lock()  # one batch at a time, any thread
-        # The background thread's state, under one condition: a wake asked for
-        # (``_wanted``), a stop asked for (``_stopping``), the thread itself.
-        self._signal = threading.Condition(threading.Lock())
-        self._wanted = False
-        self._stopping = False
-        self._background: threading.Thread | None = None
+        self.backfill = Backfill(self._embed_batch, 0, self._failed)
 
     @property
     def live(self) -> bool:
@@ -223,18 +208,8 @@ class EmbeddingStage:
 
     def wake(self) -> None:
         """Have the background thread embed the rows lacking vectors (soon)."""
-        if not self.live or not self._background_on:
-            return
-        with self._signal:
-            if self._stopping:
-                return
-            if self._background is None:
-                self._background = threading.Thread(
-                    target=self._run, name="memory-vectors", daemon=True
-                )
-                self._background.start()
-            self._wanted = True
-            self._signal.notify()
+        if self.live and self._background_on:
+            self.backfill.wake()
 
     def pending(self) -> int:
         """How many live rows lack a vector (0 when vectors are off)."""
@@ -266,88 +241,30 @@ class EmbeddingStage:
         Returns:
             How many rows got a vector.
         """
-        total = self.pending()
-        after, tried, done = 0, 0, 0
-        while deadline is None or time.monotonic() < deadline:
-            after, rows, embedded = self._embed_batch(after)
-            if not rows:
-                break
-            tried, done = tried + rows, done + embedded
-            if progress is not None:
-                progress(tried, max(total, tried))
-        return done
+        return self.backfill.drain(self.pending(), progress, deadline=deadline)
 
     def _embed_batch(self, after: int) -> tuple[int, int, int]:
         """Embed the next batch above rowid ``after``: (last rowid, rows, embedded)."""
-        with self._batch_lock:
-            with self._db.read() as conn:
-                rows = conn.execute(_PENDING, (after, BATCH_ROWS)).fetchall()
-            if not rows:
-                return after, 0, 0
-            blobs = self.embed([str(content) for _, content in rows])
-            found = [
-                (blob, int(rowid), content)
-                for (rowid, content), blob in zip(rows, blobs, strict=True)
-                if blob is not None
-            ]
-            if found:
-                with self._db.transaction() as conn:
-                    # Not if the row was rewritten meanwhile (its new text waits).
-                    conn.executemany(
-                        "UPDATE memories SET embedding = ? "
-                        "WHERE rowid = ? AND content = ? AND embedding IS NULL",
-                        found,
-                    )
-                    self.refresh([rowid for _, rowid, _ in found])
-            return int(rows[-1][0]), len(rows), len(found)
-
-    def _run(self) -> None:
-        """The background thread: on each wake, embed every row lacking a vector.
-
-        Between batches, a write that woke it meanwhile has it wait for the
-        writes to pause again (:meth:`_settle`).
-        """
-        while self._next_wake():
-            after = 0
-            while not self._stopping:
-                try:
-                    after, rows, embedded = self._embed_batch(after)
-                except Exception as e:  # noqa: BLE001 - the thread must not die; the rows wait for the next wake
-                    self._failed(e)
-                    break
-                if not rows or not embedded:  # done, or the embedder fails
-                    break
-                if self._wanted and not self._settle():  # a writer is busy
-                    return
-
-    def _next_wake(self) -> bool:
-        """Wait for a wake, then for the writes to pause; False once stopping."""
-        with self._signal:
-            self._signal.wait_for(lambda: self._wanted or self._stopping)
-        return self._settle()
-
-    def _settle(self) -> bool:
-        """Wait until no write has woken the thread for :data:`SETTLE_SECONDS`.
-
-        At most :data:`MAX_DEFER_SECONDS`; False once stopping. The wake is
-        taken (``_wanted`` cleared) before the batches read the rows, so a
-        write committed after that read wakes the thread again; the stop flag
-        is read under the same condition, so a stop is never missed between
-        the two (a lost stop would hang :meth:`stop`).
-        """
-        with self._signal:
-            deadline = time.monotonic() + MAX_DEFER_SECONDS
-            while not self._stopping:
-                self._wanted = False
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return True
-                woken = self._signal.wait_for(
-                    lambda: self._stopping or self._wanted, min(SETTLE_SECONDS, left)
+        with self._db.read() as conn:
+            rows = conn.execute(_PENDING, (after, BATCH_ROWS)).fetchall()
+        if not rows:
+            return after, 0, 0
+        blobs = self.embed([str(content) for _, content in rows])
+        found = [
+            (blob, int(rowid), content)
+            for (rowid, content), blob in zip(rows, blobs, strict=True)
+            if blob is not None
+        ]
+        if found:
+            with self._db.transaction() as conn:
+                # Not if the row was rewritten meanwhile (its new text waits).
+                conn.executemany(
+                    "UPDATE memories SET embedding = ? "
+                    "WHERE rowid = ? AND content = ? AND embedding IS NULL",
+                    found,
                 )
-                if not woken:
-                    return True  # the writes paused
-            return False
+                self.refresh([rowid for _, rowid, _ in found])
+        return int(rows[-1][0]), len(rows), len(found)
 
     def stop(self, drain_seconds: float = 0.0) -> None:
         """Stop the background thread (its batch under way is committed).
@@ -359,13 +276,7 @@ class EmbeddingStage:
         never raised: the rows were committed, only their vectors wait.
         """
         deadline = time.monotonic() + drain_seconds
-        with self._signal:
-            first = not self._stopping  # a second close does nothing
-            self._stopping = True
-            self._signal.notify()
-            background, self._background = self._background, None
-        if background is not None:
-            background.join()
+        first = self.backfill.stop()
         if first and drain_seconds > 0 and self.live:
             try:
                 self.embed_pending(deadline=deadline)
