@@ -232,8 +232,9 @@ def _build(
     )
     try:
         backend = _open(fresh, agent, kind)
-        # A SQLite store computes vectors off the write path: a rebuild waits
-        # for all of them (one that fails leaves its row to ``reindex``).
+        # SQLite and PostgreSQL stores compute vectors off the write path: a
+        # rebuild waits for all of them (one that fails leaves its row to
+        # ``reindex``).
         drain = getattr(backend, "embed_pending", None)
         while callable(drain) and drain():  # until a pass embeds nothing more
             pass

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from datetime import timedelta
 from uuid import UUID
 
+import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -241,6 +243,7 @@ def test_vector_leg_finds_what_keywords_miss(vector_memory):
     """A synonym hit comes from the vector leg alone; no keyword scores 0 on it."""
     put(vector_memory, "ride", "car")
     put(vector_memory, "lunch", "noon")
+    vector_memory.embed_pending()  # vectors come after the write
     found = vector_memory.recall("automobile", agents=["alice"])
     assert keys(found) == ["ride"]
     assert found[0].score == pytest.approx(1.0)  # 1 - (1 - 1.0) * (1 - 3/7 * 0)
@@ -249,6 +252,7 @@ def test_vector_leg_finds_what_keywords_miss(vector_memory):
 def test_hybrid_blends_seventy_thirty(vector_memory):
     """Both legs: 1 - (1 - cosine) * (1 - 3/7 * keyword) (weights 0.7/0.3)."""
     put(vector_memory, "both", "car wash")
+    vector_memory.embed_pending()
     found = vector_memory.recall("car", agents=["alice"])
     cosine = 1 / 2**0.5  # {car} against {car, wash}
     assert found[0].score == pytest.approx(
@@ -263,6 +267,7 @@ def test_vector_recall_keeps_scope(vector_memory):
     put(vector_memory, "theirs", "car", agent="bob")
     put(vector_memory, "other", "car", category="conversation", session="s2")
     put(vector_memory, "mine", "vehicle", category="conversation", session="s1")
+    vector_memory.embed_pending()
     found = vector_memory.recall("automobile", agents=["alice"], session="s1")
     assert keys(found) == ["mine"]
 
@@ -271,28 +276,137 @@ def test_a_new_embedder_identity_clears_vectors(postgres_url):
     """Vectors made by another embedder are dropped; content stays searchable."""
     first = PostgresMemory(postgres_url, embedder=HashingEmbedder(), vectors="array")
     put(first, "ride", "car")
-    first.close()
+    first.close()  # its drain embeds the row
+    assert len(stored_vector(postgres_url, "ride")) == 256
     other = HashingEmbedder(dims=32, name="other")
     second = PostgresMemory(postgres_url, embedder=other, vectors="array")
     try:
-        with psycopg.connect(split_url(postgres_url)[0]) as conn:
-            schema = split_url(postgres_url)[1]
-            (vector,) = conn.execute(
-                f'SELECT embedding FROM "{schema}".turnledger_memories'
-            ).fetchone()
-        assert vector is None
+        assert stored_vector(postgres_url, "ride") is None
+        assert second.pending_vectors == 1
         assert keys(second.recall("car", agents=["alice"])) == ["ride"]
+        progress = []
+        assert second.reindex(lambda done, total: progress.append((done, total))) == 1
+        assert progress == [(1, 1)]
+        assert len(stored_vector(postgres_url, "ride")) == 32  # the new embedder's
+        assert second.pending_vectors == 0
     finally:
         second.close()
 
 
+def stored_vector(url: str, key: str) -> list[float] | None:
+    """The embedding column of the row with that key, read on its own connection."""
+    conninfo, schema = split_url(url)
+    with psycopg.connect(conninfo) as conn:
+        (vector,) = conn.execute(
+            f'SELECT embedding FROM "{schema}".turnledger_memories WHERE key = %s',
+            (key,),
+        ).fetchone()
+    return vector
+
+
+class Counting(HashingEmbedder):
+    """Counts the texts it embeds; ``during`` runs inside each call."""
+
+    def __init__(self, during=None):
+        super().__init__()
+        self.texts = 0
+        self.during = during
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        if self.during is not None:
+            self.during()
+        return super().embed(texts)
+
+
+def test_a_write_computes_no_vector_and_is_found_by_keywords(postgres_url):
+    """The row commits without a vector; keywords find it until it has one."""
+    embedder = Counting()
+    memory = PostgresMemory(
+        postgres_url, embedder=embedder, vectors="array", background_vectors=False
+    )
+    try:
+        put(memory, "ride", "car")
+        put(memory, "lunch", "noon")
+        assert embedder.texts == 0  # nothing embedded on the write path
+        assert memory.pending_vectors == 2
+        assert keys(memory.recall("car", agents=["alice"])) == ["ride"]
+        assert embedder.texts == 1  # the query alone
+        assert memory.embed_pending() == 2
+        assert embedder.texts == 3  # both rows, in one batch
+        assert memory.pending_vectors == 0
+        put(memory, "ride", "car")  # the same content keeps its vector
+        assert memory.pending_vectors == 0
+        put(memory, "ride", "bicycle")  # new content waits for a new one
+        assert memory.pending_vectors == 1
+        assert stored_vector(postgres_url, "ride") is None
+    finally:
+        memory.close()
+
+
+def test_the_background_thread_embeds_after_the_writes(postgres_url):
+    memory = PostgresMemory(postgres_url, embedder=HashingEmbedder(), vectors="array")
+    try:
+        for n in range(70):  # more than one batch
+            put(memory, f"k{n}", f"garden note {n}")
+        deadline = time.monotonic() + 30  # a hang guard, not a bound
+        while memory.pending_vectors and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert memory.pending_vectors == 0
+        assert memory.embedding_failures == 0
+    finally:
+        memory.close()
+
+
+def test_a_row_rewritten_while_it_is_embedded_keeps_no_stale_vector(postgres_url):
+    memory: PostgresMemory | None = None
+
+    def rewrite():
+        put(memory, "ride", "bicycle")  # lands between the read and the update
+
+    embedder = Counting(during=rewrite)
+    memory = PostgresMemory(
+        postgres_url, embedder=embedder, vectors="array", background_vectors=False
+    )
+    try:
+        put(memory, "ride", "car")
+        assert memory.embed_pending() == 0  # the vector of "car" was not written
+        assert stored_vector(postgres_url, "ride") is None
+        embedder.during = None
+        assert memory.embed_pending() == 1  # now "bicycle"'s
+        expected = HashingEmbedder().embed(["bicycle"])[0]
+        vector = np.array(stored_vector(postgres_url, "ride"))
+        assert vector == pytest.approx(np.array(expected) / np.linalg.norm(expected))
+    finally:
+        memory.close()
+
+
+def test_close_drains_and_a_failing_embedder_is_recorded(postgres_url):
+    broken = PostgresMemory(
+        postgres_url, embedder=Broken(), vectors="array", background_vectors=False
+    )
+    put(broken, "editor", "Helix")
+    broken.close()  # its drain fails: recorded, never raised
+    assert broken.embedding_failures >= 1
+    assert "embedding service down" in (broken.last_embedding_error or "")
+    assert stored_vector(postgres_url, "editor") is None
+    fixed = PostgresMemory(
+        postgres_url,
+        embedder=HashingEmbedder(),
+        vectors="array",
+        background_vectors=False,
+    )
+    fixed.close()  # the drain at close embeds what was left
+    assert len(stored_vector(postgres_url, "editor")) == 256
+
+
+class Broken(HashingEmbedder):
+    def embed(self, texts):
+        raise EmbedderError("embedding service down")
+
+
 def test_failing_embedder_degrades_to_keywords(postgres_url):
     """An embedder error stores the row without a vector and recalls by keyword."""
-
-    class Broken(HashingEmbedder):
-        def embed(self, texts):
-            raise EmbedderError("embedding service down")
-
     memory = PostgresMemory(postgres_url, embedder=Broken(), vectors="array")
     try:
         put(memory, "editor", "Helix")

@@ -13,11 +13,16 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.contracts.memory_contract import T0
 from tests.projections.test_memory_vector_lag import VOCABULARY, WordWindows
 from turnledger.projections.memory.embedding import EmbedderError
-from turnledger.projections.memory.embedding.windows import whole_text_vector
+from turnledger.projections.memory.embedding.windows import (
+    whole_text_vector,
+    whole_text_vectors,
+)
 from turnledger.projections.memory.postgres import PostgresMemory
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.qdrant import QdrantMemory
@@ -69,12 +74,54 @@ def test_qdrant_finds_the_end_of_a_long_entry():
 
 
 def test_postgres_stores_the_end_of_a_long_entry_in_its_vector(postgres_url):
-    memory = PostgresMemory(postgres_url, embedder=Cutting())
-    for entry in _long_and_other():
-        memory.store(entry)
-    stored = memory._vector(LONG)  # what store() wrote for the long entry
-    assert stored is not None
-    assert stored[VOCABULARY.index("zephyr")] > 0
-    found = memory.recall("zephyr", agents=["a"])
-    assert [e.key for e in found][:1] == ["long"]
-    memory.close()
+    memory = PostgresMemory(postgres_url, embedder=Cutting(), vectors="array")
+    try:
+        for entry in _long_and_other():
+            memory.store(entry)
+        memory.embed_pending()  # vectors come after the write
+        with memory._transaction() as conn:
+            (stored,) = conn.execute(
+                memory._sql("SELECT embedding FROM {table} WHERE key = 'long'")
+            ).fetchone()
+        expected = whole_text_vector(Cutting(), LONG)
+        assert stored == pytest.approx(expected, rel=1e-5)  # float4: to 1e-7
+        assert stored[VOCABULARY.index("zephyr")] > 0
+        found = memory.recall("zephyr", agents=["a"])
+        assert [e.key for e in found][:1] == ["long"]
+    finally:
+        memory.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from((*VOCABULARY, "x")), max_size=30).map(" ".join),
+        max_size=6,
+    )
+)
+def test_whole_text_vectors_is_whole_text_vector_of_each_text(texts):
+    """One embedder call for every window of every text, the same vectors."""
+    embedder = Cutting()
+    batched = whole_text_vectors(embedder, texts)
+    calls = len(embedder.calls)
+    alone = [whole_text_vector(Cutting(), text) for text in texts]
+    assert len(batched) == len(alone)
+    for got, want in zip(batched, alone, strict=True):
+        assert got is not None
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert calls <= 1
+
+
+def test_whole_text_vectors_leaves_out_a_text_whose_windows_fail():
+    class Untokenisable(WordWindows):
+        def window_spans(self, text: str) -> list[tuple[int, int]]:
+            if "ipsum" in text:
+                raise EmbedderError("tokenizer failed")
+            return super().window_spans(text)
+
+    found = whole_text_vectors(Untokenisable(), ["zephyr", "lorem ipsum", "probe"])
+    assert found[1] is None
+    assert found[0] == whole_text_vector(WordWindows(), "zephyr")
+    assert found[2] == whole_text_vector(WordWindows(), "probe")
+    with pytest.raises(EmbedderError, match="Expected 7 vectors, found 6"):
+        whole_text_vectors(Short(), [LONG])

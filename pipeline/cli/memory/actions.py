@@ -196,7 +196,10 @@ def _reindex(service: MemoryService, args: argparse.Namespace) -> int:
     backend = service.backend(args.agent)
     reindex = getattr(backend, "reindex", None)
     if not callable(reindex):
-        msg = f"Expected a sqlite memory backend to reindex, found {backend.name}"
+        msg = (
+            "Expected a sqlite or postgres memory backend to reindex, "
+            f"found {backend.name}"
+        )
         raise UsageError(msg)
 
     redraw = sys.stderr.isatty()

@@ -109,6 +109,56 @@ def whole_text_vector(embedder: Embedder, text: str) -> list[float]:
     if len(vectors) != count:
         msg = f"Expected {count} vectors, found {len(vectors)}"
         raise EmbedderError(msg)
+    return _mean(vectors)
+
+
+def whole_text_vectors(
+    embedder: Embedder, texts: Sequence[str]
+) -> list[list[float] | None]:
+    """:func:`whole_text_vector` of each text, ``None`` where it failed.
+
+    Without ``windowed``, the windows of every text go to the embedder in one
+    ``embed`` call (a model computes them as one batch; an HTTP embedder splits
+    them into its requests); a text whose windows cannot be cut is ``None``
+    alone.
+
+    Raises:
+        EmbedderError: That one call failed, or gave another number of vectors
+            than windows (then no text has its vector).
+    """
+    windowed = getattr(embedder, "windowed", None)
+    spans = getattr(embedder, "window_spans", None)
+    if callable(windowed) and callable(spans):
+        found: list[list[float] | None] = []
+        for text in texts:
+            try:
+                found.append(whole_text_vector(embedder, text))
+            except EmbedderError:
+                found.append(None)
+        return found
+    cut: list[list[str] | None] = []
+    for text in texts:
+        try:
+            cut.append(window_texts(spans(text), text) if callable(spans) else [text])
+        except EmbedderError:
+            cut.append(None)
+    flat = [window for windows in cut if windows for window in windows]
+    vectors = embedder.embed(flat) if flat else []
+    if len(vectors) != len(flat):
+        msg = f"Expected {len(flat)} vectors, found {len(vectors)}"
+        raise EmbedderError(msg)
+    found, at = [], 0
+    for windows in cut:
+        if not windows:
+            found.append(None)
+            continue
+        found.append(_mean(vectors[at : at + len(windows)]))
+        at += len(windows)
+    return found
+
+
+def _mean(vectors: Sequence[Sequence[float]]) -> list[float]:
+    """One window's vector as it is; several windows' mean at unit length."""
     if len(vectors) == 1:
         return [float(x) for x in vectors[0]]
     mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)

@@ -14,10 +14,14 @@ words it holds, never divided by the batch's best, so the 0.4 relevance floor
 filters for real; stop words are never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
 ``float4[]`` column with cosine computed in numpy over the keyword and recency
-candidates), blended 0.7/0.3 like SQLite, one vector per entry computed when it
-is written (the unit mean of all its windows' vectors:
+candidates), blended 0.7/0.3 like SQLite, one vector per entry (the unit mean of
+all its windows' vectors:
 :func:`~turnledger.projections.memory.embedding.windows.whole_text_vector`, so
-nothing of a long entry is cut); session-less core/daily facts are
+nothing of a long entry is cut). Vectors are computed off the write path, as on
+SQLite: a write commits its row without one and wakes a background thread
+(:class:`~turnledger.projections.memory.embedding.backfill.Backfill`) that
+embeds the rows lacking one in batches once the writes pause; until then a row
+is found by the keyword leg only. Session-less core/daily facts are
 visible from every session on every path. The connection, its transactions and
 the schema migration are :mod:`turnledger.projections.memory.postgres._connection`.
 """
@@ -25,9 +29,10 @@ the schema migration are :mod:`turnledger.projections.memory.postgres._connectio
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 import psycopg
@@ -37,8 +42,17 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
 from turnledger.projections.memory.apply import apply_one
-from turnledger.projections.memory.embedding import Embedder, EmbedderError
-from turnledger.projections.memory.embedding.windows import whole_text_vector
+from turnledger.projections.memory.embedding import (
+    Embedder,
+    EmbedderError,
+    EmbeddingIdentity,
+    NoEmbedder,
+)
+from turnledger.projections.memory.embedding.backfill import Backfill
+from turnledger.projections.memory.embedding.windows import (
+    whole_text_vector,
+    whole_text_vectors,
+)
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.postgres._connection import (
     LOCK_TIMEOUT_MS,
@@ -49,7 +63,10 @@ from turnledger.projections.memory.postgres._sql import (
     COLUMNS,
     KEYWORD,
     NEAREST,
+    PENDING,
+    PENDING_COUNT,
     PGVECTOR_SIMILARITY,
+    SET_VECTOR,
     UPSERT,
     Vector,
     VectorKind,
@@ -69,6 +86,13 @@ from turnledger.projections.memory.protocol import (
 )
 
 _Entries: TypeAlias = list[MemoryEntry]
+_Cursor: TypeAlias = tuple[str, str]
+
+BATCH_ROWS: Final = 64
+"""How many rows one backfill (or reindex) batch embeds and commits."""
+
+CLOSE_DRAIN_SECONDS: Final = 1.0
+"""How long :meth:`PostgresMemory.close` goes on embedding rows lacking vectors."""
 
 __all__ = [
     "LOCK_TIMEOUT_MS",
@@ -90,6 +114,14 @@ class PostgresMemory(PostgresConnection):
         vectors: ``auto`` uses pgvector when the extension can be created,
             otherwise ``float4[]``; ``array`` forces the fallback.
         candidate_pool: Keyword and vector/recency candidates per recall.
+        background_vectors: True (the default): a thread embeds the rows
+            lacking vectors after each write. False: they wait for
+            :meth:`embed_pending`, :meth:`reindex` or :meth:`close`.
+
+    Attributes:
+        embedding_failures: How many embedder calls failed since this handle
+            opened.
+        last_embedding_error: The last failure, as ``Type: message``.
     """
 
     name = "postgres"
@@ -101,6 +133,7 @@ class PostgresMemory(PostgresConnection):
         embedder: Embedder | None = None,
         vectors: Literal["auto", "pgvector", "array"] = "auto",
         candidate_pool: int = 200,
+        background_vectors: bool = True,
     ) -> None:
         self._conninfo, self.schema = split_url(url)
         self._embedder = embedder
@@ -110,6 +143,12 @@ class PostgresMemory(PostgresConnection):
         vectors_on = embedder is not None and embedder.identity.dims > 0
         self.capabilities = Capabilities(vectors=vectors_on)
         self.vector_kind: VectorKind = self._migrate(vectors)
+        self.embedding_failures = 0
+        self.last_embedding_error: str | None = None
+        self._background = background_vectors and vectors_on
+        self._backfill: Backfill[_Cursor] = Backfill(
+            self._embed_batch, ("", ""), self._failed, name="memory-vectors-pg"
+        )
 
     def _vector(self, text: str) -> Vector | None:
         if not self.capabilities.vectors or self._embedder is None:
@@ -127,18 +166,105 @@ class PostgresMemory(PostgresConnection):
         return str(values) if self.vector_kind == "pgvector" else values
 
     def store(self, entry: NewMemory) -> MemoryEntry | Unsupported:
-        """Upsert per (agent, key), keeping the id and creation time."""
-        column = "vector" if self.vector_kind == "pgvector" else "float4[]"
-        upsert = self._sql(UPSERT, column=sql.SQL(column))
-        params = {
-            **msgspec.structs.asdict(entry),
-            "id": entry.entry_id,
-            "embedding": self._vector_param(self._vector(entry.content)),
-        }
+        """Upsert per (agent, key), keeping the id and creation time.
+
+        The row and its keywords are committed at once; its vector is computed
+        afterwards, off this call, by the background thread (the row is found
+        by keywords until then; unchanged content keeps its vector). A failing
+        embedder never loses the write: the row stays without a vector.
+        """
+        params = {**msgspec.structs.asdict(entry), "id": entry.entry_id}
         with self._transaction() as conn:
-            row = conn.execute(upsert, params).fetchone()
+            row = conn.execute(self._sql(UPSERT), params).fetchone()
         assert row is not None  # noqa: S101 - RETURNING always yields the row
+        if self._background:
+            self._backfill.wake()
         return row_entry(row)
+
+    # -- vectors, off the write path -----------------------------------------
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        """The embedder's provider, model and dimensions."""
+        return (self._embedder or NoEmbedder()).identity
+
+    @property
+    def pending_vectors(self) -> int:
+        """How many live rows still wait for their vector (0: vectors off)."""
+        return self.count_pending()
+
+    def count_pending(self) -> int:
+        """:attr:`pending_vectors` (a method: its errors leave typed)."""
+        if not self.capabilities.vectors:
+            return 0
+        with self._transaction() as conn:
+            row = conn.execute(self._sql(PENDING_COUNT)).fetchone()
+        return int(row[0]) if row else 0
+
+    def embed_pending(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> int:
+        """Embed, on this thread, every live row lacking a vector; return how many.
+
+        What the background thread would do, now: batches of
+        :data:`BATCH_ROWS`, each committed on its own, each row tried once.
+
+        Args:
+            progress: Called with ``(rows done, rows to do)`` after each batch.
+            deadline: A ``time.monotonic()`` after which no batch starts.
+        """
+        if not self.capabilities.vectors:
+            return 0
+        return self._backfill.drain(self.count_pending(), progress, deadline=deadline)
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every live row lacking a vector (the keyword index is generated).
+
+        Rows lack one when written before vectors were on or under another
+        embedder, or when the background thread had not reached them.
+
+        Args:
+            progress: Called with ``(rows done, rows to do)`` after each batch.
+
+        Returns:
+            How many rows got a vector here (0 without an embedder).
+        """
+        return self.embed_pending(progress)
+
+    def _embed_batch(self, after: _Cursor) -> tuple[_Cursor, int, int]:
+        """Embed the next rows after ``after``: (next cursor, rows, embedded)."""
+        assert self._embedder is not None  # noqa: S101 - vectors on: an embedder
+        params = {"agent": after[0], "key": after[1], "limit": BATCH_ROWS}
+        with self._transaction() as conn:
+            rows = conn.execute(self._sql(PENDING), params).fetchall()
+        if not rows:
+            return after, 0, 0
+        try:  # outside any transaction: the embedder may be slow
+            vectors = whole_text_vectors(self._embedder, [row[2] for row in rows])
+        except EmbedderError as e:
+            self._failed(e)
+            vectors = [None] * len(rows)
+        found = [
+            (self._vector_param(unit), agent, key, content)
+            for (agent, key, content), vector in zip(rows, vectors, strict=True)
+            if vector is not None and (unit := unit_vector(vector)) is not None
+        ]
+        written = 0
+        if found:
+            column = "vector" if self.vector_kind == "pgvector" else "float4[]"
+            update = self._sql(SET_VECTOR, column=sql.SQL(column))
+            with self._transaction() as conn, conn.cursor() as cursor:
+                cursor.executemany(update, found)
+                written = max(0, cursor.rowcount)  # not the rows rewritten since
+        return (rows[-1][0], rows[-1][1]), len(rows), written
+
+    def _failed(self, error: Exception) -> None:
+        """Record an embedding failure (the rows stay without vectors)."""
+        self.embedding_failures += 1
+        self.last_embedding_error = f"{type(error).__name__}: {error}"
 
     def _select(
         self, where: str, params: dict[str, Any], tail: str
@@ -381,6 +507,20 @@ class PostgresMemory(PostgresConnection):
         return stale
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection and the thread, after a bounded wait for vectors.
+
+        The background thread's batch under way is committed; then rows
+        lacking vectors are embedded here for up to
+        :data:`CLOSE_DRAIN_SECONDS` (no batch starts after). Rows still
+        lacking one are embedded by a later handle with an embedder (its
+        background thread, woken by its first write; its close) or by
+        :meth:`reindex`; until then they are found by keywords.
+        """
+        deadline = time.monotonic() + CLOSE_DRAIN_SECONDS
+        if self._backfill.stop() and self.capabilities.vectors:
+            try:
+                self.embed_pending(deadline=deadline)
+            except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
+                self._failed(e)
         with self._lock:
             self._conn.close()

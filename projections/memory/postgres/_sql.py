@@ -39,17 +39,31 @@ CREATE: Final = (
     PRIMARY KEY (agent, key))""",
     "CREATE INDEX IF NOT EXISTS tl_memories_search ON {table} USING GIN (search)",
     "CREATE INDEX IF NOT EXISTS tl_memories_recent ON {table} (agent, updated_at)",
+    """CREATE INDEX IF NOT EXISTS tl_memories_unembedded ON {table} (agent, key)
+    WHERE embedding IS NULL AND superseded_by IS NULL""",
     "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL)",
     "INSERT INTO {meta} VALUES ('applied_position', '0') ON CONFLICT DO NOTHING",
 )
 UPSERT: Final = f"""INSERT INTO {{table}} ({COLUMNS}, embedding) VALUES (
     %(agent)s, %(key)s, %(id)s, %(content)s, %(category)s, %(session)s,
-    %(namespace)s, %(importance)s, %(at)s, %(at)s, %(embedding)s::{{column}})
+    %(namespace)s, %(importance)s, %(at)s, %(at)s, NULL)
     ON CONFLICT (agent, key) DO UPDATE SET content = EXCLUDED.content,
     category = EXCLUDED.category, session = EXCLUDED.session,
     namespace = EXCLUDED.namespace, importance = EXCLUDED.importance,
-    updated_at = EXCLUDED.updated_at, embedding = EXCLUDED.embedding,
+    updated_at = EXCLUDED.updated_at, embedding = CASE
+    WHEN {{table}}.content = EXCLUDED.content THEN {{table}}.embedding END,
     superseded_by = NULL RETURNING {COLUMNS}"""
+"""The write of an entry: without a vector (the backfill computes it), an
+unchanged content keeping the one it has."""
+PENDING: Final = """SELECT agent, key, content FROM {table}
+    WHERE embedding IS NULL AND superseded_by IS NULL
+    AND (agent, key) > (%(agent)s, %(key)s) ORDER BY agent, key LIMIT %(limit)s"""
+"""The next live rows lacking a vector after a cursor, in key order."""
+PENDING_COUNT: Final = """SELECT count(*) FROM {table}
+    WHERE embedding IS NULL AND superseded_by IS NULL"""
+SET_VECTOR: Final = """UPDATE {table} SET embedding = %s::{column}
+    WHERE agent = %s AND key = %s AND content = %s AND embedding IS NULL"""
+"""A row's vector, unless it was rewritten since its text was read."""
 KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}},
     coalesce(rank / nullif(max(rank) OVER (), 0), 0) AS score
     FROM (SELECT *, ts_rank_cd(search, q) AS rank FROM {{table}},

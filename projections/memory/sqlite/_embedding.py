@@ -255,16 +255,17 @@ class EmbeddingStage:
             for (rowid, content), blob in zip(rows, blobs, strict=True)
             if blob is not None
         ]
+        written = 0
         if found:
             with self._db.transaction() as conn:
                 # Not if the row was rewritten meanwhile (its new text waits).
-                conn.executemany(
+                written = conn.executemany(
                     "UPDATE memories SET embedding = ? "
                     "WHERE rowid = ? AND content = ? AND embedding IS NULL",
                     found,
-                )
+                ).rowcount
                 self.refresh([rowid for _, rowid, _ in found])
-        return int(rows[-1][0]), len(rows), len(found)
+        return int(rows[-1][0]), len(rows), max(0, written)
 
     def stop(self, drain_seconds: float = 0.0) -> None:
         """Stop the background thread (its batch under way is committed).
