@@ -140,3 +140,4 @@ _.before_model_callback  # ADK BasePlugin hook, called by ADK's runner
 _.run_hooks  # the Agents SDK session's RunHooks, given to Runner.run by its user
 _.on_llm_start  # Agents SDK RunHooks hook, called by the runner
 _.on_llm_end  # idem
+_.running  # whether a memory's vector backfill thread is alive (tests/projections)

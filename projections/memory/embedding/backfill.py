@@ -7,9 +7,9 @@ after a wake, however busy the writes are), then runs the backend's batch
 function, cursor after cursor, until a batch finds no row or embeds none (the
 embedder fails: the rows wait for the next wake). A wake that arrives between
 batches has it wait for the writes to pause again. :meth:`Backfill.drain` runs
-the same batches on the caller's thread (``reindex``, the bounded drain at
-close, a rebuild); :meth:`Backfill.stop` ends the thread after the batch under
-way.
+the same batches on the caller's thread (``reindex``, a rebuild);
+:meth:`Backfill.stop` ends the thread after the batch under way, then drains for
+a bounded time (a handle's close).
 
 The batch function is the backend's: it reads the next rows lacking a vector
 after the cursor, embeds them outside any transaction, and commits the vectors
@@ -80,12 +80,6 @@ class Backfill(Generic[Cursor]):
         with self._signal:
             return self._thread is not None
 
-    @property
-    def stopped(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        with self._signal:
-            return self._stopping
-
     def wake(self) -> None:
         """Have the thread embed the rows lacking vectors (soon); starts it once."""
         with self._signal:
@@ -132,8 +126,19 @@ class Backfill(Generic[Cursor]):
                 progress(tried, max(total, tried))
         return done
 
-    def stop(self) -> bool:
-        """End the thread (its batch under way finishes); True the first time."""
+    def stop(
+        self, drain_seconds: float = 0.0, pending: Callable[[], int] | None = None
+    ) -> None:
+        """End the thread (its batch under way is committed), then drain a while.
+
+        After the first stop, rows lacking vectors are embedded on this thread
+        for up to ``drain_seconds`` (no batch starts after; ``pending`` counts
+        them for the drain). The rest wait for a later handle (its thread,
+        woken by its first write; its close) or ``reindex``. A drain that fails
+        (a full disk, a lost server) goes to ``on_error``, never raised: the
+        rows were committed, only their vectors wait.
+        """
+        deadline = time.monotonic() + drain_seconds
         with self._signal:
             first = not self._stopping  # a second stop does nothing
             self._stopping = True
@@ -141,7 +146,11 @@ class Backfill(Generic[Cursor]):
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
-        return first
+        if first and drain_seconds > 0:
+            try:
+                self.drain(pending() if pending else 0, deadline=deadline)
+            except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
+                self._on_error(e)
 
     def _run(self) -> None:
         """The thread: on each wake, a pass over every row lacking a vector.

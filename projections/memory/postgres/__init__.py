@@ -29,7 +29,6 @@ the schema migration are :mod:`turnledger.projections.memory.postgres._connectio
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias
@@ -509,18 +508,12 @@ class PostgresMemory(PostgresConnection):
     def close(self) -> None:
         """Close the connection and the thread, after a bounded wait for vectors.
 
-        The background thread's batch under way is committed; then rows
-        lacking vectors are embedded here for up to
-        :data:`CLOSE_DRAIN_SECONDS` (no batch starts after). Rows still
-        lacking one are embedded by a later handle with an embedder (its
-        background thread, woken by its first write; its close) or by
-        :meth:`reindex`; until then they are found by keywords.
+        Vectors are embedded for up to :data:`CLOSE_DRAIN_SECONDS` first (see
+        :meth:`~projections.memory.embedding.backfill.Backfill.stop`); rows
+        still lacking one are found by keywords until a later handle or
+        :meth:`reindex` embeds them.
         """
-        deadline = time.monotonic() + CLOSE_DRAIN_SECONDS
-        if self._backfill.stop() and self.capabilities.vectors:
-            try:
-                self.embed_pending(deadline=deadline)
-            except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
-                self._failed(e)
+        drain = CLOSE_DRAIN_SECONDS if self.capabilities.vectors else 0.0
+        self._backfill.stop(drain, self.count_pending)
         with self._lock:
             self._conn.close()

@@ -31,7 +31,6 @@ committed (``PRAGMA data_version`` changed).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final, TypeAlias
@@ -268,21 +267,11 @@ class EmbeddingStage:
         return int(rows[-1][0]), len(rows), max(0, written)
 
     def stop(self, drain_seconds: float = 0.0) -> None:
-        """Stop the background thread (its batch under way is committed).
+        """Stop the background thread, then embed for up to ``drain_seconds``.
 
-        Then embed rows lacking vectors on this thread for up to
-        ``drain_seconds`` (no batch starts after); the rest wait for a later
-        handle with an embedder (its first write, its close) or ``reindex``.
-        A drain that fails (a full disk) is recorded like an embedder failure,
-        never raised: the rows were committed, only their vectors wait.
+        See :meth:`~projections.memory.embedding.backfill.Backfill.stop`.
         """
-        deadline = time.monotonic() + drain_seconds
-        first = self.backfill.stop()
-        if first and drain_seconds > 0 and self.live:
-            try:
-                self.embed_pending(deadline=deadline)
-            except Exception as e:  # noqa: BLE001 - the writes are durable; the vectors wait
-                self._failed(e)
+        self.backfill.stop(drain_seconds if self.live else 0.0, self.pending)
 
     def embed(self, texts: Sequence[str]) -> list[bytes | None]:
         """Return each text's windows' float32 vectors, end to end.
