@@ -31,7 +31,7 @@ from turnledger.projections.memory.postgres import (
     query_words,
     split_url,
 )
-from turnledger.projections.memory.postgres._sql import blend
+from turnledger.projections.memory.postgres._sql import blend, similarity
 
 pytestmark = pytest.mark.postgres
 
@@ -260,6 +260,38 @@ def test_hybrid_blends_seventy_thirty(vector_memory):
     )
     assert blend(None, 0.5) == 0.5
     assert blend(0.5, None) == 0.5
+
+
+def test_cosines_are_calibrated_by_the_embedders_range(postgres_url):
+    """As on SQLite: a cosine at or under where the embedder's unrelated texts
+    land is no evidence (a raw cosine would pass the 0.4 floor)."""
+
+    class Calibrated(HashingEmbedder):
+        similarity_range = (0.6, 1.0)
+
+    synonyms = {"automobile": "car"}
+    for embedder, found_keys in (
+        (HashingEmbedder(synonyms=synonyms), ["wash"]),
+        (Calibrated(synonyms=synonyms), []),
+    ):
+        url = fresh_schema_url(require_postgres())
+        memory = PostgresMemory(url, embedder=embedder, vectors="array")
+        try:
+            put(memory, "wash", "car wash tomato")  # cosine 1/sqrt(3) = 0.577
+            memory.embed_pending()
+            found = memory.recall("automobile", agents=["alice"])
+            assert keys(found) == found_keys
+        finally:
+            memory.close()
+            drop_schema(url)
+    assert similarity_of(0.8) == pytest.approx(0.5)
+
+
+def similarity_of(cosine: float) -> float | None:
+    """The vector leg's relevance of a cosine, with the range (0.6, 1.0)."""
+    vector = np.array([1.0, 0.0], dtype=np.float32)
+    row = [cosine, (1 - cosine**2) ** 0.5]
+    return similarity(row, vector, stored="array", similarity_range=(0.6, 1.0))
 
 
 def test_vector_recall_keeps_scope(vector_memory):

@@ -287,8 +287,9 @@ class PostgresMemory(PostgresConnection):
         """Return the best matches among ``agents``' rows, best first.
 
         Keyword scores are the share of the query's content words a row holds
-        (comparable across queries); with an embedder, cosine similarity is
-        blended in (0.7/0.3). A query of stop words only matches nothing.
+        (comparable across queries); with an embedder, the cosine similarity,
+        calibrated by the embedder's ``similarity_range``, is blended in
+        (0.7/0.3). A query of stop words only matches nothing.
         """
         limit = bound_recall_limit(limit)
         if not agents:
@@ -309,7 +310,13 @@ class PostgresMemory(PostgresConnection):
         rows = self._keyword_rows(query_words(query), where, params, vector)
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
-        ranked = rank_candidates(rows, vector, stored=self.vector_kind, query=query)
+        ranked = rank_candidates(
+            rows,
+            vector,
+            stored=self.vector_kind,
+            query=query,
+            similarity_range=getattr(self._embedder, "similarity_range", (0.0, 1.0)),
+        )
         return ranked[:limit]
 
     def _extra(self, vector: Vector | None) -> sql.Composable:

@@ -11,7 +11,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 import numpy as np
 
-from turnledger.policies.relevance import content_terms, fuse, uniform_coverage
+from turnledger.policies.relevance import (
+    calibrate,
+    content_terms,
+    fuse,
+    uniform_coverage,
+)
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
@@ -194,23 +199,32 @@ def scope_clause(
 
 
 def similarity(
-    value: Any, vector: Vector | None, *, stored: VectorKind
+    value: Any,
+    vector: Vector | None,
+    *,
+    stored: VectorKind,
+    similarity_range: tuple[float, float] = (0.0, 1.0),
 ) -> float | None:
-    """Return a row's cosine on [0, 1]: pgvector's, or computed from float4[].
+    """Return a row's relevance on the vector leg, on [0, 1].
+
+    The cosine (pgvector's, or computed from float4[]) mapped through the
+    embedder's ``similarity_range`` (:func:`~policies.relevance.calibrate`:
+    where its cosines mean unrelated and the same), as the SQLite store does.
 
     Args:
         value: What the query read: pgvector's similarity, or the stored array.
         vector: The unit query vector (``None``: no vector leg).
         stored: How vectors are stored.
+        similarity_range: The embedder's ``(unrelated, same)`` cosines.
     """
     if value is None or vector is None:
         return None
     if stored == "pgvector":
-        return min(1.0, max(0.0, float(value)))
+        return calibrate(float(value), *similarity_range)
     row = unit_vector(value)
     if row is None or row.shape != vector.shape:
         return None
-    return min(1.0, max(0.0, float(row @ vector)))
+    return calibrate(float(row @ vector), *similarity_range)
 
 
 def rank_candidates(
@@ -219,6 +233,7 @@ def rank_candidates(
     *,
     stored: VectorKind,
     query: str,
+    similarity_range: tuple[float, float] = (0.0, 1.0),
 ) -> list[MemoryEntry]:
     """Merge keyword and vector candidate rows into scored entries, best first.
 
@@ -226,8 +241,9 @@ def rank_candidates(
     (``NULL`` for a vector-only candidate). A keyword candidate scores the
     share of the query's content words its key and content hold
     (:func:`~policies.relevance.uniform_coverage`, comparable across queries);
-    a vector-only candidate scores 0 on keywords. Rows with neither a keyword
-    match nor a positive cosine are dropped.
+    a vector-only candidate scores 0 on keywords; the vector leg is the
+    calibrated cosine (:func:`similarity`). Rows with neither a keyword match
+    nor a positive vector relevance are dropped.
     """
     found: dict[tuple[str, str], _Candidate] = {}
     for row in rows:
@@ -236,7 +252,9 @@ def rank_candidates(
             entry = candidate.entry
             text = f"{entry.key} {entry.content}"
             candidate.keyword = uniform_coverage(query, text)
-        cosine = similarity(row[-2], vector, stored=stored)
+        cosine = similarity(
+            row[-2], vector, stored=stored, similarity_range=similarity_range
+        )
         if cosine is not None:
             candidate.similarity = cosine
     scored = [
