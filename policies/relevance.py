@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 
 _STOP_WORD_TEXT: Final = """
@@ -197,10 +197,13 @@ def uniform_coverage(query: str, text: str) -> float:
     unweighted form, raised to :data:`COVERAGE_EXPONENT` like
     :func:`keyword_score`; it is comparable across queries too.
     """
-    terms = content_terms(query)
+    return token_coverage(content_terms(query), set(word_tokens(text)))
+
+
+def token_coverage(terms: Sequence[str], found: Collection[str]) -> float:
+    """:func:`uniform_coverage` of a query's content terms over a text's tokens."""
     if not terms:
         return 0.0
-    found = set(word_tokens(text))
     share: float = sum(t in found for t in terms) / len(terms)
     return float(share**COVERAGE_EXPONENT)
 

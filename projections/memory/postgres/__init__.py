@@ -66,7 +66,9 @@ from turnledger.projections.memory.postgres._sql import (
     PENDING_COUNT,
     PGVECTOR_SIMILARITY,
     SET_VECTOR,
+    TERM_COUNTS,
     UPSERT,
+    TermStats,
     Vector,
     VectorKind,
     query_words,
@@ -307,7 +309,9 @@ class PostgresMemory(PostgresConnection):
             "qvec": self._vector_param(vector),
             "dims": 0 if vector is None else len(vector),
         }
-        rows = self._keyword_rows(query_words(query), where, params, vector)
+        words = query_words(query)
+        rows = self._keyword_rows(words, where, params, vector)
+        stats = self._term_stats(words, where, params) if rows else None
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
         ranked = rank_candidates(
@@ -316,6 +320,7 @@ class PostgresMemory(PostgresConnection):
             stored=self.vector_kind,
             query=query,
             similarity_range=getattr(self._embedder, "similarity_range", (0.0, 1.0)),
+            stats=stats,
         )
         return ranked[:limit]
 
@@ -336,15 +341,42 @@ class PostgresMemory(PostgresConnection):
     ) -> list[tuple[Any, ...]]:
         if not words:
             return []
-        tsquery = sql.SQL(" || ").join(
-            sql.SQL("plainto_tsquery('simple', {})").format(sql.Placeholder(f"w{i}"))
-            for i in range(len(words))
-        )
         extra = self._extra(vector)
-        query = self._sql(KEYWORD, extra=extra, tsquery=tsquery, where=where)
+        query = self._sql(
+            KEYWORD, extra=extra, tsquery=self._tsquery(words), where=where
+        )
         params = params | {f"w{i}": word for i, word in enumerate(words)}
         with self._transaction() as conn:
             return conn.execute(query, params).fetchall()
+
+    def _tsquery(self, words: Sequence[str]) -> sql.Composable:
+        """The words OR-ed, each through ``plainto_tsquery`` (bound, never parsed)."""
+        return sql.SQL(" || ").join(
+            sql.SQL("plainto_tsquery('simple', {})").format(sql.Placeholder(f"w{i}"))
+            for i in range(len(words))
+        )
+
+    def _term_stats(
+        self, words: Sequence[str], where: str, params: dict[str, Any]
+    ) -> TermStats:
+        """The scope's row count and each word's count among its rows (BM25's IDF)."""
+        counts = sql.SQL(", ").join(
+            sql.SQL(
+                "count(*) FILTER (WHERE search @@ plainto_tsquery('simple', {}))"
+            ).format(sql.Placeholder(f"w{i}"))
+            for i in range(len(words))
+        )
+        query = self._sql(
+            TERM_COUNTS, counts=counts, tsquery=self._tsquery(words), where=where
+        )
+        params = params | {f"w{i}": word for i, word in enumerate(words)}
+        with self._transaction() as conn:
+            row = conn.execute(query, params).fetchone()
+        assert row is not None  # noqa: S101 - an aggregate always yields a row
+        return TermStats(
+            rows=int(row[0]),
+            counts={word: int(n) for word, n in zip(words, row[1:], strict=True)},
+        )
 
     def _vector_rows(
         self, where: str, params: dict[str, Any], vector: Vector

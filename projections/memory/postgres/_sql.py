@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 import numpy as np
 
 from turnledger.policies.relevance import (
+    bm25_term,
     calibrate,
     content_terms,
     fuse,
-    uniform_coverage,
+    term_weight,
+    token_coverage,
+    word_tokens,
 )
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
@@ -77,6 +81,11 @@ KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}},
 NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL FROM {{table}}
     WHERE {{where}} AND embedding IS NOT NULL {{dims}} ORDER BY {{order}}
     LIMIT %(pool)s"""
+TERM_COUNTS: Final = """SELECT (SELECT count(*) FROM {table} WHERE {where}), {counts}
+    FROM {table} WHERE {where} AND search @@ ({tsquery})"""
+"""The scope's row count and, per query word, how many of its rows hold it."""
+RRF_K: Final = 60
+"""Reciprocal rank fusion's constant (Cormack et al.'s 60), as on SQLite."""
 PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
     THEN 1 - (embedding <=> %(qvec)s::vector) END"""
 Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
@@ -87,11 +96,26 @@ VectorKind: TypeAlias = Literal["pgvector", "array"]
 
 
 class _Candidate(msgspec.Struct, kw_only=True):
-    """A recall candidate: the row, its normalised keyword score, its cosine."""
+    """A recall candidate: the row, its keyword score and BM25, its similarity."""
 
     entry: MemoryEntry
     keyword: float | None = None
+    length: int = 0
+    counts: Counter[str] = msgspec.field(default_factory=Counter)
+    bm25: float = 0.0
     similarity: float | None = None
+
+
+class TermStats(NamedTuple):
+    """BM25's statistics of a query's words, taken on the caller's scope.
+
+    Attributes:
+        rows: How many rows the scope holds.
+        counts: Per query word, how many of the scope's rows hold it.
+    """
+
+    rows: int
+    counts: dict[str, int]
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -234,33 +258,92 @@ def rank_candidates(
     stored: VectorKind,
     query: str,
     similarity_range: tuple[float, float] = (0.0, 1.0),
+    stats: TermStats | None = None,
 ) -> list[MemoryEntry]:
-    """Merge keyword and vector candidate rows into scored entries, best first.
+    """Merge keyword and vector candidate rows into scored entries, ranked.
 
     Each row is :data:`COLUMNS`, the vector column, and a keyword rank
-    (``NULL`` for a vector-only candidate). A keyword candidate scores the
-    share of the query's content words its key and content hold
-    (:func:`~policies.relevance.uniform_coverage`, comparable across queries);
-    a vector-only candidate scores 0 on keywords; the vector leg is the
-    calibrated cosine (:func:`similarity`). Rows with neither a keyword match
-    nor a positive vector relevance are dropped.
+    (``NULL`` for a vector-only candidate). Ranking and the score are
+    separate, as on SQLite:
+
+    - the order: the keyword candidates by BM25 (FTS5's ``k1`` and ``b``, each
+      word's IDF from ``stats``, the scope's; lengths and frequencies counted
+      on the key and content, the average length the candidates'), the newest
+      first among equals; the vector candidates by similarity; the legs fused
+      by reciprocal rank (:data:`RRF_K`, equal weights), so neither leg's
+      scale decides;
+    - the score (what the ``[recall] min_relevance`` floor is compared to): a
+      keyword candidate's share of the query's content words
+      (:func:`~policies.relevance.uniform_coverage`, comparable across
+      queries), a vector-only candidate's 0, blended with the calibrated
+      cosine (:func:`similarity`, :func:`blend`). Rows with neither a keyword
+      match nor a positive vector relevance are dropped.
+
+    Without ``stats`` every word weighs the same.
     """
+    words = content_terms(query)
     found: dict[tuple[str, str], _Candidate] = {}
     for row in rows:
         candidate = found.setdefault((row[0], row[1]), _Candidate(entry=row_entry(row)))
-        if row[-1] is not None:
+        if row[-1] is not None and candidate.keyword is None:
             entry = candidate.entry
-            text = f"{entry.key} {entry.content}"
-            candidate.keyword = uniform_coverage(query, text)
+            tokens = word_tokens(f"{entry.key} {entry.content}")
+            candidate.length = len(tokens)
+            candidate.counts = Counter(tokens)
+            candidate.keyword = token_coverage(words, candidate.counts)
         cosine = similarity(
             row[-2], vector, stored=stored, similarity_range=similarity_range
         )
         if cosine is not None:
             candidate.similarity = cosine
-    scored = [
-        msgspec.structs.replace(c.entry, score=blend(c.keyword or 0.0, c.similarity))
+    kept = [
+        c
         for c in found.values()
         if c.keyword is not None or (c.similarity or 0.0) > 0.0
     ]
-    scored.sort(key=lambda e: (-(e.score or 0.0), -e.updated_at.timestamp(), e.key))
-    return scored
+    places = _rank_places(kept, words, stats)
+    ranked = sorted(
+        range(len(kept)),
+        key=lambda i: (
+            -places[i],
+            -kept[i].entry.updated_at.timestamp(),
+            kept[i].entry.key,
+        ),
+    )
+    return [
+        msgspec.structs.replace(
+            kept[i].entry, score=blend(kept[i].keyword or 0.0, kept[i].similarity)
+        )
+        for i in ranked
+    ]
+
+
+def _rank_places(
+    kept: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
+) -> list[float]:
+    """Each candidate's reciprocal-rank place: its keyword rank's, its vector's."""
+    keyword = [i for i, c in enumerate(kept) if c.keyword is not None]
+    average = sum(kept[i].length for i in keyword) / max(1, len(keyword))
+    weights = {
+        w: term_weight(stats.rows, stats.counts.get(w, 0)) if stats else 1.0
+        for w in words
+    }
+    for i in keyword:
+        length, counts = kept[i].length, kept[i].counts
+        kept[i].bm25 = sum(
+            bm25_term(weights[w], counts[w], length, average)
+            for w in words
+            if counts[w] > 0
+        )
+    places = [0.0] * len(kept)
+    by_bm25 = sorted(
+        keyword,
+        key=lambda i: (-kept[i].bm25, -kept[i].entry.updated_at.timestamp()),
+    )
+    for rank, i in enumerate(by_bm25, 1):
+        places[i] += 1.0 / (RRF_K + rank)
+    near = [i for i, c in enumerate(kept) if (c.similarity or 0.0) > 0.0]
+    near.sort(key=lambda i: -(kept[i].similarity or 0.0))
+    for rank, i in enumerate(near, 1):
+        places[i] += 1.0 / (RRF_K + rank)
+    return places
