@@ -230,6 +230,21 @@ def test_query_words_are_bounded_and_deduplicated():
     assert len(query_words(" ".join(f"w{i}" for i in range(100)))) == 32
 
 
+def test_keyword_order_is_bm25_on_the_scopes_own_counts(keyword_memory):
+    """The rarer word ranks first, rare among the caller's rows, whoever else
+    holds it (their counts are not the caller's); the score stays coverage."""
+    put(keyword_memory, "rare", "zephyr note", at=T0)
+    for n in range(5):
+        put(keyword_memory, f"common{n}", "garden note", at=T0 + timedelta(days=n + 1))
+    for n in range(50):
+        put(keyword_memory, f"theirs{n}", "zephyr zephyr", agent="bob")
+    found = keyword_memory.recall("garden zephyr", agents=["alice"], limit=10)
+    assert keys(found)[0] == "rare"  # older, and level on coverage: BM25 decides
+    assert all(e.score == pytest.approx(0.5**1.5) for e in found)
+    both = keyword_memory.recall("garden zephyr", agents=["alice", "bob"], limit=10)
+    assert keys(both)[:5] == [f"common{n}" for n in range(4, -1, -1)]
+
+
 def test_upsert_revives_a_superseded_key(keyword_memory):
     """Storing a superseded key again makes the new content visible."""
     put(keyword_memory, "office", "Paris")

@@ -9,9 +9,13 @@ operator.
 
 Fixed from the reference: ``ts_rank_cd`` only picks the candidates (agents,
 session, time window and supersession applied inside the query, before ranking
-and limiting); a candidate's keyword score is the share of the query's content
-words it holds, never divided by the batch's best, so the 0.4 relevance floor
-filters for real; stop words are never searched for; vectors are used
+and limiting); they are ordered by BM25 on the scope's statistics and fused with
+the vector candidates by reciprocal rank
+(:func:`~turnledger.projections.memory.postgres._sql.rank_candidates`); a
+candidate's keyword score is the share of the query's content words it holds,
+never divided by the batch's best, so the 0.4 relevance floor filters for real;
+cosines are calibrated by the embedder's ``similarity_range``; stop words are
+never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
 ``float4[]`` column with cosine computed in numpy over the keyword and recency
 candidates), blended 0.7/0.3 like SQLite, one vector per entry (the unit mean of
