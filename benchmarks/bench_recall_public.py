@@ -14,6 +14,11 @@ entries:
   of embedding per message here: use ``--limit-conversations``);
 - ``static``: ``[embedding] provider = "local"``, ``model =
   "all-MiniLM-L6-v2-static"``;
+- ``postgres-keyword`` and ``postgres``: the PostgreSQL memory store
+  (``[memory] backend = "postgres"``), keywords only and with the default
+  static model, each in a fresh schema of the database that
+  ``TURNLEDGER_BENCH_POSTGRES_URL`` names (dropped afterwards; without it these
+  modes print a skip line);
 - ``raw-fts5``: what a user could build by hand: a plain SQLite FTS5 table of
   the same entries, ``bm25`` over an OR of the question's words, top 10, no
   floor (it injects whatever it finds).
@@ -96,7 +101,20 @@ from turnledger.projections.memory.protocol import MemoryEntry
 
 ENV = "TURNLEDGER_BENCH_DATA"
 TOP = 10
-MODES = ("default", "keyword", "transformer", "static", "raw-fts5")
+MODES = (
+    "default",
+    "keyword",
+    "transformer",
+    "static",
+    "postgres-keyword",
+    "postgres",
+    "raw-fts5",
+)
+POSTGRES_ENV = "TURNLEDGER_BENCH_POSTGRES_URL"
+POSTGRES_MODES = {
+    "postgres-keyword": '[embedding]\nprovider = "none"\n',
+    "postgres": "",
+}
 CONFIGS = {
     "default": "",
     "keyword": '[embedding]\nprovider = "none"\n',
@@ -497,7 +515,17 @@ def run_engine(
     mode: str, scratch: Scratch, conversations: Sequence[Conversation]
 ) -> Scores:
     """Store every message through the memory service, then recall every question."""
-    config = parse_config(CONFIGS[mode], source=f"<{mode}>")
+    schema = ""
+    if mode in POSTGRES_MODES:
+        schema = f"bench_recall_{os.getpid()}_{time.monotonic_ns()}"
+        url = f"{os.environ[POSTGRES_ENV]}?schema={schema}"
+        text = (
+            f'{POSTGRES_MODES[mode]}[memory]\nbackend = "postgres"\n'
+            f'[storage.postgres.default]\nurl = "{url}"\n'
+        )
+    else:
+        text = CONFIGS[mode]
+    config = parse_config(text, source=f"<{mode}>")
     ledger = str(scratch.fresh(".db"))
     store = open_store(ledger)
     service = MemoryService(store, config, ledger_url=ledger)
@@ -527,7 +555,17 @@ def run_engine(
     finally:
         service.close()
         store.close()
+        if schema:
+            drop_schema(os.environ[POSTGRES_ENV], schema)
     return scores
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Drop a PostgreSQL mode's schema (the run's entries)."""
+    import psycopg  # noqa: PLC0415 - the PostgreSQL modes only
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
@@ -768,6 +806,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             results: dict[str, Scores] = {}
             for mode in args.modes:
+                if mode in POSTGRES_MODES and not os.environ.get(POSTGRES_ENV):
+                    print(f"  {mode}: skip ({POSTGRES_ENV} unset)")
+                    continue
                 t0 = time.perf_counter()
                 results[mode] = (
                     run_raw(scratch, conversations)

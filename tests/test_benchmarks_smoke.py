@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
+
+from tests.conftest import require_postgres
 
 HERE = Path(__file__).resolve().parents[1] / "benchmarks"
 BENCHMARKS = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
@@ -168,3 +171,40 @@ def test_recall_public_skips_without_data_and_runs_synthetic(tmp_path: Path):
     assert figures["goals"]
     rows = _run_all().verdict_lines({"bench_recall_public": {"output": done.stdout}})
     assert len(rows) == len(figures["goals"])
+
+
+@pytest.mark.postgres
+def test_recall_public_runs_the_postgres_modes_in_a_dropped_schema(tmp_path: Path):
+    """The PostgreSQL memory store's modes: figures, then their schema gone;
+    without a server URL they print a skip line instead."""
+    base = require_postgres()
+    before = _bench_schemas(base)
+    script = str(HERE / "bench_recall_public.py")
+    out = tmp_path / "o.json"
+    argv = [sys.executable, script, "--synthetic", "--json", str(out), "--modes"]
+    env = {**os.environ, "TURNLEDGER_BENCH_POSTGRES_URL": base}
+    run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 300}
+    done = subprocess.run(
+        [*argv, "postgres-keyword", "postgres"], env=env, check=False, **run
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    modes = json.loads(out.read_text())["recall"]["synthetic"]
+    assert set(modes) == {"postgres-keyword", "postgres"}
+    assert modes["postgres"]["answerable"] == 5
+    assert _bench_schemas(base) == before  # the run's schemas were dropped
+    env.pop("TURNLEDGER_BENCH_POSTGRES_URL")
+    skipped = subprocess.run(
+        [*argv, "postgres", "default"], env=env, check=False, **run
+    )
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    assert "  postgres: skip (TURNLEDGER_BENCH_POSTGRES_URL unset)" in skipped.stdout
+    assert set(json.loads(out.read_text())["recall"]["synthetic"]) == {"default"}
+
+
+def _bench_schemas(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT schema_name FROM information_schema.schemata "
+            "WHERE starts_with(schema_name, 'bench_recall_')"
+        ).fetchall()
+    return {row[0] for row in rows}
