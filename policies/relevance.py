@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Final
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 _STOP_WORD_TEXT: Final = """
     a about above after again against all am an and any anyone anything are aren
@@ -259,3 +259,44 @@ def fuse(
     for weight, score in legs:
         missed *= 1.0 - weight / top * score
     return min(1.0, max(0.0, 1.0 - missed))
+
+
+UPDATE_BAND: Final = 0.8
+"""How close to the best BM25 of the rows holding the same query terms a newer
+row must rank to be put first. Wider bands override BM25 among rows merely
+sharing the query's words (at 0.5 a one-word query lists such rows newest
+first); an update worded like what it updates ranks within 0.8 of it."""
+
+_Row = TypeVar("_Row")
+
+
+def newer_first(
+    ranked: Sequence[tuple[_Row, Hashable, float]],
+    *,
+    recency: Callable[[_Row], Any],
+) -> list[_Row]:
+    """Return the rows in rank order, the newest first among near-duplicates.
+
+    Rows holding exactly the same query terms whose rank is at least
+    :data:`UPDATE_BAND` times the best of them are near-duplicates for this
+    query (an entry and its update, worded alike): they keep the positions they
+    occupy together, filled newest (highest ``recency``) first. Every other row
+    keeps its position.
+
+    Args:
+        ranked: ``(row, terms held, rank)``, best rank first.
+        recency: A row's age order (greater: newer).
+    """
+    best: dict[Hashable, float] = {}
+    for _, held, rank in ranked:
+        best.setdefault(held, rank)
+    groups: dict[Hashable, list[int]] = {}
+    for position, (_, held, rank) in enumerate(ranked):
+        if rank >= UPDATE_BAND * best[held]:
+            groups.setdefault(held, []).append(position)
+    order = [row for row, _, _ in ranked]
+    for positions in groups.values():
+        newest = sorted((order[p] for p in positions), key=recency, reverse=True)
+        for position, row in zip(positions, newest, strict=True):
+            order[position] = row
+    return order

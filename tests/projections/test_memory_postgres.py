@@ -245,6 +245,20 @@ def test_keyword_order_is_bm25_on_the_scopes_own_counts(keyword_memory):
     assert keys(both)[:5] == [f"common{n}" for n in range(4, -1, -1)]
 
 
+@pytest.mark.parametrize("query", ["which editor do I use", "helix editor"])
+def test_the_newer_fact_ranks_first(keyword_memory, query):
+    """An update worded like what it updates, under another key, ranks above it
+    for a question about either (BM25 alone would favour the shorter, older)."""
+    put(keyword_memory, "editor", "my editor is Helix", at=T0)
+    later = T0 + timedelta(days=1)
+    put(keyword_memory, "editor-now", "my editor is Zed now, not Helix", at=later)
+    put(keyword_memory, "shell", "my shell is fish", at=T0)
+    assert keys(keyword_memory.recall(query, agents=["alice"]))[:2] == [
+        "editor-now",
+        "editor",
+    ]
+
+
 def test_upsert_revives_a_superseded_key(keyword_memory):
     """Storing a superseded key again makes the new content visible."""
     put(keyword_memory, "office", "Paris")

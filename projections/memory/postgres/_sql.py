@@ -17,6 +17,7 @@ from turnledger.policies.relevance import (
     calibrate,
     content_terms,
     fuse,
+    newer_first,
     term_weight,
     token_coverage,
     word_tokens,
@@ -269,7 +270,10 @@ def rank_candidates(
     - the order: the keyword candidates by BM25 (FTS5's ``k1`` and ``b``, each
       word's IDF from ``stats``, the scope's; lengths and frequencies counted
       on the key and content, the average length the candidates'), the newest
-      first among equals; the vector candidates by similarity; the legs fused
+      first among rows holding the same query words within
+      :data:`~policies.relevance.UPDATE_BAND` of the best of them
+      (:func:`~policies.relevance.newer_first`: the newer fact wins); the
+      vector candidates by similarity; the legs fused
       by reciprocal rank (:data:`RRF_K`, equal weights), so neither leg's
       scale decides;
     - the score (what the ``[recall] min_relevance`` floor is compared to): a
@@ -339,6 +343,11 @@ def _rank_places(
     by_bm25 = sorted(
         keyword,
         key=lambda i: (-kept[i].bm25, -kept[i].entry.updated_at.timestamp()),
+    )
+    held = {i: frozenset(w for w in words if kept[i].counts[w] > 0) for i in keyword}
+    by_bm25 = newer_first(  # the newer fact wins among near-duplicates
+        [(i, held[i], kept[i].bm25) for i in by_bm25],
+        recency=lambda i: kept[i].entry.updated_at,
     )
     for rank, i in enumerate(by_bm25, 1):
         places[i] += 1.0 / (RRF_K + rank)

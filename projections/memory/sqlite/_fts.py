@@ -8,7 +8,7 @@ one-character tokens are left out (a query of nothing else matches nothing).
 
 Ranking and the gate are separate. Rows are ranked by BM25 (FTS5's formula,
 ``k1`` 1.2, ``b`` 0.75, on the scope's statistics), and among rows holding the
-same query terms whose BM25 is within :data:`UPDATE_BAND` of the best of them,
+same query terms whose BM25 is within ``UPDATE_BAND`` of the best of them,
 the newest first (the newer fact wins). A row's score, which the ``[recall]
 min_relevance`` floor is compared to, is its query coverage
 (:func:`~policies.relevance.keyword_score`), with two allowances for small
@@ -46,6 +46,7 @@ from turnledger.policies.relevance import (
     bm25_term,
     is_content_term,
     keyword_score,
+    newer_first,
     term_weight,
     word_tokens,
 )
@@ -465,7 +466,9 @@ def keyword_search(
     subjects = set(matched.values())
     scored = [(r, *ranked(r, frequencies[r], matched[r])) for r in first]
     scored.sort(key=lambda s: (-s[2], ids[s[0]]))
-    order = newer_first([(r, matched[r], bm25) for r, _, bm25 in scored if bm25 > 0])
+    order = newer_first(
+        [(r, matched[r], bm25) for r, _, bm25 in scored if bm25 > 0], recency=int
+    )
     score_of = {r: score for r, score, _ in scored}
     return {
         rowid: (ids[rowid], score_of[rowid])
@@ -499,40 +502,6 @@ def other_subjects(
         if not subject & held:
             others |= subject
     return frozenset(others)
-
-
-UPDATE_BAND: Final = 0.8
-"""How close to the best BM25 of the rows holding the same query terms a newer
-row must rank to be put first. Wider bands override BM25 among rows merely
-sharing the query's words (at 0.5 a one-word query lists such rows newest
-first); an update worded like what it updates ranks within 0.8 of it."""
-
-
-def newer_first(ranked: Sequence[tuple[int, frozenset[Term], float]]) -> list[int]:
-    """Return the rowids in rank order, the newest first among near-duplicates.
-
-    Rows holding exactly the same query terms whose rank is at least
-    :data:`UPDATE_BAND` times the best of them are near-duplicates for this
-    query (an entry and its update, worded alike): they keep the positions they
-    occupy together, filled newest (highest rowid) first. Every other row keeps
-    its position.
-
-    Args:
-        ranked: ``(rowid, terms held, rank)``, best rank first.
-    """
-    best: dict[frozenset[Term], float] = {}
-    for _, held, rank in ranked:
-        best.setdefault(held, rank)
-    groups: dict[frozenset[Term], list[int]] = {}
-    for position, (_, held, rank) in enumerate(ranked):
-        if rank >= UPDATE_BAND * best[held]:
-            groups.setdefault(held, []).append(position)
-    order = [rowid for rowid, _, _ in ranked]
-    for positions in groups.values():
-        newest = sorted((order[p] for p in positions), reverse=True)
-        for position, rowid in zip(positions, newest, strict=True):
-            order[position] = rowid
-    return order
 
 
 def _newest_holding(
