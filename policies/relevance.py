@@ -193,9 +193,10 @@ def bm25_term(weight: float, frequency: int, length: int, average: float) -> flo
 def uniform_coverage(query: str, text: str) -> float:
     """Return the share of a query's content terms a text holds, shaped.
 
-    The backends that keep no document counts (Markdown, PostgreSQL) use this
-    unweighted form, raised to :data:`COVERAGE_EXPONENT` like
-    :func:`keyword_score`; it is comparable across queries too.
+    Markdown's and PostgreSQL's keyword scores are this unweighted form (the
+    PostgreSQL store counts documents only to order its candidates by BM25),
+    raised to :data:`COVERAGE_EXPONENT` like :func:`keyword_score`; it is
+    comparable across queries too.
     """
     return token_coverage(content_terms(query), set(word_tokens(text)))
 
