@@ -262,6 +262,15 @@ def fuse(
     return min(1.0, max(0.0, 1.0 - missed))
 
 
+RRF_K: Final = 60
+"""Reciprocal rank fusion's constant (Cormack et al.'s 60)."""
+
+
+def reciprocal_rank(rank: int) -> float:
+    """A result's share of a reciprocal rank fusion: ``1 / (RRF_K + rank)``."""
+    return 1.0 / (RRF_K + rank)
+
+
 UPDATE_BAND: Final = 0.8
 """How close to the best BM25 of the rows holding the same query terms a newer
 row must rank to be put first. Wider bands override BM25 among rows merely

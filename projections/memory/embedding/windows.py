@@ -21,7 +21,7 @@ SQLite backend keeps each window and scores the best).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -100,16 +100,33 @@ def whole_text_vector(embedder: Embedder, text: str) -> list[float]:
     windowed = getattr(embedder, "windowed", None)
     spans = getattr(embedder, "window_spans", None)
     if callable(windowed) and callable(spans):
-        found_spans, vectors = windowed(text)
-        count = max(1, len(found_spans))
-    else:
-        windows = window_texts(spans(text), text) if callable(spans) else [text]
-        vectors = embedder.embed(windows)
-        count = len(windows)
+        return _mean(windowed_vectors(windowed, text))
+    windows = window_texts(spans(text), text) if callable(spans) else [text]
+    vectors = embedder.embed(windows)
+    if len(vectors) != len(windows):
+        msg = f"Expected {len(windows)} vectors, found {len(vectors)}"
+        raise EmbedderError(msg)
+    return _mean(vectors)
+
+
+def windowed_vectors(
+    windowed: Callable[[str], tuple[Sequence[object], Sequence[Sequence[float]]]],
+    text: str,
+) -> Sequence[Sequence[float]]:
+    """Each window's vector from an embedder's ``windowed(text)``, checked.
+
+    ``windowed`` gives the windows' spans and their vectors in one pass; a text
+    without tokens is one window.
+
+    Raises:
+        EmbedderError: Another number of vectors than windows.
+    """
+    spans, vectors = windowed(text)
+    count = max(1, len(spans))
     if len(vectors) != count:
         msg = f"Expected {count} vectors, found {len(vectors)}"
         raise EmbedderError(msg)
-    return _mean(vectors)
+    return vectors
 
 
 def whole_text_vectors(

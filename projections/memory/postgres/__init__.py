@@ -75,6 +75,7 @@ from turnledger.projections.memory.postgres._sql import (
     TermStats,
     Vector,
     VectorKind,
+    column_type,
     query_words,
     rank_candidates,
     row_entry,
@@ -106,6 +107,21 @@ __all__ = [
     "query_words",
     "split_url",
 ]
+
+
+def _word_query(i: int) -> sql.Composable:
+    """The ``i``-th query word as a tsquery (a bound parameter, never parsed)."""
+    return sql.SQL("plainto_tsquery('simple', {})").format(sql.Placeholder(f"w{i}"))
+
+
+def _tsquery(count: int) -> sql.Composable:
+    """The first ``count`` query words OR-ed (:func:`_word_query` each)."""
+    return sql.SQL(" || ").join(_word_query(i) for i in range(count))
+
+
+def _word_params(words: Sequence[str]) -> dict[str, str]:
+    """The parameters :func:`_word_query` binds."""
+    return {f"w{i}": word for i, word in enumerate(words)}
 
 
 @typed_memory_errors("postgres")
@@ -259,8 +275,8 @@ class PostgresMemory(PostgresConnection):
         ]
         written = 0
         if found:
-            column = "vector" if self.vector_kind == "pgvector" else "float4[]"
-            update = self._sql(SET_VECTOR, column=sql.SQL(column))
+            column = sql.SQL(column_type(self.vector_kind))
+            update = self._sql(SET_VECTOR, column=column)
             with self._transaction() as conn, conn.cursor() as cursor:
                 cursor.executemany(update, found)
                 written = max(0, cursor.rowcount)  # not the rows rewritten since
@@ -347,33 +363,23 @@ class PostgresMemory(PostgresConnection):
             return []
         extra = self._extra(vector)
         query = self._sql(
-            KEYWORD, extra=extra, tsquery=self._tsquery(words), where=where
+            KEYWORD, extra=extra, tsquery=_tsquery(len(words)), where=where
         )
-        params = params | {f"w{i}": word for i, word in enumerate(words)}
         with self._transaction() as conn:
-            return conn.execute(query, params).fetchall()
-
-    def _tsquery(self, words: Sequence[str]) -> sql.Composable:
-        """The words OR-ed, each through ``plainto_tsquery`` (bound, never parsed)."""
-        return sql.SQL(" || ").join(
-            sql.SQL("plainto_tsquery('simple', {})").format(sql.Placeholder(f"w{i}"))
-            for i in range(len(words))
-        )
+            return conn.execute(query, params | _word_params(words)).fetchall()
 
     def _term_stats(
         self, words: Sequence[str], where: str, params: dict[str, Any]
     ) -> TermStats:
         """The scope's row count and each word's count among its rows (BM25's IDF)."""
         counts = sql.SQL(", ").join(
-            sql.SQL(
-                "count(*) FILTER (WHERE search @@ plainto_tsquery('simple', {}))"
-            ).format(sql.Placeholder(f"w{i}"))
+            sql.SQL("count(*) FILTER (WHERE search @@ {})").format(_word_query(i))
             for i in range(len(words))
         )
         query = self._sql(
-            TERM_COUNTS, counts=counts, tsquery=self._tsquery(words), where=where
+            TERM_COUNTS, counts=counts, tsquery=_tsquery(len(words)), where=where
         )
-        params = params | {f"w{i}": word for i, word in enumerate(words)}
+        params = params | _word_params(words)
         with self._transaction() as conn:
             row = conn.execute(query, params).fetchone()
         assert row is not None  # noqa: S101 - an aggregate always yields a row

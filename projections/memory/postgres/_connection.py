@@ -25,6 +25,7 @@ from turnledger.projections.memory.postgres._sql import (
     META_TABLE,
     TABLE,
     VectorKind,
+    column_type,
 )
 from turnledger.projections.memory.protocol import Capabilities
 
@@ -78,7 +79,7 @@ class PostgresConnection:
         with self._transaction() as conn:
             conn.execute(self._sql(CREATE[0]))
             kind = self._vector_kind(conn, wanted)
-            column = sql.SQL("vector" if kind == "pgvector" else "float4[]")
+            column = sql.SQL(column_type(kind))
             for statement in CREATE[1:]:
                 conn.execute(self._sql(statement, column=column))
             self._adopt_identity(conn)

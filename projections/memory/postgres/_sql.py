@@ -18,6 +18,7 @@ from turnledger.policies.relevance import (
     content_terms,
     fuse,
     newer_first,
+    reciprocal_rank,
     term_weight,
     token_coverage,
     word_tokens,
@@ -85,8 +86,6 @@ NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL FROM {{table}}
 TERM_COUNTS: Final = """SELECT (SELECT count(*) FROM {table} WHERE {where}), {counts}
     FROM {table} WHERE {where} AND search @@ ({tsquery})"""
 """The scope's row count and, per query word, how many of its rows hold it."""
-RRF_K: Final = 60
-"""Reciprocal rank fusion's constant (Cormack et al.'s 60), as on SQLite."""
 PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
     THEN 1 - (embedding <=> %(qvec)s::vector) END"""
 Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
@@ -96,14 +95,18 @@ VectorKind: TypeAlias = Literal["pgvector", "array"]
 """How vectors are stored: a pgvector ``vector`` or a ``float4[]``."""
 
 
+def column_type(kind: VectorKind) -> str:
+    """The SQL type of the embedding column for vectors stored as ``kind``."""
+    return "vector" if kind == "pgvector" else "float4[]"
+
+
 class _Candidate(msgspec.Struct, kw_only=True):
-    """A recall candidate: the row, its keyword score and BM25, its similarity."""
+    """A recall candidate: the row, its keyword score and tokens, its similarity."""
 
     entry: MemoryEntry
     keyword: float | None = None
     length: int = 0
     counts: Counter[str] = msgspec.field(default_factory=Counter)
-    bm25: float = 0.0
     similarity: float | None = None
 
 
@@ -273,8 +276,8 @@ def rank_candidates(
       first among rows holding the same query words within
       :data:`~policies.relevance.UPDATE_BAND` of the best of them
       (:func:`~policies.relevance.newer_first`: the newer fact wins); the
-      vector candidates by similarity; the legs fused
-      by reciprocal rank (:data:`RRF_K`, equal weights), so neither leg's
+      vector candidates by similarity; the legs fused by reciprocal rank
+      (:data:`~policies.relevance.RRF_K`, equal weights), so neither leg's
       scale decides;
     - the score (what the ``[recall] min_relevance`` floor is compared to): a
       keyword candidate's share of the query's content words
@@ -332,27 +335,27 @@ def _rank_places(
         w: term_weight(stats.rows, stats.counts.get(w, 0)) if stats else 1.0
         for w in words
     }
-    for i in keyword:
-        length, counts = kept[i].length, kept[i].counts
-        kept[i].bm25 = sum(
-            bm25_term(weights[w], counts[w], length, average)
+    bm25 = {
+        i: sum(
+            bm25_term(weights[w], kept[i].counts[w], kept[i].length, average)
             for w in words
-            if counts[w] > 0
+            if kept[i].counts[w] > 0
         )
+        for i in keyword
+    }
     places = [0.0] * len(kept)
     by_bm25 = sorted(
-        keyword,
-        key=lambda i: (-kept[i].bm25, -kept[i].entry.updated_at.timestamp()),
+        keyword, key=lambda i: (-bm25[i], -kept[i].entry.updated_at.timestamp())
     )
     held = {i: frozenset(w for w in words if kept[i].counts[w] > 0) for i in keyword}
     by_bm25 = newer_first(  # the newer fact wins among near-duplicates
-        [(i, held[i], kept[i].bm25) for i in by_bm25],
+        [(i, held[i], bm25[i]) for i in by_bm25],
         recency=lambda i: kept[i].entry.updated_at,
     )
     for rank, i in enumerate(by_bm25, 1):
-        places[i] += 1.0 / (RRF_K + rank)
+        places[i] += reciprocal_rank(rank)
     near = [i for i, c in enumerate(kept) if (c.similarity or 0.0) > 0.0]
     near.sort(key=lambda i: -(kept[i].similarity or 0.0))
     for rank, i in enumerate(near, 1):
-        places[i] += 1.0 / (RRF_K + rank)
+        places[i] += reciprocal_rank(rank)
     return places

@@ -43,7 +43,10 @@ from turnledger.projections.memory.embedding import (
     EmbeddingIdentity,
 )
 from turnledger.projections.memory.embedding.backfill import Backfill
-from turnledger.projections.memory.embedding.windows import window_texts
+from turnledger.projections.memory.embedding.windows import (
+    window_texts,
+    windowed_vectors,
+)
 from turnledger.projections.memory.sqlite._schema import (
     Database,
     stamp_identity,
@@ -323,11 +326,7 @@ class EmbeddingStage:
         None when it failed (recorded).
         """
         try:
-            spans, vectors = windowed(text)
-            windows = max(1, len(spans))
-            if len(vectors) != windows:
-                msg = f"Expected {windows} vectors, found {len(vectors)}"
-                raise EmbedderError(msg)  # noqa: TRY301 - one handler for every failure
+            vectors = windowed_vectors(windowed, text)
             dims = self.identity.dims
             return b"".join(vector_blob(v, dims) for v in vectors)
         except Exception as e:  # noqa: BLE001 - an embedder is a plug-in: the row stays without a vector

@@ -1,8 +1,8 @@
 """Fusing keyword and vector results: ranked by rank, scored by the gate (pure).
 
-The order is reciprocal rank fusion (:data:`RRF_K`, the legs weighted
-equally, :data:`RANK_WEIGHT`): each leg's rank counts, not its scale, so
-neither leg's score range decides the order. The score (what
+The order is reciprocal rank fusion (:data:`~policies.relevance.RRF_K`, the
+legs weighted equally, :data:`RANK_WEIGHT`): each leg's rank counts, not its
+scale, so neither leg's score range decides the order. The score (what
 the ``[recall] min_relevance`` floor is compared to) is a separate decision:
 keyword scores are query coverage (:mod:`policies.relevance`), already on
 [0, 1] and comparable across queries; every candidate of either leg is measured
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from turnledger.policies.relevance import fuse as fuse_legs
+from turnledger.policies.relevance import reciprocal_rank
 
 
 class Scored(NamedTuple):
@@ -40,9 +41,6 @@ class Scored(NamedTuple):
 RANK_WEIGHT: Final = 1.0
 """Each leg's weight in the rank fusion: equal (the configured weights shape the
 score, not the order)."""
-
-RRF_K: Final = 60
-"""Reciprocal rank fusion's constant (Cormack et al.'s 60)."""
 
 
 def fuse(
@@ -79,13 +77,14 @@ def fuse(
     places: dict[int, float] = {}
     if keyword_weight > 0:
         for rank, rowid in enumerate(keyword, 1):
-            places[rowid] = RANK_WEIGHT / (RRF_K + rank)
+            places[rowid] = RANK_WEIGHT * reciprocal_rank(rank)
     if vector_weight > 0:
         lower = sorted(-c for _, c in vector.values())  # best first, negated
         for rowid, (_, similarity) in vector.items():
             if similarity > 0:  # equal cosines share a rank: 1 + how many are higher
                 rank = 1 + bisect_left(lower, -similarity)
-                places[rowid] = places.get(rowid, 0.0) + RANK_WEIGHT / (RRF_K + rank)
+                share = RANK_WEIGHT * reciprocal_rank(rank)
+                places[rowid] = places.get(rowid, 0.0) + share
     fused: list[tuple[float, Scored]] = []
     for rowid in vector.keys() | keyword.keys():
         cosine = vector[rowid][1] if rowid in vector else None
