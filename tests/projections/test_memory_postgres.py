@@ -259,6 +259,16 @@ def test_the_newer_fact_ranks_first(keyword_memory, query):
     ]
 
 
+def test_bm25_weighs_only_the_words_searched_for(keyword_memory):
+    """A query's words past the 32 searched for were never counted: a row
+    holding one is not ranked up for it (as if no row held it)."""
+    searched = " ".join(f"alpha{n}" for n in range(32))
+    put(keyword_memory, "extra", "alpha0 beyond", at=T0)
+    put(keyword_memory, "plain", "alpha0 other", at=T0 + timedelta(days=1))
+    found = keyword_memory.recall(f"{searched} beyond", agents=["alice"])
+    assert keys(found) == ["plain", "extra"]  # level on alpha0: the newer first
+
+
 def test_upsert_revives_a_superseded_key(keyword_memory):
     """Storing a superseded key again makes the new content visible."""
     put(keyword_memory, "office", "Paris")

@@ -286,7 +286,8 @@ def rank_candidates(
       cosine (:func:`similarity`, :func:`blend`). Rows with neither a keyword
       match nor a positive vector relevance are dropped.
 
-    Without ``stats`` every word weighs the same.
+    Without ``stats`` every word weighs the same; with it, BM25 weighs only the
+    words it counted (the query words searched for).
     """
     words = content_terms(query)
     found: dict[tuple[str, str], _Candidate] = {}
@@ -328,12 +329,17 @@ def rank_candidates(
 def _rank_places(
     kept: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
 ) -> list[float]:
-    """Each candidate's reciprocal-rank place: its keyword rank's, its vector's."""
+    """Each candidate's reciprocal-rank place: its keyword rank's, its vector's.
+
+    BM25 weighs the words ``stats`` counted (those searched for), or every one
+    of ``words`` alike without it.
+    """
     keyword = [i for i, c in enumerate(kept) if c.keyword is not None]
     average = sum(kept[i].length for i in keyword) / max(1, len(keyword))
+    if stats is not None:
+        words = list(stats.counts)
     weights = {
-        w: term_weight(stats.rows, stats.counts.get(w, 0)) if stats else 1.0
-        for w in words
+        w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
     }
     bm25 = {
         i: sum(
