@@ -73,13 +73,14 @@ class TurnCursor(msgspec.Struct, kw_only=True):
         turns: User messages recorded so far (turn ids are ``lg1``, ``lg2``...).
         turn_id: The current turn (``lg0`` before the first user message).
         assistant_messages: Assistant messages in the current turn.
-        open_calls: Tool calls recorded without a recorded result.
+        open_calls: Tool calls recorded without a recorded result, in the
+            order they were called (the keys; the values are unused).
     """
 
     turns: int = 0
     turn_id: str = "lg0"
     assistant_messages: int = 0
-    open_calls: set[str] = msgspec.field(default_factory=set)
+    open_calls: dict[str, None] = msgspec.field(default_factory=dict)
 
     def copy(self) -> TurnCursor:
         """A copy to advance while encoding (the fold advances the original)."""
@@ -87,7 +88,7 @@ class TurnCursor(msgspec.Struct, kw_only=True):
             turns=self.turns,
             turn_id=self.turn_id,
             assistant_messages=self.assistant_messages,
-            open_calls=set(self.open_calls),
+            open_calls=dict(self.open_calls),
         )
 
     def resume(self, kept: Sequence[Event]) -> None:
@@ -97,7 +98,7 @@ class TurnCursor(msgspec.Struct, kw_only=True):
         its assistant messages and the unanswered calls are those of ``kept``.
         """
         self.turn_id, self.assistant_messages = "lg0", 0
-        self.open_calls = set()
+        self.open_calls = {}
         turns = self.turns
         for event in kept:
             self.observe(event)
@@ -106,11 +107,15 @@ class TurnCursor(msgspec.Struct, kw_only=True):
     def comes_next(self, message: BaseMessage) -> bool:
         """Whether recording ``message`` now keeps the conversation well-formed.
 
-        A tool result needs its call recorded and unanswered; anything else needs
-        every recorded call answered.
+        A tool result needs its call to be the first unanswered one, in the
+        order the calls were made: that is the order LangGraph's tool node
+        puts results in the state, whichever task finishes first (a result
+        that does not come next is recorded by its checkpoint, in the state's
+        order). Anything else needs every recorded call answered.
         """
         if isinstance(message, ToolMessage):
-            return message.tool_call_id in self.open_calls
+            first = next(iter(self.open_calls), None)
+            return first is not None and message.tool_call_id == first
         return not self.open_calls
 
     def observe(self, event: Event) -> None:
@@ -121,9 +126,9 @@ class TurnCursor(msgspec.Struct, kw_only=True):
             self.assistant_messages = 0
         elif isinstance(event, AssistantMessage):
             self.assistant_messages += 1
-            self.open_calls.update(c.id for c in event.tool_calls)
+            self.open_calls.update(dict.fromkeys(c.id for c in event.tool_calls))
         elif isinstance(event, ToolResultRecorded):
-            self.open_calls.discard(event.call_id)
+            self.open_calls.pop(event.call_id, None)
 
 
 def message_event(message: BaseMessage, cursor: TurnCursor) -> Event | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -376,19 +377,40 @@ def _scripted_chat_model() -> Any:
     return ScriptedChatModel()
 
 
+@pytest.mark.parametrize("tool_node", ["v1", "v2"])
 def test_langgraph_records_the_scripted_facts(
-    ledger: str, capsys: pytest.CaptureFixture[str]
+    ledger: str, tool_node: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Both of create_react_agent's tool nodes record the results in call order.
+
+    v1 runs both calls in one task and writes their results together, in call
+    order. v2 (the default) runs each call as its own task and the saver gets
+    each task's write as it finishes: here the second call's result is saved
+    before the first call's tool returns, and the ledger still holds them in
+    call order, the order LangGraph's state holds them in.
+    """
     from langchain_core.messages import HumanMessage, SystemMessage
     from langchain_core.tools import tool
     from langgraph.prebuilt import create_react_agent
 
     from turnledger.adapters.langgraph import TurnledgerSaver
 
+    time_saved = threading.Event()
+
+    class Saver(TurnledgerSaver):
+        def put_writes(self, config: Any, writes: Any, *args: Any) -> None:
+            super().put_writes(config, writes, *args)
+            for _, value in writes:
+                held = value if isinstance(value, list) else [value]
+                if any(getattr(m, "name", None) == "get_time" for m in held):
+                    time_saved.set()
+
     @tool
     def get_weather(city: str) -> str:
         """Return the weather of a city."""
         del city
+        if tool_node == "v2":
+            assert time_saved.wait(30), "get_time's result was never saved"
         return TOOLS["get_weather"].result
 
     @tool
@@ -397,24 +419,24 @@ def test_langgraph_records_the_scripted_facts(
         del city
         return TOOLS["get_time"].result
 
-    saver = TurnledgerSaver.from_url(ledger, pricing=PRICING)
+    saver = Saver.from_url(ledger, pricing=PRICING)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # moved to langchain.agents in 1.0
-            # v1: one tool node runs both calls and writes their results in
-            # call order. Under v2 each call is its own task, and the ledger
-            # records the results in the order the tasks finish, which varies
-            # from run to run; these facts are the scripted order every door
-            # shares.
             graph = create_react_agent(
                 _scripted_chat_model(),
                 tools=[get_weather, get_time],
                 checkpointer=saver,
-                version="v1",
+                version=tool_node,  # type: ignore[arg-type]
             )
         config = {"configurable": {"thread_id": "t1"}}
         first = [SystemMessage(SYSTEM_PROMPT), HumanMessage(USER_TEXT)]
         graph.invoke({"messages": first}, config)
+        held = graph.get_state(config).values["messages"]
+        assert [getattr(m, "name", None) for m in held[3:5]] == [
+            "get_weather",
+            "get_time",
+        ]
         assert _facts(ledger, "langgraph", "t1") == EXPECTED
         _cli_shows(ledger, "t1", capsys)
         # The next turn carries the whole history: only its own facts are added.
