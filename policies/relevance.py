@@ -174,6 +174,67 @@ def keyword_score(
     return shaped * (1.0 - STRENGTH_SHARE + STRENGTH_SHARE * strength)
 
 
+ABSENT_FULL_ROWS: Final = 100
+"""From how many scoped rows the keyword gate counts two kinds of query term
+fully against a row (below, in proportion to the scope's rows): a term no
+scoped row holds, and a term of another subject (held by a candidate sharing no
+query term with the row). In a small store a missing word ("use" in "which
+editor do I use", one entry) says little, and "my editor and my shell" is
+answered by two rows; in a large one both are the best sign that the row is
+about something else (not counting other subjects at any size took LoCoMo
+abstention on the development split, ``--split dev``, from 57% to 26%)."""
+
+_Term = TypeVar("_Term", bound=Hashable)
+
+
+def other_subjects(
+    held: frozenset[_Term], subjects: Iterable[frozenset[_Term]]
+) -> frozenset[_Term]:
+    """Return the query terms other candidates hold that share none with ``held``.
+
+    A query about two subjects ("my editor and my shell") is answered by rows
+    holding either: in a small scope the gate counts the other subject's terms
+    against a row only in part (:data:`ABSENT_FULL_ROWS`).
+
+    Args:
+        held: The query terms the row holds.
+        subjects: The query terms each candidate holds.
+    """
+    others: set[_Term] = set()
+    for subject in subjects:
+        if not subject & held:
+            others |= subject
+    return frozenset(others)
+
+
+def gate_weights(
+    weights: Mapping[_Term, float],
+    counts: Mapping[_Term, int],
+    rows: int,
+    others: Collection[_Term],
+) -> dict[_Term, float]:
+    """Return the weights a row's keyword score is taken with (the gate's).
+
+    Each query term's weight (:func:`term_weight`), in full, except for a term
+    no scoped row holds (``counts`` 0) and a term of another subject
+    (``others``, :func:`other_subjects`): those weigh in proportion to the
+    scope's ``rows``, in full from :data:`ABSENT_FULL_ROWS` rows. SQLite and
+    PostgreSQL score their keyword candidates with these
+    (:func:`keyword_score`).
+
+    Args:
+        weights: Each query term's weight.
+        counts: How many of the scope's rows hold each term.
+        rows: How many rows the scope holds.
+        others: The terms of the query's other subjects, for this row.
+    """
+    partial = min(1.0, rows / ABSENT_FULL_ROWS)
+    return {
+        t: w * (partial if counts.get(t, 0) <= 0 or t in others else 1.0)
+        for t, w in weights.items()
+    }
+
+
 def bm25_term(weight: float, frequency: int, length: int, average: float) -> float:
     """Return one matched term's BM25 contribution (FTS5's ``k1`` and ``b``).
 
@@ -193,18 +254,16 @@ def bm25_term(weight: float, frequency: int, length: int, average: float) -> flo
 def uniform_coverage(query: str, text: str) -> float:
     """Return the share of a query's content terms a text holds, shaped.
 
-    Markdown's and PostgreSQL's keyword scores are this unweighted form (the
-    PostgreSQL store counts documents only to order its candidates by BM25),
-    raised to :data:`COVERAGE_EXPONENT` like :func:`keyword_score`; it is
-    comparable across queries too.
+    Markdown's keyword scores and those of a recall answered from the ledger
+    (``memory recall --at``) are this unweighted form, raised to
+    :data:`COVERAGE_EXPONENT` like :func:`keyword_score`; it is comparable
+    across queries too. (SQLite and PostgreSQL weigh each term by its IDF on
+    the caller's scope: :func:`keyword_score`, :func:`gate_weights`.)
     """
-    return token_coverage(content_terms(query), set(word_tokens(text)))
-
-
-def token_coverage(terms: Sequence[str], found: Collection[str]) -> float:
-    """:func:`uniform_coverage` of a query's content terms over a text's tokens."""
+    terms = content_terms(query)
     if not terms:
         return 0.0
+    found = set(word_tokens(text))
     share: float = sum(t in found for t in terms) / len(terms)
     return float(share**COVERAGE_EXPONENT)
 

@@ -15,9 +15,9 @@ from turnledger.pipeline.config.sections import (
     recall_tuning,
 )
 from turnledger.pipeline.memory import MemoryService, rerank
+from turnledger.policies.relevance import ABSENT_FULL_ROWS
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.shred import is_sealed
-from turnledger.projections.memory.sqlite._fts import ABSENT_FULL_ROWS
 
 
 @pytest.fixture(name="service")

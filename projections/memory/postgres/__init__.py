@@ -12,8 +12,10 @@ session, time window and supersession applied inside the query, before ranking
 and limiting); they are ordered by BM25 on the scope's statistics and fused with
 the vector candidates by reciprocal rank
 (:func:`~turnledger.projections.memory.postgres._sql.rank_candidates`); a
-candidate's keyword score is the share of the query's content words it holds,
-never divided by the batch's best, so the 0.4 relevance floor filters for real;
+candidate's keyword score is SQLite's keyword gate (the IDF-weighted share of
+the query's content words it holds, each word's IDF counted on the caller's
+scope, with the same allowances for small scopes), never divided by the
+batch's best, so the 0.4 relevance floor filters for real;
 cosines are calibrated by the embedder's ``similarity_range``; stop words are
 never searched for; vectors are used
 at recall (pgvector when ``CREATE EXTENSION vector`` works, otherwise a
@@ -308,7 +310,8 @@ class PostgresMemory(PostgresConnection):
     ) -> _Entries:
         """Return the best matches among ``agents``' rows, best first.
 
-        Keyword scores are the share of the query's content words a row holds
+        Keyword scores are SQLite's keyword gate: the IDF-weighted share of
+        the query's content words a row holds, on the caller's scope
         (comparable across queries); with an embedder, the cosine similarity,
         calibrated by the embedder's ``similarity_range``, is blended in
         (0.7/0.3). A query of stop words only matches nothing.

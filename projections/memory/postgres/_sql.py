@@ -13,14 +13,17 @@ import msgspec
 import numpy as np
 
 from turnledger.policies.relevance import (
+    ABSENT_FULL_ROWS,
     bm25_term,
     calibrate,
     content_terms,
     fuse,
+    gate_weights,
+    keyword_score,
     newer_first,
+    other_subjects,
     reciprocal_rank,
     term_weight,
-    token_coverage,
     word_tokens,
 )
 from turnledger.projections.memory.protocol import (
@@ -101,9 +104,14 @@ def column_type(kind: VectorKind) -> str:
 
 
 class _Candidate(msgspec.Struct, kw_only=True):
-    """A recall candidate: the row, its keyword score and tokens, its similarity."""
+    """A recall candidate: the row, its keyword score and tokens, its similarity.
+
+    ``held`` is ``None`` for a row the keyword leg did not find, else the
+    query words it holds.
+    """
 
     entry: MemoryEntry
+    held: frozenset[str] | None = None
     keyword: float | None = None
     length: int = 0
     counts: Counter[str] = msgspec.field(default_factory=Counter)
@@ -280,34 +288,39 @@ def rank_candidates(
       (:data:`~policies.relevance.RRF_K`, equal weights), so neither leg's
       scale decides;
     - the score (what the ``[recall] min_relevance`` floor is compared to): a
-      keyword candidate's share of the query's content words
-      (:func:`~policies.relevance.uniform_coverage`, comparable across
-      queries), a vector-only candidate's 0, blended with the calibrated
-      cosine (:func:`similarity`, :func:`blend`). Rows with neither a keyword
-      match nor a positive vector relevance are dropped.
+      keyword candidate's score as SQLite's keyword gate takes it
+      (:func:`~policies.relevance.keyword_score`: the IDF-weighted share of the
+      query's words it holds, each word's IDF from ``stats``, with the gate's
+      allowances for small scopes, :func:`~policies.relevance.gate_weights`,
+      the other subjects being those of the other keyword candidates), a
+      vector-only candidate's 0, blended with the calibrated cosine
+      (:func:`similarity`, :func:`blend`). Rows with neither a positive
+      keyword score nor a positive vector relevance are dropped.
 
-    Without ``stats`` every word weighs the same; with it, BM25 weighs only the
-    words it counted (the query words searched for).
+    With ``stats``, BM25 and the gate weigh the words it counted (the query
+    words searched for); without it, every content word of the query weighs
+    the same and counts fully.
     """
-    words = content_terms(query)
+    words = list(stats.counts) if stats is not None else list(content_terms(query))
     found: dict[tuple[str, str], _Candidate] = {}
     for row in rows:
         candidate = found.setdefault((row[0], row[1]), _Candidate(entry=row_entry(row)))
-        if row[-1] is not None and candidate.keyword is None:
+        if row[-1] is not None and candidate.held is None:
             entry = candidate.entry
             tokens = word_tokens(f"{entry.key} {entry.content}")
             candidate.length = len(tokens)
             candidate.counts = Counter(tokens)
-            candidate.keyword = token_coverage(words, candidate.counts)
+            candidate.held = frozenset(w for w in words if candidate.counts[w] > 0)
         cosine = similarity(
             row[-2], vector, stored=stored, similarity_range=similarity_range
         )
         if cosine is not None:
             candidate.similarity = cosine
+    _keyword_scores(list(found.values()), words, stats)
     kept = [
         c
         for c in found.values()
-        if c.keyword is not None or (c.similarity or 0.0) > 0.0
+        if (c.keyword or 0.0) > 0.0 or (c.similarity or 0.0) > 0.0
     ]
     places = _rank_places(kept, words, stats)
     ranked = sorted(
@@ -326,6 +339,28 @@ def rank_candidates(
     ]
 
 
+def _keyword_scores(
+    candidates: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
+) -> None:
+    """Score the keyword candidates with the keyword gate, as SQLite does."""
+    found = [c for c in candidates if c.held is not None]
+    if stats is None:
+        rows, counts = ABSENT_FULL_ROWS, dict.fromkeys(words, 1)
+    else:
+        rows, counts = stats.rows, stats.counts
+    weights = {w: term_weight(rows, counts[w]) if stats else 1.0 for w in words}
+    subjects = {c.held for c in found if c.held is not None}
+    gates: dict[frozenset[str], dict[str, float]] = {}  # by the words held
+    for candidate in found:
+        held = candidate.held
+        assert held is not None  # noqa: S101 - found holds keyword candidates
+        gate = gates.get(held)
+        if gate is None:
+            others = other_subjects(held, subjects)
+            gate = gates[held] = gate_weights(weights, counts, rows, others)
+        candidate.keyword = keyword_score(gate, candidate.counts, candidate.length)
+
+
 def _rank_places(
     kept: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
 ) -> list[float]:
@@ -336,8 +371,6 @@ def _rank_places(
     """
     keyword = [i for i, c in enumerate(kept) if c.keyword is not None]
     average = sum(kept[i].length for i in keyword) / max(1, len(keyword))
-    if stats is not None:
-        words = list(stats.counts)
     weights = {
         w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
     }
@@ -353,9 +386,8 @@ def _rank_places(
     by_bm25 = sorted(
         keyword, key=lambda i: (-bm25[i], -kept[i].entry.updated_at.timestamp())
     )
-    held = {i: frozenset(w for w in words if kept[i].counts[w] > 0) for i in keyword}
     by_bm25 = newer_first(  # the newer fact wins among near-duplicates
-        [(i, held[i], bm25[i]) for i in by_bm25],
+        [(i, kept[i].held, bm25[i]) for i in by_bm25],
         recency=lambda i: kept[i].entry.updated_at,
     )
     for rank, i in enumerate(by_bm25, 1):

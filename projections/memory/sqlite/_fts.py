@@ -12,12 +12,13 @@ same query terms whose BM25 is within ``UPDATE_BAND`` of the best of them,
 the newest first (the newer fact wins). A row's score, which the ``[recall]
 min_relevance`` floor is compared to, is its query coverage
 (:func:`~policies.relevance.keyword_score`), with two allowances for small
-scopes (:data:`ABSENT_FULL_ROWS`). Every statistic is taken on the rows the
-caller may see, never the whole table: the scope's row count, each term's count
-among the scope's rows and the scope's average row length, so one agent's rows
-never move another agent's ranking. Lengths are FTS5's own token counts (its
-``docsize`` records); which terms a row holds is asked of FTS5; how often it
-holds them is counted in SQL. Nothing is tokenised in Python but the query.
+scopes (:func:`~policies.relevance.gate_weights`). Every statistic is taken on
+the rows the caller may see, never the whole table: the scope's row count, each
+term's count among the scope's rows and the scope's average row length, so one
+agent's rows never move another agent's ranking. Lengths are FTS5's own token
+counts (its ``docsize`` records); which terms a row holds is asked of FTS5; how
+often it holds them is counted in SQL. Nothing is tokenised in Python but the
+query.
 
 Stop-word safety. Matching a frequent word walks its whole doclist (~120 ms at
 100k rows for a query of frequent words). So each term's rows in the scope are
@@ -44,9 +45,11 @@ from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 from turnledger.policies.relevance import (
     MIN_TERM_CHARS,
     bm25_term,
+    gate_weights,
     is_content_term,
     keyword_score,
     newer_first,
+    other_subjects,
     term_weight,
     word_tokens,
 )
@@ -387,10 +390,12 @@ def keyword_search(
     then the entry id, the newest first among near-duplicates
     (:func:`newer_first`). The score, which the ``[recall] min_relevance``
     floor is compared to, is the gate: :func:`~policies.relevance.keyword_score`
-    (the IDF-weighted share of the query's terms found, on [0, 1]) where a term
-    no scoped row holds and the terms of another subject of the query
-    (:func:`other_subjects`) weigh in proportion to the scope's size, up to
-    :data:`ABSENT_FULL_ROWS` rows. Rows scoring 0 are left out.
+    (the IDF-weighted share of the query's terms found, on [0, 1]) with the
+    gate's weights (:func:`~policies.relevance.gate_weights`: a term no scoped
+    row holds and the terms of another subject of the query weigh in
+    proportion to the scope's size, up to
+    :data:`~policies.relevance.ABSENT_FULL_ROWS` rows). Rows scoring 0 are left
+    out.
 
     Args:
         db: The memory database.
@@ -428,9 +433,6 @@ def keyword_search(
     holding = {t: _holding(db, t, held, candidates) for t in live}
     lengths = _lengths(db, candidates)
     weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
-    partial = min(1.0, stats.rows / ABSENT_FULL_ROWS)  # see ABSENT_FULL_ROWS
-    shares = {t: w * (1.0 if counts[t] > 0 else partial) for t, w in weights.items()}
-
     asked_of: dict[frozenset[Term], dict[str, float]] = {}  # by terms held
 
     def ranked(
@@ -441,10 +443,8 @@ def keyword_search(
         asked = asked_of.get(held)
         if asked is None:
             others = other_subjects(held, subjects)
-            asked = asked_of[held] = {
-                t.phrase: w * (partial if t in others else 1.0)
-                for t, w in shares.items()
-            }
+            gate = gate_weights(weights, counts, stats.rows, others)
+            asked = asked_of[held] = {t.phrase: w for t, w in gate.items()}
         score = keyword_score(asked, {t.phrase: n for t, n in found.items()}, length)
         bm25 = sum(
             bm25_term(weights[t], n, length, stats.average) for t, n in found.items()
@@ -475,33 +475,6 @@ def keyword_search(
         for rowid in order[:window]
         if score_of[rowid] > 0
     }
-
-
-ABSENT_FULL_ROWS: Final = 100
-"""From how many scoped rows the gate counts two kinds of query term fully
-against a row (below, in proportion to the scope's rows): a term no scoped row
-holds, and a term of another subject (held by a candidate sharing no query term
-with the row). In a small store a missing word ("use" in "which editor do I
-use", one entry) says little, and "my editor and my shell" is answered by two
-rows; in a large one both are the best sign that the row is about something
-else (not counting other subjects at any size took LoCoMo abstention on the
-development split, ``--split dev``, from 57% to 26%)."""
-
-
-def other_subjects(
-    held: frozenset[Term], subjects: set[frozenset[Term]]
-) -> frozenset[Term]:
-    """Return the query terms other candidates hold that share none with ``held``.
-
-    A query about two subjects ("my editor and my shell") is answered by rows
-    holding either: in a small scope the gate counts the other subject's terms
-    against a row only in part (:data:`ABSENT_FULL_ROWS`).
-    """
-    others: set[Term] = set()
-    for subject in subjects:
-        if not subject & held:
-            others |= subject
-    return frozenset(others)
 
 
 def _newest_holding(
