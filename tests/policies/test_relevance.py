@@ -7,8 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnledger.policies.relevance import (
+    ABSENT_FULL_ROWS,
     bm25_term,
     calibrate,
+    gate_weights,
+    keyword_score,
+    other_subjects,
     term_strength,
 )
 
@@ -75,3 +79,38 @@ def test_bm25_term_without_an_average_is_neutral_on_length():
     """No average length (an empty scope): the length ratio counts 1."""
     assert bm25_term(2.0, 1, 50, 0.0) == pytest.approx(2.0)
     assert bm25_term(2.0, 0, 0, 1.0) == pytest.approx(2.0)  # found: at least once
+
+
+TERMS = ("editor", "shell", "use", "helix", "fish")
+term_sets = st.frozensets(st.sampled_from(TERMS))
+
+
+@given(
+    weights=st.dictionaries(
+        st.sampled_from(TERMS), st.floats(0.01, 10.0), min_size=1, max_size=5
+    ),
+    counts=st.dictionaries(st.sampled_from(TERMS), st.integers(0, 500)),
+    rows=st.integers(1, 1_000),
+    held=term_sets,
+    subjects=st.lists(term_sets, max_size=4),
+)
+def test_the_gate_discounts_only_absent_words_and_other_subjects_in_small_scopes(
+    weights, counts, rows, held, subjects
+):
+    """Every weight is kept or scaled by rows / ABSENT_FULL_ROWS; only a word no
+    row holds or another subject's word is scaled, and from ABSENT_FULL_ROWS
+    rows nothing is; the score taken with them stays on [0, 1]."""
+    others = other_subjects(held, subjects)
+    assert not others & held
+    assert all(any(t in s for s in subjects if not s & held) for t in others)
+    gate = gate_weights(weights, counts, rows, others)
+    assert gate.keys() == weights.keys()
+    share = min(1.0, rows / ABSENT_FULL_ROWS)
+    for term, weight in weights.items():
+        discounted = counts.get(term, 0) <= 0 or term in others
+        assert gate[term] == pytest.approx(weight * share if discounted else weight)
+    if rows >= ABSENT_FULL_ROWS:
+        assert gate == weights
+    score = keyword_score(gate, dict.fromkeys(held, 1), 8)
+    assert 0.0 <= score <= 1.0
+    assert (score > 0) == bool(held & weights.keys())
