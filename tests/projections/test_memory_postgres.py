@@ -619,3 +619,29 @@ def test_the_guides_editor_example_and_an_unrelated_question(keyword_memory):
     found = keyword_memory.recall("team offsite location", agents=["ops"])
     assert found
     assert block(found) == ""
+
+
+def test_rows_written_before_lengths_were_stored_rank_the_same(postgres_url):
+    """A table made before the ``tokens`` column gets it when opened; its rows
+    (no stored length) are tokenised at recall and score as written rows do."""
+    memory = PostgresMemory(postgres_url)
+    try:
+        put(memory, "editor", "Helix is my editor, the editor I use")
+        put(memory, "shell", "fish is my login shell")
+        put(memory, "both", "my editor runs in my shell")
+        query = "which editor and which shell"
+        written = [(e.key, e.score) for e in memory.recall(query, agents=["alice"])]
+        with memory._transaction() as conn:
+            conn.execute(memory._sql("ALTER TABLE {table} DROP COLUMN tokens"))
+    finally:
+        memory.close()
+    again = PostgresMemory(postgres_url)
+    try:
+        with again._transaction() as conn:
+            stored = conn.execute(again._sql("SELECT tokens FROM {table}")).fetchall()
+        assert stored == [(None,)] * 3
+        found = [(e.key, e.score) for e in again.recall(query, agents=["alice"])]
+        assert found == [(k, pytest.approx(s)) for k, s in written]
+        assert found[0][0] == "both"
+    finally:
+        again.close()

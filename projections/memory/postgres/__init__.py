@@ -83,6 +83,7 @@ from turnledger.projections.memory.postgres._sql import (
     row_entry,
     scope_clause,
     split_url,
+    token_count,
     unit_vector,
 )
 from turnledger.projections.memory.protocol import (
@@ -196,7 +197,11 @@ class PostgresMemory(PostgresConnection):
         by keywords until then; unchanged content keeps its vector). A failing
         embedder never loses the write: the row stays without a vector.
         """
-        params = {**msgspec.structs.asdict(entry), "id": entry.entry_id}
+        params = {
+            **msgspec.structs.asdict(entry),
+            "id": entry.entry_id,
+            "tokens": token_count(entry.key, entry.content),
+        }
         with self._transaction() as conn:
             row = conn.execute(self._sql(UPSERT), params).fetchone()
         assert row is not None  # noqa: S101 - RETURNING always yields the row
@@ -365,8 +370,15 @@ class PostgresMemory(PostgresConnection):
         if not words:
             return []
         extra = self._extra(vector)
+        held = sql.SQL(", ").join(
+            sql.SQL("search @@ {}").format(_word_query(i)) for i in range(len(words))
+        )
         query = self._sql(
-            KEYWORD, extra=extra, tsquery=_tsquery(len(words)), where=where
+            KEYWORD,
+            extra=extra,
+            held=held,
+            tsquery=_tsquery(len(words)),
+            where=where,
         )
         with self._transaction() as conn:
             return conn.execute(query, params | _word_params(words)).fetchall()

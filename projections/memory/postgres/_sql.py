@@ -21,6 +21,7 @@ from turnledger.policies.relevance import (
     gate_weights,
     keyword_score,
     newer_first,
+    normalize,
     other_subjects,
     reciprocal_rank,
     term_weight,
@@ -49,8 +50,10 @@ CREATE: Final = (
     created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
     superseded_by text, embedding {column}, search tsvector GENERATED ALWAYS AS (
     setweight(to_tsvector('simple', key), 'A')
-    || setweight(to_tsvector('simple', content), 'B')) STORED,
+    || setweight(to_tsvector('simple', content), 'B')) STORED, tokens integer,
     PRIMARY KEY (agent, key))""",
+    # A table made before the column: rows read NULL (tokenised at recall).
+    "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS tokens integer",
     "CREATE INDEX IF NOT EXISTS tl_memories_search ON {table} USING GIN (search)",
     "CREATE INDEX IF NOT EXISTS tl_memories_recent ON {table} (agent, updated_at)",
     """CREATE INDEX IF NOT EXISTS tl_memories_unembedded ON {table} (agent, key)
@@ -58,17 +61,19 @@ CREATE: Final = (
     "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL)",
     "INSERT INTO {meta} VALUES ('applied_position', '0') ON CONFLICT DO NOTHING",
 )
-UPSERT: Final = f"""INSERT INTO {{table}} ({COLUMNS}, embedding) VALUES (
+UPSERT: Final = f"""INSERT INTO {{table}} ({COLUMNS}, embedding, tokens) VALUES (
     %(agent)s, %(key)s, %(id)s, %(content)s, %(category)s, %(session)s,
-    %(namespace)s, %(importance)s, %(at)s, %(at)s, NULL)
+    %(namespace)s, %(importance)s, %(at)s, %(at)s, NULL, %(tokens)s)
     ON CONFLICT (agent, key) DO UPDATE SET content = EXCLUDED.content,
+    tokens = EXCLUDED.tokens,
     category = EXCLUDED.category, session = EXCLUDED.session,
     namespace = EXCLUDED.namespace, importance = EXCLUDED.importance,
     updated_at = EXCLUDED.updated_at, embedding = CASE
     WHEN {{table}}.content = EXCLUDED.content THEN {{table}}.embedding END,
     superseded_by = NULL RETURNING {COLUMNS}"""
 """The write of an entry: without a vector (the backfill computes it), an
-unchanged content keeping the one it has."""
+unchanged content keeping the one it has; with its length in word tokens
+(:func:`token_count`, for BM25 at recall)."""
 PENDING: Final = """SELECT agent, key, content FROM {table}
     WHERE embedding IS NULL AND superseded_by IS NULL
     AND (agent, key) > (%(agent)s, %(key)s) ORDER BY agent, key LIMIT %(limit)s"""
@@ -78,12 +83,12 @@ PENDING_COUNT: Final = """SELECT count(*) FROM {table}
 SET_VECTOR: Final = """UPDATE {table} SET embedding = %s::{column}
     WHERE agent = %s AND key = %s AND content = %s AND embedding IS NULL"""
 """A row's vector, unless it was rewritten since its text was read."""
-KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}},
+KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}}, tokens, ARRAY[{{held}}],
     coalesce(rank / nullif(max(rank) OVER (), 0), 0) AS score
     FROM (SELECT *, ts_rank_cd(search, q) AS rank FROM {{table}},
     (SELECT {{tsquery}}) AS query(q) WHERE {{where}} AND search @@ q) AS matched
     ORDER BY score DESC, updated_at DESC, key LIMIT %(pool)s"""
-NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL FROM {{table}}
+NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}}
     WHERE {{where}} AND embedding IS NOT NULL {{dims}} ORDER BY {{order}}
     LIMIT %(pool)s"""
 TERM_COUNTS: Final = """SELECT (SELECT count(*) FROM {table} WHERE {where}), {counts}
@@ -274,9 +279,10 @@ def rank_candidates(
 ) -> list[MemoryEntry]:
     """Merge keyword and vector candidate rows into scored entries, ranked.
 
-    Each row is :data:`COLUMNS`, the vector column, and a keyword rank
-    (``NULL`` for a vector-only candidate). Ranking and the score are
-    separate, as on SQLite:
+    Each row is :data:`COLUMNS`, the vector column, the stored token count,
+    which of the query words searched for the row holds, and a keyword rank
+    (the last three ``NULL`` for a vector-only candidate). Ranking and the
+    score are separate, as on SQLite:
 
     - the order: the keyword candidates by BM25 (FTS5's ``k1`` and ``b``, each
       word's IDF from ``stats``, the scope's; lengths and frequencies counted
@@ -306,13 +312,9 @@ def rank_candidates(
     for row in rows:
         candidate = found.setdefault((row[0], row[1]), _Candidate(entry=row_entry(row)))
         if row[-1] is not None and candidate.held is None:
-            entry = candidate.entry
-            tokens = word_tokens(f"{entry.key} {entry.content}")
-            candidate.length = len(tokens)
-            candidate.counts = Counter(tokens)
-            candidate.held = frozenset(w for w in words if candidate.counts[w] > 0)
+            _measure(candidate, words, row[-3], row[-2])
         cosine = similarity(
-            row[-2], vector, stored=stored, similarity_range=similarity_range
+            row[-4], vector, stored=stored, similarity_range=similarity_range
         )
         if cosine is not None:
             candidate.similarity = cosine
@@ -337,6 +339,39 @@ def rank_candidates(
         )
         for i in ranked
     ]
+
+
+def token_count(key: str, content: str) -> int:
+    """An entry's length in word tokens (key and content), as recall's BM25 takes it."""
+    return len(word_tokens(f"{key} {content}"))
+
+
+def _measure(
+    candidate: _Candidate,
+    words: Sequence[str],
+    tokens: int | None,
+    held: Sequence[bool] | None,
+) -> None:
+    """Take a keyword candidate's length, the query words it holds and how often.
+
+    Which words it holds is the tsvector's answer (``held``, one per word of
+    ``words``, asked in the keyword query), its length the count stored at
+    write time (:func:`token_count`); how often it holds a word is counted
+    as SQLite counts it, as a substring of the lowercased key and content (at
+    least once). A row written before lengths were stored is tokenised here.
+    """
+    entry = candidate.entry
+    text = f"{entry.key} {entry.content}"
+    if tokens is None or held is None or len(held) != len(words):
+        counts = Counter(word_tokens(text))
+        candidate.length = counts.total()
+        candidate.held = frozenset(w for w in words if counts[w] > 0)
+        candidate.counts = Counter({w: counts[w] for w in candidate.held})
+        return
+    lowered = normalize(text)
+    candidate.length = tokens
+    candidate.held = frozenset(w for w, holds in zip(words, held, strict=True) if holds)
+    candidate.counts = Counter({w: max(1, lowered.count(w)) for w in candidate.held})
 
 
 def _keyword_scores(
