@@ -27,6 +27,7 @@ from turnledger.projections.memory.sqlite import SQLiteMemory
 from turnledger.projections.memory.sqlite._fts import (
     MATCH_BUDGET,
     Term,
+    doc_length,
     query_terms,
     sample_edge,
     scoped_counts,
@@ -951,3 +952,57 @@ def test_a_repeated_scope_sees_every_change_of_rows(steps):
         assert index.search([1.0, 0.5], scope, 20) == fresh.search(
             [1.0, 0.5], scope, 20
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.text(alphabet="ab1_- .:'Éé", min_size=1, max_size=12),
+    content=st.text(alphabet=" abcxyz019_-.,:;'!?\n\tÉéüßç", max_size=80),
+)
+def test_a_stored_length_is_fts5s_token_count(key, content):
+    """The length stored with a row (``tokens``) is the count FTS5's docsize
+    record holds for the same key and content (letters, digits, Latin
+    accents, punctuation, whitespace)."""
+    memory = SQLiteMemory(":memory:")
+    try:
+        put(memory, key, content)
+        with memory._db.read() as conn:
+            tokens, size = conn.execute(
+                "SELECT m.tokens, d.sz FROM memories AS m "
+                "JOIN memories_fts_docsize AS d ON d.id = m.rowid"
+            ).fetchone()
+        assert tokens == doc_length(size)
+    finally:
+        memory.close()
+
+
+def test_a_file_made_before_stored_lengths_ranks_the_same(tmp_path):
+    """Opening a file without the ``tokens`` column adds it; its older rows
+    (no stored length) are measured from FTS5's docsize records and rank and
+    score as rows written now do."""
+    path = tmp_path / "memory.db"
+    memory = SQLiteMemory(path)
+    texts = ["helix is my editor, the editor i use", "fish is my login shell"]
+    for i, text in enumerate([*texts, "my editor runs in my shell", "lunch at noon"]):
+        put(memory, f"k{i}", text)
+    query = "which editor and which shell"
+    written = [(e.key, e.score) for e in memory.recall(query, agents=["alice"])]
+    memory.close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE memories DROP COLUMN tokens")
+    db.commit()
+    db.close()
+    again = SQLiteMemory(path)
+    try:
+        with again._db.read() as conn:
+            stored = conn.execute("SELECT tokens FROM memories").fetchall()
+        assert stored == [(None,)] * 4
+        found = [(e.key, e.score) for e in again.recall(query, agents=["alice"])]
+        assert found == [(k, pytest.approx(s)) for k, s in written]
+        put(again, "k9", "a new editor note")
+        with again._db.read() as conn:
+            assert conn.execute(
+                "SELECT tokens FROM memories WHERE key = 'k9'"
+            ).fetchone() == (5,)
+    finally:
+        again.close()

@@ -15,10 +15,11 @@ min_relevance`` floor is compared to, is its query coverage
 scopes (:func:`~policies.relevance.gate_weights`). Every statistic is taken on
 the rows the caller may see, never the whole table: the scope's row count, each
 term's count among the scope's rows and the scope's average row length, so one
-agent's rows never move another agent's ranking. Lengths are FTS5's own token
-counts (its ``docsize`` records); which terms a row holds is asked of FTS5; how
-often it holds them is counted in SQL. Nothing is tokenised in Python but the
-query.
+agent's rows never move another agent's ranking. A row's length is its key and
+content's count of word tokens, stored with it when written and read with the
+row while matching (FTS5's ``docsize`` record for a row written before); which
+terms a row holds is asked of FTS5; how often it holds them is counted in SQL.
+Nothing is tokenised in Python at recall but the query.
 
 Stop-word safety. Matching a frequent word walks its whole doclist (~120 ms at
 100k rows for a query of frequent words). So each term's rows in the scope are
@@ -190,7 +191,11 @@ def cached_stats(
 
 
 def scope_stats(db: sqlite3.Connection, scope: Scope) -> ScopeStats:
-    """Return the scope's row count and average row length (FTS5's token counts)."""
+    """Return the scope's row count and average row length (in word tokens).
+
+    A row's length is the one stored with it, or its FTS5 ``docsize`` record
+    for a row written before lengths were stored.
+    """
     where, params = scope_sql(scope)
     rows = int(
         db.execute(
@@ -198,14 +203,14 @@ def scope_stats(db: sqlite3.Connection, scope: Scope) -> ScopeStats:
         ).fetchone()[0]
     )
     newest, newest_params = newest_sql(
-        scope, LENGTH_SAMPLE, "m.rowid AS rowid", by_rowid=True
+        scope, LENGTH_SAMPLE, "m.rowid AS rowid, m.tokens AS tokens", by_rowid=True
     )
     sizes = db.execute(
-        f"SELECT d.sz FROM ({newest}) AS n "
-        "JOIN memories_fts_docsize AS d ON d.id = n.rowid",
+        f"SELECT n.tokens, d.sz FROM ({newest}) AS n "
+        "LEFT JOIN memories_fts_docsize AS d ON d.id = n.rowid AND n.tokens IS NULL",
         newest_params,
     ).fetchall()
-    total = sum(doc_length(size) for (size,) in sizes)
+    total = sum(doc_length(size) if n is None else n for n, size in sizes)
     return ScopeStats(rows, max(1.0, total / len(sizes)) if sizes else 1.0)
 
 
@@ -242,6 +247,7 @@ def scoped_counts(
     *,
     frequent: FrequentTerms | None = None,
     edges: EdgeCache | None = None,
+    lengths: dict[int, int | None] | None = None,
 ) -> tuple[dict[Term, int], dict[Term, frozenset[int]]]:
     """Return how many of the scope's rows hold each term, and which.
 
@@ -259,6 +265,8 @@ def scoped_counts(
         rows: The scope's row count.
         frequent: The caller's cache of estimates (updated in place).
         edges: The caller's cache of sample edges (updated in place).
+        lengths: Receives the stored length (``tokens``) of every row
+            returned, ``None`` for a row written before lengths were stored.
     """
     cache: FrequentTerms = {} if frequent is None else frequent
     where, params = scope_sql(scope)
@@ -273,6 +281,8 @@ def scoped_counts(
         if len(found) <= MATCH_BUDGET:
             counts[term] = len(found)
             held[term] = frozenset(found)
+            if lengths is not None:
+                lengths.update(found)
             continue
         edge = sample_edge(db, scope, edges)
         estimate = max(MATCH_BUDGET + 1, _estimate(db, term.phrase, scope, rows, edge))
@@ -292,14 +302,14 @@ def _matching(
     *,
     extra: str = "",
     extra_params: Sequence[Any] = (),
-) -> list[int]:
+) -> dict[int, int | None]:
+    """The scoped rows matching: each one's stored length, in rowid order."""
     sql = (
-        "SELECT m.rowid FROM memories_fts CROSS JOIN memories AS m "
+        "SELECT m.rowid, m.tokens FROM memories_fts CROSS JOIN memories AS m "
         "ON m.rowid = memories_fts.rowid "
         f"WHERE memories_fts MATCH ? AND {where}{extra} LIMIT ?"
     )
-    found = db.execute(sql, [expression, *params, *extra_params, cap])
-    return [int(rowid) for (rowid,) in found]
+    return dict(db.execute(sql, [expression, *params, *extra_params, cap]).fetchall())
 
 
 def sample_edge(
@@ -384,8 +394,9 @@ def keyword_search(
     candidates are every scoped row holding one of the rarest terms that fit
     :data:`MATCH_BUDGET` (or, when even the rarest term is over it, the newest
     rows holding the three rarest); which other terms each holds is asked of
-    FTS5, its length read from FTS5's ``docsize`` records, and how often the
-    term occurs counted in SQL on the best :data:`RESCORE_POOL` (no Python
+    FTS5, its length is the one stored with it (read while matching; FTS5's
+    ``docsize`` record for a row written before), and how often the term
+    occurs counted in SQL on the best :data:`RESCORE_POOL` (no Python
     tokenising). The order is the scope's BM25 (FTS5's ``k1`` and ``b``),
     then the entry id, the newest first among near-duplicates
     (:func:`newer_first`). The score, which the ``[recall] min_relevance``
@@ -417,8 +428,15 @@ def keyword_search(
     stats = cached_stats(db, scope, stats_cache)
     if stats.rows == 0:
         return {}
+    stored: dict[int, int | None] = {}  # the rows' lengths read on the way
     counts, held = scoped_counts(
-        db, terms, scope, stats.rows, frequent=frequent, edges=edge_cache
+        db,
+        terms,
+        scope,
+        stats.rows,
+        frequent=frequent,
+        edges=edge_cache,
+        lengths=stored,
     )
     selective, live = selective_terms(counts, MATCH_BUDGET)
     if not live:
@@ -427,11 +445,12 @@ def keyword_search(
     if selective:
         candidates = sorted(set().union(*(held[t] for t in selective)))
     else:
-        candidates = _newest_holding(db, live, where, params, pool)
+        stored = _newest_holding(db, live, where, params, pool)
+        candidates = list(stored)
     if not candidates:
         return {}
     holding = {t: _holding(db, t, held, candidates) for t in live}
-    lengths = _lengths(db, candidates)
+    lengths = _lengths(db, candidates, stored)
     weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
     asked_of: dict[frozenset[Term], dict[str, float]] = {}  # by terms held
 
@@ -483,19 +502,20 @@ def _newest_holding(
     where: str,
     params: Sequence[Any],
     limit: int,
-) -> list[int]:
-    # Every live term is over the budget: the newest rows holding the rarest.
+) -> dict[int, int | None]:
+    # Every live term is over the budget: the newest rows holding the rarest
+    # (with their stored lengths).
     for chosen in (live[:FREQUENT_AND_TERMS], live[:1]):
         found = db.execute(
-            "SELECT m.rowid FROM memories_fts CROSS JOIN memories AS m "
+            "SELECT m.rowid, m.tokens FROM memories_fts CROSS JOIN memories AS m "
             "ON m.rowid = memories_fts.rowid "
             f"WHERE memories_fts MATCH ? AND {where} "
             "ORDER BY memories_fts.rowid DESC LIMIT ?",
             [_join(chosen, "AND"), *params, limit],
         ).fetchall()
         if found:
-            return [int(rowid) for (rowid,) in found]
-    return []
+            return dict(found)
+    return {}
 
 
 def _holding(
@@ -520,15 +540,28 @@ def _holding(
     return frozenset(int(rowid) for (rowid,) in found)
 
 
-def _lengths(db: sqlite3.Connection, candidates: Sequence[int]) -> dict[int, int]:
-    marks = ",".join("?" * len(candidates))
+def _lengths(
+    db: sqlite3.Connection,
+    candidates: Sequence[int],
+    stored: dict[int, int | None],
+) -> dict[int, int]:
+    """Each candidate's length: stored with its row, else FTS5's ``docsize``.
+
+    A row written before lengths were stored (``tokens`` ``NULL``), or one
+    whose length was not read on the way, has its ``docsize`` record read.
+    """
+    lengths = {r: n for r in candidates if (n := stored.get(r)) is not None}
+    missing = [r for r in candidates if r not in lengths]
+    if not missing:
+        return lengths
+    marks = ",".join("?" * len(missing))
     sizes = dict(
         db.execute(
-            f"SELECT id, sz FROM memories_fts_docsize WHERE id IN ({marks})",
-            list(candidates),
+            f"SELECT id, sz FROM memories_fts_docsize WHERE id IN ({marks})", missing
         ).fetchall()
     )
-    return {rowid: doc_length(sizes.get(rowid)) for rowid in candidates}
+    lengths.update((rowid, doc_length(sizes.get(rowid))) for rowid in missing)
+    return lengths
 
 
 def _frequencies(

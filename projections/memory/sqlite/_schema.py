@@ -27,6 +27,7 @@ from typing import Any, Final
 from turnledger.ledger.file_keys import file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
+from turnledger.policies.relevance import word_tokens
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.sqlite._hybrid import Scored
@@ -65,6 +66,7 @@ CREATE TABLE IF NOT EXISTS memories (
     id TEXT NOT NULL,
     agent TEXT NOT NULL,
     key TEXT NOT NULL,
+    tokens INTEGER,
     content TEXT NOT NULL,
     category TEXT NOT NULL,
     session TEXT,
@@ -120,13 +122,17 @@ the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
 ``superseded_by`` and ``category`` so no table row is read to filter; the
 third lists the rows still waiting for their vector (in rowid order among the
 live ones), so finding them never scans the table. ``embedding`` holds a row's
-windows' float32 vectors end to end (one window for a short text)."""
+windows' float32 vectors end to end (one window for a short text); ``tokens``
+its key and content's length in word tokens (:func:`token_count`), which
+keyword ranking reads with the row (a file made before the column gets it
+appended when opened, and its older rows hold ``NULL``: their length is read
+from FTS5's ``docsize`` records instead)."""
 
 STAGE_DDL: Final = """
 CREATE TEMP TABLE IF NOT EXISTS memory_stage (
     seq INTEGER PRIMARY KEY,
     id TEXT, agent TEXT, key TEXT, content TEXT, category TEXT, session TEXT,
-    namespace TEXT, importance REAL, at_us INTEGER, embedding BLOB
+    namespace TEXT, importance REAL, at_us INTEGER, embedding BLOB, tokens INTEGER
 );
 """
 """A per-connection staging table: a batch of writes becomes ONE upsert
@@ -141,6 +147,7 @@ COLUMNS: Final = (
 UPSERT_TAIL: Final = """
 ON CONFLICT (agent, key) DO UPDATE SET
     content = excluded.content,
+    tokens = excluded.tokens,
     category = excluded.category,
     session = excluded.session,
     namespace = excluded.namespace,
@@ -192,7 +199,31 @@ def connect(path: str | Path, cipher_key: str | None = None) -> sqlite3.Connecti
         "INSERT OR IGNORE INTO memory_meta (name, value) "
         f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
     )
+    _add_tokens(db)
     return db
+
+
+def _add_tokens(db: sqlite3.Connection) -> None:
+    """Append the ``tokens`` column to a file made before it (once, under a lock)."""
+    if _has_tokens(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if not _has_tokens(db):  # another process may have added it meanwhile
+            db.execute("ALTER TABLE memories ADD COLUMN tokens INTEGER")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _has_tokens(db: sqlite3.Connection) -> bool:
+    return any(row[1] == "tokens" for row in db.execute("PRAGMA table_info(memories)"))
+
+
+def token_count(key: str, content: str) -> int:
+    """An entry's length in word tokens, key and content (:func:`word_tokens`)."""
+    return len(word_tokens(f"{key} {content}"))
 
 
 def bind_ledger(db: sqlite3.Connection, ledger_id: str | None, head: int) -> bool:

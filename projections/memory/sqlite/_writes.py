@@ -16,6 +16,7 @@ from turnledger.projections.memory.sqlite._schema import (
     TRACKING_NAME,
     UPSERT_TAIL,
     to_us,
+    token_count,
 )
 
 Write = tuple[NewMemory, bytes | None]
@@ -23,7 +24,7 @@ Write = tuple[NewMemory, bytes | None]
 
 _INSERT: Final = (
     "INSERT INTO memories (id, agent, key, content, category, session, namespace, "
-    "importance, created_us, updated_us, embedding) "
+    "importance, created_us, updated_us, embedding, tokens) "
 )
 
 
@@ -32,7 +33,7 @@ def upsert(
 ) -> tuple[Any, ...]:
     """Upsert one entry; return its row as :data:`COLUMNS`."""
     row: tuple[Any, ...] = db.execute(
-        f"{_INSERT} VALUES (?,?,?,?,?,?,?,?,?,?,?) {UPSERT_TAIL} RETURNING {COLUMNS}",
+        f"{_INSERT} VALUES (?,?,?,?,?,?,?,?,?,?,?,?) {UPSERT_TAIL} RETURNING {COLUMNS}",
         _values(entry, blob),
     ).fetchone()
     return row
@@ -50,13 +51,13 @@ def upsert_many(db: sqlite3.Connection, batch: Sequence[Write]) -> list[int]:
     db.execute("DELETE FROM temp.memory_stage")
     db.executemany(
         "INSERT INTO temp.memory_stage (id, agent, key, content, category, "
-        "session, namespace, importance, at_us, embedding) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?)",
-        [(*_values(entry, blob)[:9], blob) for entry, blob in batch],
+        "session, namespace, importance, at_us, embedding, tokens) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [(*values[:9], *values[10:]) for values in (_values(*w) for w in batch)],
     )
     rows = db.execute(
         f"{_INSERT} SELECT id, agent, key, content, category, session, namespace, "
-        "importance, at_us, at_us, embedding FROM temp.memory_stage "
+        "importance, at_us, at_us, embedding, tokens FROM temp.memory_stage "
         f"WHERE true ORDER BY seq {UPSERT_TAIL} RETURNING rowid"
     ).fetchall()
     return [int(r) for (r,) in rows]
@@ -125,4 +126,5 @@ def _values(entry: NewMemory, blob: bytes | None) -> tuple[Any, ...]:
         at,
         at,
         blob,
+        token_count(entry.key, entry.content),
     )
