@@ -72,7 +72,6 @@ from turnledger.projections.memory.postgres._sql import (
     PENDING_COUNT,
     PGVECTOR_SIMILARITY,
     SET_VECTOR,
-    TERM_COUNTS,
     UPSERT,
     TermStats,
     Vector,
@@ -338,8 +337,7 @@ class PostgresMemory(PostgresConnection):
             "dims": 0 if vector is None else len(vector),
         }
         words = query_words(query)
-        rows = self._keyword_rows(words, where, params, vector)
-        stats = self._term_stats(words, where, params) if rows else None
+        rows, stats = self._keyword_rows(words, where, params, vector)
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
         ranked = rank_candidates(
@@ -366,42 +364,39 @@ class PostgresMemory(PostgresConnection):
         where: str,
         params: dict[str, Any],
         vector: Vector | None,
-    ) -> list[tuple[Any, ...]]:
+    ) -> tuple[list[tuple[Any, ...]], TermStats | None]:
+        """The keyword candidates, and the scope's statistics of the words.
+
+        The statistics are BM25's IDF (the scope's row count, each word's count
+        among its rows), taken in the same query; ``None`` without a candidate.
+        """
         if not words:
-            return []
-        extra = self._extra(vector)
+            return [], None
         held = sql.SQL(", ").join(
             sql.SQL("search @@ {}").format(_word_query(i)) for i in range(len(words))
         )
+        counts = sql.SQL(", ").join(
+            sql.SQL("count(*) FILTER (WHERE held[{}]) OVER ()").format(i + 1)
+            for i in range(len(words))
+        )
         query = self._sql(
             KEYWORD,
-            extra=extra,
+            extra=self._extra(vector),
             held=held,
+            counts=counts,
             tsquery=_tsquery(len(words)),
             where=where,
         )
         with self._transaction() as conn:
-            return conn.execute(query, params | _word_params(words)).fetchall()
-
-    def _term_stats(
-        self, words: Sequence[str], where: str, params: dict[str, Any]
-    ) -> TermStats:
-        """The scope's row count and each word's count among its rows (BM25's IDF)."""
-        counts = sql.SQL(", ").join(
-            sql.SQL("count(*) FILTER (WHERE search @@ {})").format(_word_query(i))
-            for i in range(len(words))
+            found = conn.execute(query, params | _word_params(words)).fetchall()
+        if not found:
+            return [], None
+        rows, word_rows = int(found[0][-2]), found[0][-1]
+        stats = TermStats(
+            rows=rows,
+            counts={w: int(n) for w, n in zip(words, word_rows, strict=True)},
         )
-        query = self._sql(
-            TERM_COUNTS, counts=counts, tsquery=_tsquery(len(words)), where=where
-        )
-        params = params | _word_params(words)
-        with self._transaction() as conn:
-            row = conn.execute(query, params).fetchone()
-        assert row is not None  # noqa: S101 - an aggregate always yields a row
-        return TermStats(
-            rows=int(row[0]),
-            counts={word: int(n) for word, n in zip(words, row[1:], strict=True)},
-        )
+        return [row[:-2] for row in found], stats
 
     def _vector_rows(
         self, where: str, params: dict[str, Any], vector: Vector

@@ -83,17 +83,23 @@ PENDING_COUNT: Final = """SELECT count(*) FROM {table}
 SET_VECTOR: Final = """UPDATE {table} SET embedding = %s::{column}
     WHERE agent = %s AND key = %s AND content = %s AND embedding IS NULL"""
 """A row's vector, unless it was rewritten since its text was read."""
-KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}}, tokens, ARRAY[{{held}}],
-    coalesce(rank / nullif(max(rank) OVER (), 0), 0) AS score
-    FROM (SELECT *, ts_rank_cd(search, q) AS rank FROM {{table}},
-    (SELECT {{tsquery}}) AS query(q) WHERE {{where}} AND search @@ q) AS matched
+KEYWORD: Final = f"""SELECT {COLUMNS}, {{extra}}, tokens, held,
+    coalesce(rank / nullif(max(rank) OVER (), 0), 0) AS score,
+    (SELECT count(*) FROM {{table}} WHERE {{where}}) AS scope_rows,
+    ARRAY[{{counts}}] AS word_rows
+    FROM (SELECT *, ts_rank_cd(search, q) AS rank, ARRAY[{{held}}] AS held
+    FROM {{table}}, (SELECT {{tsquery}}) AS query(q)
+    WHERE {{where}} AND search @@ q OFFSET 0) AS matched
     ORDER BY score DESC, updated_at DESC, key LIMIT %(pool)s"""
+"""The keyword candidates (the scope's rows holding a query word, ``ts_rank_cd``
+picking up to the pool), each with which query words it holds; and on every
+row, BM25's statistics of the scope: its row count and, per query word, how
+many of its rows hold it (window counts over every matching row, before the
+pool's limit). ``OFFSET 0`` keeps the sub-query whole: merged into the outer
+query, each window count would match the tsvector and rank again."""
 NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}}
     WHERE {{where}} AND embedding IS NOT NULL {{dims}} ORDER BY {{order}}
     LIMIT %(pool)s"""
-TERM_COUNTS: Final = """SELECT (SELECT count(*) FROM {table} WHERE {where}), {counts}
-    FROM {table} WHERE {where} AND search @@ ({tsquery})"""
-"""The scope's row count and, per query word, how many of its rows hold it."""
 PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
     THEN 1 - (embedding <=> %(qvec)s::vector) END"""
 Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
