@@ -25,7 +25,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 _STOP_WORD_TEXT: Final = """
     a about above after again against all am an and any anyone anything are aren
@@ -48,6 +48,7 @@ MIN_TERM_CHARS: Final = 2
 """Tokens shorter than this are ignored (``a``, ``x``, a stray digit)."""
 
 _TOKEN: Final = re.compile(r"[^\W_]+")
+_Term = TypeVar("_Term", bound=Hashable)
 
 
 def normalize(text: str) -> str:
@@ -96,7 +97,7 @@ def term_weight(total: int, docs: int) -> float:
 
 
 def coverage_score(
-    weights: Mapping[str, float], matched: Collection[str] | Iterable[str]
+    weights: Mapping[_Term, float], matched: Collection[_Term] | Iterable[_Term]
 ) -> float:
     """Return the weighted share of the query's terms an entry contains.
 
@@ -145,7 +146,7 @@ def term_strength(frequency: int, length: int) -> float:
 
 
 def keyword_score(
-    weights: Mapping[str, float], frequencies: Mapping[str, int], length: int
+    weights: Mapping[_Term, float], frequencies: Mapping[_Term, int], length: int
 ) -> float:
     """Return an entry's keyword score for a query, on [0, 1].
 
@@ -183,8 +184,6 @@ editor do I use", one entry) says little, and "my editor and my shell" is
 answered by two rows; in a large one both are the best sign that the row is
 about something else (not counting other subjects at any size took LoCoMo
 abstention on the development split, ``--split dev``, from 57% to 26%)."""
-
-_Term = TypeVar("_Term", bound=Hashable)
 
 
 def other_subjects(
@@ -233,6 +232,52 @@ def gate_weights(
         t: w * (partial if counts.get(t, 0) <= 0 or t in others else 1.0)
         for t, w in weights.items()
     }
+
+
+class KeywordGate(Generic[_Term]):
+    """The keyword gate of one query on one scope: each row's score.
+
+    :func:`keyword_score` with :func:`gate_weights` (computed once for each set
+    of terms held). SQLite and PostgreSQL score their keyword candidates with
+    it.
+
+    Args:
+        weights: Each query term's weight (:func:`term_weight` on the scope).
+        counts: How many of the scope's rows hold each term.
+        rows: How many rows the scope holds.
+        subjects: The query terms each candidate holds (for
+            :func:`other_subjects`).
+    """
+
+    def __init__(
+        self,
+        weights: Mapping[_Term, float],
+        counts: Mapping[_Term, int],
+        rows: int,
+        subjects: Iterable[frozenset[_Term]],
+    ) -> None:
+        self.weights = weights
+        self.counts = counts
+        self.rows = rows
+        self.subjects = frozenset(subjects)
+        self._gates: dict[frozenset[_Term], dict[_Term, float]] = {}
+
+    def score(
+        self, held: frozenset[_Term], frequencies: Mapping[_Term, int], length: int
+    ) -> float:
+        """Return the score of a row holding ``held``, ``frequencies`` times each.
+
+        Args:
+            held: The query terms the row holds.
+            frequencies: How often it holds each.
+            length: Its length in tokens.
+        """
+        gate = self._gates.get(held)
+        if gate is None:
+            others = other_subjects(held, self.subjects)
+            gate = gate_weights(self.weights, self.counts, self.rows, others)
+            self._gates[held] = gate
+        return keyword_score(gate, frequencies, length)
 
 
 def bm25_term(weight: float, frequency: int, length: int, average: float) -> float:

@@ -14,15 +14,13 @@ import numpy as np
 
 from turnledger.policies.relevance import (
     ABSENT_FULL_ROWS,
+    KeywordGate,
     bm25_term,
     calibrate,
     content_terms,
     fuse,
-    gate_weights,
-    keyword_score,
     newer_first,
     normalize,
-    other_subjects,
     reciprocal_rank,
     term_weight,
     word_tokens,
@@ -390,16 +388,11 @@ def _keyword_scores(
     else:
         rows, counts = stats.rows, stats.counts
     weights = {w: term_weight(rows, counts[w]) if stats else 1.0 for w in words}
-    subjects = {c.held for c in found if c.held is not None}
-    gates: dict[frozenset[str], dict[str, float]] = {}  # by the words held
+    gate = KeywordGate(weights, counts, rows, (c.held for c in found if c.held))
     for candidate in found:
         held = candidate.held
         assert held is not None  # noqa: S101 - found holds keyword candidates
-        gate = gates.get(held)
-        if gate is None:
-            others = other_subjects(held, subjects)
-            gate = gates[held] = gate_weights(weights, counts, rows, others)
-        candidate.keyword = keyword_score(gate, candidate.counts, candidate.length)
+        candidate.keyword = gate.score(held, candidate.counts, candidate.length)
 
 
 def _rank_places(

@@ -45,12 +45,10 @@ from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from turnledger.policies.relevance import (
     MIN_TERM_CHARS,
+    KeywordGate,
     bm25_term,
-    gate_weights,
     is_content_term,
-    keyword_score,
     newer_first,
-    other_subjects,
     term_weight,
     word_tokens,
 )
@@ -452,23 +450,13 @@ def keyword_search(
     holding = {t: _holding(db, t, held, candidates) for t in live}
     lengths = _lengths(db, candidates, stored)
     weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
-    asked_of: dict[frozenset[Term], dict[str, float]] = {}  # by terms held
 
-    def ranked(
-        rowid: int, frequency: dict[Term, int], held: frozenset[Term]
-    ) -> tuple[float, float]:
-        found = {t: frequency.get(t, 1) for t in held}
+    def bm25(rowid: int) -> float:
         length = lengths[rowid]
-        asked = asked_of.get(held)
-        if asked is None:
-            others = other_subjects(held, subjects)
-            gate = gate_weights(weights, counts, stats.rows, others)
-            asked = asked_of[held] = {t.phrase: w for t, w in gate.items()}
-        score = keyword_score(asked, {t.phrase: n for t, n in found.items()}, length)
-        bm25 = sum(
-            bm25_term(weights[t], n, length, stats.average) for t, n in found.items()
+        return sum(
+            bm25_term(weights[t], frequencies[rowid].get(t, 1), length, stats.average)
+            for t in matched[rowid]
         )
-        return score, bm25
 
     held_weight = dict.fromkeys(candidates, 0.0)  # BM25 with each term once
     for term in live:
@@ -482,18 +470,19 @@ def keyword_search(
     )[:pool]
     ids, frequencies = _frequencies(db, live, holding, first)
     matched = {r: frozenset(t for t in live if r in holding[t]) for r in first}
-    subjects = set(matched.values())
-    scored = [(r, *ranked(r, frequencies[r], matched[r])) for r in first]
-    scored.sort(key=lambda s: (-s[2], ids[s[0]]))
+    scored = [(r, bm25(r)) for r in first]
+    scored.sort(key=lambda s: (-s[1], ids[s[0]]))
     order = newer_first(
-        [(r, matched[r], bm25) for r, _, bm25 in scored if bm25 > 0], recency=int
-    )
-    score_of = {r: score for r, score, _ in scored}
-    return {
-        rowid: (ids[rowid], score_of[rowid])
-        for rowid in order[:window]
-        if score_of[rowid] > 0
+        [(r, matched[r], rank) for r, rank in scored if rank > 0], recency=int
+    )[:window]
+    gate = KeywordGate(weights, counts, stats.rows, matched.values())
+    scores = {
+        r: gate.score(
+            matched[r], {t: frequencies[r].get(t, 1) for t in matched[r]}, lengths[r]
+        )
+        for r in order
     }
+    return {r: (ids[r], scores[r]) for r in order if scores[r] > 0}
 
 
 def _newest_holding(
