@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
@@ -296,21 +297,32 @@ def bm25_term(weight: float, frequency: int, length: int, average: float) -> flo
     return weight * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * ratio))
 
 
-def uniform_coverage(query: str, text: str) -> float:
-    """Return the share of a query's content terms a text holds, shaped.
+def scope_scores(query: str, texts: Sequence[str]) -> list[float]:
+    """Return each text's keyword score for a query, the texts being a whole scope.
 
-    Markdown's keyword scores and those of a recall answered from the ledger
-    (``memory recall --at``) are this unweighted form, raised to
-    :data:`COVERAGE_EXPONENT` like :func:`keyword_score`; it is comparable
-    across queries too. (SQLite and PostgreSQL weigh each term by its IDF on
-    the caller's scope: :func:`keyword_score`, :func:`gate_weights`.)
+    The keyword gate of SQLite and PostgreSQL (:class:`KeywordGate`: the
+    IDF-weighted share of the query's content terms a text holds, with the
+    gate's small-scope allowances), each term's IDF counted on these texts,
+    for a scope read whole (Markdown's files, the ledger's memory as of a past
+    point). Lengths and frequencies are word tokens (:func:`word_tokens`); a
+    query of stop words only scores 0 everywhere.
+
+    Args:
+        query: The query.
+        texts: Every text of the scope (an entry's key and content).
     """
     terms = content_terms(query)
     if not terms:
-        return 0.0
-    found = set(word_tokens(text))
-    share: float = sum(t in found for t in terms) / len(terms)
-    return float(share**COVERAGE_EXPONENT)
+        return [0.0] * len(texts)
+    counted = [Counter(word_tokens(text)) for text in texts]
+    held = [frozenset(t for t in terms if counts[t] > 0) for counts in counted]
+    docs = {t: sum(t in h for h in held) for t in terms}
+    weights = {t: term_weight(len(texts), docs[t]) for t in terms}
+    gate = KeywordGate(weights, docs, len(texts), (h for h in held if h))
+    return [
+        gate.score(h, {t: counts[t] for t in h}, counts.total()) if h else 0.0
+        for h, counts in zip(held, counted, strict=True)
+    ]
 
 
 def calibrate(cosine: float, floor: float = 0.0, ceiling: float = 1.0) -> float:

@@ -355,8 +355,8 @@ from turnledger.policies.relevance import (  # noqa: E402 - grouped with its tes
     fuse,
     is_meaningful_query,
     keyword_score,
+    scope_scores,
     term_weight,
-    uniform_coverage,
 )
 
 _WORDS = st.text(alphabet="abcdefghij", min_size=2, max_size=6)
@@ -379,10 +379,22 @@ class TestRelevance:
         assert coverage_score(weights, []) == 0.0
         assert coverage_score({}, ["mars"]) == 0.0
 
-    def test_uniform_coverage(self):
-        found = uniform_coverage("which editor do I use", "Helix is my editor")
-        assert found == pytest.approx(0.5**1.5)  # half the query: under 0.4
-        assert uniform_coverage("what is it", "it is what it is") == 0.0
+    def test_scope_scores_are_the_keyword_gates_on_the_texts_given(self):
+        """A scope read whole scores as SQLite's gate: the guide's editor
+        example and both subjects of a question inject in a small scope; a word
+        most texts share is no evidence; stop words score nothing."""
+        assert scope_scores("which editor do I use", ["Helix is my editor"])[0] > 0.4
+        shell, editor, lunch = scope_scores(
+            "which editor and which shell",
+            ["fish is my login shell", "Helix is my editor", "lunch at noon"],
+        )
+        assert shell > 0.4
+        assert editor > 0.4
+        assert lunch == 0.0
+        team = [f"{w} for the team" for w in ("report", "lunch", "build", "standup")]
+        assert max(scope_scores("team offsite location", team)) < 0.4
+        assert scope_scores("what is it", ["it is what it is"]) == [0.0]
+        assert scope_scores("editor", []) == []
 
     @given(
         st.dictionaries(_WORDS, st.floats(0.01, 20), min_size=1, max_size=6),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.contracts.memory_contract import T0, MemoryContract, keys
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
+from turnledger.policies.relevance import scope_scores
 from turnledger.projections.memory.markdown import (
     APPEND_ONLY_REASON,
     MarkdownMemory,
@@ -22,6 +23,7 @@ from turnledger.projections.memory.markdown import (
 )
 from turnledger.projections.memory.markdown.peers import MarkdownPeers
 from turnledger.projections.memory.protocol import NewMemory, Unsupported
+from turnledger.projections.memory.sqlite import SQLiteMemory
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")
 
@@ -314,16 +316,20 @@ def test_foreign_agent_write_is_refused(memory):
     assert memory.count(agents=["alice", "bob"]) == 0
 
 
-def test_keyword_score_is_share_of_query_tokens(memory):
-    """Scores are (matched tokens / query tokens) ** 1.5, filters before the limit."""
+def test_keyword_scores_are_the_gates_on_the_visible_rows(memory):
+    """Scores are the keyword gate's, each word weighed on the rows the caller
+    may see (filters first: another session's row counts for nothing)."""
     memory.store(new("a", "alpha beta"))
     memory.store(new("b", "alpha"))
     memory.store(new("c", "alpha beta", category="conversation", session="s2"))
-    found = memory.recall("alpha beta gamma delta", agents=["alice"], session="s1")
+    query = "alpha beta gamma delta"
+    found = memory.recall(query, agents=["alice"], session="s1")
+    a, b = scope_scores(query, ["a alpha beta", "b alpha"])
     assert [(e.key, e.score) for e in found] == [
-        ("a", pytest.approx(0.5**1.5)),
-        ("b", pytest.approx(0.25**1.5)),
+        ("a", pytest.approx(a)),
+        ("b", pytest.approx(b)),
     ]
+    assert a > 0.4 > b
     assert keys(memory.recall("beta", agents=["alice"], session="s1", limit=1)) == ["a"]
 
 
@@ -384,7 +390,8 @@ def test_peers_are_merged_by_score(peers_root):
     memory.store(new("weak", "deploy"))
     bob.store(new("strong", "deploy friday checklist", agent="bob"))
     found = memory.recall("deploy friday checklist", agents=["alice", "bob"], limit=1)
-    assert [(e.key, e.agent, e.score) for e in found] == [("[bob] strong", "bob", 1.0)]
+    assert [(e.key, e.agent) for e in found] == [("[bob] strong", "bob")]
+    assert found[0].score > 0.9
     both = memory.recall("deploy friday", agents=["alice", "bob"], limit=5)
     assert keys(both) == ["[bob] strong", "weak"]
 
@@ -454,3 +461,40 @@ def test_peers_never_leak_outside_the_allowlist_or_session(tmp_path_factory, dat
     scores = [e.score for e in found]
     if query:
         assert scores == sorted(scores, reverse=True)
+
+
+GATE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+gate_texts = st.lists(st.sampled_from(GATE_WORDS), min_size=1, max_size=6).map(" ".join)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    texts=st.lists(gate_texts, min_size=1, max_size=8),
+    query=st.lists(st.sampled_from((*GATE_WORDS, "which", "zulu")), max_size=4).map(
+        " ".join
+    ),
+)
+def test_keyword_scores_are_sqlites(tmp_path_factory, texts, query):
+    """Markdown scores each row as SQLite's keyword gate does (same rows and
+    query), where it scored the unweighted share of the query's words."""
+    markdown = MarkdownMemory(tmp_path_factory.mktemp("ws"), agent="alice")
+    sqlite = SQLiteMemory(":memory:")
+    try:
+        for i, text in enumerate(texts):
+            for memory in (markdown, sqlite):
+                memory.store(new(f"k{i}", text))
+        expected = {
+            e.key: e.score for e in sqlite.recall(query, agents=["alice"], limit=10)
+        }
+        found = {
+            e.key: e.score for e in markdown.recall(query, agents=["alice"], limit=10)
+        }
+    finally:
+        sqlite.close()
+    assert found.keys() == expected.keys()
+    for key, score in expected.items():
+        assert found[key] == pytest.approx(score)

@@ -4,9 +4,10 @@ Read from the ledger, not from the backend: the agent's memory stream folded up
 to the position (:func:`turnledger.projections.memory_at.memory_as_of`). Every
 key named by then is shown with its state then (``stored``, ``superseded``,
 ``forgotten``); a content sealed under a key since shredded reads as
-``[forgotten]``. ``recall --at`` ranks the entries stored then by the share of
-the query's words they hold (the keyword rule of the backends that keep no
-document counts), best first; it does not run today's backend against the past.
+``[forgotten]``. ``recall --at`` scores the entries stored then with the keyword
+gate of today's SQLite and PostgreSQL stores, each word's weight counted on
+those entries (:func:`~policies.relevance.scope_scores`), best first; it does
+not run today's backend against the past.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from turnledger.ledger.ids import memory_stream_id
 from turnledger.pipeline.cli.common import print_json
 from turnledger.pipeline.memory import MemoryService
 from turnledger.pipeline.timetravel.pointintime import resolve_global_at
-from turnledger.policies.relevance import uniform_coverage
+from turnledger.policies.relevance import scope_scores
 from turnledger.projections.memory.shred import FORGOTTEN, is_sealed
 from turnledger.projections.memory_at import MemoryAt, memory_as_of
 
@@ -43,10 +44,8 @@ def memory_at(service: MemoryService, args: argparse.Namespace) -> int:
     scores: dict[str, float | None] = {}
     if args.action == "recall":
         stored = [e for e in entries if e.status == "stored"]
-        scored = [
-            (uniform_coverage(args.query, f"{e.key} {opener(e.content)}"), e)
-            for e in stored
-        ]
+        texts = [f"{e.key} {opener(e.content)}" for e in stored]
+        scored = list(zip(scope_scores(args.query, texts), stored, strict=True))
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])
         entries = [e for _, e in ranked[: args.limit]]
         scores = {e.key: s for s, e in ranked}

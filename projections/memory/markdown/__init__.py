@@ -16,8 +16,12 @@ ledger position are kept on every line (ZeroClaw collapsed every dated line to
 ``daily`` and dropped sessions, so conversation text leaked into every session);
 ``forget`` answers :class:`Unsupported` instead of a silent ``False``; reads keep
 upsert semantics (the newest line of a key wins); keyword scores are on [0, 1]
-with the session, time and agent filters applied before limiting; peers' results
-are merged by score (:class:`~projections.memory.markdown.peers.MarkdownPeers`).
+(the keyword gate of the SQLite and PostgreSQL stores, each word's weight
+counted on the rows the caller may see: :func:`~policies.relevance.scope_scores`,
+where the reference scored the unweighted share of the query's tokens found as
+substrings) with the session, time and agent filters applied before limiting;
+peers' results are merged by score
+(:class:`~projections.memory.markdown.peers.MarkdownPeers`).
 
 Escaping keeps a line a line: ``\`` and newlines in keys and content are
 backslash-escaped, ``*`` in keys too (a Markdown escape), and metadata values
@@ -39,7 +43,7 @@ import msgspec
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
 from turnledger.policies.recall_scope import bound_recall_limit
-from turnledger.policies.relevance import uniform_coverage
+from turnledger.policies.relevance import scope_scores
 from turnledger.projections.memory.apply import new_memory
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.markdown._lines import (
@@ -87,16 +91,6 @@ class _Line(msgspec.Struct, frozen=True, kw_only=True):
     position: int | None
     order: tuple[datetime, int, int, int]
     forgotten: bool = False
-
-
-def keyword_score(query: str, entry: MemoryEntry) -> float:
-    """Return the share of the query's content words found in the entry.
-
-    Stop words and one-letter words are not counted
-    (:func:`~policies.relevance.uniform_coverage`); a query of nothing else
-    scores 0 everywhere.
-    """
-    return uniform_coverage(query, f"{entry.key} {entry.content}")
 
 
 def newest_first(entry: MemoryEntry) -> tuple[float, str]:
@@ -286,10 +280,11 @@ class MarkdownMemory(AppendOnlyRefusals):
         ]
         if is_recent_query(query):
             return sorted(rows, key=newest_first)[:limit]
+        scores = scope_scores(query, [f"{row.key} {row.content}" for row in rows])
         scored = [
             msgspec.structs.replace(row, score=score)
-            for row in rows
-            if (score := keyword_score(query, row)) > 0.0
+            for row, score in zip(rows, scores, strict=True)
+            if score > 0.0
         ]
         scored.sort(key=lambda row: (-(row.score or 0.0), *newest_first(row)))
         return scored[:limit]
