@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.contracts.keyword_gate import assert_scores_are_sqlites, gate_cases
 from tests.contracts.memory_contract import T0, MemoryContract, keys
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
@@ -23,7 +24,6 @@ from turnledger.projections.memory.markdown import (
 )
 from turnledger.projections.memory.markdown.peers import MarkdownPeers
 from turnledger.projections.memory.protocol import NewMemory, Unsupported
-from turnledger.projections.memory.sqlite import SQLiteMemory
 
 STREAM = UUID("00000000-0000-4000-8000-0000000000bb")
 
@@ -463,38 +463,9 @@ def test_peers_never_leak_outside_the_allowlist_or_session(tmp_path_factory, dat
         assert scores == sorted(scores, reverse=True)
 
 
-GATE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
-gate_texts = st.lists(st.sampled_from(GATE_WORDS), min_size=1, max_size=6).map(" ".join)
-
-
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(
-    texts=st.lists(gate_texts, min_size=1, max_size=8),
-    query=st.lists(st.sampled_from((*GATE_WORDS, "which", "zulu")), max_size=4).map(
-        " ".join
-    ),
-)
+@gate_cases
 def test_keyword_scores_are_sqlites(tmp_path_factory, texts, query):
     """Markdown scores each row as SQLite's keyword gate does (same rows and
     query), where it scored the unweighted share of the query's words."""
     markdown = MarkdownMemory(tmp_path_factory.mktemp("ws"), agent="alice")
-    sqlite = SQLiteMemory(":memory:")
-    try:
-        for i, text in enumerate(texts):
-            for memory in (markdown, sqlite):
-                memory.store(new(f"k{i}", text))
-        expected = {
-            e.key: e.score for e in sqlite.recall(query, agents=["alice"], limit=10)
-        }
-        found = {
-            e.key: e.score for e in markdown.recall(query, agents=["alice"], limit=10)
-        }
-    finally:
-        sqlite.close()
-    assert found.keys() == expected.keys()
-    for key, score in expected.items():
-        assert found[key] == pytest.approx(score)
+    assert_scores_are_sqlites(markdown, texts, query, "alice")

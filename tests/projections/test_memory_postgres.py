@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import drop_schema, fresh_schema_url, require_postgres
+from tests.contracts.keyword_gate import assert_scores_are_sqlites, gate_cases
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from tests.projections.test_memory_recall_gate import FILLER, block
 from turnledger.ledger.envelope import Recorded
@@ -35,7 +36,6 @@ from turnledger.projections.memory.postgres import (
     split_url,
 )
 from turnledger.projections.memory.postgres._sql import blend, similarity
-from turnledger.projections.memory.sqlite import SQLiteMemory
 
 pytestmark = pytest.mark.postgres
 
@@ -552,43 +552,13 @@ def test_no_embedder_dimensions_means_keyword_only(postgres_url):
         memory.close()
 
 
-GATE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
-gate_texts = st.lists(st.sampled_from(GATE_WORDS), min_size=1, max_size=6).map(" ".join)
-
-
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(
-    texts=st.lists(gate_texts, min_size=1, max_size=8),
-    query=st.lists(st.sampled_from((*GATE_WORDS, "which", "zulu")), max_size=4).map(
-        " ".join
-    ),
-)
+@gate_cases
 def test_the_keyword_gate_is_sqlites(keyword_memory, texts, query):
     """Without vectors, PostgreSQL scores each row as SQLite does (same rows,
     same query: the IDF-weighted share of the query's words, the small-scope
     allowances, the other subjects)."""
     agent = f"gate-{uuid.uuid4().hex}"  # a fresh scope for every example
-    sqlite = SQLiteMemory(":memory:")
-    try:
-        for i, text in enumerate(texts):
-            for memory in (sqlite, keyword_memory):
-                put(memory, f"k{i}", text, agent=agent)
-        expected = {
-            e.key: e.score for e in sqlite.recall(query, agents=[agent], limit=10)
-        }
-        found = {
-            e.key: e.score
-            for e in keyword_memory.recall(query, agents=[agent], limit=10)
-        }
-    finally:
-        sqlite.close()
-    assert found.keys() == expected.keys()
-    for key, score in expected.items():
-        assert found[key] == pytest.approx(score)
+    assert_scores_are_sqlites(keyword_memory, texts, query, agent)
 
 
 def test_a_question_about_two_subjects_injects_both(keyword_memory):
