@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.contracts.memory_contract import put
@@ -43,8 +43,11 @@ def assert_scores_are_sqlites(
         for i, text in enumerate(texts):
             for backend in (sqlite, memory):
                 put(backend, f"k{i}", text, agent=agent)
-        expected = {e.key: e.score for e in sqlite.recall(query, agents=[agent])}
-        found = {e.key: e.score for e in memory.recall(query, agents=[agent])}
+        # Every row (at most 8): rows scored alike may be cut in another order.
+        expected = {
+            e.key: e.score for e in sqlite.recall(query, agents=[agent], limit=10)
+        }
+        found = {e.key: e.score for e in memory.recall(query, agents=[agent], limit=10)}
     finally:
         sqlite.close()
     assert found.keys() == expected.keys()
@@ -57,8 +60,12 @@ def assert_scores_are_sqlites(
 
 
 def gate_cases(test: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``test(..., texts, query)`` on 40 scopes and queries (Hypothesis)."""
-    cases = given(texts=gate_texts, query=gate_queries)(test)
+    """Run ``test(..., texts, query)`` on 40 scopes and queries (Hypothesis).
+
+    Always among them: six rows scored alike, more than recall's default limit.
+    """
+    seen = example(texts=["alpha"] * 6, query="alpha")(test)
+    cases = given(texts=gate_texts, query=gate_queries)(seen)
     return settings(
         max_examples=40,
         deadline=None,
