@@ -65,6 +65,14 @@ def word_tokens(text: str) -> list[str]:
     return _TOKEN.findall(normalize(text))
 
 
+def token_count(key: str, content: str) -> int:
+    """Return an entry's length in word tokens, key and content (:func:`word_tokens`).
+
+    What the SQLite and PostgreSQL memories store with each entry for BM25.
+    """
+    return len(word_tokens(f"{key} {content}"))
+
+
 def is_content_term(token: str) -> bool:
     """Return whether a normalised token carries meaning (not a stop word)."""
     return len(token) >= MIN_TERM_CHARS and token not in STOP_WORDS

@@ -45,7 +45,7 @@ from psycopg import sql
 
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
-from turnledger.policies.relevance import is_meaningful_query
+from turnledger.policies.relevance import is_meaningful_query, token_count
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedding import (
     Embedder,
@@ -82,7 +82,6 @@ from turnledger.projections.memory.postgres._sql import (
     row_entry,
     scope_clause,
     split_url,
-    token_count,
     unit_vector,
 )
 from turnledger.projections.memory.protocol import (

@@ -71,7 +71,7 @@ UPSERT: Final = f"""INSERT INTO {{table}} ({COLUMNS}, embedding, tokens) VALUES 
     superseded_by = NULL RETURNING {COLUMNS}"""
 """The write of an entry: without a vector (the backfill computes it), an
 unchanged content keeping the one it has; with its length in word tokens
-(:func:`token_count`, for BM25 at recall)."""
+(:func:`~policies.relevance.token_count`, for BM25 at recall)."""
 PENDING: Final = """SELECT agent, key, content FROM {table}
     WHERE embedding IS NULL AND superseded_by IS NULL
     AND (agent, key) > (%(agent)s, %(key)s) ORDER BY agent, key LIMIT %(limit)s"""
@@ -345,11 +345,6 @@ def rank_candidates(
     ]
 
 
-def token_count(key: str, content: str) -> int:
-    """An entry's length in word tokens (key and content), as recall's BM25 takes it."""
-    return len(word_tokens(f"{key} {content}"))
-
-
 def _measure(
     candidate: _Candidate,
     words: Sequence[str],
@@ -360,9 +355,10 @@ def _measure(
 
     Which words it holds is the tsvector's answer (``held``, one per word of
     ``words``, asked in the keyword query), its length the count stored at
-    write time (:func:`token_count`); how often it holds a word is counted
-    as SQLite counts it, as a substring of the lowercased key and content (at
-    least once). A row written before lengths were stored is tokenised here.
+    write time (:func:`~policies.relevance.token_count`); how often it holds a
+    word is counted as SQLite counts it, as a substring of the lowercased key
+    and content (at least once). A row written before lengths were stored is
+    tokenised here.
     """
     entry = candidate.entry
     text = f"{entry.key} {entry.content}"

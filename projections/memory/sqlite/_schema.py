@@ -27,7 +27,6 @@ from typing import Any, Final
 from turnledger.ledger.file_keys import file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
-from turnledger.policies.relevance import word_tokens
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.sqlite._hybrid import Scored
@@ -123,10 +122,11 @@ the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
 third lists the rows still waiting for their vector (in rowid order among the
 live ones), so finding them never scans the table. ``embedding`` holds a row's
 windows' float32 vectors end to end (one window for a short text); ``tokens``
-its key and content's length in word tokens (:func:`token_count`), which
-keyword ranking reads with the row (a file made before the column gets it
-appended when opened, and its older rows hold ``NULL``: their length is read
-from FTS5's ``docsize`` records instead)."""
+its key and content's length in word tokens
+(:func:`~policies.relevance.token_count`), which keyword ranking reads with the
+row (a file made before the column gets it appended when opened, and its older
+rows hold ``NULL``: their length is read from FTS5's ``docsize`` records
+instead)."""
 
 STAGE_DDL: Final = """
 CREATE TEMP TABLE IF NOT EXISTS memory_stage (
@@ -219,11 +219,6 @@ def _add_tokens(db: sqlite3.Connection) -> None:
 
 def _has_tokens(db: sqlite3.Connection) -> bool:
     return any(row[1] == "tokens" for row in db.execute("PRAGMA table_info(memories)"))
-
-
-def token_count(key: str, content: str) -> int:
-    """An entry's length in word tokens, key and content (:func:`word_tokens`)."""
-    return len(word_tokens(f"{key} {content}"))
 
 
 def bind_ledger(db: sqlite3.Connection, ledger_id: str | None, head: int) -> bool:

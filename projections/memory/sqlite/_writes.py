@@ -10,13 +10,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from turnledger.policies.relevance import token_count
 from turnledger.projections.memory.protocol import NewMemory
 from turnledger.projections.memory.sqlite._schema import (
     COLUMNS,
     TRACKING_NAME,
     UPSERT_TAIL,
     to_us,
-    token_count,
 )
 
 Write = tuple[NewMemory, bytes | None]
