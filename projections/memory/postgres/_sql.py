@@ -322,13 +322,16 @@ def rank_candidates(
         )
         if cosine is not None:
             candidate.similarity = cosine
-    _keyword_scores(list(found.values()), words, stats)
+    weights = {  # each word's IDF on the scope: BM25's and the gate's
+        w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
+    }
+    _keyword_scores(list(found.values()), weights, stats)
     kept = [
         c
         for c in found.values()
         if (c.keyword or 0.0) > 0.0 or (c.similarity or 0.0) > 0.0
     ]
-    places = _rank_places(kept, words, stats)
+    places = _rank_places(kept, weights)
     ranked = sorted(
         range(len(kept)),
         key=lambda i: (
@@ -375,15 +378,20 @@ def _measure(
 
 
 def _keyword_scores(
-    candidates: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
+    candidates: Sequence[_Candidate],
+    weights: dict[str, float],
+    stats: TermStats | None,
 ) -> None:
-    """Score the keyword candidates with the keyword gate, as SQLite does."""
+    """Score the keyword candidates with the keyword gate, as SQLite does.
+
+    Without ``stats`` every word is counted as held by some row of a scope
+    large enough to count every word fully.
+    """
     found = [c for c in candidates if c.held is not None]
     if stats is None:
-        rows, counts = ABSENT_FULL_ROWS, dict.fromkeys(words, 1)
+        rows, counts = ABSENT_FULL_ROWS, dict.fromkeys(weights, 1)
     else:
         rows, counts = stats.rows, stats.counts
-    weights = {w: term_weight(rows, counts[w]) if stats else 1.0 for w in words}
     gate = KeywordGate(weights, counts, rows, (c.held for c in found if c.held))
     for candidate in found:
         held = candidate.held
@@ -391,23 +399,17 @@ def _keyword_scores(
         candidate.keyword = gate.score(held, candidate.counts, candidate.length)
 
 
-def _rank_places(
-    kept: Sequence[_Candidate], words: Sequence[str], stats: TermStats | None
-) -> list[float]:
+def _rank_places(kept: Sequence[_Candidate], weights: dict[str, float]) -> list[float]:
     """Each candidate's reciprocal-rank place: its keyword rank's, its vector's.
 
-    BM25 weighs the words ``stats`` counted (those searched for), or every one
-    of ``words`` alike without it.
+    BM25 weighs the words of ``weights`` (their IDF on the scope).
     """
     keyword = [i for i, c in enumerate(kept) if c.keyword is not None]
     average = sum(kept[i].length for i in keyword) / max(1, len(keyword))
-    weights = {
-        w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
-    }
     bm25 = {
         i: sum(
-            bm25_term(weights[w], kept[i].counts[w], kept[i].length, average)
-            for w in words
+            bm25_term(weight, kept[i].counts[w], kept[i].length, average)
+            for w, weight in weights.items()
             if kept[i].counts[w] > 0
         )
         for i in keyword
