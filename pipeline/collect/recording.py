@@ -4,9 +4,12 @@ A session is the span's ``gen_ai.conversation.id`` (or that of another span
 of the same trace in the batch), else its trace id; its agent is the
 resource's ``service.name``. Each session's state (head version, the spans
 already recorded, its messages so far, the open turn, the system prompt) is
-folded from its stream and brought up to date before every batch, so spans of
-one trace arriving in several batches continue the same session, and a span
-delivered twice (an exporter's retry) is recorded once.
+folded from its stream when first seen and is current before every batch, so
+spans of one trace arriving in several batches continue the same session, and
+a span delivered twice (an exporter's retry) is recorded once. A batch reads a
+known session from its stream again only when another writer may have
+appended since the recorder's own last write (the ledger's last position says
+so); a stale state could not write anyway, its append would be refused.
 
 What a span records:
 
@@ -127,6 +130,7 @@ class _State:
         self.key = key
         self.stream = session_stream_id(agent, key)
         self.version = 0
+        self.epoch = -1  # the recorder's epoch when last read from its stream
         self.span_ids: set[str] = set()
         self.seen: list[_Print] = []
         self.results: set[str] = set()
@@ -196,6 +200,11 @@ class Recorder:
         self._inputs = InputCache()
         self._states: dict[UUID, _State] = {}
         self._lock = threading.Lock()
+        # The ledger's last position when every cached state was last known
+        # current (-1: unknown), and the epoch the cached states are read in:
+        # one that moves whenever another writer may have moved a session.
+        self._known = -1
+        self._epoch = 0
 
     def record(
         self, spans: Sequence[Span], *, duplicates: list[str] | None = None
@@ -216,6 +225,7 @@ class Recorder:
                     report, found = self._record(spans)
                 except ConcurrencyError:
                     self._states.clear()  # another writer: read them again
+                    self._known = -1
                     if attempt == _ATTEMPTS - 1:
                         raise
                 else:
@@ -226,6 +236,7 @@ class Recorder:
 
     def _record(self, spans: Sequence[Span]) -> tuple[BatchReport, list[str]]:
         """Record a batch; return its report and its duplicates' ids."""
+        before = self._moved()
         readings = [(span, read_span(span, self._inputs)) for span in spans]
         known: Counter[str] = Counter()
         unknown: Counter[str] = Counter()
@@ -275,7 +286,13 @@ class Recorder:
                 )
                 states.append(state)
         if appends:
-            self.store.append_atomic(appends)
+            written = self.store.append_atomic(appends)
+            positions = [p for result in written for p in result.positions]
+            # Only our rows since ``before``: the cached states are still current.
+            alone = min(positions) == before + 1 and max(positions) == before + len(
+                positions
+            )
+            self._known = max(positions) if alone else -1
         for state in states:
             self._states.pop(state.stream, None)
             self._states[state.stream] = state  # the most recently used last
@@ -301,15 +318,34 @@ class Recorder:
             events=sum(len(a.events) for a in appends),
         ), found
 
+    def _moved(self) -> int:
+        """The ledger's last position; a new epoch if others may have written.
+
+        When the ledger's last position is the one our own last write left, no
+        other writer has appended since, and every cached state is current: a
+        batch then reads no session from its stream. Otherwise the cached
+        states are read again, each when next used. (A stale state could not
+        write anyway: its append would find the stream moved, and the batch is
+        mapped again; this spares that round and the reads.)
+        """
+        last = self.store.max_position()
+        if last != self._known:
+            self._epoch += 1
+            self._known = last
+        return last
+
     def _state(self, agent: str, key: str) -> _State:
         stream = session_stream_id(agent, key)
         state = self._states.get(stream)
         if state is None:
             state = self._states[stream] = _State(agent, key)
+        elif state.epoch == self._epoch:
+            return state  # nobody else has written since it was read
         recorded = self.store.read_stream(stream, after=state.version)
         if recorded:
             state.fold(r.event for r in recorded)
             state.version = recorded[-1].version
+        state.epoch = self._epoch
         return state
 
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -60,7 +61,7 @@ def test_any_bytes_decode_or_are_a_collect_error(body: bytes) -> None:
         decode_json(body)
 
 
-def _conversation(turns: int) -> list[dict[str, object]]:
+def _conversation(turns: int, trace: str = TRACE) -> list[dict[str, object]]:
     """A chat span per turn, each carrying the whole conversation so far."""
     history: list[dict[str, object]] = []
     spans = []
@@ -72,7 +73,7 @@ def _conversation(turns: int) -> list[dict[str, object]]:
             "gen_ai.input.messages": json.dumps(history),
             "gen_ai.output.messages": json.dumps([answer]),
         }
-        spans.append(json_span(TRACE, f"{i + 1:016x}", attrs, start=i + 1))
+        spans.append(json_span(trace, f"{i + 1:016x}", attrs, start=i + 1))
         history.append(answer)
     return spans
 
@@ -274,6 +275,74 @@ def test_two_receivers_of_one_ledger_record_what_a_restarted_one_does(
         two = _recorded_by_two(Path(folder), batches, turns)
         fresh = _recorded(Path(folder), batches, restart=True)
     assert two == fresh
+
+
+class Counted:
+    """Counts a real store's session reads and batch appends (and makes them)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.reads = 0
+        self.appends = 0
+        read_stream, append_atomic = store.read_stream, store.append_atomic
+
+        def counted_read(*args: Any, **kwargs: Any) -> Any:
+            self.reads += 1
+            return read_stream(*args, **kwargs)
+
+        def counted_append(*args: Any, **kwargs: Any) -> Any:
+            self.appends += 1
+            return append_atomic(*args, **kwargs)
+
+        store.read_stream = counted_read  # type: ignore[method-assign]
+        store.append_atomic = counted_append  # type: ignore[method-assign]
+
+
+def _body(*spans: dict[str, object]) -> list[recording.Span]:
+    return decode_json(json.dumps(json_request(list(spans))).encode())
+
+
+def test_a_lone_writer_reads_a_session_once_not_per_batch(tmp_path: Path) -> None:
+    """While nobody else writes, a session is read when first seen only; each
+    later batch of it is mapped from the recorder's own state."""
+    spans = _conversation(4)
+    with open_store(str(tmp_path / "ledger.db")) as store:
+        counted = Counted(store)
+        recorder = Recorder(store)
+        for span in spans:
+            recorder.record(_body(span))
+        counts = (counted.reads, counted.appends)
+        (session,) = list_sessions(store)
+        history = load_history(store, session.stream_id).entries
+    assert [e.message.text for e in history] == [
+        t for i in range(4) for t in (f"q{i}", f"a{i}")
+    ]
+    assert counts == (1, 4)
+
+
+def test_after_another_writer_every_cached_session_is_read_again(
+    tmp_path: Path,
+) -> None:
+    """Another writer moves session B while we write session A: our next batch
+    of B reads B again first, finds its span recorded, and appends nothing
+    (no stale append to be refused and mapped again)."""
+    a1, a2 = _conversation(2, "a" * 32)
+    b1, b2 = _conversation(2, "b" * 32)
+    with open_store(str(tmp_path / "ledger.db")) as store:
+        ours, theirs = Recorder(store), Recorder(store)
+        ours.record(_body(a1, b1))
+        theirs.record(_body(b2))
+        counted = Counted(store)
+        ours.record(_body(a2))
+        assert (counted.reads, counted.appends) == (1, 1)  # A read again: moved
+        again = ours.record(_body(b2))
+        assert (counted.reads, counted.appends) == (2, 1)
+        sessions = {s.key: s for s in list_sessions(store)}
+        histories = {
+            k: [e.message.text for e in load_history(store, s.stream_id).entries]
+            for k, s in sessions.items()
+        }
+    assert (again.duplicates, again.events) == (1, 0)
+    assert histories == {k * 32: ["q0", "a0", "q1", "a1"] for k in "ab"}
 
 
 def test_a_batch_after_another_writer_moved_the_session_is_mapped_again(
