@@ -4,15 +4,19 @@ Both encodings of an ``ExportTraceServiceRequest`` become the same
 :class:`Span` values: ids as lowercase hex, times as integer nanoseconds,
 attribute values as plain Python values (``AnyValue`` arrays as tuples,
 key-value lists as dicts, bytes as ``bytes``). The JSON form is OTLP/JSON:
-camelCase keys, hex trace and span ids, 64-bit integers as strings or numbers.
-A request that cannot be read whole is refused with a :class:`CollectError`
-naming what was expected and what was found; nothing of it is used.
+camelCase keys, hex trace and span ids, 64-bit integers as strings or numbers,
+doubles as numbers or as the strings proto3's JSON mapping allows (``"NaN"``,
+``"Infinity"``, ``"-Infinity"``, or a number in JSON's syntax). A request that
+cannot be read whole is refused with a :class:`CollectError` naming what was
+expected and what was found; nothing of it is used.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -276,8 +280,17 @@ def _json_attributes(raw: object, where: str, depth: int) -> dict[str, object]:
 _SCALARS: Final[dict[str, type | tuple[type, ...]]] = {
     "stringValue": str,
     "boolValue": bool,
-    "doubleValue": (int, float),
 }
+
+_INTEGER: Final = re.compile(r"-?[0-9]+")
+_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_SPECIAL_DOUBLES: Final = {
+    "NaN": math.nan,
+    "Infinity": math.inf,
+    "-Infinity": -math.inf,
+}
+_INT_RANGE: Final = range(-(2**63), 2**64)
+"""OTLP's integers: ``int64`` values and ``fixed64`` times."""
 
 
 def _json_value(raw: object, where: str, depth: int) -> object:  # noqa: C901 - one branch per AnyValue kind
@@ -292,12 +305,12 @@ def _json_value(raw: object, where: str, depth: int) -> object:  # noqa: C901 - 
         raise CollectError(msg)
     kind, inner = next(iter(value.items()))
     if kind in _SCALARS:
-        if not isinstance(inner, _SCALARS[kind]) or (
-            kind == "doubleValue" and isinstance(inner, bool)
-        ):
+        if not isinstance(inner, _SCALARS[kind]):
             msg = f"Expected {where}.{kind} of its type, found {type(inner).__name__}"
             raise CollectError(msg)
-        return float(inner) if kind == "doubleValue" else inner  # type: ignore[arg-type]
+        return inner
+    if kind == "doubleValue":
+        return _double(inner, f"{where}.doubleValue")
     if kind == "intValue":
         return _int(inner, f"{where}.intValue")
     if kind == "bytesValue":
@@ -342,11 +355,31 @@ def _text(value: object, where: str) -> str:
 
 
 def _int(value: object, where: str) -> int:
+    """A 64-bit integer, sent as a JSON number or as a string of ASCII digits."""
+    found: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    msg = f"Expected {where} to be an integer, found {quote_value(value)}"
+        found = value
+    elif isinstance(value, str) and len(value) <= 21 and _INTEGER.fullmatch(value):
+        found = int(value)
+    if found is None or found not in _INT_RANGE:
+        msg = f"Expected {where} to be a 64-bit integer, found {quote_value(value)}"
+        raise CollectError(msg)
+    return found
+
+
+def _double(value: object, where: str) -> float:
+    """A double, sent as a JSON number or as a string (proto3's JSON mapping)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        special = _SPECIAL_DOUBLES.get(value)
+        if special is not None:
+            return special
+        if len(value) <= 64 and _NUMBER.fullmatch(value):
+            number = float(value)
+            if math.isfinite(number):
+                return number
+    msg = f"Expected {where} to be a double, found {quote_value(value)}"
     raise CollectError(msg)
 
 

@@ -20,6 +20,7 @@ A call with none of them has no content (usage only).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal, TypeAlias
@@ -255,19 +256,29 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
     )
 
 
+MAX_COUNT: Final = 2**63 - 1
+"""The largest token count read; a larger one is read as not reported."""
+
+
 def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
+    """A token count: a non-negative integer, else 0 (not reported).
+
+    An integer, an integral part of a finite float, or ASCII digits; a
+    negative, non-finite or larger than :data:`MAX_COUNT` one reads as 0.
+    """
     value = attrs.get(key)
     if value is None and older:
         value = attrs.get(f"gen_ai.usage.{older}")
+    count = 0
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return max(0, value)
-    if isinstance(value, float):
-        return max(0, int(value))
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return 0
+        count = value
+    elif isinstance(value, float) and math.isfinite(value):
+        count = int(value)
+    elif isinstance(value, str) and value.isascii() and value.isdigit():
+        count = int(value) if len(value) <= len(str(MAX_COUNT)) else 0
+    return count if 0 <= count <= MAX_COUNT else 0
 
 
 _Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bool]
@@ -615,7 +626,9 @@ def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
 
 # --- OpenLLMetry: gen_ai.prompt.N.* / gen_ai.completion.N.* -----------------
 
-_INDEXED: Final = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(.+)")
+_INDEXED: Final = re.compile(r"gen_ai\.(prompt|completion)\.([0-9]{1,9})\.(.+)")
+"""OpenLLMetry's indexed attributes (an index of ASCII digits, at most nine)."""
+_INDEX: Final = re.compile("[0-9]{1,9}")
 
 
 def _openllmetry(attrs: Mapping[str, object]) -> _Content:
@@ -654,7 +667,7 @@ def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
     for field, value in row.items():
         head, _, rest = field.partition(".")
         number, _, name = rest.partition(".")
-        if head == "tool_calls" and number.isdigit():
+        if head == "tool_calls" and _INDEX.fullmatch(number):
             found.setdefault(int(number), {})[name] = value
     return tuple(
         ToolCallSaid(

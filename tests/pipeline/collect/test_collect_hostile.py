@@ -32,9 +32,38 @@ def _deep(levels: int) -> bytes:
     return json.dumps(json_request([span])).encode()
 
 
+def _with(value: dict[str, object] | None = None, **fields: object) -> bytes:
+    """A chat span whose input token count is ``value``, its fields overridden."""
+    attrs = chat_attributes()
+    span = json_span(TRACE, "00f067aa0ba902b7", attrs, start=1)
+    if value is not None:
+        span["attributes"] = [
+            *span["attributes"],  # type: ignore[list-item]
+            {"key": "gen_ai.usage.input_tokens", "value": value},
+        ]
+    span.update(fields)
+    return json.dumps(json_request([span])).encode()
+
+
+def _raw(body: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in body
+    return body.replace(old, new, 1)
+
+
+_TIMES = _with(startTimeUnixNano="12345")
+
+
 @pytest.mark.parametrize(
     ("body", "headers", "status", "names"),
     [
+        (_with({"intValue": "\u00b2"}), JSON, 400, "to be a 64-bit integer"),
+        (_with({"intValue": "\u0663"}), JSON, 400, "to be a 64-bit integer"),
+        (_with(startTimeUnixNano="9" * 5_000), JSON, 400, "64-bit integer"),
+        (_raw(_TIMES, b'"12345"', b"9" * 5_000), JSON, 400, "out of range"),
+        (_with(startTimeUnixNano=str(2**64)), JSON, 400, "64-bit integer"),
+        (_with({"doubleValue": "1e400"}), JSON, 400, "to be a double"),
+        (_with({"doubleValue": "nan"}), JSON, 400, "to be a double"),
+        (_with({"doubleValue": True}), JSON, 400, "to be a double"),
         (b"\xff\x00garbage" * 10, PROTOBUF, 400, "OTLP/protobuf"),
         (b'{"resourceSpans": [', JSON, 400, "OTLP/JSON"),
         (b'{"resourceSpans": {}}', JSON, 400, "resourceSpans to be an array"),

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.spans import json_request, json_span, text
+from turnledger.ledger.errors import InvalidEventError
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.collect import CollectError, Recorder, decode_json, recording
 from turnledger.pipeline.collect.decode import spans_of_document
@@ -360,3 +361,113 @@ def test_a_batch_after_another_writer_moved_the_session_is_mapped_again(
     assert [e.message.text for e in history] == ["q0", "a0", "q1", "a1", "q2", "a2"]
     assert (again.duplicates, again.events) == (1, 0)
     assert (report.mapped, report.duplicates) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("sent", "read"),
+    [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"), ("-2.5e3", "-2500.0")],
+)
+def test_doubles_in_proto3_json_strings_are_read(sent: str, read: str) -> None:
+    span = json_span(TRACE, "1" * 16, {}, start=1)
+    span["attributes"] = [{"key": "x", "value": {"doubleValue": sent}}]
+    (decoded,) = decode_json(json.dumps(json_request([span])).encode())
+    assert repr(decoded.attributes["x"]) == read
+
+
+_ODD_NUMBERS = [
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e300,
+    -3.0,
+    2**70,
+    -(2**70),
+    "\u00b2",
+    "\u0663",
+    "9" * 5_000,
+    "-12",
+    " 12",
+]
+
+
+@pytest.mark.parametrize("value", _ODD_NUMBERS, ids=lambda v: repr(v)[:24])
+def test_a_token_count_that_is_not_one_reads_as_not_reported(
+    value: object, tmp_path: Path
+) -> None:
+    span = recording.Span(
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.usage.input_tokens": value,
+            "gen_ai.usage.output_tokens": 7,
+        },
+    )
+    with open_store(str(tmp_path / "ledger.db")) as store:
+        report = Recorder(store).record([span])
+        calls = [
+            r.event
+            for r in store.read_all(after=0, limit=100)
+            if type(r.event).__name__ == "ModelCalled"
+        ]
+    assert report.mapped == 1
+    assert [(c.input_tokens, c.output_tokens) for c in calls] == [(0, 7)]
+
+
+_GENAI_KEYS = [
+    "gen_ai.operation.name",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.conversation.id",
+    "gen_ai.prompt.0.role",
+    "gen_ai.prompt.0.content",
+    "gen_ai.prompt.0.tool_calls.\u00b2.id",
+    "gen_ai.prompt.0.tool_calls.0.arguments",
+    "gen_ai.completion.0.role",
+    "gen_ai.prompt." + "1" * 5_000 + ".role",
+    "llm.request.type",
+]
+
+_attribute_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.sampled_from(["chat", "execute_tool", "\u00b2", "\u0663", "9" * 5_000, "[]"])
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(_GENAI_KEYS), _attribute_values, max_size=8),
+    st.sampled_from(["chat", "execute_tool", "text_completion"]),
+)
+def test_any_attribute_values_record_or_are_refused_typed(
+    attrs: dict[str, object], operation: str
+) -> None:
+    """Whatever values a span's GenAI attributes hold, recording it succeeds or
+    raises the ledger's typed refusal; never another exception."""
+    span = recording.Span(
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        attributes={"gen_ai.operation.name": operation, **attrs},
+    )
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        open_store(f"{folder}/l.db") as store,
+        contextlib.suppress(InvalidEventError),
+    ):
+        Recorder(store).record([span])
