@@ -488,7 +488,11 @@ def _response_index(origin: str, prefix: str) -> int | None:
     if not dot or not head.startswith(f"{prefix}["):
         return None
     number = head[len(prefix) + 1 :]
-    return int(number) if number.isdigit() else None
+    return (
+        int(number)
+        if number.isascii() and number.isdigit() and len(number) < 10
+        else None
+    )
 
 
 def _labelled(prefix: str, items: list[object]) -> list[Labelled]:

@@ -15,7 +15,7 @@ from uuid import UUID
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
-from turnledger.ledger.errors import ConcurrencyError
+from turnledger.ledger.errors import ConcurrencyError, quote_value
 from turnledger.ledger.events import (
     Event,
     MemoryForgotten,
@@ -29,7 +29,11 @@ from turnledger.ledger.ids import memory_stream_id, session_stream_id
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.appending import append_decided
 from turnledger.pipeline.sessions import SessionRef, list_sessions
-from turnledger.pipeline.timetravel.pointintime import TimeTravelError, resolve_at
+from turnledger.pipeline.timetravel.pointintime import (
+    TimeTravelError,
+    parse_position,
+    resolve_at,
+)
 from turnledger.policies.paths import sanitize_session_key
 from turnledger.projections.history import rewind_effect
 from turnledger.projections.lineage import (
@@ -104,13 +108,15 @@ def fork_session(
         TimeTravelError: ``at`` names nothing in the session, or the new
             session exists already.
     """
-    if at.isdigit():
-        position = int(at)
-    else:
+    position = parse_position(at)
+    if position is None:
         position = resolve_at(lineage(store, source.stream_id), at)
     point = locate(store, source.stream_id, position)
     if point is None:
-        msg = f"Expected a point at or after the session's first event, found {at!r}"
+        msg = (
+            "Expected a point at or after the session's first event, found "
+            f"{quote_value(at)}"
+        )
         raise TimeTravelError(msg)
     alias = agent or source.agent
     key = _new_key(store, alias, source.key) if new_key is None else new_key

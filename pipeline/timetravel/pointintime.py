@@ -18,6 +18,7 @@ from typing import Final
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.errors import quote_value
 from turnledger.ledger.events import MemoryRecalled
 from turnledger.ledger.ids import memory_stream_id
 from turnledger.ledger.store import EventStore
@@ -33,9 +34,29 @@ from turnledger.projections.queries import SessionHistories, cost_records
 
 _POSITION: Final = re.compile(r"[0-9]+")
 
+MAX_POSITION: Final = 2**63 - 1
+"""The largest global position a ledger holds (SQLite's and PostgreSQL's bound)."""
+
 
 class TimeTravelError(PipelineError, ValueError):
     """A point in time, a fork or a rewind that cannot be done as asked."""
+
+
+def parse_position(text: str) -> int | None:
+    """Return the global position ``text`` writes in ASCII digits, else ``None``.
+
+    Raises:
+        TimeTravelError: The digits name a position above :data:`MAX_POSITION`.
+    """
+    if not _POSITION.fullmatch(text):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_POSITION)) or int(digits) > MAX_POSITION:
+        msg = (
+            f"Expected a position of at most {MAX_POSITION}, found {quote_value(text)}"
+        )
+        raise TimeTravelError(msg)
+    return int(digits)
 
 
 def resolve_at(events: list[Recorded], text: str) -> int:
@@ -50,8 +71,9 @@ def resolve_at(events: list[Recorded], text: str) -> int:
     Raises:
         TimeTravelError: The text is none of these.
     """
-    if _POSITION.fullmatch(text):
-        return int(text)
+    position = parse_position(text)
+    if position is not None:
+        return position
     turn = [r.position for r in events if getattr(r.event, "turn_id", None) == text]
     if turn:
         return max(turn)
@@ -59,7 +81,7 @@ def resolve_at(events: list[Recorded], text: str) -> int:
     if when is None:
         msg = (
             "Expected a position, a turn id of the session or an ISO time, "
-            f"found {text!r}"
+            f"found {quote_value(text)}"
         )
         raise TimeTravelError(msg)
     return max((r.position for r in events if r.recorded_at <= when), default=0)
@@ -80,11 +102,12 @@ def resolve_global_at(store: EventStore, text: str) -> int:
     Raises:
         TimeTravelError: The text is neither.
     """
-    if _POSITION.fullmatch(text):
-        return int(text)
+    position = parse_position(text)
+    if position is not None:
+        return position
     when = parse_time(text)
     if when is None:
-        msg = f"Expected a position or an ISO time, found {text!r}"
+        msg = f"Expected a position or an ISO time, found {quote_value(text)}"
         raise TimeTravelError(msg)
     found = 0
     for r in store.iter_all():

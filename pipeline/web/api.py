@@ -94,11 +94,13 @@ def _at_route(state: WebState, request: Request) -> Response:
         return _json({"error": "no such session"}, 404)
     data = state.cache.data(ref)
     raw = request.query_params.get("index", "")
-    if not data.events or not raw.isdigit():
+    if not data.events or not (raw.isascii() and raw.isdigit()):
         return _json(
             {"error": f"Expected an index from 0, found {quote_value(raw)}"}, 400
         )
-    index = min(int(raw), len(data.events) - 1)
+    last = len(data.events) - 1
+    digits = raw.lstrip("0") or "0"  # a number beyond the last: the last
+    index = last if len(digits) > len(str(last)) else min(int(digits), last)
     position = data.events[index].position
     history = load_history(state.store, ref.stream_id, at=position)
     report = replay_session(state.store, ref.stream_id, at=position)
@@ -154,7 +156,7 @@ def _events_route(state: WebState, request: Request) -> Response:
     if ref is None:
         return _json({"error": "no such session"}, 404)
     raw = request.query_params.get("after", "0")
-    after = int(raw) if raw.isdigit() and len(raw) < 19 else 0
+    after = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 else 0
     data = state.cache.data(ref)
     fresh = [r for r in data.events[after:] if r.version > after]
     return _json(

@@ -76,7 +76,7 @@ def _row(data: SessionData) -> SessionRow:
 
 def _int(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name, "")
-    return int(raw) if raw.isdigit() and len(raw) < 10 else default
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else default
 
 
 def _html(text: str, status: int = 200) -> HTMLResponse:

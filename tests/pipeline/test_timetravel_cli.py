@@ -49,6 +49,29 @@ def test_at_refuses_what_it_cannot_resolve(db: str, capsys: pytest.CaptureFixtur
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["history", "replay", "fork", "rewind"])
+@pytest.mark.parametrize(
+    ("at", "says"),
+    [
+        ("\u00b2", "Expected a position, a turn id"),  # a digit to str.isdigit only
+        ("9" * 5_000, "Expected a position of at most 9223372036854775807"),
+        (str(2**63), "Expected a position of at most 9223372036854775807"),
+    ],
+    ids=["superscript", "5000 digits", "2**63"],
+)
+def test_at_refuses_what_is_no_position_in_one_line(
+    db: str, capsys: pytest.CaptureFixture[str], command: str, at: str, says: str
+):
+    flag = "--to" if command == "rewind" else "--at"
+    before = run(capsys, "--db", db, "stats", "--json")[1]
+    code, out, err = run(capsys, "--db", db, command, "demo-1", flag, at)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"turnledger: {says}")
+    assert len(err.splitlines()) == 1
+    assert len(err) < 400
+    assert run(capsys, "--db", db, "stats", "--json")[1] == before  # nothing written
+
+
 def test_fork_rewind_and_sessions(db: str, capsys: pytest.CaptureFixture[str]):
     ids = turns(db, "demo-1")
     code, out, _ = run(

@@ -134,6 +134,26 @@ def test_bad_paths_and_queries_are_answered_cleanly(server):
     assert httpx.get(f"{server}sessions/{missing}").status_code == 404
     assert httpx.get(f"{server}api/sessions/{missing}/at?index=0").status_code == 404
     assert httpx.get(server + "?page=banana").status_code == 200
+    for odd in ("\u00b2", "\u0663", "9" * 5_000):  # a digit to str.isdigit, not int
+        assert httpx.get(server, params={"page": odd}).status_code == 200
+
+
+def test_the_scrubber_api_reads_only_ascii_indexes(recorded, server):
+    sid = recorded.sessions["demo"]
+    at = f"{server}api/sessions/{sid}/at"
+    for odd in ("\u00b2", "\u0663"):
+        bad = httpx.get(at, params={"index": odd})
+        assert bad.status_code == 400
+        assert "Expected an index" in bad.json()["error"]
+    last = httpx.get(at, params={"index": "9" * 5_000})
+    assert last.status_code == 200
+    assert last.json() == httpx.get(at, params={"index": "999999"}).json()
+    assert (
+        httpx.get(at, params={"index": "0003"}).json()
+        == httpx.get(at, params={"index": "3"}).json()
+    )
+    events = f"{server}api/sessions/{sid}/events"
+    assert httpx.get(events, params={"after": "\u00b2"}).status_code == 200
 
 
 def test_the_scrubber_api_refuses_a_bad_index(recorded, server):
