@@ -240,3 +240,30 @@ def test_numbers_beyond_64_bits_are_refused(capsys, sqlite_path):
         main(["--db", sqlite_path, "tail", "--after", str(2**63)])
     assert caught.value.code == 2
     assert "expected a number from 0 to" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("\u00b2", "expected a whole number, found '\u00b2'"),  # isdigit, not int
+        ("\u0663", "expected a whole number, found '\u0663'"),  # int() reads 3
+        ("1_000", "expected a whole number"),
+        (" 5", "expected a whole number"),
+        ("9" * 5_000, "expected a number from 0 to 9223372036854775807, found '999"),
+        ("-1", "expected a number from 0 to"),
+    ],
+    ids=["superscript", "arabic-indic", "underscore", "space", "5000 digits", "-1"],
+)
+def test_a_count_is_ascii_digits_refused_in_one_bounded_line(
+    capsys, sqlite_path, text, says
+):
+    with pytest.raises(SystemExit) as caught:
+        main(["--db", sqlite_path, "tail", "--last", text])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert len(err.splitlines()[-1]) < 400
+
+
+def test_a_count_may_have_leading_zeros(capsys, sqlite_path):
+    assert main(["--db", sqlite_path, "tail", "--last", "007", "--json"]) == 0

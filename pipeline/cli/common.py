@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from turnledger.ledger.errors import quote_value
 from turnledger.ledger.location import DEFAULT_PATH
 from turnledger.pipeline.errors import PipelineError
 
@@ -108,15 +109,20 @@ def count(text: str) -> int:
     Raises:
         argparse.ArgumentTypeError: The text is not such a number.
     """
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"expected a whole number, found {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if not 0 <= value <= MAX_COUNT:
-        msg = f"expected a number from 0 to {MAX_COUNT}, found {value}"
+    negative = text.startswith("-")
+    body = text[1:] if negative else text
+    if not (body.isascii() and body.isdigit()):  # not int(): '²' and 5,000 digits
+        msg = f"expected a whole number, found {quote_value(text)}"
         raise argparse.ArgumentTypeError(msg)
-    return value
+    digits = body.lstrip("0") or "0"
+    if (
+        (negative and digits != "0")
+        or len(digits) > len(str(MAX_COUNT))
+        or int(digits) > MAX_COUNT
+    ):
+        msg = f"expected a number from 0 to {MAX_COUNT}, found {quote_value(text)}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(digits)
 
 
 def config(args: argparse.Namespace) -> Config:
