@@ -26,6 +26,7 @@ from turnledger.pipeline.importer import (
     ImportReport,
     import_transcript,
 )
+from turnledger.pipeline.inputs import MissingInputFileError
 from turnledger.policies.errors import PolicyError
 from turnledger.policies.pricing import ModelPrice
 
@@ -105,15 +106,25 @@ class FileImport(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-def transcript_files(paths: Iterable[str]) -> list[str]:
+def transcript_files(paths: Iterable[str], *, ledger: str | None = None) -> list[str]:
     """Return the files to import: each file named, and each directory's transcripts.
 
     A directory is searched recursively for files ending in one of
-    :data:`TRANSCRIPT_SUFFIXES` (hidden files and folders left out), in sorted
-    order; anything else named is kept as it is (reading it reports what it is).
+    :data:`TRANSCRIPT_SUFFIXES` (hidden files and folders left out, and the
+    file ``ledger`` names: the ledger imported into is no transcript), in
+    sorted order; anything else named is kept as it is (reading it reports
+    what it is).
+
+    Raises:
+        MissingInputFileError: A name is empty (``Path("")`` would be the
+            working directory, imported whole).
     """
+    own = _existing(ledger)
     found: list[str] = []
     for name in paths:
+        if not name:
+            msg = "Expected a file or directory to import, found an empty name"
+            raise MissingInputFileError(msg)
         path = Path(name)
         if not path.is_dir():
             found.append(name)
@@ -124,8 +135,17 @@ def transcript_files(paths: Iterable[str]) -> list[str]:
             if p.suffix.lower() in TRANSCRIPT_SUFFIXES
             and p.is_file()
             and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            and not (own is not None and p.resolve() == own)
         )
     return found
+
+
+def _existing(ledger: str | None) -> Path | None:
+    """The ledger's file, resolved, when it is a SQLite file that exists."""
+    if not ledger or "://" in ledger.removeprefix("sqlite:///"):
+        return None
+    path = Path(ledger.removeprefix("sqlite:///"))
+    return path.resolve() if path.is_file() else None
 
 
 def import_file(

@@ -41,7 +41,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Import transcript files into the ledger: one session per conversation.
 
     FILE may be several files or directories (searched for .json, .jsonl,
-    .eval, .har, .yaml, .yml and .db files); each file is imported on its own
+    .eval, .har, .yaml, .yml and .db files, the ledger itself left out; an
+    empty name is refused); each file is imported on its own
     and a per-file summary is printed (a progress bar on stderr when it is a
     terminal). Formats: auto (detected), openai-chat, openai-responses,
     anthropic, gemini, langchain, pydantic-ai, claude-code, codex, cassette,
@@ -75,7 +76,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     """
     from turnledger.pipeline.import_files import transcript_files
 
-    files = transcript_files(args.file)
+    files = transcript_files(args.file, ledger=target(args))
     if args.session is not None and len(files) != 1:
         msg = f"Expected one file with --session, found {len(files)}"
         raise UsageError(msg)

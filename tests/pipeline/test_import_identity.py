@@ -219,6 +219,35 @@ def test_an_empty_directory_is_refused(capsys, tmp_path):
     assert "found none" in err
 
 
+def test_an_empty_name_is_refused_not_read_as_the_working_directory(
+    capsys, tmp_path, monkeypatch
+):
+    """``Path("")`` is ``.``: an empty name (an unset shell variable) would have
+    imported the whole working directory."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(corpus_files(1)[0][0], tmp_path / "a.jsonl")
+    code, out, err = run(capsys, "--db", "l.db", "import", "")
+    assert (code, out) == (2, "")
+    assert err == (
+        "turnledger: Expected a file or directory to import, found an empty name\n"
+    )
+    assert not (tmp_path / "l.db").exists() or open_store("l.db").count() == 0
+
+
+def test_a_directory_holding_the_ledger_imports_all_but_the_ledger(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(corpus_files(1)[0][0], tmp_path / "a.jsonl")
+    assert run(capsys, "--db", "l.db", "init")[0] == 0
+    code, out, err = run(capsys, "--db", "l.db", "import", ".", "--json")
+    assert (code, err) == (0, "")
+    assert [f["file"] for f in json.loads(out)["files"]] == ["a.jsonl"]
+    code, out, _ = run(capsys, "--db", "sqlite:///l.db", "import", str(tmp_path))
+    assert code == 0
+    assert "already imported" in out
+
+
 def test_fixture_directories_import_in_one_command(capsys, tmp_path):
     """The test fixtures' folders (several formats, auto-detected) in one command."""
     folders = [str(FIXTURES / name) for name in ("adk", "har", "openhands")]
