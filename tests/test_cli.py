@@ -267,3 +267,25 @@ def test_a_count_is_ascii_digits_refused_in_one_bounded_line(
 
 def test_a_count_may_have_leading_zeros(capsys, sqlite_path):
     assert main(["--db", sqlite_path, "tail", "--last", "007", "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--db", "", "stats"],
+        ["--config", "", "stats"],
+        ["project", "status", "--views", ""],
+        ["erase", "--user", "u", "--views", ""],
+    ],
+    ids=["--db", "--config", "project --views", "erase --views"],
+)
+def test_an_empty_place_is_refused_not_read_as_the_default(
+    capsys, tmp_path, monkeypatch, argv
+):
+    """An empty --db opened (and created) ./turnledger.db as if none was given."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "expected a path or URL, found an empty one" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -33,6 +33,7 @@ from turnledger.pipeline.cli.common import (
     Command,
     UsageError,
     check_arguments,
+    place,
 )
 from turnledger.pipeline.errors import PipelineError
 
@@ -72,11 +73,13 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     parser.add_argument(
         "--db",
         default=None,
+        type=place,
         help=f"ledger file or postgresql:// URL (default ${DB_ENV} or {DEFAULT_PATH})",
     )
     parser.add_argument(
         "--config",
         default=None,
+        type=place,
         help="configuration file (default $TURNLEDGER_CONFIG or ./turnledger.toml)",
     )
     parser.add_argument(

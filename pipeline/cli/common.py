@@ -125,6 +125,21 @@ def count(text: str) -> int:
     return int(digits)
 
 
+def place(text: str) -> str:
+    """An argparse type: a path or URL, never empty.
+
+    An empty ``--db``, ``--config`` or ``--views`` was read as not given (the
+    default ledger, configuration or view store, silently).
+
+    Raises:
+        argparse.ArgumentTypeError: The text is empty.
+    """
+    if not text:
+        msg = "expected a path or URL, found an empty one"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
 def config(args: argparse.Namespace) -> Config:
     """Return the configuration: --config, $TURNLEDGER_CONFIG, ./turnledger.toml."""
     from turnledger.pipeline.config import ConfigError, load_config  # noqa: PLC0415

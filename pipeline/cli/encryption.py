@@ -17,6 +17,7 @@ from turnledger.pipeline.cli.common import (
     UsageError,
     config,
     open_ledger,
+    place,
     print_json,
     target,
 )
@@ -135,5 +136,5 @@ COMMANDS: Final[dict[str, Command]] = {"encrypt-files": cmd_encrypt_files}
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add the command's options."""
     if name == "encrypt-files":
-        p.add_argument("--views", default=None, help="the view store file")
+        p.add_argument("--views", default=None, type=place, help="the view store file")
         p.add_argument("--json", action="store_true", help="print JSON")

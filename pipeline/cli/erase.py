@@ -15,6 +15,7 @@ from turnledger.pipeline.cli.common import (
     UsageError,
     config,
     open_ledger,
+    place,
     print_json,
     target,
 )
@@ -120,6 +121,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", default=None, help="the agent (alone: all of it)")
     p.add_argument("--user", default=None, help="a user's session key, every agent")
     p.add_argument("--memory", default=None, help="a memory key (with --agent)")
-    p.add_argument("--views", default=None, help="where views live (as project)")
+    p.add_argument(
+        "--views", default=None, type=place, help="where views live (as project)"
+    )
     p.add_argument("--yes", action="store_true", help="confirm: it cannot be undone")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

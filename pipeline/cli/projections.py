@@ -15,6 +15,7 @@ from turnledger.pipeline.cli.common import (
     UsageError,
     config,
     open_ledger,
+    place,
     print_json,
     target,
 )
@@ -194,5 +195,5 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     if name == "project":
         p.add_argument("action", choices=["status", "catch-up", "rebuild", "run"])
         p.add_argument("--projection", default=None, help="one projection by name")
-        p.add_argument("--views", default=None, help="the view store file")
+        p.add_argument("--views", default=None, type=place, help="the view store file")
         p.add_argument("--json", action="store_true", help="print JSON")

@@ -67,6 +67,7 @@ from turnledger.pipeline.config.sections import (
     RuntimeConfig,
     StorageConfig,
     TelemetryConfig,
+    Text,
     recall_tuning,
 )
 from turnledger.pipeline.errors import PipelineError
@@ -108,9 +109,9 @@ class ConfigError(PipelineError, ValueError):
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole configuration."""
 
-    ledger: str | None = None
-    views: str | None = None
-    data_dir: str = "./turnledger-data"
+    ledger: Text | None = None
+    views: Text | None = None
+    data_dir: Text = "./turnledger-data"
     agents: dict[str, AgentConfig] = {}
     storage: dict[str, dict[str, StorageConfig]] = {}
     runtime: RuntimeConfig = RuntimeConfig()

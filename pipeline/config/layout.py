@@ -153,6 +153,10 @@ def _flatten(
     return spelled
 
 
+_EMPTY: Final = {"Expected `str` of length >= 1": "expected text, found an empty one"}
+"""msgspec's words for an empty key (``sections.Text``), as the others read."""
+
+
 def located(message: str, prefix: str, spelled: dict[tuple[str, str], str]) -> str:
     """Turn msgspec's ``"... - at `$.b`"`` into ``"<prefix>.b: ..."`` (as spelled).
 
@@ -165,6 +169,7 @@ def located(message: str, prefix: str, spelled: dict[tuple[str, str], str]) -> s
         The message led by the full key.
     """
     detail, at, path = message.rpartition(" - at `$")
+    detail = _EMPTY.get(detail, detail)
     if not at:
         return f"{prefix}: {message}" if prefix else message
     path = path.rstrip("`").lstrip(".")

@@ -11,13 +11,17 @@ turns the ``[recall]`` rerank keys into the policy's
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES
 from turnledger.policies.recall_tuning import RecallTuning
 from turnledger.policies.recordable import DEFAULT_MAX_RESPONSE_CHARS
+
+Text = Annotated[str, msgspec.Meta(min_length=1)]
+"""A key's text that may not be empty: an empty one is refused, never read as
+unset (nor as the working directory, for a path)."""
 
 
 class AgentConfig(
@@ -38,10 +42,10 @@ class AgentConfig(
 
     memory: str | None = None
     read_memory_from: tuple[str, ...] = ()
-    workspace: str | None = None
+    workspace: Text | None = None
     strategy: Literal["default", "none"] = "default"
     autosave: bool = True
-    provider: str | None = None
+    provider: Text | None = None
 
 
 class StorageConfig(
@@ -49,9 +53,9 @@ class StorageConfig(
 ):
     """``[storage.<kind>.<alias>]``: where a memory backend keeps its data."""
 
-    path: str | None = None
-    url: str | None = None
-    collection: str | None = None
+    path: Text | None = None
+    url: Text | None = None
+    collection: Text | None = None
     command: tuple[str, ...] = ()
 
 
@@ -117,10 +121,10 @@ class EmbeddingConfig(
     """
 
     provider: Literal["static", "none", "openai-compatible", "local"] = "static"
-    base_url: str | None = None
-    model: str | None = None
+    base_url: Text | None = None
+    model: Text | None = None
     dims: int | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: Text = "OPENAI_API_KEY"
     threads: int = 1
     index: Literal["exact", "ivf"] = "exact"
     probes: int | None = None
@@ -133,9 +137,9 @@ class ProviderConfig(
 
     kind: Literal["scripted", "openai-compatible", "anthropic"]
     model: str = ""
-    base_url: str | None = None
-    api_key_env: str | None = None
-    script: str | None = None
+    base_url: Text | None = None
+    api_key_env: Text | None = None
+    script: Text | None = None
     timeout: float = 60.0
 
 
@@ -161,9 +165,9 @@ class TelemetryConfig(
     """
 
     console: bool = False
-    otlp_endpoint: str | None = None
+    otlp_endpoint: Text | None = None
     capture_content: bool = False
-    service_name: str = "turnledger"
+    service_name: Text = "turnledger"
 
 
 class PrivacyConfig(

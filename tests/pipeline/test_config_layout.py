@@ -179,6 +179,41 @@ def test_negative_or_absurd_numbers_are_refused_naming_key_and_value(text, messa
     assert str(raised.value) == message
 
 
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('ledger = ""\n', "ledger"),
+        ('views = ""\n', "views"),
+        ('data_dir = ""\n', "data_dir"),
+        ('[agents.a.workspace]\npath = ""\n', "agents.a.workspace.path"),
+        ('[agents.a]\nprovider = ""\n', "agents.a.provider"),
+        ('[storage.sqlite.x]\npath = ""\n', "storage.sqlite.x.path"),
+        ('[storage.qdrant.x]\nurl = ""\n', "storage.qdrant.x.url"),
+        ('[storage.qdrant.x]\ncollection = ""\n', "storage.qdrant.x.collection"),
+        ('[embedding]\nbase_url = ""\n', "embedding.base_url"),
+        ('[embedding]\nmodel = ""\n', "embedding.model"),
+        ('[embedding]\napi_key_env = ""\n', "embedding.api_key_env"),
+        ('[providers.p]\nkind = "scripted"\nscript = ""\n', "providers.p.script"),
+        (
+            '[providers.p]\nkind = "openai-compatible"\nbase_url = ""\n',
+            "providers.p.base_url",
+        ),
+        (
+            '[providers.p]\nkind = "anthropic"\napi_key_env = ""\n',
+            "providers.p.api_key_env",
+        ),
+        ('[telemetry]\notlp_endpoint = ""\n', "telemetry.otlp_endpoint"),
+        ('[telemetry]\nservice_name = ""\n', "telemetry.service_name"),
+    ],
+)
+def test_an_empty_text_is_refused_not_read_as_unset(text, key):
+    """An empty ``ledger`` was the default ledger, an empty ``data_dir`` the
+    working directory: each is refused, naming its key."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text)
+    assert str(raised.value).endswith(f" {key}: expected text, found an empty one")
+
+
 def test_the_cli_refuses_a_bad_seed_layout_in_one_line(capsys, tmp_path):
     """At the CLI: one line on stderr naming alias and key, exit 2."""
     config = tmp_path / "turnledger.toml"
