@@ -162,12 +162,22 @@ _OTLP_PEEK: Final = 4096
 def looks_like_otlp(path: str | Path) -> bool:
     """Whether a file begins as an OTLP/JSON trace request (read: its first 4 KiB).
 
-    Here, not beside the OTLP reader (:mod:`.collect.files`), so telling a
-    file's kind costs no import of the receiver.
+    Only a regular file is looked into, opened without blocking as
+    :func:`read_input_file` opens it (a FIFO nobody writes to would block a
+    plain open forever); anything else is not OTLP here, and its reader
+    refuses it. Here, not beside the OTLP reader (:mod:`.collect.files`), so
+    telling a file's kind costs no import of the receiver.
     """
     try:
-        with Path(path).open("rb") as handle:
-            head = handle.read(_OTLP_PEEK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, _OTLP_PEEK)
     except OSError:
         return False
+    finally:
+        os.close(fd)
     return _OTLP_SIGNATURE.match(head) is not None

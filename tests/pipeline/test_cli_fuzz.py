@@ -425,10 +425,15 @@ def reported_events(out: str) -> int:
 HANG_SECONDS = 60
 
 
+class Hang(BaseException):
+    """The alarm rang. Not ``TimeoutError`` (an ``OSError``, which a reader's
+    ``except OSError`` takes for an unreadable file and carries on)."""
+
+
 def _ring(signum: int, frame: object) -> None:
     del signum, frame
     msg = f"a command ran for more than {HANG_SECONDS} s (a hang)"
-    raise TimeoutError(msg)
+    raise Hang(msg)
 
 
 def _run(capsys, argv: list[str]) -> tuple[int, str, str]:

@@ -51,15 +51,24 @@ def events(db: Path) -> int:
         return sum(1 for _ in store.iter_all())
 
 
+class Hang(BaseException):
+    """The alarm rang (a BaseException: no ``except`` of the code swallows it)."""
+
+
 class Alarm:
-    """Raise TimeoutError in the main thread after ``seconds``."""
+    """Raise :class:`Hang` in the main thread after ``seconds``.
+
+    Not ``TimeoutError``: that is an ``OSError``, which a reader's ``except
+    OSError`` took for an unreadable file; a FIFO's blocking open then passed
+    here after the alarm's seconds, instead of failing.
+    """
 
     def __init__(self, seconds: int) -> None:
         self.seconds = seconds
 
     def __enter__(self) -> None:
         def ring(signum, frame):
-            raise TimeoutError
+            raise Hang
 
         self.previous = signal.signal(signal.SIGALRM, ring)
         signal.alarm(self.seconds)

@@ -348,6 +348,19 @@ def test_apply_is_idempotent_by_position(memory, workspace):
     assert memory.applied_position() == 3
 
 
+@pytest.mark.parametrize("damaged", ["garbage", "\u00b2", "9" * 5_000, "-3"])
+def test_a_damaged_position_file_is_refused_naming_it(memory, workspace, damaged):
+    """Not int()'s words ('invalid literal'), nor a 5,000-digit ValueError."""
+    memory.apply([stored(1, "a", "one")], 1)
+    tracked = workspace / "memory" / ".applied_position"
+    tracked.write_text(damaged)
+    with pytest.raises(ValueError, match="Expected a position") as raised:
+        memory.applied_position()
+    assert str(tracked) in str(raised.value)
+    assert "memory rebuild" in str(raised.value)
+    assert len(str(raised.value)) < 600
+
+
 def test_apply_redacts_lines_of_forgotten_keys(memory, workspace):
     """A forget event keeps the audit line but rewrites it as forgotten."""
     memory.apply([stored(1, "k", "kept")], 1)

@@ -41,6 +41,7 @@ from typing import Final, TypeAlias
 import msgspec
 
 from turnledger.ledger.envelope import Recorded
+from turnledger.ledger.errors import quote_value
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import scope_scores
@@ -69,6 +70,7 @@ DAILY_DIR: Final = "memory"
 """The directory of dated files (every category but ``core``)."""
 
 POSITION_FILE: Final = ".applied_position"
+_DIGITS: Final = 19  # a 64-bit position
 """The tracking file (inside :data:`DAILY_DIR`) of positions without a line."""
 
 LEDGER_FILE: Final = ".ledger_id"
@@ -338,7 +340,14 @@ class MarkdownMemory(AppendOnlyRefusals):
     def applied_position(self) -> int:
         """Return the highest position written to a line or tracked (0: none)."""
         tracked = self.root / DAILY_DIR / POSITION_FILE
-        done = int(tracked.read_text("utf-8") or 0) if tracked.is_file() else 0
+        text = tracked.read_text("utf-8").strip() if tracked.is_file() else ""
+        if text and not (text.isascii() and text.isdigit() and len(text) <= _DIGITS):
+            msg = (
+                f"Expected a position (ASCII digits) in {tracked}, found "
+                f"{quote_value(text)}: `turnledger memory rebuild` writes it again"
+            )
+            raise ValueError(msg)
+        done = int(text or 0)
         return max([done, *(line.position or 0 for line in self._lines())])
 
     def apply(self, events: Sequence[Recorded], position: int) -> None:
