@@ -349,6 +349,7 @@ class TestInjectMemoryContext:
 # -- relevance: scores comparable across queries (policies.relevance) ----------
 
 from turnledger.policies.relevance import (  # noqa: E402 - grouped with its tests
+    KEYWORD_CONFIDENT,
     STOP_WORDS,
     content_terms,
     coverage_score,
@@ -439,3 +440,11 @@ class TestRelevance:
             top = max(wv, wk)
             assert score >= max(w / top * s for w, s in legs) - 1e-12
             assert score <= min(1.0, sum(legs_s for _, legs_s in legs)) + 1e-12
+        if keyword is not None and keyword >= KEYWORD_CONFIDENT:
+            assert score >= keyword  # a confident keyword leg counts in full
+
+    def test_a_confident_keyword_leg_passes_the_floor_alone(self):
+        """0.78 on keywords, the cosine at the embedder's floor: 0.335 before."""
+        assert fuse(0.0, 0.78) == pytest.approx(0.78)
+        assert fuse(0.0, 0.69) == pytest.approx(0.69 * 0.3 / 0.7)
+        assert fuse(0.0, 0.9, keyword_weight=0.0) == 0.0

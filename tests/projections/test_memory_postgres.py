@@ -23,7 +23,7 @@ from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from tests.projections.test_memory_recall_gate import FILLER, block
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.policies.relevance import keyword_score
+from turnledger.policies.relevance import KEYWORD_CONFIDENT, fuse, keyword_score
 from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
@@ -298,15 +298,16 @@ def test_vector_leg_finds_what_keywords_miss(vector_memory):
 
 
 def test_hybrid_blends_seventy_thirty(vector_memory):
-    """Both legs: 1 - (1 - cosine) * (1 - 3/7 * keyword) (weights 0.7/0.3)."""
+    """Both legs fused as SQLite fuses them (policies.relevance.fuse): here
+    the keyword leg is confident (a full match), so it counts in full."""
     put(vector_memory, "both", "car wash")
     vector_memory.embed_pending()
     found = vector_memory.recall("car", agents=["alice"])
     cosine = 1 / 2**0.5  # {car} against {car, wash}
     keyword = keyword_score({"car": 1.0}, {"car": 1}, len(["both", "car", "wash"]))
-    assert found[0].score == pytest.approx(
-        1 - (1 - cosine) * (1 - 0.3 / 0.7 * keyword), rel=1e-5
-    )
+    assert keyword >= KEYWORD_CONFIDENT
+    assert found[0].score == pytest.approx(fuse(cosine, keyword), rel=1e-5)
+    assert found[0].score == pytest.approx(keyword, rel=1e-5)
     assert blend(None, 0.5) == 0.5
     assert blend(0.5, None) == 0.5
 

@@ -14,6 +14,7 @@ from tests.contracts.memory_contract import T0
 from tests.projections.test_memory_sqlite import HashingEmbedder
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
+from turnledger.projections.memory.embedding.static import StaticEmbedder
 from turnledger.projections.memory.protocol import MemoryEntry, NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
@@ -133,6 +134,28 @@ def test_a_question_about_two_subjects_injects_both():
     assert "editor: Helix is my editor" in shown
     assert "shell: fish is my login shell" in shown
     assert "f0" not in shown
+    memory.close()
+
+
+def test_a_question_about_two_subjects_injects_both_with_the_static_model():
+    """The default configuration's hybrid: each subject's row is found on
+    keywords (0.78) while its cosine to the two-subject question sits at the
+    static model's floor; a confident keyword leg counts in full."""
+    memory = SQLiteMemory(
+        ":memory:", embedder=StaticEmbedder(), background_vectors=False
+    )
+    for i, text in enumerate(FILLER):
+        put(memory, f"f{i}", text)
+    put(memory, "editor", "Helix is my editor")
+    put(memory, "shell", "fish is my login shell")
+    assert memory.embed_pending() == len(FILLER) + 2  # every row has its vector
+    shown = block(
+        memory.recall("which editor and which shell do I use", agents=["ops"])
+    )
+    assert "editor: Helix is my editor" in shown
+    assert "shell: fish is my login shell" in shown
+    assert "f0" not in shown
+    assert block(memory.recall("what is the weather on Mars", agents=["ops"])) == ""
     memory.close()
 
 

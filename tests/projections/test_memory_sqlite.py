@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
-from turnledger.policies.relevance import keyword_score
+from turnledger.policies.relevance import KEYWORD_CONFIDENT, keyword_score
 from turnledger.projections.memory.embedding import EmbedderError, EmbeddingIdentity
 from turnledger.projections.memory.errors import MemoryStoreError
 from turnledger.projections.memory.protocol import MemoryBackend, NewMemory
@@ -193,9 +193,11 @@ def raw_bm25(memory: SQLiteMemory, expression: str) -> dict[str, float]:
 
 
 def por(vector: float, keyword: float, wv: float = 0.7, wk: float = 0.3) -> float:
-    """The weighted probabilistic OR of two measured legs, written out."""
+    """The weighted probabilistic OR of two measured legs, written out; a
+    confident keyword score (policies.relevance.KEYWORD_CONFIDENT) in full."""
     top = max(wv, wk)
-    return 1 - (1 - wv / top * vector) * (1 - wk / top * keyword)
+    fused = 1 - (1 - wv / top * vector) * (1 - wk / top * keyword)
+    return max(fused, keyword) if wk > 0 and keyword >= KEYWORD_CONFIDENT else fused
 
 
 def one_term(frequency: int, length: int) -> float:

@@ -83,7 +83,15 @@ def vector_rows(memory: SQLiteMemory) -> int:
 
 def test_a_row_not_yet_embedded_is_found_by_keywords_then_by_both():
     embedder = WordWindows()
-    memory = SQLiteMemory(":memory:", embedder=embedder, background_vectors=False)
+    # Equal weights: at 0.7/0.3 this one-word match is a confident keyword leg
+    # (policies.relevance.KEYWORD_CONFIDENT), which the fusion keeps as it is.
+    memory = SQLiteMemory(
+        ":memory:",
+        embedder=embedder,
+        background_vectors=False,
+        vector_weight=0.5,
+        keyword_weight=0.5,
+    )
     with SQLiteMemory(":memory:", background_vectors=False) as keyword_only:
         keyword_only.store(entry("k", "tomato garden notes"))
         (alone,) = keyword_only.recall("tomato", agents=["a"])
@@ -102,6 +110,7 @@ def test_a_row_not_yet_embedded_is_found_by_keywords_then_by_both():
     (after,) = memory.recall("tomato", agents=["a"])
     assert after.key == "k"
     assert after.score != before.score  # the vector leg measured it too
+    assert after.score == pytest.approx(1 - (1 - 2**-0.5) * (1 - before.score))
     (vector,) = vectors_only.recall("tomato", agents=["a"])
     assert (vector.key, vector.score) == ("k", pytest.approx(2**-0.5))  # cosine
     memory.close()
