@@ -328,7 +328,10 @@ def _check(tool: str, key: str, arg: Arg, value: object) -> None:
     low = arg.minimum if arg.minimum is not None else float("-inf")
     high = arg.maximum if arg.maximum is not None else float("inf")
     if not low <= value <= high:
-        msg = f"Expected {where} from {arg.minimum} to {arg.maximum}, found {value}"
+        msg = (
+            f"Expected {where} from {arg.minimum} to {arg.maximum}, "
+            f"found {quote_value(value)}"
+        )
         raise RefusedCallError(msg)
 
 

@@ -112,6 +112,11 @@ def test_bounds_are_inclusive():
         check_arguments(
             "memory_recall", {"query": "q", "limit": 101}, allow_writes=False
         )
+    with pytest.raises(RefusedCallError, match="from 1 to 100, found 1000") as huge:
+        check_arguments(  # the JSON parser's largest: 4,300 digits
+            "memory_recall", {"query": "q", "limit": 10**4000}, allow_writes=False
+        )
+    assert len(str(huge.value)) < 400  # a bounded quote, not the number
 
 
 def test_a_lone_surrogate_is_refused_before_it_reaches_the_ledger():
