@@ -221,6 +221,27 @@ def test_lifecycle_doc_is_generated_from_the_code(capsys):
     assert out == (ROOT / "docs" / "lifecycle.md").read_text()
 
 
+def test_lifecycle_json_holds_every_surface_of_the_table(capsys):
+    """--json: the declarations the Markdown table is rendered from, and the
+    encryption-at-rest rows; every surface of the table is there."""
+    code, out, _ = run(capsys, "lifecycle", "--json")
+    assert code == 0
+    found = json.loads(out)
+    assert set(found) == {"surfaces", "at_rest"}
+    table = (ROOT / "docs" / "lifecycle.md").read_text()
+    for surface in found["surfaces"]:
+        assert set(surface) == {
+            "surface",
+            "owner",
+            "durability",
+            "scope",
+            "reviewers_check",
+        }
+        assert f"| {surface['surface']} |" in table
+    assert {row["encrypted"] for row in found["at_rest"]} == {True, False}
+    assert all(f"| {row['surface']} |" in table for row in found["at_rest"])
+
+
 def test_logs_are_scrubbed_and_bounded():
     """The CLI's log processor scrubs secrets and bounds every string value."""
     from turnledger.pipeline.cli import scrub_log_values

@@ -71,13 +71,29 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
     """Print the payload lifecycle table (owner, durability, scope, review checks).
 
     Generated from the declarations in the code; docs/lifecycle.md is its copy.
+    With --json: surfaces (surface, owner, durability, scope, reviewers_check)
+    and at_rest (surface, files, encrypted, why).
 
-    Example: turnledger lifecycle
+    Example: turnledger lifecycle --json
     """
-    from turnledger.pipeline.lifecycle import lifecycle_markdown
+    from turnledger.pipeline.lifecycle import (
+        AT_REST,
+        all_declarations,
+        lifecycle_markdown,
+    )
 
-    del args
-    sys.stdout.write(lifecycle_markdown())
+    if not args.json:
+        sys.stdout.write(lifecycle_markdown())
+        return 0
+    print_json(
+        {
+            "surfaces": all_declarations(),
+            "at_rest": [
+                {"surface": name, "files": files, "encrypted": encrypted, "why": why}
+                for name, files, encrypted, why in AT_REST
+            ],
+        }
+    )
     return 0
 
 
@@ -192,6 +208,8 @@ COMMANDS: Final[dict[str, Command]] = {
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     """Add a projection command's options."""
+    if name == "lifecycle":
+        p.add_argument("--json", action="store_true", help="print JSON")
     if name == "project":
         p.add_argument("action", choices=["status", "catch-up", "rebuild", "run"])
         p.add_argument("--projection", default=None, help="one projection by name")
