@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from turnledger.ledger.errors import quote_value
 from turnledger.ledger.location import DEFAULT_PATH
+from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
 from turnledger.pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def check_arguments(argv: list[str]) -> list[str]:
     return argv
 
 
-MAX_COUNT: Final = 2**63 - 1
+MAX_COUNT: Final = MAX_INTEGER
 """The largest position or count a command accepts (a 64-bit database integer)."""
 
 
@@ -114,15 +115,11 @@ def count(text: str) -> int:
     if not (body.isascii() and body.isdigit()):  # not int(): '²' and 5,000 digits
         msg = f"expected a whole number, found {quote_value(text)}"
         raise argparse.ArgumentTypeError(msg)
-    digits = body.lstrip("0") or "0"
-    if (
-        (negative and digits != "0")
-        or len(digits) > len(str(MAX_COUNT))
-        or int(digits) > MAX_COUNT
-    ):
+    value = parse_whole(body, MAX_COUNT)
+    if value is None or (negative and value):
         msg = f"expected a number from 0 to {MAX_COUNT}, found {quote_value(text)}"
         raise argparse.ArgumentTypeError(msg)
-    return int(digits)
+    return value
 
 
 def place(text: str) -> str:

@@ -27,6 +27,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
 from turnledger.pipeline.collect.decode import Span
 
 CHAT_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
@@ -256,15 +257,12 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
     )
 
 
-MAX_COUNT: Final = 2**63 - 1
-"""The largest token count read; a larger one is read as not reported."""
-
-
 def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
     """A token count: a non-negative integer, else 0 (not reported).
 
     An integer, an integral part of a finite float, or ASCII digits; a
-    negative, non-finite or larger than :data:`MAX_COUNT` one reads as 0.
+    negative, non-finite or larger than :data:`~ledger.numbers.MAX_INTEGER`
+    one reads as 0.
     """
     value = attrs.get(key)
     if value is None and older:
@@ -276,9 +274,9 @@ def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
         count = value
     elif isinstance(value, float) and math.isfinite(value):
         count = int(value)
-    elif isinstance(value, str) and value.isascii() and value.isdigit():
-        count = int(value) if len(value) <= len(str(MAX_COUNT)) else 0
-    return count if 0 <= count <= MAX_COUNT else 0
+    elif isinstance(value, str):
+        count = parse_whole(value) or 0
+    return count if 0 <= count <= MAX_INTEGER else 0
 
 
 _Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bool]

@@ -21,6 +21,7 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import quote_value
 from turnledger.ledger.events import MemoryRecalled
 from turnledger.ledger.ids import memory_stream_id
+from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.sessions import SessionRef
@@ -34,9 +35,6 @@ from turnledger.projections.queries import SessionHistories, cost_records
 
 _POSITION: Final = re.compile(r"[0-9]+")
 
-MAX_POSITION: Final = 2**63 - 1
-"""The largest global position a ledger holds (SQLite's and PostgreSQL's bound)."""
-
 
 class TimeTravelError(PipelineError, ValueError):
     """A point in time, a fork or a rewind that cannot be done as asked."""
@@ -46,17 +44,16 @@ def parse_position(text: str) -> int | None:
     """Return the global position ``text`` writes in ASCII digits, else ``None``.
 
     Raises:
-        TimeTravelError: The digits name a position above :data:`MAX_POSITION`.
+        TimeTravelError: The digits name a position above
+            :data:`~ledger.numbers.MAX_INTEGER`.
     """
     if not _POSITION.fullmatch(text):
         return None
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(MAX_POSITION)) or int(digits) > MAX_POSITION:
-        msg = (
-            f"Expected a position of at most {MAX_POSITION}, found {quote_value(text)}"
-        )
+    position = parse_whole(text)
+    if position is None:
+        msg = f"Expected a position of at most {MAX_INTEGER}, found {quote_value(text)}"
         raise TimeTravelError(msg)
-    return int(digits)
+    return position
 
 
 def resolve_at(events: list[Recorded], text: str) -> int:

@@ -43,6 +43,7 @@ import msgspec
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.errors import quote_value
 from turnledger.ledger.events import MemoryForgotten, MemoryStored
+from turnledger.ledger.numbers import parse_whole
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import scope_scores
 from turnledger.projections.memory.apply import new_memory
@@ -70,7 +71,6 @@ DAILY_DIR: Final = "memory"
 """The directory of dated files (every category but ``core``)."""
 
 POSITION_FILE: Final = ".applied_position"
-_DIGITS: Final = 19  # a 64-bit position
 """The tracking file (inside :data:`DAILY_DIR`) of positions without a line."""
 
 LEDGER_FILE: Final = ".ledger_id"
@@ -341,13 +341,13 @@ class MarkdownMemory(AppendOnlyRefusals):
         """Return the highest position written to a line or tracked (0: none)."""
         tracked = self.root / DAILY_DIR / POSITION_FILE
         text = tracked.read_text("utf-8").strip() if tracked.is_file() else ""
-        if text and not (text.isascii() and text.isdigit() and len(text) <= _DIGITS):
+        done = parse_whole(text) if text else 0
+        if done is None:
             msg = (
                 f"Expected a position (ASCII digits) in {tracked}, found "
                 f"{quote_value(text)}: `turnledger memory rebuild` writes it again"
             )
             raise ValueError(msg)
-        done = int(text or 0)
         return max([done, *(line.position or 0 for line in self._lines())])
 
     def apply(self, events: Sequence[Recorded], position: int) -> None:
