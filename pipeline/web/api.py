@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from turnledger.ledger.errors import LedgerError, quote_value
 from turnledger.ledger.events import tag_of
+from turnledger.ledger.numbers import parse_whole
 from turnledger.pipeline.export import (
     EXPORT_FORMATS,
     ExportOptions,
@@ -99,8 +100,9 @@ def _at_route(state: WebState, request: Request) -> Response:
             {"error": f"Expected an index from 0, found {quote_value(raw)}"}, 400
         )
     last = len(data.events) - 1
-    digits = raw.lstrip("0") or "0"  # a number beyond the last: the last
-    index = last if len(digits) > len(str(last)) else min(int(digits), last)
+    index = parse_whole(raw, last)
+    if index is None:  # a number beyond the last: the last
+        index = last
     position = data.events[index].position
     history = load_history(state.store, ref.stream_id, at=position)
     report = replay_session(state.store, ref.stream_id, at=position)
