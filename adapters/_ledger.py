@@ -28,7 +28,7 @@ from uuid import UUID
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.envelope import AppendResult, Recorded
 from turnledger.ledger.events import Event
-from turnledger.ledger.location import DEFAULT_PATH
+from turnledger.ledger.location import DEFAULT_PATH, SQLITE_SCHEME
 from turnledger.ledger.sqlite.write import TABLE
 from turnledger.ledger.store import EventStore, open_store
 
@@ -46,7 +46,7 @@ def _key(target: str | os.PathLike[str] | None) -> str:
     text = os.fspath(target) if target is not None else DEFAULT_PATH
     if text.startswith(("postgresql://", "postgres://")):
         return text
-    path = text.removeprefix("sqlite:///")
+    path = text.removeprefix(SQLITE_SCHEME)
     return str(Path(path).resolve())
 
 

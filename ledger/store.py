@@ -40,7 +40,7 @@ from turnledger.ledger.key_check import (
     CipherKeyError,
     check_cipher_key,
 )
-from turnledger.ledger.location import DEFAULT_PATH
+from turnledger.ledger.location import DEFAULT_PATH, sqlite_path
 from turnledger.ledger.store_read import StoreReader
 
 if TYPE_CHECKING:
@@ -492,8 +492,8 @@ def open_store(
     if level not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         msg = f"Expected synchronous OFF, NORMAL, FULL or EXTRA, found {synchronous!r}"
         raise ConfigurationError(msg)
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
-    if "://" in path or path in ("", ":memory:"):
+    path = sqlite_path(url)
+    if path is None or path in ("", ":memory:"):
         msg = f"Expected a SQLite file path or a postgresql:// URL, found {url!r}"
         raise ConfigurationError(msg)
     backend = SQLiteBackend(path, synchronous=level, lock_timeout=lock_timeout)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from turnledger.ledger.errors import LedgerError, quote_value
+from turnledger.ledger.location import sqlite_path
 
 WITNESS_TAG: Final = "turnledger-seal-v1"
 """The ``witness`` field of every entry (how a log line is told from others)."""
@@ -143,8 +144,8 @@ def _path(target: str, prefix: str) -> str:
 
 
 def _not_the_ledger(path: str, ledger: str) -> None:
-    own = ledger.removeprefix("sqlite:///")
-    if "://" not in own and Path(path).resolve() == Path(own).resolve():
+    own = sqlite_path(ledger)
+    if own is not None and Path(path).resolve() == Path(own).resolve():
         msg = (
             "Expected a witness outside the ledger's database, found the ledger "
             f"itself: {quote_value(path)}"

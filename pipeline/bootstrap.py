@@ -24,6 +24,7 @@ from typing import Final, Self
 
 from turnledger.ledger.aio import AsyncLedger
 from turnledger.ledger.file_keys import cipher_key_of
+from turnledger.ledger.location import SQLITE_SCHEME
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.engine import DEFAULT_SYSTEM_PROMPT, TurnEngine
@@ -57,7 +58,7 @@ def views_location(config: Config, ledger_url: str, chosen: str | None = None) -
         return picked
     if ledger_url.startswith(_POSTGRES):
         return ledger_url
-    path = Path(ledger_url.removeprefix("sqlite:///"))
+    path = Path(ledger_url.removeprefix(SQLITE_SCHEME))
     return str(path.with_name(path.stem + ".views.db"))
 
 

@@ -18,6 +18,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.ledger.errors import LedgerError
+from turnledger.ledger.location import sqlite_path
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.errors import PipelineError
 from turnledger.pipeline.formats.model import Coverage
@@ -142,9 +143,10 @@ def transcript_files(paths: Iterable[str], *, ledger: str | None = None) -> list
 
 def _existing(ledger: str | None) -> Path | None:
     """The ledger's file, resolved, when it is a SQLite file that exists."""
-    if not ledger or "://" in ledger.removeprefix("sqlite:///"):
+    found = sqlite_path(ledger) if ledger else None
+    if not found:
         return None
-    path = Path(ledger.removeprefix("sqlite:///"))
+    path = Path(found)
     return path.resolve() if path.is_file() else None
 
 

@@ -74,6 +74,7 @@ def cmd_encrypt_files(args: argparse.Namespace) -> int:
     """
     from turnledger.ledger.file_keys import FileKeyError, decode_cipher_key
     from turnledger.ledger.key_check import CIPHER_KEY_ENV
+    from turnledger.ledger.location import SQLITE_SCHEME
     from turnledger.ledger.sqlite.encrypted import is_clear_database as clear
     from turnledger.ledger.subject_keys import keys_path
 
@@ -91,7 +92,7 @@ def cmd_encrypt_files(args: argparse.Namespace) -> int:
         # key check first and lets that refusal through only when the key fits
         # the ledger (a wrong key is refused as the ledger's). So the key is
         # the ledger's: the erasure key store is encrypted, then the ledger opens.
-        erasure = Path(keys_path(target(args).removeprefix("sqlite:///")))
+        erasure = Path(keys_path(target(args).removeprefix(SQLITE_SCHEME)))
         if e.path != str(erasure) or not clear(erasure):
             raise
         report.append(_encrypt(erasure, "erasure", "erasure key store", raw))

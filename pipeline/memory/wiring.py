@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.file_keys import cipher_key_of, file_key
+from turnledger.ledger.location import sqlite_path
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.pipeline.config import Config, is_static
 from turnledger.pipeline.errors import PipelineError
@@ -113,13 +114,14 @@ def memory_home(ledger_url: str, data_dir: str | Path) -> Path:
 
 def is_file_ledger(ledger_url: str) -> bool:
     """Return whether the ledger is a SQLite file (memory files go beside it)."""
-    return "://" not in ledger_url or ledger_url.startswith("sqlite:///")
+    return sqlite_path(ledger_url) is not None
 
 
 def _base_paths(ledger_url: str, data_dir: str | Path) -> tuple[Path, str]:
-    if not is_file_ledger(ledger_url):
+    found = sqlite_path(ledger_url)
+    if found is None:
         return memory_home(ledger_url, data_dir), "turnledger"
-    path = Path(ledger_url.removeprefix("sqlite:///"))
+    path = Path(found)
     return path.parent, path.stem
 
 
