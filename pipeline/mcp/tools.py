@@ -3,8 +3,11 @@
 Each tool is declared once (:data:`TOOLS`): its arguments (:class:`Arg`) give
 both the JSON schema a client lists and the check every call passes before
 anything runs (:func:`check_arguments`): no unknown argument, every required
-one present, each of its type, strings within their caps, numbers within their
-range. A call that fails the check is refused with :class:`RefusedCallError`.
+one present, each of its type, strings within their caps (and never empty but
+a memory's content and a recall's query: a key, a category, a session or a
+time that is empty names nothing, and is not read as the default), numbers
+within their range. A call that fails the check is refused with
+:class:`RefusedCallError`.
 
 Every tool is answered by the service that owns it, scoped to the configured
 agent: memory through :class:`~turnledger.pipeline.memory.MemoryService` (own
@@ -67,6 +70,7 @@ class Arg(msgspec.Struct, frozen=True, kw_only=True):
         description: What it is (listed to the client).
         required: Whether it must be given.
         max_chars: A string's longest length, in characters.
+        min_chars: A string's shortest length (1: never empty).
         minimum: A number's least value.
         maximum: A number's greatest value.
         choices: The values a string may take (any when empty).
@@ -76,6 +80,7 @@ class Arg(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     required: bool = False
     max_chars: int = MAX_KEY_CHARS
+    min_chars: int = 1
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
@@ -85,6 +90,8 @@ class Arg(msgspec.Struct, frozen=True, kw_only=True):
         schema: dict[str, object] = {"type": self.kind, "description": self.description}
         if self.kind == "string":
             schema["maxLength"] = self.max_chars
+            if self.min_chars:
+                schema["minLength"] = self.min_chars
         if self.choices:
             schema["enum"] = list(self.choices)
         if self.minimum is not None:
@@ -139,6 +146,7 @@ TOOLS: Final[dict[str, ToolDef]] = {
                     description="What to remember.",
                     required=True,
                     max_chars=MAX_CONTENT_CHARS,
+                    min_chars=0,
                 ),
                 "category": Arg(
                     kind="string", description="core, daily, conversation or a name."
@@ -165,6 +173,7 @@ TOOLS: Final[dict[str, ToolDef]] = {
                     description="Words to look for ('' or '*': recent memories).",
                     required=True,
                     max_chars=MAX_QUERY_CHARS,
+                    min_chars=0,
                 ),
                 "limit": _LIMIT,
                 "format": Arg(
@@ -310,6 +319,9 @@ def _check(tool: str, key: str, arg: Arg, value: object) -> None:
                 f"U+{ord(value[e.start]):04X} at character {e.start}"
             )
             raise RefusedCallError(msg) from None
+        if len(value) < arg.min_chars:
+            msg = f"Expected {where} to be a non-empty string, found an empty one"
+            raise RefusedCallError(msg)
         if len(value) > arg.max_chars:
             msg = (
                 f"Expected {where} of at most {arg.max_chars} characters, "
@@ -401,7 +413,7 @@ def _store(services: ToolServices, args: Mapping[str, Any], session: str) -> obj
         Unsupported,
     )
 
-    category = args.get("category") or "core"
+    category = args.get("category", "core")
     stored = services.memory.store_entry(
         services.agent,
         args["key"],
@@ -409,7 +421,7 @@ def _store(services: ToolServices, args: Mapping[str, Any], session: str) -> obj
         category=category,
         session=None if category in DURABLE_GLOBAL_CATEGORIES else session,
         source="tool",
-        namespace=args.get("namespace") or "default",
+        namespace=args.get("namespace", "default"),
         importance=args.get("importance"),
     )
     if isinstance(stored, Unsupported):

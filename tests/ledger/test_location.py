@@ -6,9 +6,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from turnledger.ledger.errors import ConfigurationError
 from turnledger.ledger.location import SQLITE_SCHEME, sqlite_path
 from turnledger.ledger.store import open_store
-from turnledger.ledger.errors import ConfigurationError
 from turnledger.pipeline.memory.wiring import is_file_ledger
 
 paths = st.text(max_size=40).filter(lambda text: "://" not in text)
@@ -17,7 +17,7 @@ paths = st.text(max_size=40).filter(lambda text: "://" not in text)
 @given(paths)
 @example("")
 @example("ledger.db")
-@example("/tmp/a b/ledger.db")
+@example("/srv/a b/ledger.db")
 def test_a_path_and_its_sqlite_url_name_the_same_file(path: str) -> None:
     assert sqlite_path(path) == path
     assert sqlite_path(SQLITE_SCHEME + path) == path

@@ -245,6 +245,12 @@ HOSTILE: list[tuple[str, Any]] = [
     ("memory_recall", {"query": "q", "format": "html"}),
     ("memory_recall", {"query": ["a"]}),
     ("ledger_costs", {"by": "planet"}),
+    ("memory_store", {"key": "", "content": "v"}),  # the ledger holds no empty key
+    ("memory_store", {"key": "k", "content": "v", "category": ""}),
+    ("memory_forget", {"key": ""}),
+    ("ledger_history", {"session": ""}),
+    ("ledger_history", {"session": "s", "at": ""}),
+    ("ledger_costs", {"since": ""}),
 ]
 
 

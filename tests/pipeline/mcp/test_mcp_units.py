@@ -88,7 +88,7 @@ def test_any_arguments_pass_typed_or_are_refused(
         arg = tool.args[key]
         if arg.kind == "string":
             assert isinstance(value, str)
-            assert len(value) <= arg.max_chars
+            assert arg.min_chars <= len(value) <= arg.max_chars
             assert not arg.choices or value in arg.choices
         else:
             assert not isinstance(value, bool)
@@ -117,6 +117,32 @@ def test_bounds_are_inclusive():
             "memory_recall", {"query": "q", "limit": 10**4000}, allow_writes=False
         )
     assert len(str(huge.value)) < 400  # a bounded quote, not the number
+
+
+def test_only_a_content_and_a_query_may_be_empty():
+    """An empty key, category or session names nothing: refused, not defaulted."""
+    assert check_arguments(
+        "memory_store", {"key": "k", "content": ""}, allow_writes=True
+    ) == {"key": "k", "content": ""}
+    assert check_arguments("memory_recall", {"query": ""}, allow_writes=False)
+    with pytest.raises(
+        RefusedCallError,
+        match="'category' of memory_store to be a non-empty string, found an empty one",
+    ):
+        check_arguments(
+            "memory_store",
+            {"key": "k", "content": "v", "category": ""},
+            allow_writes=True,
+        )
+    empty = [
+        (tool.name, name)
+        for tool in TOOLS.values()
+        for name, arg in tool.args.items()
+        if arg.kind == "string" and arg.min_chars == 0
+    ]
+    assert empty == [("memory_store", "content"), ("memory_recall", "query")]
+    schema = TOOLS["memory_forget"].input_schema()["properties"]
+    assert schema["key"]["minLength"] == 1  # type: ignore[index]
 
 
 def test_a_lone_surrogate_is_refused_before_it_reaches_the_ledger():
