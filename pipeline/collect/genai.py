@@ -117,10 +117,11 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class ToolRun(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """An ``execute_tool`` span, read (``result`` ``None``: not captured)."""
+    """An ``execute_tool`` span, read (``arguments``, ``result``: None if not sent)."""
 
     call_id: str
     name: str
+    arguments: str | None = None
     result: str | None = None
     success: bool = True
     error: str | None = None
@@ -682,11 +683,13 @@ def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
 
 def _read_tool(span: Span) -> ToolRun:
     attrs = span.attributes
+    arguments = attrs.get("gen_ai.tool.call.arguments")
     result = attrs.get("gen_ai.tool.call.result")
     failed = span.status_code == 2
     return ToolRun(
         call_id=_str(attrs.get("gen_ai.tool.call.id")),
         name=_str(attrs.get("gen_ai.tool.name")),
+        arguments=None if arguments is None else _arguments(arguments),
         result=None if result is None else _as_text(result),
         success=not failed,
         error=(_str(attrs.get("error.type")) or span.status_message or "error")

@@ -62,6 +62,7 @@ from turnledger.pipeline.collect.genai import (
     ModelCall,
     Said,
     SpanReading,
+    ToolCallSaid,
     ToolRun,
     ToolSaid,
     UserSaid,
@@ -540,9 +541,16 @@ class _Builder:
         )
 
     def _tool(self, span: Span, run: ToolRun, turn: str) -> None:
+        call_id = run.call_id or f"otlp-{span.span_id}"
+        said_by_span = run.call_id and run.call_id not in self.state.names
+        if run.arguments is not None and said_by_span:
+            # Only this span says the call was made (the model call asking for
+            # it was recorded without content): its message, carrying the call.
+            # A span without a call id cannot tell: its call is not recorded.
+            call = ToolCallSaid(id=call_id, name=run.name, arguments=run.arguments)
+            self._assistant(AssistantSaid(text="", calls=(call,)), turn)
         if run.result is None:
             return
-        call_id = run.call_id or f"otlp-{span.span_id}"
         if call_id in self.state.results:
             return
         failed = not run.success

@@ -322,6 +322,75 @@ def test_spans_without_content_are_usage_only_and_audit_says_so(
     assert f"skipped 1 x {NOT_RECORDED}" in capsys.readouterr().out
 
 
+def _tool_attributes(*, arguments: bool) -> dict[str, str]:
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "call_1",
+        "gen_ai.tool.call.result": "18C, sunny",
+    }
+    if arguments:
+        tool["gen_ai.tool.call.arguments"] = '{"city":"Paris"}'
+    return tool
+
+
+@pytest.mark.parametrize("chat_content", [False, True])
+def test_a_tool_span_records_its_call_when_no_model_call_did(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str], *, chat_content: bool
+) -> None:
+    """Model content off, tool content on: the call comes from the tool span.
+
+    With model content on, the chat span recorded the call already: the tool
+    span's arguments add nothing (no second call).
+    """
+    with running(ledger.store) as (url, _app), exporter_provider(url) as provider:
+        tracer = provider.get_tracer("tests")
+        with tracer.start_as_current_span("invoke_agent") as run:
+            asking = chat_attributes(
+                inputs=[USER] if chat_content else None,
+                outputs=[CALL] if chat_content else None,
+            )
+            with tracer.start_as_current_span("chat gpt-4o", attributes=asking):
+                pass
+            tool = _tool_attributes(arguments=True)
+            with tracer.start_as_current_span("execute_tool", attributes=tool):
+                pass
+            trace = format(run.get_span_context().trace_id, "032x")
+        assert provider.force_flush()
+    (session,) = list_sessions(ledger.store)
+    messages = [
+        e.message for e in load_history(ledger.store, session.stream_id).entries
+    ]
+    roles = [m.role for m in messages]
+    assert roles == (["user"] if chat_content else []) + ["assistant", "tool"]
+    (asked,) = messages[-2].tool_calls
+    assert (asked.id, asked.name) == ("call_1", "get_weather")
+    assert json.loads(asked.arguments) == {"city": "Paris"}
+    assert messages[-1].tool_results[0].content == "18C, sunny"
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert (audit["tool_calls"], audit["tool_results"]) == (1, 1)
+    assert (audit["unpaired_calls"], audit["unpaired_results"]) == (0, 0)
+    assert audit["skipped"] == ({} if chat_content else {NOT_RECORDED: 1})
+
+
+def test_a_tool_span_without_arguments_or_a_call_id_records_no_call(
+    ledger: Ledger,
+) -> None:
+    """Nothing to tell the call by: its result alone, as before."""
+    bare = _tool_attributes(arguments=False)
+    without_id = {**_tool_attributes(arguments=True), "gen_ai.tool.call.id": ""}
+    spans = [
+        json_span(TRACE, "00f067aa0ba902b7", bare, start=1),
+        json_span(TRACE, "00f067aa0ba902b8", without_id, start=2),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    assert AssistantMessage not in _types(ledger)
+    assert _types(ledger).count(ToolResultRecorded) == 2
+
+
 def test_spans_of_no_known_shape_are_counted_not_recorded(ledger: Ledger) -> None:
     spans = [
         json_span(TRACE, "00f067aa0ba902b7", {"http.method": "GET"}, start=1),

@@ -134,8 +134,13 @@ _STEP = st.tuples(
 )
 
 
-def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[dict]:
-    """An agent's spans: tool round trips, each chat span carrying its input."""
+def _agent_spans(
+    steps: list[tuple[str, list[str], bool, str, bool]], *, arguments: bool = True
+) -> list[dict]:
+    """An agent's spans: tool round trips, each chat span carrying its input.
+
+    A tool's span carries its arguments unless ``arguments`` is false.
+    """
     history: list[dict[str, object]] = []
     spans: list[dict[str, object]] = []
 
@@ -165,6 +170,9 @@ def _agent_spans(steps: list[tuple[str, list[str], bool, str, bool]]) -> list[di
                     "gen_ai.tool.call.id": call_id,
                     "gen_ai.tool.call.result": f"ran {call_id}",
                 }
+                if arguments:
+                    tool["gen_ai.tool.call.arguments"] = '{"q": 1}'
+
                 spans.append(
                     json_span(TRACE, f"{len(spans) + 1:016x}", tool, start=len(spans))
                 )
@@ -243,6 +251,29 @@ def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
         kept = _recorded(Path(folder), batches, restart=False)
         fresh = _recorded(Path(folder), batches, restart=True)
     assert kept == fresh
+
+
+@settings(max_examples=30, deadline=None)
+@given(_STEPS, _CUTS, _RETRIED)
+def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+) -> None:
+    """Model content captured: every call is recorded from the chat span that
+    asked for it, so the tool spans' arguments record no call of their own."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("with", "without"):
+            (Path(folder) / name).mkdir()
+        found = [
+            _recorded(
+                Path(folder) / name,
+                _batches(_agent_spans(steps, arguments=name == "with"), cuts, retried),
+                restart=False,
+            )
+            for name in ("with", "without")
+        ]
+    assert found[0] == found[1]
 
 
 def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) -> list:
