@@ -333,16 +333,46 @@ def scope_scores(query: str, texts: Sequence[str]) -> list[float]:
     ]
 
 
+UNRELATED_SCORE: Final = 0.001
+"""What a cosine at the embedder's unrelated floor scores (:func:`calibrate`).
+
+A cosine under the floor scores less, in proportion, and still more than 0: the
+row is ranked by its cosine (ranking and the injection floor are separate
+decisions), and not injected (``[recall] min_relevance`` is 0.4 by default);
+above the floor, scores are at most this much higher than a plain linear map.
+Until 2026-12-05 such rows scored 0 and were left out of recall. Measured the
+same day with the static model, before -> after: ``bench_recall_quality.py``'s
+hybrid found 58% -> 81% of the evidence in its top ten (2,054 rows; 56% -> 70%
+at 100,000), abstention and latest-wins 100% either way; ``bench_recall_public``
+(default mode) any@10 on LoCoMo 0.641 -> 0.652 and on BEAM-100K 0.565 -> 0.576,
+abstention on LoCoMo 33.4% -> 37.2% and on BEAM 30% either way, the evidence
+injected on LoCoMo 32.1% -> 31.7% (BEAM's unchanged), off-topic questions
+injecting nothing 99.6% (LoCoMo) and 99.4% -> 99.5% (BEAM). With the
+transformer, the first benchmark's hybrid found 88% either way. At 0.01
+instead of 0.001, BEAM abstention fell to 27.5%."""
+
+
 def calibrate(cosine: float, floor: float = 0.0, ceiling: float = 1.0) -> float:
-    """Map an embedder's cosine onto relevance: ``floor`` -> 0, ``ceiling`` -> 1.
+    """Map an embedder's cosine onto relevance: ``floor`` -> 0.001, ``ceiling`` -> 1.
 
     Models differ in where unrelated texts land (all-MiniLM-L6-v2: about 0.1 to
     0.35; paraphrases: 0.45 to 0.8), so a raw cosine means nothing against a
     0.4 floor; an embedder may declare its range (``similarity_range``).
+    Between ``floor`` and ``ceiling`` the map is linear, from
+    :data:`UNRELATED_SCORE` to 1; under a positive ``floor``, a positive cosine
+    scores in proportion up to :data:`UNRELATED_SCORE` (ranked, not injected);
+    a cosine at or under 0 scores 0. The map never decreases.
     """
     if not ceiling > floor:
         return min(1.0, max(0.0, cosine))
-    return min(1.0, max(0.0, (cosine - floor) / (ceiling - floor)))
+    if floor <= 0.0:
+        return min(1.0, max(0.0, (cosine - floor) / (ceiling - floor)))
+    if cosine <= 0.0:
+        return 0.0
+    if cosine < floor:
+        return UNRELATED_SCORE * cosine / floor
+    linear = (cosine - floor) / (ceiling - floor)
+    return min(1.0, UNRELATED_SCORE + (1.0 - UNRELATED_SCORE) * linear)
 
 
 KEYWORD_CONFIDENT: Final = 0.7

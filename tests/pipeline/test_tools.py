@@ -16,6 +16,7 @@ from turnledger.pipeline.tools.base import ToolContext, ToolOutcome
 from turnledger.pipeline.tools.file_tools import MAX_WRITE_BYTES
 from turnledger.pipeline.tools.memory_tools import format_recall
 from turnledger.pipeline.tools.registry import default_tools, run_tool, tool_specs
+from turnledger.policies.relevance import UNRELATED_SCORE
 from turnledger.projections.memory.protocol import MemoryEntry
 
 TOOL_NAMES = [
@@ -150,8 +151,18 @@ async def test_store_then_recall_with_the_reference_texts(world):
         "Found 1 memories:\n- [core] lang: User prefers Rust ["
     )
     assert found.output.endswith("%]\n")
+    # An unrelated word: no keyword, a cosine under the static model's floor.
+    # The row is ranked, scored under 1%, and never injected into a turn.
+    while world.memory.backend("alice").embed_pending():  # type: ignore[attr-defined]
+        pass  # vectors are computed off the write path
     assert await world.call("memory_recall", {"query": "haskell"}) == ok(
-        "No memories found."
+        "Found 1 memories:\n- [core] lang: User prefers Rust [0%]\n"
+    )
+    (weak,) = world.memory.recall("alice", "haskell")
+    assert 0.0 < weak.score < UNRELATED_SCORE  # type: ignore[operator]
+    assert world.memory.context_block("alice", "haskell", session="s1") == ""
+    assert await world.call("memory_recall", {"query": "the"}) == ok(
+        "No memories found."  # stop words only: no keyword, no vector
     )
 
 

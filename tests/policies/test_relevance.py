@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from turnledger.policies.relevance import (
     ABSENT_FULL_ROWS,
+    UNRELATED_SCORE,
     bm25_term,
     calibrate,
     gate_weights,
@@ -39,14 +40,34 @@ def test_term_strength_grows_with_frequency_and_falls_with_length(frequency, len
 
 
 @given(cosine=cosines, floor=st.floats(-1.0, 1.0), width=st.floats(0.01, 1.0))
-def test_calibrate_maps_the_range_onto_zero_to_one(cosine, floor, width):
-    """``floor`` maps to 0, ``floor + width`` to 1, the rest is clamped, in order."""
+@example(cosine=0.3, floor=0.51, width=0.21)  # the static model's range
+@example(cosine=0.0, floor=0.5, width=0.5)
+def test_calibrate_maps_the_range_in_order_and_ranks_what_is_under_it(
+    cosine, floor, width
+):
+    """A positive ``floor`` maps to UNRELATED_SCORE, ``floor + width`` to 1,
+    linearly between; a positive cosine under the floor scores in proportion,
+    more than 0 and less than UNRELATED_SCORE; the map never decreases."""
     ceiling = floor + width
     mapped = calibrate(cosine, floor, ceiling)
     assert 0.0 <= mapped <= 1.0
-    assert calibrate(floor, floor, ceiling) == 0.0
     assert calibrate(ceiling + 1.0, floor, ceiling) == 1.0
     assert calibrate(cosine + 0.1, floor, ceiling) >= mapped
+    if floor <= 0.0:  # no unrelated region among positive cosines: as before
+        assert calibrate(floor, floor, ceiling) == 0.0
+        assert mapped == min(1.0, max(0.0, (cosine - floor) / width))
+        return
+    assert calibrate(floor, floor, ceiling) == UNRELATED_SCORE
+    if cosine <= 0.0:
+        assert mapped == 0.0
+    elif cosine < floor:
+        assert 0.0 < mapped < UNRELATED_SCORE
+    else:
+        linear = min(1.0, (cosine - floor) / width)
+        assert mapped == pytest.approx(
+            min(1.0, UNRELATED_SCORE + (1 - UNRELATED_SCORE) * linear)
+        )
+        assert linear <= mapped <= linear + UNRELATED_SCORE  # at most 0.01 more
 
 
 @given(cosine=cosines, floor=st.floats(-1.0, 1.0), below=st.floats(0.0, 1.0))

@@ -23,7 +23,12 @@ from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from tests.projections.test_memory_recall_gate import FILLER, block
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
-from turnledger.policies.relevance import KEYWORD_CONFIDENT, fuse, keyword_score
+from turnledger.policies.relevance import (
+    KEYWORD_CONFIDENT,
+    UNRELATED_SCORE,
+    fuse,
+    keyword_score,
+)
 from turnledger.projections.memory.embedding import (
     EmbedderError,
     EmbeddingIdentity,
@@ -313,28 +318,33 @@ def test_hybrid_blends_seventy_thirty(vector_memory):
 
 
 def test_cosines_are_calibrated_by_the_embedders_range(postgres_url):
-    """As on SQLite: a cosine at or under where the embedder's unrelated texts
-    land is no evidence (a raw cosine would pass the 0.4 floor)."""
+    """As on SQLite: a cosine under where the embedder's unrelated texts land
+    is no evidence (a raw cosine would pass the 0.4 floor): the row is still
+    ranked, scored under UNRELATED_SCORE, never injected."""
 
     class Calibrated(HashingEmbedder):
         similarity_range = (0.6, 1.0)
 
     synonyms = {"automobile": "car"}
-    for embedder, found_keys in (
-        (HashingEmbedder(synonyms=synonyms), ["wash"]),
-        (Calibrated(synonyms=synonyms), []),
+    cosine = 1 / 3**0.5  # {car} against {car, wash, tomato}: 0.577
+    for embedder, score in (
+        (HashingEmbedder(synonyms=synonyms), cosine),
+        (Calibrated(synonyms=synonyms), UNRELATED_SCORE * cosine / 0.6),
     ):
         url = fresh_schema_url(require_postgres())
         memory = PostgresMemory(url, embedder=embedder, vectors="array")
         try:
-            put(memory, "wash", "car wash tomato")  # cosine 1/sqrt(3) = 0.577
+            put(memory, "wash", "car wash tomato")
             memory.embed_pending()
-            found = memory.recall("automobile", agents=["alice"])
-            assert keys(found) == found_keys
+            (found,) = memory.recall("automobile", agents=["alice"])
+            assert found.key == "wash"
+            assert found.score == pytest.approx(score, rel=1e-4)
         finally:
             memory.close()
             drop_schema(url)
-    assert similarity_of(0.8) == pytest.approx(0.5)
+    assert similarity_of(0.8) == pytest.approx(
+        UNRELATED_SCORE + 0.5 * (1 - UNRELATED_SCORE)
+    )
 
 
 def similarity_of(cosine: float) -> float | None:

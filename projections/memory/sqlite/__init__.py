@@ -25,10 +25,12 @@ Recall (see :meth:`SQLiteMemory.recall`):
    the query's embedding against the scope's
    vectors, keeping cosine > 0, up to ``2 * limit``; the keyword candidates'
    cosines are computed too; cosines are rescaled to the embedder's declared
-   ``similarity_range`` (the packaged local model: 0.35 -> 0, 0.7 -> 1);
+   ``similarity_range`` (the packaged local model: 0.35 -> 0.001, 0.7 -> 1; a
+   positive cosine under 0.35 scores under 0.001, ranked, not injected:
+   :func:`~policies.relevance.calibrate`);
 4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
    measured each row (a live leg that missed the row counts 0), ties by id; a
-   row that scores 0 is not returned;
+   row that scores 0 (no positive cosine, no keyword) is not returned;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
    share of content words found, at most 0.5.
 

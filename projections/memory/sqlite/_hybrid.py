@@ -10,8 +10,10 @@ on both legs (a vector candidate that no keyword matched has keyword score 0
 when the keyword leg is on, a keyword candidate's cosine is computed exactly),
 and a row's score is the weighted probabilistic OR of the legs that measured it
 (:func:`policies.relevance.fuse`; a row without a vector is scored on keywords
-alone). A row that scores 0 (a cosine at or under the embedder's floor and no
-keyword) is left out. Equal ranks are broken by entry id, ascending.
+alone). A row that scores 0 (no positive cosine and no keyword) is left out;
+one whose cosine is under the embedder's floor scores under 0.001
+(:func:`policies.relevance.calibrate`): ranked, not injected. Equal ranks
+are broken by entry id, ascending.
 """
 
 from __future__ import annotations
