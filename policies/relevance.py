@@ -358,10 +358,12 @@ def calibrate(cosine: float, floor: float = 0.0, ceiling: float = 1.0) -> float:
     Models differ in where unrelated texts land (all-MiniLM-L6-v2: about 0.1 to
     0.35; paraphrases: 0.45 to 0.8), so a raw cosine means nothing against a
     0.4 floor; an embedder may declare its range (``similarity_range``).
-    Between ``floor`` and ``ceiling`` the map is linear, from
-    :data:`UNRELATED_SCORE` to 1; under a positive ``floor``, a positive cosine
-    scores in proportion up to :data:`UNRELATED_SCORE` (ranked, not injected);
-    a cosine at or under 0 scores 0. The map never decreases.
+    Between a positive ``floor`` and ``ceiling`` the map is linear, from
+    :data:`UNRELATED_SCORE` to 1; under that floor, a positive cosine scores
+    in proportion up to :data:`UNRELATED_SCORE` (ranked, not injected); a
+    cosine at or under 0 scores 0. A floor at or under 0 leaves no positive
+    cosine under it: the range maps linearly onto 0 to 1. An empty or inverted
+    range only clamps. The map never decreases.
     """
     if not ceiling > floor:
         return min(1.0, max(0.0, cosine))
