@@ -100,10 +100,6 @@ def check_arguments(argv: list[str]) -> list[str]:
     return argv
 
 
-MAX_COUNT: Final = MAX_INTEGER
-"""The largest position or count a command accepts (a 64-bit database integer)."""
-
-
 def count(text: str) -> int:
     """An argparse type: a whole number from 0 to 2**63 - 1.
 
@@ -115,9 +111,9 @@ def count(text: str) -> int:
     if not (body.isascii() and body.isdigit()):  # not int(): '²' and 5,000 digits
         msg = f"expected a whole number, found {quote_value(text)}"
         raise argparse.ArgumentTypeError(msg)
-    value = parse_whole(body, MAX_COUNT)
+    value = parse_whole(body)
     if value is None or (negative and value):
-        msg = f"expected a number from 0 to {MAX_COUNT}, found {quote_value(text)}"
+        msg = f"expected a number from 0 to {MAX_INTEGER}, found {quote_value(text)}"
         raise argparse.ArgumentTypeError(msg)
     return value
 

@@ -262,18 +262,12 @@ def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
 ) -> None:
     """Model content captured: every call is recorded from the chat span that
     asked for it, so the tool spans' arguments record no call of their own."""
-    with tempfile.TemporaryDirectory() as folder:
-        for name in ("with", "without"):
-            (Path(folder) / name).mkdir()
-        found = [
-            _recorded(
-                Path(folder) / name,
-                _batches(_agent_spans(steps, arguments=name == "with"), cuts, retried),
-                restart=False,
-            )
-            for name in ("with", "without")
-        ]
-    assert found[0] == found[1]
+    sent = _batches(_agent_spans(steps), cuts, retried)
+    bare = _batches(_agent_spans(steps, arguments=False), cuts, retried)
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        with_arguments = _recorded(Path(one), sent, restart=False)
+        without = _recorded(Path(two), bare, restart=False)
+    assert with_arguments == without
 
 
 def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) -> list:
