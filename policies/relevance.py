@@ -377,6 +377,63 @@ def calibrate(cosine: float, floor: float = 0.0, ceiling: float = 1.0) -> float:
     return min(1.0, UNRELATED_SCORE + (1.0 - UNRELATED_SCORE) * linear)
 
 
+ABSENT_EXPONENT: Final = 1.5
+"""How hard the query's words no scoped row holds count against the vector leg
+(:func:`discount_absent`): its relevance is multiplied by ``(1 - share) ** 1.5``.
+
+A static embedding puts "how do you say good morning in finnish" near a long
+message about a morning schedule (cosine 0.65, relevance 0.67 over the 0.4
+floor); the keyword statistics know no row holds "finnish", the query's
+rarest word. Fitted on ``bench_recall_public``'s development split (``--split
+dev``: LoCoMo's first five conversations, BEAM-100K's first ten), default mode,
+re-gating one run's leg scores offline: the smallest exponent of 0.5, 1, 1.5,
+2 and 3 with which no off-topic question injects anything. On the held-out
+split, the same run, without -> with: off-topic questions injecting something
+2 of 250 (LoCoMo) and 3 of 500 (BEAM) -> none; abstention 34.9% -> 53.1%
+(LoCoMo) and 30% either way (BEAM); the evidence injected 32.9% -> 28.5%
+(LoCoMo) and 33.7% -> 33.1% (BEAM): a paraphrase whose words the store does
+not hold is discounted too. The order (reciprocal rank fusion of the legs'
+ranks) does not change."""
+
+
+def absent_share(
+    weights: Mapping[_Term, float], counts: Mapping[_Term, int], rows: int
+) -> float:
+    """Return the share of the query's weight that no scoped row holds, on [0, 1].
+
+    ``sum(weights of terms counted 0) / sum(weights)``, times the scope's
+    ``rows`` over :data:`ABSENT_FULL_ROWS` (at most 1), as the keyword gate
+    counts such a term (:func:`gate_weights`): in a small store a missing word
+    says little.
+
+    Args:
+        weights: Each query term's weight (:func:`term_weight` on the scope).
+        counts: How many of the scope's rows hold each term.
+        rows: How many rows the scope holds.
+    """
+    total = sum(weights.values())
+    if not total > 0 or rows <= 0:
+        return 0.0
+    absent = sum(w for t, w in weights.items() if counts.get(t, 0) <= 0)
+    partial = min(1.0, rows / ABSENT_FULL_ROWS)
+    return min(1.0, max(0.0, partial * absent / total))
+
+
+def discount_absent(relevance: float, absent: float) -> float:
+    """Return a vector relevance discounted by the query's absent share.
+
+    ``relevance * (1 - absent) ** ABSENT_EXPONENT`` (:data:`ABSENT_EXPONENT`,
+    ``absent`` from :func:`absent_share`), never under the smaller of the
+    relevance and :data:`UNRELATED_SCORE`: a row the vectors found stays
+    ranked (recall never drops it for this), but is not injected. Never
+    increases a relevance; 0 stays 0.
+    """
+    if not relevance > 0.0:
+        return 0.0
+    kept = relevance * float((1.0 - min(1.0, max(0.0, absent))) ** ABSENT_EXPONENT)
+    return max(kept, min(relevance, UNRELATED_SCORE))
+
+
 KEYWORD_CONFIDENT: Final = 0.7
 """A keyword score from which the keyword leg counts in full in :func:`fuse`.
 

@@ -7,10 +7,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from turnledger.policies.relevance import (
+    ABSENT_EXPONENT,
     ABSENT_FULL_ROWS,
     UNRELATED_SCORE,
+    absent_share,
     bm25_term,
     calibrate,
+    discount_absent,
     gate_weights,
     keyword_score,
     other_subjects,
@@ -135,3 +138,64 @@ def test_the_gate_discounts_only_absent_words_and_other_subjects_in_small_scopes
     score = keyword_score(gate, dict.fromkeys(held, 1), 8)
     assert 0.0 <= score <= 1.0
     assert (score > 0) == bool(held & weights.keys())
+
+
+@given(
+    weights=st.dictionaries(
+        st.sampled_from(TERMS), st.floats(0.01, 10.0), min_size=1, max_size=5
+    ),
+    counts=st.dictionaries(st.sampled_from(TERMS), st.integers(0, 500)),
+    rows=st.integers(0, 1_000),
+)
+def test_the_absent_share_is_the_weight_no_row_holds_counted_as_the_gate_counts_it(
+    weights, counts, rows
+):
+    """On [0, 1]; 0 when every word is held or the scope is empty; from
+    ABSENT_FULL_ROWS rows, the weight of the words no row holds over the whole;
+    under it, that in proportion to the rows (a missing word says little in a
+    small store)."""
+    share = absent_share(weights, counts, rows)
+    assert 0.0 <= share <= 1.0
+    absent = sum(w for t, w in weights.items() if counts.get(t, 0) <= 0)
+    whole = absent / sum(weights.values())
+    if rows <= 0 or absent == 0:
+        assert share == 0.0
+    else:
+        scale = min(1.0, rows / ABSENT_FULL_ROWS)
+        assert share == pytest.approx(scale * whole)
+
+
+def test_a_word_no_row_holds_weighs_by_its_idf():
+    """The rarest word of the query, absent, is most of its weight."""
+    weights = {"good": 0.5, "morning": 1.5, "finnish": 6.0}
+    counts = {"good": 300, "morning": 40}
+    assert absent_share(weights, counts, 500) == pytest.approx(6.0 / 8.0)
+    assert absent_share(weights, counts, 50) == pytest.approx(0.5 * 6.0 / 8.0)
+    assert absent_share(weights, {**counts, "finnish": 1}, 500) == 0.0
+
+
+@given(
+    relevance=st.floats(0.0, 1.0),
+    other=st.floats(0.0, 1.0),
+    absent=st.floats(0.0, 1.0),
+    more=st.floats(0.0, 1.0),
+)
+@example(relevance=0.67, other=0.0, absent=0.75, more=1.0)
+def test_the_absent_discount_keeps_order_and_never_drops_a_row(
+    relevance, other, absent, more
+):
+    """Never above the relevance; 0 only for 0; never under the smaller of the
+    relevance and UNRELATED_SCORE (the row stays ranked); monotone in the
+    relevance, never increasing with the absent share; nothing absent changes
+    nothing; (1 - share) ** ABSENT_EXPONENT above UNRELATED_SCORE."""
+    discounted = discount_absent(relevance, absent)
+    assert discounted <= relevance
+    assert (discounted > 0) == (relevance > 0)
+    assert discounted >= min(relevance, UNRELATED_SCORE)
+    assert discount_absent(relevance, 0.0) == relevance
+    low, high = sorted((relevance, other))
+    assert discount_absent(low, absent) <= discount_absent(high, absent)
+    assert discount_absent(relevance, max(absent, more)) <= discounted
+    expected = relevance * (1 - absent) ** ABSENT_EXPONENT
+    if expected > UNRELATED_SCORE:
+        assert discounted == pytest.approx(expected)

@@ -299,7 +299,9 @@ def test_vector_leg_finds_what_keywords_miss(vector_memory):
     vector_memory.embed_pending()  # vectors come after the write
     found = vector_memory.recall("automobile", agents=["alice"])
     assert keys(found) == ["ride"]
-    assert found[0].score == pytest.approx(1.0)  # 1 - (1 - 1.0) * (1 - 3/7 * 0)
+    # 1 - (1 - 1.0 * d) * (1 - 3/7 * 0), d the discount of "automobile", which
+    # no row holds, in a store of 2 rows: (1 - 2/100) ** 1.5
+    assert found[0].score == pytest.approx((1 - 2 / 100) ** 1.5)
 
 
 def test_hybrid_blends_seventy_thirty(vector_memory):
@@ -327,8 +329,10 @@ def test_cosines_are_calibrated_by_the_embedders_range(postgres_url):
 
     synonyms = {"automobile": "car"}
     cosine = 1 / 3**0.5  # {car} against {car, wash, tomato}: 0.577
+    # "automobile" is in no row of a store of 1 row: discounted by (1 - 1/100) ** 1.5
+    # (policies.relevance.discount_absent), but never under UNRELATED_SCORE
     for embedder, score in (
-        (HashingEmbedder(synonyms=synonyms), cosine),
+        (HashingEmbedder(synonyms=synonyms), cosine * (1 - 1 / 100) ** 1.5),
         (Calibrated(synonyms=synonyms), UNRELATED_SCORE * cosine / 0.6),
     ):
         url = fresh_schema_url(require_postgres())

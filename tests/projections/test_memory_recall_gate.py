@@ -159,6 +159,33 @@ def test_a_question_about_two_subjects_injects_both_with_the_static_model():
     memory.close()
 
 
+def test_a_question_whose_rarest_word_no_row_holds_injects_nothing():
+    """The static model puts "good morning in finnish" near a long message about
+    a morning schedule (over the floor on its own); no row of the 121 holds
+    "finnish", the query's rarest word, so the vector leg is discounted
+    (policies.relevance.discount_absent): the row is still ranked first, and
+    not injected. A question about the schedule still injects it."""
+    memory = SQLiteMemory(
+        ":memory:", embedder=StaticEmbedder(), background_vectors=False
+    )
+    for i in range(120):
+        put(memory, f"f{i}", f"{FILLER[i % len(FILLER)]}, item {i}")
+    put(
+        memory,
+        "schedule",
+        "Absolutely, a focused morning schedule can help you make the most of "
+        "your productive hours: wake at six, review your goals over a good "
+        "breakfast, then deep work until noon.",
+    )
+    memory.embed_pending()
+    found = memory.recall("how do you say good morning in finnish", agents=["ops"])
+    assert found[0].key == "schedule"
+    assert block(found) == ""
+    asked = memory.recall("what does my morning schedule look like", agents=["ops"])
+    assert block(asked).startswith("[Memory context]\n- schedule: Absolutely")
+    memory.close()
+
+
 SUBJECTS = ("deploy target", "team lead", "office city", "build tool", "release day")
 # (no value holds a subject's word: how often a row holds a term is counted as
 # a substring, so "friday" would count "day" twice)

@@ -367,7 +367,9 @@ class PostgresMemory(PostgresConnection):
         """The keyword candidates, and the scope's statistics of the words.
 
         The statistics are BM25's IDF (the scope's row count, each word's count
-        among its rows), taken in the same query; ``None`` without a candidate.
+        among its rows), taken in the same query; when no row holds a word,
+        the scope's row count alone (every word counted 0: the share of the
+        query no row holds discounts the vector leg). ``None`` without words.
         """
         if not words:
             return [], None
@@ -389,7 +391,11 @@ class PostgresMemory(PostgresConnection):
         with self._transaction() as conn:
             found = conn.execute(query, params | _word_params(words)).fetchall()
         if not found:
-            return [], None
+            count = self._sql("SELECT count(*) FROM {table} WHERE {where}", where=where)
+            with self._transaction() as conn:
+                row = conn.execute(count, params).fetchone()
+            rows = int(row[0]) if row is not None else 0
+            return [], TermStats(rows=rows, counts=dict.fromkeys(words, 0))
         rows, word_rows = int(found[0][-2]), found[0][-1]
         stats = TermStats(
             rows=rows,

@@ -15,9 +15,11 @@ import numpy as np
 from turnledger.policies.relevance import (
     ABSENT_FULL_ROWS,
     KeywordGate,
+    absent_share,
     bm25_term,
     calibrate,
     content_terms,
+    discount_absent,
     fuse,
     newer_first,
     normalize,
@@ -192,11 +194,17 @@ def unit_vector(vector: Any) -> Vector | None:
     return array / norm if norm > 0.0 else None
 
 
-def blend(keyword: float | None, similarity: float | None) -> float:
+def blend(
+    keyword: float | None, similarity: float | None, absent: float = 0.0
+) -> float:
     """Return the hybrid score of the legs measured (0.7 vector, 0.3 keyword).
 
-    The weighted probabilistic OR of :func:`policies.relevance.fuse`.
+    The weighted probabilistic OR of :func:`policies.relevance.fuse`, the
+    similarity first discounted by ``absent``, the share of the query's weight
+    no scoped row holds (:func:`policies.relevance.discount_absent`).
     """
+    if similarity is not None:
+        similarity = discount_absent(similarity, absent)
     return fuse(
         similarity, keyword, vector_weight=VECTOR_WEIGHT, keyword_weight=KEYWORD_WEIGHT
     )
@@ -304,8 +312,11 @@ def rank_candidates(
       allowances for small scopes, :func:`~policies.relevance.gate_weights`,
       the other subjects being those of the other keyword candidates), a
       vector-only candidate's 0, blended with the calibrated cosine
-      (:func:`similarity`, :func:`blend`). Rows with neither a positive
-      keyword score nor a positive vector relevance are dropped.
+      (:func:`similarity`, :func:`blend`), discounted by the share of the
+      query's weight no scoped row holds
+      (:func:`~policies.relevance.absent_share` on ``stats``). Rows with
+      neither a positive keyword score nor a positive vector relevance are
+      dropped.
 
     With ``stats``, BM25 and the gate weigh the words it counted (the query
     words searched for); without it, every content word of the query weighs
@@ -332,6 +343,7 @@ def rank_candidates(
         if (c.keyword or 0.0) > 0.0 or (c.similarity or 0.0) > 0.0
     ]
     places = _rank_places(kept, weights)
+    absent = absent_share(weights, stats.counts, stats.rows) if stats else 0.0
     ranked = sorted(
         range(len(kept)),
         key=lambda i: (
@@ -342,7 +354,8 @@ def rank_candidates(
     )
     return [
         msgspec.structs.replace(
-            kept[i].entry, score=blend(kept[i].keyword or 0.0, kept[i].similarity)
+            kept[i].entry,
+            score=blend(kept[i].keyword or 0.0, kept[i].similarity, absent),
         )
         for i in ranked
     ]

@@ -28,9 +28,13 @@ Recall (see :meth:`SQLiteMemory.recall`):
    ``similarity_range`` (the packaged local model: 0.35 -> 0.001, 0.7 -> 1; a
    positive cosine under 0.35 scores under 0.001, ranked, not injected:
    :func:`~policies.relevance.calibrate`);
-4. fusion (``_hybrid``): a weighted probabilistic OR of the legs that
-   measured each row (a live leg that missed the row counts 0), ties by id; a
-   row that scores 0 (no positive cosine, no keyword) is not returned;
+4. fusion (``_hybrid``): ordered by reciprocal rank fusion of the legs'
+   ranks, ties by id; scored by a weighted probabilistic OR of the legs that
+   measured each row (a live leg that missed the row counts 0), the vector
+   leg's score discounted by the share of the query's weight no scoped row
+   holds (:func:`~policies.relevance.discount_absent`: "finnish" in a store
+   that never mentions it); a row that scores 0 (no positive cosine, no
+   keyword) is not returned;
 5. if nothing matched, a bounded LIKE fallback (``_sqlite_like``) scored by the
    share of content words found, at most 0.5.
 
@@ -71,6 +75,7 @@ from turnledger.projections.memory.protocol import (
 from turnledger.projections.memory.sqlite import _writes as writes
 from turnledger.projections.memory.sqlite._embedding import EmbeddingStage
 from turnledger.projections.memory.sqlite._fts import (
+    NOTHING,
     EdgeCache,
     FrequentTerms,
     StatsCache,
@@ -326,7 +331,7 @@ class SQLiteMemory(SQLiteReads):
                 else None
             )
             try:
-                keyword = (  # while the query's vector is computed and searched
+                matches = (  # while the query's vector is computed and searched
                     keyword_search(
                         conn,
                         query,
@@ -337,7 +342,7 @@ class SQLiteMemory(SQLiteReads):
                         edge_cache=self._edges,
                     )
                     if keyword_live
-                    else {}
+                    else NOTHING
                 )
             finally:  # the worker reads the matrix: never left running unlocked
                 vector, near = (
@@ -345,6 +350,7 @@ class SQLiteMemory(SQLiteReads):
                     if pending is None
                     else self._embedding.finish_search(pending)
                 )
+            keyword = matches.rows
             if vector is not None:
                 missing = [rowid for rowid in keyword if rowid not in near]
                 near |= self._embedding.similarities(vector, missing)
@@ -359,6 +365,7 @@ class SQLiteMemory(SQLiteReads):
                 vector_weight=self.vector_weight,
                 keyword_weight=self.keyword_weight,
                 keyword_live=keyword_live,
+                absent=matches.absent,
             )[:count]
             if fused:
                 return hydrate(conn, fused)

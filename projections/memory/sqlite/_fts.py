@@ -46,6 +46,7 @@ from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 from turnledger.policies.relevance import (
     MIN_TERM_CHARS,
     KeywordGate,
+    absent_share,
     bm25_term,
     is_content_term,
     newer_first,
@@ -68,6 +69,24 @@ RESCORE_POOL: Final = 64
 
 FREQUENT_AND_TERMS: Final = 3
 """How many of the rarest tokens a stop-word-only query ANDs."""
+
+
+class KeywordMatches(NamedTuple):
+    """What the keyword leg found for a query.
+
+    Attributes:
+        rows: ``{rowid: (entry id, score)}``, best first, every score above 0.
+        absent: The share of the query's weight no scoped row holds
+            (:func:`~policies.relevance.absent_share`), which discounts the
+            vector leg's score.
+    """
+
+    rows: dict[int, tuple[str, float]]
+    absent: float
+
+
+NOTHING: Final = KeywordMatches({}, 0.0)
+"""No keyword match, and nothing known of the query's words."""
 
 
 class Term(NamedTuple):
@@ -383,7 +402,7 @@ def keyword_search(
     frequent: FrequentTerms | None = None,
     stats_cache: StatsCache | None = None,
     edge_cache: EdgeCache | None = None,
-) -> dict[int, tuple[str, float]]:
+) -> KeywordMatches:
     """Return the scope's best keyword matches, ranked by BM25, scored by the gate.
 
     Every statistic is the scope's own: its row count, each term's count among
@@ -404,7 +423,9 @@ def keyword_search(
     row holds and the terms of another subject of the query weigh in
     proportion to the scope's size, up to
     :data:`~policies.relevance.ABSENT_FULL_ROWS` rows). Rows scoring 0 are left
-    out.
+    out. Beside the rows, the share of the query's weight that no scoped row
+    holds (:func:`~policies.relevance.absent_share`), known whether or not a
+    row matched: the hybrid discounts the vector leg's score by it.
 
     Args:
         db: The memory database.
@@ -416,16 +437,16 @@ def keyword_search(
         edge_cache: The caller's cache of sample edges (:func:`sample_edge`).
 
     Returns:
-        ``{rowid: (entry id, score)}`` for at most ``window`` rows, best first,
-        every score above 0.
+        At most ``window`` rows, and the share of the query's weight no
+        scoped row holds (the rows found or not).
     """
     terms = query_terms(query)
     if not terms:
-        return {}
+        return NOTHING
     where, params = scope_sql(scope)
     stats = cached_stats(db, scope, stats_cache)
     if stats.rows == 0:
-        return {}
+        return NOTHING
     stored: dict[int, int | None] = {}  # the rows' lengths read on the way
     counts, held = scoped_counts(
         db,
@@ -436,9 +457,11 @@ def keyword_search(
         edges=edge_cache,
         lengths=stored,
     )
+    weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
+    absent = absent_share(weights, counts, stats.rows)
     selective, live = selective_terms(counts, MATCH_BUDGET)
     if not live:
-        return {}
+        return KeywordMatches({}, absent)
     pool = max(window, RESCORE_POOL)
     if selective:
         candidates = sorted(set().union(*(held[t] for t in selective)))
@@ -446,10 +469,9 @@ def keyword_search(
         stored = _newest_holding(db, live, where, params, pool)
         candidates = list(stored)
     if not candidates:
-        return {}
+        return KeywordMatches({}, absent)
     holding = {t: _holding(db, t, held, candidates) for t in live}
     lengths = _lengths(db, candidates, stored)
-    weights = {t: term_weight(stats.rows, counts[t]) for t in terms}
 
     def bm25(rowid: int) -> float:
         length = lengths[rowid]
@@ -482,7 +504,9 @@ def keyword_search(
         )
         for r in order
     }
-    return {r: (ids[r], scores[r]) for r in order if scores[r] > 0}
+    return KeywordMatches(
+        {r: (ids[r], scores[r]) for r in order if scores[r] > 0}, absent
+    )
 
 
 def _newest_holding(

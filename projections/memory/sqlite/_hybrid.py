@@ -10,7 +10,9 @@ on both legs (a vector candidate that no keyword matched has keyword score 0
 when the keyword leg is on, a keyword candidate's cosine is computed exactly),
 and a row's score is the weighted probabilistic OR of the legs that measured it
 (:func:`policies.relevance.fuse`; a row without a vector is scored on keywords
-alone). A row that scores 0 (no positive cosine and no keyword) is left out;
+alone), the vector leg's score first discounted by the share of the query's
+weight no scoped row holds (:func:`policies.relevance.discount_absent`; its
+rank is not). A row that scores 0 (no positive cosine and no keyword) is left out;
 one whose cosine is under the embedder's floor scores under 0.001
 (:func:`policies.relevance.calibrate`): ranked, not injected. Equal ranks
 are broken by entry id, ascending.
@@ -22,8 +24,8 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
+from turnledger.policies.relevance import discount_absent, reciprocal_rank
 from turnledger.policies.relevance import fuse as fuse_legs
-from turnledger.policies.relevance import reciprocal_rank
 
 
 class Scored(NamedTuple):
@@ -52,6 +54,7 @@ def fuse(
     vector_weight: float,
     keyword_weight: float,
     keyword_live: bool = True,
+    absent: float = 0.0,
 ) -> list[Scored]:
     """Rank by reciprocal rank fusion; score by the gate, best first.
 
@@ -71,6 +74,9 @@ def fuse(
         keyword_weight: The weight of the keyword modality.
         keyword_live: Whether the keyword leg ran (a row it did not return then
             scores 0 on it).
+        absent: The share of the query's weight no scoped row holds
+            (:func:`policies.relevance.absent_share`): it discounts each
+            cosine's score, not its rank.
 
     Returns:
         Every entry of either input whose fused score is above 0, by fused
@@ -89,7 +95,7 @@ def fuse(
                 places[rowid] = places.get(rowid, 0.0) + share
     fused: list[tuple[float, Scored]] = []
     for rowid in vector.keys() | keyword.keys():
-        cosine = vector[rowid][1] if rowid in vector else None
+        cosine = discount_absent(vector[rowid][1], absent) if rowid in vector else None
         words: float | None = keyword[rowid][1] if rowid in keyword else None
         if words is None and keyword_live:
             words = 0.0
