@@ -34,6 +34,7 @@ from turnledger.projections.memory.embedding import (
     EmbeddingIdentity,
     NoEmbedder,
 )
+from turnledger.projections.memory.embedding.static import StaticEmbedder
 from turnledger.projections.memory.errors import MemoryStoreError
 from turnledger.projections.memory.postgres import (
     PostgresMemory,
@@ -588,6 +589,38 @@ def test_a_question_about_two_subjects_injects_both(keyword_memory):
     assert "editor: Helix is my editor" in shown
     assert "shell: fish is my login shell" in shown
     assert "f0" not in shown
+
+
+def test_a_question_whose_rarest_word_no_row_holds_injects_nothing(postgres_url):
+    """As on SQLite, with the static model: no row of the 121 holds "finnish",
+    so the morning schedule's vector score is discounted (ranked first, not
+    injected); a question about the schedule still injects it."""
+    memory = PostgresMemory(postgres_url, embedder=StaticEmbedder(), vectors="array")
+    try:
+        for i in range(120):
+            put(memory, f"f{i}", f"{FILLER[i % len(FILLER)]}, item {i}", agent="ops")
+        put(
+            memory,
+            "schedule",
+            "Absolutely, a focused morning schedule can help you make the most of "
+            "your productive hours: wake at six, review your goals over a good "
+            "breakfast, then deep work until noon.",
+            agent="ops",
+        )
+        while memory.embed_pending():
+            pass
+        found = memory.recall("how do you say good morning in finnish", agents=["ops"])
+        assert found[0].key == "schedule"
+        assert block(found) == ""
+        asked = memory.recall("what does my morning schedule look like", agents=["ops"])
+        assert block(asked).startswith("[Memory context]\n- schedule: Absolutely")
+        # no row holds either word: every vector score is discounted to at
+        # most UNRELATED_SCORE; the rows are still ranked
+        unheard = memory.recall("finnish greetings", agents=["ops"])
+        assert unheard
+        assert all(0 < e.score <= UNRELATED_SCORE for e in unheard)
+    finally:
+        memory.close()
 
 
 def test_the_guides_editor_example_and_an_unrelated_question(keyword_memory):

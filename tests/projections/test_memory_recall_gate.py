@@ -14,6 +14,7 @@ from tests.contracts.memory_contract import T0
 from tests.projections.test_memory_sqlite import HashingEmbedder
 from turnledger.policies.recall import make_recall_selector
 from turnledger.policies.recall_scope import RecallCandidate, resolve_inject_policy
+from turnledger.policies.relevance import UNRELATED_SCORE
 from turnledger.projections.memory.embedding.static import StaticEmbedder
 from turnledger.projections.memory.protocol import MemoryEntry, NewMemory
 from turnledger.projections.memory.sqlite import SQLiteMemory
@@ -183,6 +184,11 @@ def test_a_question_whose_rarest_word_no_row_holds_injects_nothing():
     assert block(found) == ""
     asked = memory.recall("what does my morning schedule look like", agents=["ops"])
     assert block(asked).startswith("[Memory context]\n- schedule: Absolutely")
+    # no row holds either word: every vector score is discounted to at most
+    # UNRELATED_SCORE; the rows are still ranked
+    unheard = memory.recall("finnish greetings", agents=["ops"])
+    assert unheard
+    assert all(0 < e.score <= UNRELATED_SCORE for e in unheard)
     memory.close()
 
 
