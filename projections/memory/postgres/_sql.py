@@ -304,7 +304,8 @@ def rank_candidates(
       (:func:`~policies.relevance.newer_first`: the newer fact wins); the
       vector candidates by similarity; the legs fused by reciprocal rank
       (:data:`~policies.relevance.RRF_K`, equal weights), so neither leg's
-      scale decides;
+      scale decides; equal places by the score, the stronger first, then the
+      newer;
     - the score (what the ``[recall] min_relevance`` floor is compared to): a
       keyword candidate's score as SQLite's keyword gate takes it
       (:func:`~policies.relevance.keyword_score`: the IDF-weighted share of the
@@ -344,21 +345,17 @@ def rank_candidates(
     ]
     places = _rank_places(kept, weights)
     absent = absent_share(weights, stats.counts, stats.rows) if stats else 0.0
-    ranked = sorted(
+    scores = [blend(c.keyword or 0.0, c.similarity, absent) for c in kept]
+    ranked = sorted(  # equal places: the stronger evidence, then the newer first
         range(len(kept)),
         key=lambda i: (
             -places[i],
+            -scores[i],
             -kept[i].entry.updated_at.timestamp(),
             kept[i].entry.key,
         ),
     )
-    return [
-        msgspec.structs.replace(
-            kept[i].entry,
-            score=blend(kept[i].keyword or 0.0, kept[i].similarity, absent),
-        )
-        for i in ranked
-    ]
+    return [msgspec.structs.replace(kept[i].entry, score=scores[i]) for i in ranked]
 
 
 def _measure(

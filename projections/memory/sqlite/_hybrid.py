@@ -15,7 +15,8 @@ weight no scoped row holds (:func:`policies.relevance.discount_absent`; its
 rank is not). A row that scores 0 (no positive cosine and no keyword) is left out;
 one whose cosine is under the embedder's floor scores under 0.001
 (:func:`policies.relevance.calibrate`): ranked, not injected. Equal ranks
-are broken by entry id, ascending.
+(common: keyword rank 1 and vector rank 3 tie with 3 and 1) are broken by the
+score, the stronger evidence first, then by entry id, ascending.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Scored(NamedTuple):
 
     Attributes:
         rowid: The row.
-        entry_id: The entry id (the tie-break).
+        entry_id: The entry id (the last tie-break).
         score: The fused score, in [0, 1].
     """
 
@@ -80,7 +81,7 @@ def fuse(
 
     Returns:
         Every entry of either input whose fused score is above 0, by fused
-        rank descending, then entry id ascending.
+        rank descending, then score descending, then entry id ascending.
     """
     places: dict[int, float] = {}
     if keyword_weight > 0:
@@ -108,5 +109,5 @@ def fuse(
         )
         if score > 0:  # a row no leg found anything for is not a match
             fused.append((places.get(rowid, 0.0), Scored(rowid, entry_id, score)))
-    fused.sort(key=lambda s: (-s[0], s[1].entry_id, s[1].rowid))
+    fused.sort(key=lambda s: (-s[0], -s[1].score, s[1].entry_id, s[1].rowid))
     return [scored for _, scored in fused]
