@@ -20,7 +20,11 @@ from hypothesis import strategies as st
 from tests.conftest import drop_schema, fresh_schema_url, require_postgres
 from tests.contracts.keyword_gate import assert_scores_are_sqlites, gate_cases
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
-from tests.projections.test_memory_recall_gate import FILLER, block
+from tests.projections.test_memory_recall_gate import (
+    FILLER,
+    assert_unheard_words_are_discounted,
+    block,
+)
 from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryStored
 from turnledger.policies.relevance import (
@@ -592,33 +596,11 @@ def test_a_question_about_two_subjects_injects_both(keyword_memory):
 
 
 def test_a_question_whose_rarest_word_no_row_holds_injects_nothing(postgres_url):
-    """As on SQLite, with the static model: no row of the 121 holds "finnish",
-    so the morning schedule's vector score is discounted (ranked first, not
-    injected); a question about the schedule still injects it."""
+    """As on SQLite (:func:`assert_unheard_words_are_discounted`), the scope's
+    row count read when no row holds a word of the question."""
     memory = PostgresMemory(postgres_url, embedder=StaticEmbedder(), vectors="array")
     try:
-        for i in range(120):
-            put(memory, f"f{i}", f"{FILLER[i % len(FILLER)]}, item {i}", agent="ops")
-        put(
-            memory,
-            "schedule",
-            "Absolutely, a focused morning schedule can help you make the most of "
-            "your productive hours: wake at six, review your goals over a good "
-            "breakfast, then deep work until noon.",
-            agent="ops",
-        )
-        while memory.embed_pending():
-            pass
-        found = memory.recall("how do you say good morning in finnish", agents=["ops"])
-        assert found[0].key == "schedule"
-        assert block(found) == ""
-        asked = memory.recall("what does my morning schedule look like", agents=["ops"])
-        assert block(asked).startswith("[Memory context]\n- schedule: Absolutely")
-        # no row holds either word: every vector score is discounted to at
-        # most UNRELATED_SCORE; the rows are still ranked
-        unheard = memory.recall("finnish greetings", agents=["ops"])
-        assert unheard
-        assert all(0 < e.score <= UNRELATED_SCORE for e in unheard)
+        assert_unheard_words_are_discounted(memory)
     finally:
         memory.close()
 

@@ -160,15 +160,14 @@ def test_a_question_about_two_subjects_injects_both_with_the_static_model():
     memory.close()
 
 
-def test_a_question_whose_rarest_word_no_row_holds_injects_nothing():
+def assert_unheard_words_are_discounted(memory) -> None:
     """The static model puts "good morning in finnish" near a long message about
     a morning schedule (over the floor on its own); no row of the 121 holds
     "finnish", the query's rarest word, so the vector leg is discounted
     (policies.relevance.discount_absent): the row is still ranked first, and
-    not injected. A question about the schedule still injects it."""
-    memory = SQLiteMemory(
-        ":memory:", embedder=StaticEmbedder(), background_vectors=False
-    )
+    not injected. A question about the schedule still injects it; a question
+    none of whose words any row holds scores every row at most UNRELATED_SCORE,
+    still ranked. ``memory`` embeds with the static model."""
     for i in range(120):
         put(memory, f"f{i}", f"{FILLER[i % len(FILLER)]}, item {i}")
     put(
@@ -178,18 +177,27 @@ def test_a_question_whose_rarest_word_no_row_holds_injects_nothing():
         "your productive hours: wake at six, review your goals over a good "
         "breakfast, then deep work until noon.",
     )
-    memory.embed_pending()
+    while memory.embed_pending():
+        pass
     found = memory.recall("how do you say good morning in finnish", agents=["ops"])
     assert found[0].key == "schedule"
     assert block(found) == ""
     asked = memory.recall("what does my morning schedule look like", agents=["ops"])
     assert block(asked).startswith("[Memory context]\n- schedule: Absolutely")
-    # no row holds either word: every vector score is discounted to at most
-    # UNRELATED_SCORE; the rows are still ranked
     unheard = memory.recall("finnish greetings", agents=["ops"])
     assert unheard
     assert all(0 < e.score <= UNRELATED_SCORE for e in unheard)
-    memory.close()
+
+
+def test_a_question_whose_rarest_word_no_row_holds_injects_nothing():
+    """See :func:`assert_unheard_words_are_discounted`."""
+    memory = SQLiteMemory(
+        ":memory:", embedder=StaticEmbedder(), background_vectors=False
+    )
+    try:
+        assert_unheard_words_are_discounted(memory)
+    finally:
+        memory.close()
 
 
 SUBJECTS = ("deploy target", "team lead", "office city", "build tool", "release day")
