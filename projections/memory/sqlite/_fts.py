@@ -18,8 +18,10 @@ term's count among the scope's rows and the scope's average row length, so one
 agent's rows never move another agent's ranking. A row's length is its key and
 content's count of word tokens, stored with it when written and read with the
 row while matching (FTS5's ``docsize`` record for a row written before); which
-terms a row holds is asked of FTS5; how often it holds them is counted in SQL.
-Nothing is tokenised in Python at recall but the query.
+terms a row holds is asked of FTS5; how often it holds them is its text's count
+of each term as a substring (the text lowercased by SQLite's ``lower``, read
+once per row; ``str.count``, no tokenising). Nothing is tokenised in Python at
+recall but the query.
 
 Stop-word safety. Matching a frequent word walks its whole doclist (~120 ms at
 100k rows for a query of frequent words). So each term's rows in the scope are
@@ -65,7 +67,7 @@ MAX_TERMS: Final = 16
 """How many distinct tokens of a query are used (the longest, when more)."""
 
 RESCORE_POOL: Final = 64
-"""The smallest candidate pool scored with term frequencies (counted in SQL)."""
+"""The smallest candidate pool scored with term frequencies (substring counts)."""
 
 FREQUENT_AND_TERMS: Final = 3
 """How many of the rarest tokens a stop-word-only query ANDs."""
@@ -413,7 +415,7 @@ def keyword_search(
     rows holding the three rarest); which other terms each holds is asked of
     FTS5, its length is the one stored with it (read while matching; FTS5's
     ``docsize`` record for a row written before), and how often the term
-    occurs counted in SQL on the best :data:`RESCORE_POOL` (no Python
+    occurs counted as a substring of the best :data:`RESCORE_POOL` (no Python
     tokenising). The order is the scope's BM25 (FTS5's ``k1`` and ``b``),
     then the entry id, the newest first among near-duplicates
     (:func:`newer_first`). The score, which the ``[recall] min_relevance``
@@ -583,22 +585,23 @@ def _frequencies(
     holding: dict[Term, frozenset[int]],
     rows: Sequence[int],
 ) -> tuple[dict[int, str], dict[int, dict[Term, int]]]:
-    # How often each held term occurs: its occurrences as a substring of the
-    # lowercased key and content (at least 1: FTS5 found it as a word).
+    # How often each held term occurs: its non-overlapping occurrences as a
+    # substring of the key and content lowercased by SQLite's lower() (at least
+    # 1: FTS5 found it as a word). Counted by str.count on the text read once:
+    # SQL's length(replace()) per term re-lowered the text for every term (5 ms
+    # a recall on BEAM's long messages, against about 1 ms).
     marks = ",".join("?" * len(rows))
     ids: dict[int, str] = {}
     frequencies: dict[int, dict[Term, int]] = {r: {} for r in rows}
     counted = [t for t in live if holding[t].intersection(rows)]
-    columns = "".join(", (length(x) - length(replace(x, ?, ''))) / ?" for _ in counted)
     found = db.execute(
-        f"SELECT rowid, id{columns} FROM (SELECT rowid, id, "
-        "lower(key || ' ' || content) AS x FROM memories "
-        f"WHERE rowid IN ({marks}))",
-        [*(v for t in counted for v in (t.text, len(t.text))), *rows],
+        "SELECT rowid, id, lower(key || ' ' || content) FROM memories "
+        f"WHERE rowid IN ({marks})",
+        rows,
     )
-    for rowid, entry_id, *occurrences in found:
+    for rowid, entry_id, text in found:
         ids[rowid] = str(entry_id)
-        for term, times in zip(counted, occurrences, strict=True):
+        for term in counted:
             if rowid in holding[term]:
-                frequencies[rowid][term] = max(1, int(times))
+                frequencies[rowid][term] = max(1, text.count(term.text))
     return ids, frequencies
