@@ -11,8 +11,8 @@ and replay tests compare against.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import msgspec
 
@@ -21,6 +21,23 @@ from turnledger.ledger.events import Event
 from turnledger.policies.lifecycle import LifecycleDeclaration
 
 S = TypeVar("S")
+
+LedgerHead: TypeAlias = int | Callable[[], int]
+"""A ledger's head position, or how to read it (``EventStore.max_position``).
+
+A derived store's ``bind`` reads its own tracked positions first, then the
+head, under its own lock: another process appends to the ledger before it
+applies to the store, so every position the store tracks is then at most the
+head. A head read before the lock could be passed by another process's
+writes, and the store emptied for being "ahead" of a ledger that holds
+everything it tracks.
+"""
+
+
+def head_position(head: LedgerHead) -> int:
+    """The head position, read now if ``head`` is how to read it."""
+    return head() if callable(head) else head
+
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 

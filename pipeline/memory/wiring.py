@@ -34,6 +34,7 @@ from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.pipeline.config import Config, is_static
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
+from turnledger.projections.base import LedgerHead
 from turnledger.projections.memory.embedding import (
     Embedder,
     EmbedderError,
@@ -61,7 +62,7 @@ _NOT_IDENTITY: Final = frozenset(
 class _Bindable(Protocol):
     """A memory store that records the ledger it derives from."""
 
-    def bind(self, ledger_id: str | None, head: int) -> bool: ...
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -324,7 +325,8 @@ class MemoryWiring:
         if self._store is None:
             return
         try:
-            memory.bind(self._store.backend.ledger_id, self._store.max_position())
+            # read under the store's own lock (LedgerHead), not before it
+            memory.bind(self._store.backend.ledger_id, self._store.max_position)
         except BaseException:
             memory.close()
             raise

@@ -33,6 +33,7 @@ from turnledger.ledger.driver_errors import typed_driver_errors
 from turnledger.ledger.file_keys import file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
+from turnledger.projections.base import LedgerHead, head_position
 
 if TYPE_CHECKING:
     from turnledger.ledger.store import EventStore
@@ -81,7 +82,7 @@ class ViewStore(Protocol):
         """Try to become the projection's one active worker."""
         ...
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the store to a ledger; return whether it was emptied (see bind_views)."""
         ...
 
@@ -134,11 +135,13 @@ class SQLiteViewStore:
         self._decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
         self._held: dict[str, IO[str]] = {}
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the store to a ledger; return whether it was emptied.
 
         In one transaction: a store holding another ledger's id, or tracking
-        a position past ``head``, loses every state and tracking position;
+        a position past ``head`` (read after the tracked positions, inside the
+        transaction: :data:`~projections.base.LedgerHead`), loses every state
+        and tracking position;
         then ``ledger_id`` is recorded (None, a ledger without an id: only the
         position check applies).
         """
@@ -148,10 +151,10 @@ class SQLiteViewStore:
                 row = self._conn.execute(
                     "SELECT value FROM view_meta WHERE name = 'ledger_id'"
                 ).fetchone()
-                ahead = self._conn.execute(
-                    "SELECT 1 FROM tracking WHERE position > ? LIMIT 1", (head,)
+                (tracked,) = self._conn.execute(
+                    "SELECT coalesce(max(position), 0) FROM tracking"
                 ).fetchone()
-                stale = ahead is not None or (
+                stale = int(tracked) > head_position(head) or (
                     row is not None
                     and ledger_id is not None
                     and str(row[0]) != ledger_id
@@ -303,5 +306,5 @@ def bind_views(views: ViewStore, store: EventStore) -> ViewStore:
     tracking position past this ledger's head) is emptied, so projections
     catch up from this ledger; never used as it was.
     """
-    views.bind(store.backend.ledger_id, store.max_position())
+    views.bind(store.backend.ledger_id, store.max_position)
     return views

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from turnledger.ledger.driver_errors import typed_driver_errors
+from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.views import TrackingConflictError
 
 S = TypeVar("S")
@@ -86,13 +87,14 @@ class PostgresViewStore:
                 ).format(self._meta)
             )
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the store to a ledger; return whether it was emptied.
 
         In one transaction (under the schema's DDL advisory lock): a store
         holding another ledger's id, or tracking a position past ``head``,
-        loses every state and tracking position; then ``ledger_id`` is
-        recorded (None: only the position check applies).
+        loses every state and tracking position (``head`` read after the
+        tracked positions: :data:`~projections.base.LedgerHead`); then
+        ``ledger_id`` is recorded (None: only the position check applies).
         """
         with self._lock, self._conn.transaction():
             self._conn.execute(
@@ -105,13 +107,13 @@ class PostgresViewStore:
                     self._meta
                 )
             ).fetchone()
-            ahead = self._conn.execute(
-                sql.SQL("SELECT 1 FROM {} WHERE position > %s LIMIT 1").format(
+            tracked = self._conn.execute(
+                sql.SQL("SELECT coalesce(max(position), 0) FROM {}").format(
                     self._tracking
-                ),
-                (head,),
+                )
             ).fetchone()
-            stale = ahead is not None or (
+            done = int(tracked[0]) if tracked is not None else 0
+            stale = done > head_position(head) or (
                 row is not None and ledger_id is not None and str(row[0]) != ledger_id
             )
             if stale:

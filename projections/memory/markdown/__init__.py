@@ -46,6 +46,7 @@ from turnledger.ledger.events import MemoryForgotten, MemoryStored
 from turnledger.ledger.numbers import parse_whole
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import scope_scores
+from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.apply import new_memory
 from turnledger.projections.memory.errors import typed_memory_errors
 from turnledger.projections.memory.markdown._lines import (
@@ -372,15 +373,16 @@ class MarkdownMemory(AppendOnlyRefusals):
                 self._redact(event.key, before=recorded.position)
         _write_atomically(self.root / DAILY_DIR / POSITION_FILE, str(position))
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the files to the ledger they derive from; never empty them.
 
         The ledger's id is recorded in :data:`LEDGER_FILE` beside the dated
         files (a hidden one-line file, so ``MEMORY.md`` and the daily logs
         stay plain Markdown); a workspace made before ids takes the ledger's.
         Files the user may have edited are never deleted: a workspace naming
-        another ledger, or holding a line or tracked position past ``head``,
-        is refused.
+        another ledger, or holding a line or tracked position past ``head``
+        (read after that position: :data:`~projections.base.LedgerHead`), is
+        refused.
 
         Returns:
             False (nothing is emptied).
@@ -401,8 +403,8 @@ class MarkdownMemory(AppendOnlyRefusals):
         if recorded and ledger_id is not None and recorded != ledger_id:
             where = recorded_file
             found = f"one of ledger {recorded[:200]}"
-        elif (done := self.applied_position()) > head:
-            found = f"{found} and position {done} past the ledger's end ({head})"
+        elif (done := self.applied_position()) > (end := head_position(head)):
+            found = f"{found} and position {done} past the ledger's end ({end})"
         else:
             if ledger_id is not None and recorded is None:
                 _write_atomically(recorded_file, f"{ledger_id}\n")

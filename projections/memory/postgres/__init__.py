@@ -46,6 +46,7 @@ from psycopg import sql
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query, token_count
+from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedding import (
     Embedder,
@@ -535,11 +536,13 @@ class PostgresMemory(PostgresConnection):
                 (str(position),),
             )
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the memory to the ledger it derives from; return whether emptied.
 
         In one transaction: a schema whose meta table names another ledger's
-        id, or whose applied position is past ``head``, loses every memory row
+        id, or whose applied position is past ``head`` (read once that
+        position is locked: :data:`~projections.base.LedgerHead`), loses every
+        memory row
         and its position (the embedder's identity stays); then ``ledger_id``
         is recorded in the meta table (row ``ledger_id``). The caller catches
         up from the ledger's memory events.
@@ -549,7 +552,7 @@ class PostgresMemory(PostgresConnection):
             row = conn.execute(
                 self._sql("SELECT value FROM {meta} WHERE name = 'ledger_id'")
             ).fetchone()
-            stale = done > head or (
+            stale = done > head_position(head) or (
                 row is not None and ledger_id is not None and str(row[0]) != ledger_id
             )
             if stale:

@@ -35,6 +35,7 @@ from qdrant_client import QdrantClient, models
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query
+from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.apply import apply_in_order
 from turnledger.projections.memory.embedding import Embedder
 from turnledger.projections.memory.embedding.windows import whole_text_vector
@@ -369,7 +370,7 @@ class QdrantMemory:
     def _save_position(self, position: int) -> None:
         self._save_meta(applied_position=position)
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the collection to the ledger it derives from; return whether emptied.
 
         The side collection's meta point records the ledger's id. A collection
@@ -380,7 +381,8 @@ class QdrantMemory:
         """
         meta = self._meta_payload()
         recorded = meta.get("ledger_id")
-        stale = int(meta.get("applied_position", 0)) > head or (
+        applied = int(meta.get("applied_position", 0))
+        stale = applied > head_position(head) or (
             recorded is not None and ledger_id is not None and recorded != ledger_id
         )
         if stale:

@@ -59,6 +59,7 @@ from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import MemoryForgotten, MemoryStored, MemorySuperseded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import calibrate, is_meaningful_query
+from turnledger.projections.base import LedgerHead
 from turnledger.projections.memory.apply import MEMORY_EVENT_TYPES, new_memory
 from turnledger.projections.memory.embedding import (
     Embedder,
@@ -399,13 +400,14 @@ class SQLiteMemory(SQLiteReads):
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def bind(self, ledger_id: str | None, head: int) -> bool:
+    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool:
         """Tie the database to the ledger it derives from; return whether emptied.
 
         A database that recorded another ledger's id, or tracks a position
-        past ``head``, loses its memories and tracking position (the caller
-        catches up from the ledger's memory events); then ``ledger_id`` is
-        recorded.
+        past ``head`` (read under the database's write lock:
+        :data:`~projections.base.LedgerHead`), loses its memories and
+        tracking position (the caller catches up from the ledger's memory
+        events); then ``ledger_id`` is recorded.
         """
         with self._db.lock:
             emptied = bind_ledger(self._db.conn, ledger_id, head)

@@ -27,6 +27,7 @@ from typing import Any, Final
 from turnledger.ledger.file_keys import file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
+from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.sqlite._hybrid import Scored
@@ -221,25 +222,28 @@ def _has_tokens(db: sqlite3.Connection) -> bool:
     return any(row[1] == "tokens" for row in db.execute("PRAGMA table_info(memories)"))
 
 
-def bind_ledger(db: sqlite3.Connection, ledger_id: str | None, head: int) -> bool:
+def bind_ledger(
+    db: sqlite3.Connection, ledger_id: str | None, head: LedgerHead
+) -> bool:
     """Tie the database to a ledger; return whether it was emptied.
 
     In one transaction: a database recording another ledger's id (copied
     from another ledger, or kept beside a ledger deleted and created again),
-    or tracking a position past ``head``, loses every memory row and its
-    tracking position (the embedding cache, keyed by content, stays); then
-    ``ledger_id`` is recorded (None: only the position check applies). The
-    caller catches up from the ledger's memory events.
+    or tracking a position past ``head`` (read after the tracked positions,
+    inside the transaction: :data:`~projections.base.LedgerHead`), loses every
+    memory row and its tracking position (the embedding cache, keyed by
+    content, stays); then ``ledger_id`` is recorded (None: only the position
+    check applies). The caller catches up from the ledger's memory events.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute(
             "SELECT value FROM memory_meta WHERE name = 'ledger_id'"
         ).fetchone()
-        ahead = db.execute(
-            "SELECT 1 FROM memory_tracking WHERE position > ? LIMIT 1", (head,)
+        (tracked,) = db.execute(
+            "SELECT coalesce(max(position), 0) FROM memory_tracking"
         ).fetchone()
-        stale = ahead is not None or (
+        stale = int(tracked) > head_position(head) or (
             row is not None and ledger_id is not None and str(row[0]) != ledger_id
         )
         if stale:
