@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -34,7 +35,6 @@ from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.pipeline.config import Config, is_static
 from turnledger.pipeline.errors import PipelineError
 from turnledger.policies.scoping import normalize_backend
-from turnledger.projections.base import LedgerHead
 from turnledger.projections.memory.embedding import (
     Embedder,
     EmbedderError,
@@ -62,7 +62,7 @@ _NOT_IDENTITY: Final = frozenset(
 class _Bindable(Protocol):
     """A memory store that records the ledger it derives from."""
 
-    def bind(self, ledger_id: str | None, head: LedgerHead) -> bool: ...
+    def bind(self, ledger_id: str | None, head: int | Callable[[], int]) -> bool: ...
 
     def close(self) -> None: ...
 
