@@ -141,9 +141,8 @@ class SQLiteViewStore:
         In one transaction: a store holding another ledger's id, or tracking
         a position past ``head`` (read after the tracked positions, inside the
         transaction: :data:`~projections.base.LedgerHead`), loses every state
-        and tracking position;
-        then ``ledger_id`` is recorded (None, a ledger without an id: only the
-        position check applies).
+        and tracking position; then ``ledger_id`` is recorded (None, a ledger
+        without an id: only the position check applies).
         """
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")

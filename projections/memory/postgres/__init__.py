@@ -392,10 +392,7 @@ class PostgresMemory(PostgresConnection):
         with self._transaction() as conn:
             found = conn.execute(query, params | _word_params(words)).fetchall()
         if not found:
-            count = self._sql("SELECT count(*) FROM {table} WHERE {where}", where=where)
-            with self._transaction() as conn:
-                row = conn.execute(count, params).fetchone()
-            rows = int(row[0]) if row is not None else 0
+            rows = self._rows_where(where, params)
             return [], TermStats(rows=rows, counts=dict.fromkeys(words, 0))
         rows, word_rows = int(found[0][-2]), found[0][-1]
         stats = TermStats(
@@ -474,7 +471,10 @@ class PostgresMemory(PostgresConnection):
 
     def count(self, *, agents: Sequence[str]) -> int:
         """Return how many live rows ``agents`` have."""
-        where, params = scope_clause(agents, None)
+        return self._rows_where(*scope_clause(agents, None))
+
+    def _rows_where(self, where: str, params: dict[str, Any]) -> int:
+        """How many rows a scope clause (:func:`scope_clause`) selects."""
         query = self._sql("SELECT count(*) FROM {table} WHERE {where}", where=where)
         with self._transaction() as conn:
             row = conn.execute(query, params).fetchone()
@@ -542,10 +542,9 @@ class PostgresMemory(PostgresConnection):
         In one transaction: a schema whose meta table names another ledger's
         id, or whose applied position is past ``head`` (read once that
         position is locked: :data:`~projections.base.LedgerHead`), loses every
-        memory row
-        and its position (the embedder's identity stays); then ``ledger_id``
-        is recorded in the meta table (row ``ledger_id``). The caller catches
-        up from the ledger's memory events.
+        memory row and its position (the embedder's identity stays); then
+        ``ledger_id`` is recorded in the meta table (row ``ledger_id``). The
+        caller catches up from the ledger's memory events.
         """
         with self._transaction() as conn:
             done = self._position(conn, lock=True)

@@ -29,9 +29,9 @@ Recall (see :meth:`SQLiteMemory.recall`):
    positive cosine under 0.35 scores under 0.001, ranked, not injected:
    :func:`~policies.relevance.calibrate`);
 4. fusion (``_hybrid``): ordered by reciprocal rank fusion of the legs'
-   ranks, ties by score then id; scored by a weighted probabilistic OR of the legs that
-   measured each row (a live leg that missed the row counts 0), the vector
-   leg's score discounted by the share of the query's weight no scoped row
+   ranks, ties by score then id; scored by a weighted probabilistic OR of
+   the legs that measured each row (a live leg that missed the row counts 0),
+   the vector leg's score discounted by the share of the query's weight no scoped row
    holds (:func:`~policies.relevance.discount_absent`: "finnish" in a store
    that never mentions it); a row that scores 0 (no positive cosine, no
    keyword) is not returned;
