@@ -68,6 +68,7 @@ _.fork_at  # shown by pipeline/web/templates/sessions.html
 _.projected_usd  # budget decision field (tests/policies)
 _.percent_used  # budget decision field (tests/policies)
 _.skipped_listing_tool  # image policy decision field (tests/policies)
+_.span_had_content  # collect's LogsReport field (the turnledger-batch header, tests)
 _.dropped_results  # pairing repair decision field (tests/policies)
 _.moved_results  # pairing repair decision field (tests/policies)
 _.removed_messages  # pairing repair decision field (tests/policies)

@@ -24,6 +24,13 @@ Goals:
    trip (sending the encoded batch until the answer is read) into each
    receiver, and of its whole ``export()`` call (its own encoding too).
 
+Printed after them, not judged: the ceiling of any receiver that decodes a
+batch and commits its events durably, were the mapping from spans to events
+free (the discarding receiver's ``export()`` median plus the medians of one
+decoding of a batch's body and one durable commit of its events, both timed
+again after the run, as a share of the discarding receiver's spans/s; an
+estimate from the same run's medians).
+
 Each receiver is warmed up with a tenth of a run first; the warm-up's batches
 are neither timed nor among the acknowledgement and commit samples.
 
@@ -81,7 +88,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from turnledger.ledger.envelope import AppendResult
 from turnledger.ledger.ids import session_stream_id
 from turnledger.ledger.store import Append, EventStore, open_store
-from turnledger.pipeline.collect import Recorder
+from turnledger.pipeline.collect import Recorder, decode_protobuf
 from turnledger.pipeline.collect.server import (
     CollectApp,
     DiscardApp,
@@ -205,22 +212,33 @@ class Spans:
 
 
 class Timed:
-    """An ASGI wrapper: the time from each request reaching the app to its answer."""
+    """An ASGI wrapper: the time from each request reaching the app to its answer.
+
+    It keeps each request's body too (to time its decoding again after the run).
+    """
 
     def __init__(self, app: CollectApp, samples: list[float]) -> None:
         self.app = app
         self.samples = samples
+        self.bodies: list[bytes] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app; note when its response body is sent."""
         start = time.perf_counter()
+        chunks: list[bytes] = []
+
+        async def kept() -> Message:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            return message
 
         async def timed(message: Message) -> None:
             await send(message)
             if message["type"] == "http.response.body":
                 self.samples.append(time.perf_counter() - start)
 
-        await self.app(scope, receive, timed)
+        await self.app(scope, kept, timed)
+        self.bodies.append(b"".join(chunks))
 
 
 @contextmanager
@@ -317,12 +335,23 @@ def _commit_samples(batches: list[list[Append]], path: Path) -> list[float]:
     return timings
 
 
+def _decode_samples(bodies: list[bytes]) -> list[float]:
+    """One decoding of each batch's request body (as the receiver decodes it)."""
+    timings = []
+    for body in bodies:
+        with Stopwatch() as watch:
+            decode_protobuf(body)
+        timings.append(watch.seconds)
+    return timings
+
+
 def serve_child(folder: Path) -> int:
     """The receivers' process: both apps until stdin closes, then the samples.
 
     Prints the two endpoints as one JSON line once listening; when the parent
     closes stdin, stops, times one durable commit of each batch's appends and
-    prints ``{"acks": [...], "commits": [...]}`` as another.
+    one decoding of each batch's body, and prints ``{"acks": [...], "commits":
+    [...], "decodes": [...]}`` as another.
     """
     acks: list[float] = []
     store = open_store(str(folder / "collect.db"))
@@ -333,8 +362,31 @@ def serve_child(folder: Path) -> int:
         sys.stdin.read()
     store.close()
     commits = _commit_samples(capture.batches, folder / "commits.db")
-    print(json.dumps({"acks": acks, "commits": commits}), flush=True)
+    decodes = _decode_samples(app.bodies)
+    samples = {"acks": acks, "commits": commits, "decodes": decodes}
+    print(json.dumps(samples), flush=True)
     return 0
+
+
+def _ceiling_line(
+    floor: list[float], decodes: list[float], commits: list[float]
+) -> str:
+    """What any receiver that decodes and commits durably could reach at most.
+
+    The discarding receiver's ``export()`` median (the exporter's encoding, the
+    HTTP stack, the body read) plus the medians of one decoding of a batch's
+    body and one durable commit of its events: the time a batch would take
+    were the mapping from spans to events free, as a share of the discarding
+    receiver's spans/s. An estimate from medians of the same run, not a run.
+    """
+    base, decode, commit = (percentile(v, 50) for v in (floor, decodes, commits))
+    share = base / (base + decode + commit)
+    return (
+        f"info  ceiling with the mapping left out: the discarding receiver's "
+        f"export() p50 {base * 1e3:.1f} ms + one decoding of the body p50 "
+        f"{decode * 1e3:.1f} ms + one durable commit p50 {commit * 1e3:.1f} ms -> "
+        f"at most {share:.2f}x its spans/s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     # The child saw the collect requests in order: the warm-up's come first.
     acks: list[float] = samples["acks"][warm["collect"] :]
     commits: list[float] = samples["commits"][warm["collect"] :]
+    decodes: list[float] = samples["decodes"][warm["collect"] :]
     export, trip = (exports["collect"][i][warm["collect"] :] for i in (0, 1))
     floor_trip = exports["discard"][1][warm["discard"] :]
     print_table(series)
@@ -419,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         f"info  the exporter's export() of a batch, encoding and round trip: p95 "
         f"{export_p95 * 1e3:.1f} ms -> {export_p95 / commit_p95:.2f}x the commit"
     )
+    print(_ceiling_line(exports["discard"][0][warm["discard"] :], decodes, commits))
     print()
     print("MCP tool calls vs the memory service called directly")
     if args.quick:
@@ -428,7 +482,13 @@ def main(argv: list[str] | None = None) -> int:
     print_table(mcp_series)
     print_ratios(mcp_ratios)
     if args.json:
-        samples_of = {"ack": acks, "trip": trip, "export": export, "commit": commits}
+        samples_of = {
+            "ack": acks,
+            "trip": trip,
+            "export": export,
+            "commit": commits,
+            "decode": decodes,
+        }
         write_json(
             Path(args.json),
             meta={"batch": batch, "spans": n_spans, "repeat": repeat},

@@ -1,11 +1,14 @@
-"""The listing of collected OTLP spans a session holds, read by audits.
+"""The listings of collected OTLP spans and log events a session holds.
 
 Each batch of spans recorded in a session (:mod:`pipeline.collect.recording`)
 ends with one ``item.recorded`` event of framework :data:`FRAMEWORK` and kind
 :data:`SPANS_KIND` whose ``fields`` (:class:`SpansListed`) list the spans
-recorded and those recorded without their content. The schema lives here, out
-of :mod:`pipeline.collect`, so the ledger audit
-(:func:`pipeline.audit.audit_sessions`) reads it without importing the receiver.
+recorded and those recorded without their content. Each batch of GenAI log
+events does the same with kind :data:`LOGS_KIND` (:class:`LogsListed`): the
+events themselves, and the spans already recorded whose content they brought.
+The schemas live here, out of :mod:`pipeline.collect`, so the ledger audit
+(:func:`pipeline.audit.audit_sessions`) reads them without importing the
+receiver.
 """
 
 from __future__ import annotations
@@ -35,33 +38,69 @@ NOT_RECORDED: Final = "otlp span without content (conversation not recorded)"
 class SpansListed(msgspec.Struct):
     """The ``fields`` of a ``spans`` item.
 
-    ``[trace id, span id, operation]`` of each span recorded, and the ids of
-    those recorded without content.
+    ``[trace id, span id, operation]`` of each span recorded, the ids of those
+    recorded without content, and of those whose content log events sent
+    before them gave.
     """
 
     spans: list[tuple[str, str, str]]
     without_content: list[str] = msgspec.field(default_factory=list)
+    from_logs: list[str] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
 """Decodes a ``spans`` item's ``fields``."""
 
+LOGS_KIND: Final = "log_events"
+"""The ``kind`` of the ``item.recorded`` listing a batch's log events in a session."""
 
-def listed_without_content(fields: str) -> int:
-    """How many spans a ``spans`` item lists as recorded without content."""
-    return len(LISTED.decode(fields).without_content)
+
+class LoggedEvent(msgspec.Struct):
+    """One GenAI log event as received: the span it belongs to and what it says.
+
+    ``print`` identifies the record (a digest of all of it), so the same record
+    sent again is known.
+    """
+
+    span_id: str
+    name: str
+    time_ns: int
+    attributes: dict[str, object]
+    body: object
+    print: str
+
+
+class LogsListed(msgspec.Struct):
+    """The ``fields`` of a ``log_events`` item.
+
+    The batch's GenAI log events of the session, and the ids of the spans
+    already recorded (without content) whose content they brought.
+    """
+
+    events: list[LoggedEvent]
+    applied: list[str] = msgspec.field(default_factory=list)
+
+
+LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)
+"""Decodes a ``log_events`` item's ``fields``."""
 
 
 def spans_without_content(store: EventStore, streams: Iterable[UUID]) -> int:
-    """Count the spans recorded without content in these session streams."""
+    """Count the spans recorded without content in these session streams.
+
+    A span whose content came later, in log events, is not counted.
+    """
     found = 0
     for stream in streams:
+        without: set[str] = set()
+        applied: set[str] = set()
         for recorded in store.read_stream(stream, types=(ItemRecorded,)):
             event = recorded.event
-            if (
-                isinstance(event, ItemRecorded)
-                and event.framework == FRAMEWORK
-                and event.kind == SPANS_KIND
-            ):
-                found += listed_without_content(event.fields)
+            if not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:
+                continue
+            if event.kind == SPANS_KIND:
+                without.update(LISTED.decode(event.fields).without_content)
+            elif event.kind == LOGS_KIND:
+                applied.update(LOGS_LISTED.decode(event.fields).applied)
+        found += len(without - applied)
     return found

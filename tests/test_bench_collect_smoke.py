@@ -28,6 +28,7 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
     assert "collect spans/s vs discarding receiver" in goals[0]
     assert "acknowledgement p95" in goals[1]
     assert "client side, the exporter's HTTP round trip" in done.stdout
+    assert "ceiling with the mapping left out" in done.stdout
     # The MCP section: its table and its two ratios (reported, no goal).
     mcp = [line for line in done.stdout.splitlines() if "/ direct:" in line]
     assert [line.split(":")[0] for line in mcp] == [
@@ -42,6 +43,7 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
         "trip",
         "export",
         "commit",
+        "decode",
         "direct recall",
         "mcp recall",
         "direct store",
@@ -56,5 +58,5 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
         assert figures["series"][name]["n"] == 10  # the quick size
     # One sample of each kind per timed batch: the warm-up's are left out.
     timed = 2 * 64 // 16
-    for name in ("ack", "trip", "export", "commit"):
+    for name in ("ack", "trip", "export", "commit", "decode"):
         assert len(figures["series"][name]["seconds"]) == timed

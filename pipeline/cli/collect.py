@@ -1,4 +1,4 @@
-"""``turnledger collect``: an OTLP/HTTP receiver of OpenTelemetry GenAI spans."""
+"""``turnledger collect``: an OTLP/HTTP receiver of OpenTelemetry GenAI telemetry."""
 
 # Commands import what they run inside their handlers: building the parser and
 # the light commands stay light (issue #24).
@@ -36,13 +36,17 @@ def cmd_collect(args: argparse.Namespace) -> int:
     usage and cost ([pricing]); execute_tool spans record their results. A
     session is gen_ai.conversation.id, else the trace id; its agent the
     resource's service.name. Spans without content record usage only (audit
-    counts them); spans of no known shape are counted, not recorded. A 200
-    answer means the whole batch is committed; a malformed batch is 400 and
-    writes nothing. Binds 127.0.0.1 by default; any other address needs
-    --token (or $TURNLEDGER_COLLECT_TOKEN), sent as Authorization: Bearer.
-    --port 0 picks a free port; --json prints the address as one JSON object
-    (url, endpoint, host, port, token_required) once listening, and the totals
-    (batches, spans, refused) as another when stopped.
+    counts them); spans of no known shape are counted, not recorded. POST
+    /v1/logs takes the GenAI log events instrumentations emit in a call's span
+    (gen_ai.client.inference.operation.details, gen_ai.user.message,
+    gen_ai.choice...): the call's content, before or after its span; other log
+    records are counted, not recorded. A 200 answer means the whole batch is
+    committed; a malformed batch is 400 and writes nothing. Binds 127.0.0.1
+    by default; any other address needs --token (or $TURNLEDGER_COLLECT_TOKEN),
+    sent as Authorization: Bearer. --port 0 picks a free port; --json prints
+    the address as one JSON object (url, endpoint, logs_endpoint, host, port,
+    token_required) once listening, and the totals (batches, spans,
+    log_records, refused) as another when stopped.
 
     Example: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 with turnledger collect
     """
@@ -57,7 +61,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     import uvicorn
 
     from turnledger.pipeline.collect import Recorder
-    from turnledger.pipeline.collect.server import PATH, CollectApp
+    from turnledger.pipeline.collect.server import LOGS_PATH, PATH, CollectApp
     from turnledger.pipeline.web.server import server_config
 
     with open_ledger(args) as store:
@@ -72,6 +76,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 {
                     "url": url,
                     "endpoint": f"{url}{PATH}",
+                    "logs_endpoint": f"{url}{LOGS_PATH}",
                     "host": args.host,
                     "port": port,
                     "token_required": bool(token),
@@ -80,7 +85,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         else:
             guard = " (token required)" if token else ""
             print(
-                f"collecting into {ledger_url} at {url}{PATH}{guard}; stop with Ctrl-C",
+                f"collecting into {ledger_url} at {url}{PATH} and {url}{LOGS_PATH}"
+                f"{guard}; stop with Ctrl-C",
                 flush=True,
             )
         server = uvicorn.Server(server_config(app))
@@ -94,13 +100,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
             pass
         finally:
             sock.close()
-    totals = {"batches": app.batches, "spans": app.spans, "refused": app.refused}
+    totals = {
+        "batches": app.batches,
+        "spans": app.spans,
+        "log_records": app.log_records,
+        "refused": app.refused,
+    }
     if args.json:
         print_json(totals)
     else:
         print(
-            f"collected {app.spans} span(s) in {app.batches} batch(es); "
-            f"{app.refused} request(s) refused"
+            f"collected {app.spans} span(s) and {app.log_records} log record(s) "
+            f"in {app.batches} batch(es); {app.refused} request(s) refused"
         )
     return 0
 

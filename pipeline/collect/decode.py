@@ -1,7 +1,8 @@
-"""OTLP trace requests (protobuf or JSON) into one neutral span model.
+"""OTLP trace and log requests (protobuf or JSON) into one neutral model.
 
 Both encodings of an ``ExportTraceServiceRequest`` become the same
-:class:`Span` values: ids as lowercase hex, times as integer nanoseconds,
+:class:`Span` values, and of an ``ExportLogsServiceRequest`` the same
+:class:`LogRecord` values: ids as lowercase hex, times as integer nanoseconds,
 attribute values as plain Python values (``AnyValue`` arrays as tuples,
 key-value lists as dicts, bytes as ``bytes``). The JSON form is OTLP/JSON:
 camelCase keys, hex trace and span ids, 64-bit integers as strings or numbers,
@@ -83,6 +84,34 @@ class Span(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     service: str = _UNKNOWN_SERVICE
 
 
+class LogRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One log record, whatever encoding it came in.
+
+    Attributes:
+        trace_id: The trace it was emitted in (32 hex digits), ``""`` if none.
+        span_id: The span it was emitted in (16 hex digits), ``""`` if none.
+        event_name: The record's event name (``eventName``, else its
+            ``event.name`` attribute), ``""`` for a plain log line.
+        time_ns: When it happened (else when it was observed), nanoseconds.
+        attributes: Its attributes.
+        body: Its body, an ``AnyValue`` read as a plain value (``None`` if unset).
+        service: The resource's ``service.name``.
+    """
+
+    trace_id: str = ""
+    span_id: str = ""
+    event_name: str = ""
+    time_ns: int = 0
+    attributes: dict[str, object] = msgspec.field(default_factory=dict)
+    body: object = None
+    service: str = _UNKNOWN_SERVICE
+
+
+def _event_name(name: str, attributes: Mapping[str, object]) -> str:
+    older = attributes.get("event.name")
+    return name or (older if isinstance(older, str) else "")
+
+
 # --- protobuf -------------------------------------------------------------
 
 
@@ -116,6 +145,57 @@ def decode_protobuf(body: bytes) -> list[Span]:
             for span in scope_spans.spans:
                 spans.append(_pb_span(span, f"span {len(spans)}", service))
     return spans
+
+
+def decode_logs_protobuf(body: bytes) -> list[LogRecord]:
+    """Decode an OTLP/protobuf ``ExportLogsServiceRequest``.
+
+    Raises:
+        CollectError: The body is not such a message, or a record's trace or
+            span id is neither empty nor 16 and 8 bytes.
+    """
+    from google.protobuf.message import (  # noqa: PLC0415 - the otlp extra
+        DecodeError,
+    )
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
+        ExportLogsServiceRequest,
+    )
+
+    try:
+        request = ExportLogsServiceRequest.FromString(body)
+    except (DecodeError, RecursionError, ValueError) as e:
+        msg = (
+            "Expected an OTLP/protobuf ExportLogsServiceRequest, found "
+            f"{len(body)} bytes that do not decode ({quote_value(str(e))})"
+        )
+        raise CollectError(msg) from None
+    records: list[LogRecord] = []
+    for resource_logs in request.resource_logs:
+        resource = _pb_attributes(resource_logs.resource.attributes, "resource")
+        service = _service(resource)
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                where = f"log record {len(records)}"
+                trace_id, span_id = record.trace_id, record.span_id
+                if trace_id and len(trace_id) != 16:
+                    raise _pb_id_error(trace_id, 16, f"{where} traceId")
+                if span_id and len(span_id) != 8:
+                    raise _pb_id_error(span_id, 8, f"{where} spanId")
+                attributes = _pb_attributes(record.attributes, where)
+                records.append(
+                    LogRecord(
+                        trace_id=trace_id.hex(),
+                        span_id=span_id.hex(),
+                        event_name=_event_name(record.event_name, attributes),
+                        time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+                        attributes=attributes,
+                        body=_pb_value(record.body, 0, where)
+                        if record.HasField("body")
+                        else None,
+                        service=service,
+                    )
+                )
+    return records
 
 
 def _pb_span(span: PbSpan, where: str, service: str) -> Span:
@@ -235,6 +315,58 @@ def spans_of_document(document: object) -> list[Span]:
             for k, raw in enumerate(_list(raw_spans, f"{where}.spans")):
                 spans.append(_json_span(raw, f"{where}.spans[{k}]", service))
     return spans
+
+
+def decode_logs_json(body: bytes) -> list[LogRecord]:
+    """Decode an OTLP/JSON ``ExportLogsServiceRequest``.
+
+    Raises:
+        CollectError: The body is not JSON, is nested too deeply, or is not
+            shaped as the request (the message names the place).
+    """
+    try:
+        document = msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
+        raise CollectError(msg) from None
+    root = _object(document, "the document")
+    records: list[LogRecord] = []
+    for i, rl in enumerate(_list(root.get("resourceLogs", []), "resourceLogs")):
+        rl_obj = _object(rl, f"resourceLogs[{i}]")
+        resource = _object(rl_obj.get("resource", {}), f"resourceLogs[{i}].resource")
+        service = _service(
+            _json_attributes(resource.get("attributes", []), "resource", 0)
+        )
+        scopes = rl_obj.get("scopeLogs", [])
+        for j, sl in enumerate(_list(scopes, f"resourceLogs[{i}].scopeLogs")):
+            where = f"resourceLogs[{i}].scopeLogs[{j}]"
+            raw_records = _object(sl, where).get("logRecords", [])
+            for k, raw in enumerate(_list(raw_records, f"{where}.logRecords")):
+                records.append(_json_log(raw, f"{where}.logRecords[{k}]", service))
+    return records
+
+
+def _json_log(raw: object, where: str, service: str) -> LogRecord:
+    record = _object(raw, where)
+    trace_id = record.get("traceId", "")
+    span_id = record.get("spanId", "")
+    attributes = _json_attributes(record.get("attributes", []), where, 0)
+    happened = _int(record.get("timeUnixNano", 0), f"{where}.timeUnixNano")
+    observed = _int(
+        record.get("observedTimeUnixNano", 0), f"{where}.observedTimeUnixNano"
+    )
+    return LogRecord(
+        trace_id=_hex_id(trace_id, 16, f"{where}.traceId") if trace_id else "",
+        span_id=_hex_id(span_id, 8, f"{where}.spanId") if span_id else "",
+        event_name=_event_name(
+            _text(record.get("eventName", ""), f"{where}.eventName"), attributes
+        ),
+        time_ns=happened or observed,
+        attributes=attributes,
+        body=_json_value(record.get("body", {}), f"{where}.body", 0),
+        service=service,
+    )
 
 
 def _json_span(raw: object, where: str, service: str) -> Span:

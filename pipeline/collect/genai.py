@@ -28,7 +28,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
-from turnledger.pipeline.collect.decode import Span
+from turnledger.pipeline.collect.decode import Span, SpanEvent
 
 CHAT_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
 """``gen_ai.operation.name`` values of a model call."""
@@ -213,7 +213,7 @@ def model_traffic(span: Span) -> str | None:
         if key in _TRAFFIC_KEYS or key.startswith(_TRAFFIC_PREFIXES):
             return f"the attribute {key[:100]}"
     for event in span.events:
-        if event.name in _EVENT_NAMES or event.name == _DETAILS_EVENT:
+        if event.name in MESSAGE_EVENTS or event.name == _DETAILS_EVENT:
             return f"the event {event.name}"
     return None
 
@@ -292,7 +292,7 @@ def _content(
         or "gen_ai.system_instructions" in attrs
     ):
         return _current(attrs, cache, key)
-    if any(e.name in _EVENT_NAMES for e in span.events):
+    if any(e.name in MESSAGE_EVENTS for e in span.events):
         return _from_events(span)
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
         return _openllmetry(attrs)
@@ -562,7 +562,7 @@ def _part_text(part: object) -> str:
 
 # --- the previous form: span events ----------------------------------------
 
-_EVENT_NAMES: Final = frozenset(
+MESSAGE_EVENTS: Final = frozenset(
     {
         "gen_ai.system.message",
         "gen_ai.user.message",
@@ -571,6 +571,46 @@ _EVENT_NAMES: Final = frozenset(
         "gen_ai.choice",
     }
 )
+"""The previous form's message events (on a span, or log records in its context)."""
+
+CONTENT_EVENTS: Final = MESSAGE_EVENTS | {_DETAILS_EVENT}
+"""The events that may hold a model call's content, on its span or as log records
+emitted in its context: the previous form's message events and the current
+form's ``gen_ai.client.inference.operation.details``."""
+
+_CONTENT_KEYS: Final = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+)
+
+
+def carries_content(event: SpanEvent) -> bool:
+    """Whether a content event holds what was said, not only that it was.
+
+    With content capture off, instrumentations still emit the events (a user
+    message without ``content``, a tool call without ``arguments``, the
+    details event without messages): those say nothing to record. A message
+    event holds content when its fields (its ``body``, else its attributes)
+    hold ``content``, or a tool call with its ``arguments``; for
+    ``gen_ai.choice``, its ``message`` does. The details event holds content
+    when it carries the input or output messages or the system instructions.
+    """
+    if event.name == _DETAILS_EVENT:
+        return any(key in event.attributes for key in _CONTENT_KEYS)
+    if event.name not in MESSAGE_EVENTS:
+        return False
+    body = _json(event.attributes.get("body"))
+    fields: Mapping[str, object] = body if isinstance(body, dict) else event.attributes
+    if event.name == "gen_ai.choice":
+        message = _json(fields.get("message"))
+        fields = message if isinstance(message, dict) else fields
+    if fields.get("content") is not None:
+        return True
+    return any(
+        _get(_get(call, "function"), "arguments") is not None
+        for call in _seq(_json(fields.get("tool_calls")))
+    )
 
 
 def _from_events(span: Span) -> _Content:

@@ -1,4 +1,4 @@
-"""GenAI spans into ledger appends: one atomic append per batch of spans.
+"""GenAI spans and log events into ledger appends: one atomic append per batch.
 
 A session is the span's ``gen_ai.conversation.id`` (or that of another span
 of the same trace in the batch), else its trace id; its agent is the
@@ -24,6 +24,23 @@ What a span records:
   and the ids of those without content; that is how a later batch knows a span
   already recorded, and how ``audit`` tells a session whose conversation is
   not there.
+
+A model call's content may come apart from its span, as log records emitted in
+its context (:data:`~.genai.CONTENT_EVENTS`: the current form's
+``gen_ai.client.inference.operation.details``, the previous form's message
+events), by another exporter, before or after the span. A batch of log records
+(:meth:`Recorder.record_logs`) records a session's GenAI content events in one
+``item.recorded`` of kind ``log_events`` (each event whole, with a print that
+knows it when sent again), in the session of their ``gen_ai.conversation.id``,
+else of their trace. The events of a span not recorded yet are parked there:
+the span reads them when it comes, as it reads its own events. Those of a span
+recorded without content (or with what parked ones said) are recorded at once,
+the messages the session does not hold yet and the reply, and the item lists
+the span as ``applied`` (``audit`` then no longer counts it as without
+content). Those of a span recorded with its own content are only kept. Events
+that say nothing (content capture off) are counted, not recorded. A span whose
+session is a ``gen_ai.conversation.id`` its log records do not carry is not
+joined to them: they stay in the session of its trace.
 
 Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
 all of it or nothing, durable when it returns.
@@ -55,8 +72,9 @@ from turnledger.ledger.events import (
 )
 from turnledger.ledger.ids import CONTROL_CHARACTERS, session_stream_id
 from turnledger.ledger.store import Append, EventStore
-from turnledger.pipeline.collect.decode import Span
+from turnledger.pipeline.collect.decode import LogRecord, Span, SpanEvent
 from turnledger.pipeline.collect.genai import (
+    CONTENT_EVENTS,
     AssistantSaid,
     InputCache,
     ModelCall,
@@ -66,9 +84,20 @@ from turnledger.pipeline.collect.genai import (
     ToolRun,
     ToolSaid,
     UserSaid,
+    carries_content,
+    read_call,
     read_span,
 )
-from turnledger.pipeline.collected import FRAMEWORK, LISTED, SPANS_KIND, SpansListed
+from turnledger.pipeline.collected import (
+    FRAMEWORK,
+    LISTED,
+    LOGS_KIND,
+    LOGS_LISTED,
+    SPANS_KIND,
+    LoggedEvent,
+    LogsListed,
+    SpansListed,
+)
 from turnledger.policies.pricing import (
     ModelPrice,
     PricingError,
@@ -123,6 +152,36 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     events: int = 0
 
 
+class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one batch of log records recorded and what it only counted.
+
+    Attributes:
+        records: Log records received.
+        parked: GenAI message events recorded before their span (read by it
+            when it comes).
+        applied: Events whose span was recorded without content: what they
+            say is recorded now.
+        span_had_content: Events of a span recorded with its content (kept in
+            the ledger, not recorded twice).
+        duplicates: Events already in the ledger (sent again).
+        without_content: GenAI message events that say nothing (content
+            capture off): counted, not recorded.
+        unknown: Records not recorded, by why (counted only).
+        sessions: The sessions written to.
+        events: Ledger events written.
+    """
+
+    records: int
+    parked: int = 0
+    applied: int = 0
+    span_had_content: int = 0
+    duplicates: int = 0
+    without_content: int = 0
+    unknown: dict[str, int] = msgspec.field(default_factory=dict)
+    sessions: tuple[SessionWritten, ...] = ()
+    events: int = 0
+
+
 class _State:
     """A session's stream, folded as far as the recorder needs it."""
 
@@ -143,6 +202,13 @@ class _State:
         self.said: tuple[Said, ...] = ()
         self.said_prints: list[_Print] = []
         self.said_without_id: list[ToolSaid] = []
+        # GenAI log events: those of spans not recorded yet, by span id, and
+        # the prints of every one recorded (so one sent again is known).
+        self.parked: dict[str, tuple[SpanEvent, ...]] = {}
+        self.log_prints: set[str] = set()
+        # Spans whose content comes by log events: recorded without content,
+        # or with what log events parked before them said.
+        self.by_logs: set[str] = set()
 
     def copy(self) -> _State:
         other = _State.__new__(_State)
@@ -151,6 +217,9 @@ class _State:
         other.seen = list(self.seen)
         other.results = set(self.results)
         other.names = dict(self.names)
+        other.parked = dict(self.parked)
+        other.log_prints = set(self.log_prints)
+        other.by_logs = set(self.by_logs)
         return other
 
     def fold(self, events: Iterable[Event]) -> None:
@@ -174,9 +243,27 @@ class _State:
             case SystemPromptSet(text=text):
                 self.system = text
             case ItemRecorded(framework="otlp", kind="spans", fields=fields):
-                self.span_ids.update(entry[1] for entry in LISTED.decode(fields).spans)
+                listed = LISTED.decode(fields)
+                for entry in listed.spans:
+                    self.span_ids.add(entry[1])
+                    self.parked.pop(entry[1], None)  # its span read them
+                self.by_logs.update(listed.without_content)
+                self.by_logs.update(listed.from_logs)
+            case ItemRecorded(framework="otlp", kind="log_events", fields=fields):
+                self.fold_logs(LOGS_LISTED.decode(fields).events)
             case _:
                 return
+
+    def fold_logs(self, logged: Sequence[LoggedEvent]) -> None:
+        """Note log events recorded: those of spans not recorded yet are parked."""
+        for entry in logged:
+            self.log_prints.add(entry.print)
+            if entry.span_id not in self.span_ids:
+                event = _span_event(entry)
+                self.parked[entry.span_id] = (
+                    *self.parked.get(entry.span_id, ()),
+                    event,
+                )
 
 
 class Recorder:
@@ -260,32 +347,137 @@ class Recorder:
                 )
                 agent = self.agent or _cleaned(cleaned, span.service)
                 grouped.setdefault((agent, key), []).append((span, reading))
-        appends: list[Append] = []
-        states: list[_State] = []
-        totals = Counter[str]()
-        found: list[str] = []
+        builders: list[_Builder] = []
         for (agent, key), members in grouped.items():
-            state = self._state(agent, key).copy()
-            builder = _Builder(state, self.pricing)
+            builder = _Builder(self._state(agent, key).copy(), self.pricing)
             members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
             for span, reading in members:
                 builder.add(span, reading)
             builder.finish()
+            builders.append(builder)
+        written = self._write(before, builders)
+        totals = Counter[str]()
+        found: list[str] = []
+        for builder in builders:
             totals.update(builder.counts)
             found.extend(builder.duplicates)
-            if builder.events:
-                digest = hashlib.sha256(
-                    ",".join(sorted(s[1] for s in builder.listed)).encode()
-                ).hexdigest()
-                appends.append(
-                    Append(
-                        state.stream,
-                        builder.events,
-                        state.version - len(builder.events),
-                        f"otlp:{state.stream.hex}:{digest}",
-                    )
+        return BatchReport(
+            spans=len(spans),
+            mapped=totals["mapped"],
+            duplicates=totals["duplicates"],
+            without_content=totals["without_content"],
+            extra_choices=totals["extra_choices"],
+            known=dict(known),
+            unknown=dict(unknown),
+            sessions=written,
+            events=sum(w.events for w in written),
+        ), found
+
+    def record_logs(self, records: Sequence[LogRecord]) -> LogsReport:
+        """Record a batch of log records atomically; returns once it is durable.
+
+        GenAI content events (:data:`~.genai.CONTENT_EVENTS`) emitted in a
+        span's context are recorded in the session of their trace (or their
+        ``gen_ai.conversation.id``); see the module's doc for what they become.
+
+        Raises:
+            InvalidEventError: A record cannot be recorded; nothing was written.
+            ConcurrencyError: Another writer kept moving the same sessions.
+            StoreUnavailableError: The database failed; nothing was written.
+        """
+        with self._lock:
+            for attempt in range(_ATTEMPTS):
+                try:
+                    return self._record_logs(records)
+                except ConcurrencyError:
+                    self._states.clear()  # another writer: read them again
+                    self._known = -1
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+            raise AssertionError  # pragma: no cover - the loop returns or raises
+
+    def _record_logs(self, records: Sequence[LogRecord]) -> LogsReport:
+        before = self._moved()
+        unknown: Counter[str] = Counter()
+        cleaned: dict[str, str] = {}
+        # session -> span -> (trace id, its records in order)
+        grouped: dict[tuple[str, str], dict[str, tuple[str, list[LoggedEvent]]]] = {}
+        for record in records:
+            if record.event_name not in CONTENT_EVENTS:
+                unknown["not a GenAI content event"] += 1
+                continue
+            if not record.trace_id or not record.span_id:
+                unknown["a GenAI content event outside any span"] += 1
+                continue
+            conversation = record.attributes.get("gen_ai.conversation.id")
+            key = _cleaned(
+                cleaned,
+                conversation
+                if isinstance(conversation, str) and conversation
+                else record.trace_id,
+            )
+            agent = self.agent or _cleaned(cleaned, record.service)
+            spans = grouped.setdefault((agent, key), {})
+            spans.setdefault(record.span_id, (record.trace_id, []))[1].append(
+                _logged(record)
+            )
+        builders: list[_Builder] = []
+        counts = Counter[str]()
+        for (agent, key), spans in grouped.items():
+            builder = _Builder(self._state(agent, key).copy(), self.pricing)
+            seen = builder.state.log_prints
+            for span_id, (trace_id, logged) in spans.items():
+                fresh = list(
+                    {e.print: e for e in logged if e.print not in seen}.values()
                 )
-                states.append(state)
+                counts["duplicates"] += len(logged) - len(fresh)
+                if not any(carries_content(_span_event(e)) for e in fresh):
+                    counts["without_content"] += len(fresh)
+                    continue
+                builder.logs(trace_id, span_id, fresh)
+            builder.finish()
+            if builder.logged:
+                builders.append(builder)
+        written = self._write(before, builders)
+        for builder in builders:
+            counts.update(builder.counts)
+        return LogsReport(
+            records=len(records),
+            parked=counts["parked"],
+            applied=counts["applied"],
+            span_had_content=counts["span_had_content"],
+            duplicates=counts["duplicates"],
+            without_content=counts["without_content"],
+            unknown=dict(unknown),
+            sessions=written,
+            events=sum(w.events for w in written),
+        )
+
+    def _write(
+        self, before: int, builders: Sequence[_Builder]
+    ) -> tuple[SessionWritten, ...]:
+        """Append the builders' events in one transaction; keep their states.
+
+        ``before``: the ledger's last position when the batch began
+        (:meth:`_moved`).
+        """
+        appends: list[Append] = []
+        states: list[_State] = []
+        for builder in builders:
+            if not builder.events:
+                continue
+            state = builder.state
+            ids = [s[1] for s in builder.listed] + [e.print for e in builder.logged]
+            digest = hashlib.sha256(",".join(sorted(ids)).encode()).hexdigest()
+            appends.append(
+                Append(
+                    state.stream,
+                    builder.events,
+                    state.version - len(builder.events),
+                    f"otlp:{state.stream.hex}:{digest}",
+                )
+            )
+            states.append(state)
         if appends:
             written = self.store.append_atomic(appends)
             positions = [p for result in written for p in result.positions]
@@ -299,25 +491,15 @@ class Recorder:
             self._states[state.stream] = state  # the most recently used last
         while len(self._states) > MAX_SESSIONS:
             del self._states[next(iter(self._states))]  # read again when it returns
-        return BatchReport(
-            spans=len(spans),
-            mapped=totals["mapped"],
-            duplicates=totals["duplicates"],
-            without_content=totals["without_content"],
-            extra_choices=totals["extra_choices"],
-            known=dict(known),
-            unknown=dict(unknown),
-            sessions=tuple(
-                SessionWritten(
-                    agent=s.agent,
-                    session=s.key,
-                    stream=str(s.stream),
-                    events=len(a.events),
-                )
-                for s, a in zip(states, appends, strict=True)
-            ),
-            events=sum(len(a.events) for a in appends),
-        ), found
+        return tuple(
+            SessionWritten(
+                agent=s.agent,
+                session=s.key,
+                stream=str(s.stream),
+                events=len(a.events),
+            )
+            for s, a in zip(states, appends, strict=True)
+        )
 
     def _moved(self) -> int:
         """The ledger's last position; a new epoch if others may have written.
@@ -359,6 +541,9 @@ class _Builder:
         self.events: list[Event] = []
         self.listed: list[tuple[str, str, str]] = []
         self.without: list[str] = []
+        self.logged: list[LoggedEvent] = []
+        self.applied: list[str] = []
+        self.from_logs: list[str] = []
         self.duplicates: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
@@ -379,6 +564,13 @@ class _Builder:
             return
         turn = self.state.open_turn or f"otlp-{span.span_id}"
         content = True
+        parked = self.state.parked.pop(span.span_id, ())
+        if parked and reading.call is not None and not reading.call.content:
+            # Its messages came first, as log events in its context.
+            with_logs = msgspec.structs.replace(span, events=(*span.events, *parked))
+            reading = msgspec.structs.replace(reading, call=read_call(with_logs))
+            self.from_logs.append(span.span_id)
+            self.state.by_logs.add(span.span_id)
         if reading.call is not None:
             content = reading.call.content
             turn = self._call(span, reading.call)
@@ -391,27 +583,76 @@ class _Builder:
         self.counts["mapped"] += 1
         if not content:
             self.without.append(span.span_id)
+            self.state.by_logs.add(span.span_id)
             self.counts["without_content"] += 1
 
+    def logs(self, trace_id: str, span_id: str, fresh: Sequence[LoggedEvent]) -> None:
+        """Record a span's GenAI log events not recorded yet.
+
+        A span not recorded yet: they are parked, for the span to read when it
+        comes. A span whose content comes by log events (recorded without
+        content, or with what parked ones said): what they say is recorded now.
+        A span recorded with its own content: they are only kept (in the item).
+        """
+        state = self.state
+        self.logged.extend(fresh)
+        state.log_prints.update(entry.print for entry in fresh)
+        events = tuple(_span_event(entry) for entry in fresh)
+        if span_id not in state.span_ids:
+            state.parked[span_id] = (*state.parked.get(span_id, ()), *events)
+            self.counts["parked"] += len(fresh)
+            return
+        if span_id not in state.by_logs:
+            self.counts["span_had_content"] += len(fresh)
+            return
+        span = Span(trace_id=trace_id, span_id=span_id, events=events)
+        self.last_turn = self._said(span, read_call(span))
+        if span_id not in self.applied:
+            self.applied.append(span_id)
+        self.counts["applied"] += len(fresh)
+
     def finish(self) -> None:
-        """List the spans recorded (one ``item.recorded`` for the batch)."""
+        """List the spans or log events recorded (one ``item.recorded``)."""
+        if self.logged:
+            logs = LogsListed(events=self.logged, applied=self.applied)
+            self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
         if not self.listed:
             return
-        listed = SpansListed(spans=self.listed, without_content=self.without)
-        # Not folded into the state again: add() put its spans there already.
+        listed = SpansListed(
+            spans=self.listed, without_content=self.without, from_logs=self.from_logs
+        )
+        self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
+
+    def _item(self, kind: str, fields: str) -> None:
+        # Not folded into the state again: add() and logs() put it there already.
         self.events.append(
             ItemRecorded(
-                turn_id=self.last_turn,
+                turn_id=self.last_turn or self._turn_of(self.logged[0].span_id),
                 framework=FRAMEWORK,
-                kind=SPANS_KIND,
-                fields=msgspec.json.encode(listed).decode(),
+                kind=kind,
+                fields=fields,
                 typed=True,
             )
         )
         self.state.version += 1
 
     def _turn(self, span: Span) -> str:
-        return self.state.open_turn or f"otlp-{span.span_id}"
+        return self._turn_of(span.span_id)
+
+    def _turn_of(self, span_id: str) -> str:
+        return self.state.open_turn or f"otlp-{span_id}"
+
+    def _said(self, span: Span, call: ModelCall) -> str:
+        """Record what a call said whose ``model.called`` is recorded already."""
+        if call.system is not None and call.system != self.state.system:
+            self._emit(SystemPromptSet.of(call.system, turn_id=self.state.open_turn))
+        if call.inputs:
+            self._inputs(span, call.inputs)
+        turn = self._turn(span)
+        for said in call.outputs:
+            self._assistant(said, turn)
+        self.counts["extra_choices"] += call.extra_choices
+        return turn
 
     def _call(self, span: Span, call: ModelCall) -> str:
         state = self.state
@@ -607,3 +848,32 @@ def _cleaned(cleaned: dict[str, str], text: str) -> str:
 def _clean(text: str) -> str:
     """An identifier without control characters, at most 200 characters."""
     return CONTROL_CHARACTERS.sub("_", text)[:200] or UNKNOWN
+
+
+def _span_event(entry: LoggedEvent) -> SpanEvent:
+    """A recorded log event as the span event it stands for (its body a field)."""
+    return SpanEvent(
+        name=entry.name,
+        time_ns=entry.time_ns,
+        attributes={**entry.attributes, "body": entry.body},
+    )
+
+
+def _logged(record: LogRecord) -> LoggedEvent:
+    """A log record as recorded, with its print (a digest of all of it)."""
+    whole = (
+        record.trace_id,
+        record.span_id,
+        record.event_name,
+        record.time_ns,
+        record.attributes,
+        record.body,
+    )
+    return LoggedEvent(
+        span_id=record.span_id,
+        name=record.event_name,
+        time_ns=record.time_ns,
+        attributes=record.attributes,
+        body=record.body,
+        print=hashlib.sha256(msgspec.json.encode(whole)).hexdigest(),
+    )

@@ -1,19 +1,23 @@
-"""The OTLP/HTTP receiver: ``POST /v1/traces``, protobuf or JSON, as an ASGI app.
+"""The OTLP/HTTP receiver: ``POST /v1/traces`` and ``/v1/logs``, as an ASGI app.
 
+Spans (``/v1/traces``) and GenAI log events (``/v1/logs``: the message events
+instrumentations emit as log records in a span's context), protobuf or JSON.
 A request is answered 200 only after its whole batch was appended in one
-transaction and committed (:meth:`.recording.Recorder.record`): a batch is all
-or nothing, and kill -9 after a 200 loses nothing of it. The answer is an
-``ExportTraceServiceResponse`` in the request's encoding; spans of no known
-shape are reported in its ``partial_success`` (``rejected_spans`` and a
-message counting them), and every answer carries the batch's counts in the
-``turnledger-batch`` header (JSON). Refusals, with nothing written: 400 for a
-body that does not decode whole (one line naming what was expected), 401
-without the token, 421 without a token for a ``Host`` header that is not a
-loopback name (a web page's own name resolved to this address: DNS
-rebinding), 404 and 405 off ``/v1/traces``, 413 past the size bound, 415 for
-another content type or encoding, 503 when the ledger cannot write (OTLP
-exporters retry it). Error bodies are a ``google.rpc.Status`` in the
-request's encoding.
+transaction and committed (:meth:`.recording.Recorder.record`,
+:meth:`~.recording.Recorder.record_logs`): a batch is all or nothing, and
+kill -9 after a 200 loses nothing of it. The answer is an
+``ExportTraceServiceResponse`` (``ExportLogsServiceResponse``) in the
+request's encoding; spans of no known shape (log records that are no GenAI
+message event of a span) are reported in its ``partial_success``
+(``rejected_spans``, ``rejected_log_records``, and a message counting them),
+and every answer carries the batch's counts in the ``turnledger-batch`` header
+(JSON). Refusals, with nothing written: 400 for a body that does not decode
+whole (one line naming what was expected), 401 without the token, 421 without
+a token for a ``Host`` header that is not a loopback name (a web page's own
+name resolved to this address: DNS rebinding), 404 off those two paths, 405
+for another method, 413 past the size bound, 415 for another content type or
+encoding, 503 when the ledger cannot write (OTLP exporters retry it). Error
+bodies are a ``google.rpc.Status`` in the request's encoding.
 """
 
 from __future__ import annotations
@@ -22,26 +26,30 @@ import asyncio
 import hmac
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
 
 from turnledger.ledger.errors import InvalidEventError, LedgerError, quote_value
 from turnledger.pipeline.collect.decode import (
     CollectError,
-    Span,
     decode_json,
+    decode_logs_json,
+    decode_logs_protobuf,
     decode_protobuf,
 )
-from turnledger.pipeline.collect.recording import BatchReport, Recorder
+from turnledger.pipeline.collect.recording import BatchReport, LogsReport, Recorder
 from turnledger.pipeline.web import is_loopback
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
+_Batch = TypeVar("_Batch")
+_Report = TypeVar("_Report")
 
 PATH: Final = "/v1/traces"
+LOGS_PATH: Final = "/v1/logs"
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 """The largest request body accepted (after decompression), in bytes."""
 
@@ -78,6 +86,7 @@ class CollectApp:
         self.max_body = max_body
         self.batches = 0
         self.spans = 0
+        self.log_records = 0
         self.refused = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,15 +102,22 @@ class CollectApp:
             await _answer(send, refusal.status, kind, _status(kind, refusal), {})
             return
         self.batches += 1
-        self.spans += report.spans
+        if isinstance(report, LogsReport):
+            self.log_records += report.records
+            answer = _logs_success(kind, report)
+        else:
+            self.spans += report.spans
+            answer = _success(kind, report)
         extra = {"turnledger-batch": msgspec.json.encode(report)}
-        await _answer(send, 200, kind, _success(kind, report), extra)
+        await _answer(send, 200, kind, answer, extra)
 
     async def _handle(
         self, scope: Scope, headers: dict[str, bytes], receive: Receive
-    ) -> BatchReport:
-        if scope["path"] != PATH:
-            raise _Refusal(404, f"Expected a request to {PATH}, found {scope['path']}")
+    ) -> BatchReport | LogsReport:
+        path = scope["path"]
+        if path not in (PATH, LOGS_PATH):
+            msg = f"Expected a request to {PATH} or {LOGS_PATH}, found {path}"
+            raise _Refusal(404, msg)
         if scope["method"] != "POST":
             raise _Refusal(405, f"Expected POST, found {scope['method']}")
         if not self.token:
@@ -123,16 +139,26 @@ class CollectApp:
             raise _Refusal(415, msg)
         body = await self._body(headers, receive)
         try:
+            if path == LOGS_PATH:
+                records = (
+                    decode_logs_protobuf(body)
+                    if kind == PROTOBUF
+                    else decode_logs_json(body)
+                )
+                return await self._record(self.recorder.record_logs, records)
             spans = decode_protobuf(body) if kind == PROTOBUF else decode_json(body)
         except CollectError as e:
             raise _Refusal(400, str(e)) from None
-        return await self._record(spans)
+        return await self._record(self.recorder.record, spans)
 
-    async def _record(self, spans: list[Span]) -> BatchReport:
+    async def _record(
+        self, record: Callable[[_Batch], _Report], batch: _Batch
+    ) -> _Report:
         try:
-            return await asyncio.to_thread(self.recorder.record, spans)
+            return await asyncio.to_thread(record, batch)
         except InvalidEventError as e:
-            raise _Refusal(400, f"Expected spans the ledger can record: {e}") from None
+            msg = f"Expected a batch the ledger can record: {e}"
+            raise _Refusal(400, msg) from None
         except LedgerError as e:
             msg = f"Expected the ledger to take the batch, found: {e}"
             raise _Refusal(503, msg, _UNAVAILABLE) from None
@@ -244,6 +270,35 @@ def _success(kind: str, report: BatchReport) -> bytes:
     if rejected:
         response.partial_success.CopyFrom(
             ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
+        )
+    return bytes(response.SerializeToString())
+
+
+def _logs_success(kind: str, report: LogsReport) -> bytes:
+    rejected = sum(report.unknown.values())
+    message = ""
+    if rejected:
+        listed = ", ".join(f"{k} x{n}" for k, n in sorted(report.unknown.items()))
+        message = f"{rejected} log record(s) counted, not recorded ({listed})"
+    if kind == JSON:
+        document: dict[str, object] = {}
+        if rejected:
+            document["partialSuccess"] = {
+                "rejectedLogRecords": str(rejected),
+                "errorMessage": message,
+            }
+        return msgspec.json.encode(document)
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
+        ExportLogsPartialSuccess,
+        ExportLogsServiceResponse,
+    )
+
+    response = ExportLogsServiceResponse()
+    if rejected:
+        response.partial_success.CopyFrom(
+            ExportLogsPartialSuccess(
+                rejected_log_records=rejected, error_message=message
+            )
         )
     return bytes(response.SerializeToString())
 

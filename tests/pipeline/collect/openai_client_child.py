@@ -1,9 +1,12 @@
 """An OpenAI client instrumented by opentelemetry-instrumentation-openai-v2.
 
 Run as a child process (the instrumentation reads its content-capture settings
-from the environment once): ``python openai_client_child.py OTLP_URL OPENAI_URL``.
+from the environment once):
+``python openai_client_child.py OTLP_URL OPENAI_URL [logs-first|spans-first]``.
 It sends a tool round trip (a call, the tool's result, the answer) through the
 real ``openai`` client to the fake server and exports the spans over OTLP/HTTP.
+With a third argument its log events (the conventions' previous form of the
+messages) are exported too, over ``/v1/logs``, flushed before or after the spans.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import sys
 
 import openai
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -33,14 +39,27 @@ TOOLS = [
 ]
 
 
-def main(otlp_url: str, openai_url: str) -> None:
-    """Run the round trip, then flush the spans."""
-    provider = TracerProvider(resource=Resource({"service.name": "weather-app"}))
+def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
+    """Run the round trip, then flush the spans (and the logs, in that order)."""
+    resource = Resource({"service.name": "weather-app"})
+    provider = TracerProvider(resource=resource)
+    # Nothing is exported before the flushes below (whose order is the test's).
     provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
+        BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"),
+            schedule_delay_millis=600_000,
+        )
     )
     trace.set_tracer_provider(provider)
-    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    loggers = LoggerProvider(resource=resource)
+    if logs:
+        loggers.add_log_record_processor(
+            BatchLogRecordProcessor(
+                OTLPLogExporter(endpoint=f"{otlp_url}/v1/logs"),
+                schedule_delay_millis=600_000,
+            )
+        )
+    OpenAIInstrumentor().instrument(tracer_provider=provider, logger_provider=loggers)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
     messages: list[dict[str, object]] = [
@@ -55,10 +74,13 @@ def main(otlp_url: str, openai_url: str) -> None:
         messages.append(first.choices[0].message.model_dump(exclude_none=True))
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
         client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
-    provider.force_flush()
-    provider.shutdown()
+    flushes = [provider, loggers] if logs == "spans-first" else [loggers, provider]
+    for flushed in flushes:
+        flushed.force_flush()
+    for flushed in flushes:
+        flushed.shutdown()
     print(json.dumps({"call": call.id}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

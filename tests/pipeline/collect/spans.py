@@ -136,3 +136,39 @@ def json_request(
             }
         ]
     }
+
+
+def json_log(
+    trace: str,
+    span: str,
+    name: str,
+    body: object = None,
+    *,
+    time: int = 1_700_000_000_000_000_000,
+    attrs: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """One OTLP/JSON log record: an event emitted in a span's context."""
+    record: dict[str, object] = {
+        "timeUnixNano": str(time),
+        "eventName": name,
+        "traceId": trace,
+        "spanId": span,
+        "attributes": attributes(attrs or {"gen_ai.system": "openai"}),
+    }
+    if body is not None:
+        record["body"] = any_value(body)
+    return record
+
+
+def json_logs_request(
+    records: list[dict[str, object]], service: str = "support-bot"
+) -> dict[str, object]:
+    """An OTLP/JSON ExportLogsServiceRequest of ``records``."""
+    return {
+        "resourceLogs": [
+            {
+                "resource": {"attributes": attributes({"service.name": service})},
+                "scopeLogs": [{"scope": {"name": "tests"}, "logRecords": records}],
+            }
+        ]
+    }

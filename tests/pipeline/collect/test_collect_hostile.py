@@ -105,7 +105,7 @@ def test_refused_with_one_line_and_nothing_written(
 def test_other_paths_and_methods_are_refused(ledger: Ledger) -> None:
     with running(ledger.store) as (url, _app):
         assert (
-            httpx.post(f"{url}/v1/logs", content=_good(), headers=JSON).status_code
+            httpx.post(f"{url}/v1/metrics", content=_good(), headers=JSON).status_code
             == 404
         )
         assert httpx.get(f"{url}/v1/traces").status_code == 405

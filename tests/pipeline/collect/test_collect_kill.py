@@ -121,6 +121,7 @@ def test_collect_command_prints_where_it_listens_and_its_totals(
         address = json.loads(process.stdout.readline())
         assert address["host"] == "127.0.0.1"
         assert address["endpoint"] == f"{address['url']}/v1/traces"
+        assert address["logs_endpoint"] == f"{address['url']}/v1/logs"
         assert address["token_required"] is False
         exporter = OTLPSpanExporter(endpoint=address["endpoint"], timeout=10)
         (_trace, spans), *_rest = _batches()[:1]
@@ -134,4 +135,9 @@ def test_collect_command_prints_where_it_listens_and_its_totals(
         process.wait(10)
         if process.stdout is not None:
             process.stdout.close()
-    assert totals == {"batches": 1, "spans": SPANS_PER_BATCH, "refused": 0}
+    assert totals == {
+        "batches": 1,
+        "spans": SPANS_PER_BATCH,
+        "log_records": 0,
+        "refused": 0,
+    }

@@ -5,6 +5,10 @@ contrib instrumentation makes the spans and the SDK's OTLP exporter sends
 them to the receiver. With content capture on (the latest GenAI conventions,
 content on spans) the session holds the conversation; with it off it holds
 the model calls' usage alone, and audit says the conversation is not there.
+With capture ``event_only`` (``span_and_event``), the content comes as a log
+event in each call's span (``gen_ai.client.inference.operation.details``; on
+the span too), exported over ``/v1/logs`` before or after the spans: the
+session holds the same conversation, once, either way.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ CONTENT_ON = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only",
 }
 CONTENT_OFF = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
+LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+EVENTS_WITHOUT_CONTENT = {
+    **CONTENT_OFF,
+    **LATEST,
+    "OTEL_INSTRUMENTATION_GENAI_EMIT_EVENT": "true",
+}
 
 
 @pytest.fixture(name="llm")
@@ -51,11 +61,13 @@ def _llm() -> Iterator[FakeLLMServer]:
         yield server
 
 
-def _run_client(url: str, llm: FakeLLMServer, env: dict[str, str]) -> None:
+def _run_client(
+    url: str, llm: FakeLLMServer, env: dict[str, str], logs: str = ""
+) -> None:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
-        [sys.executable, str(CHILD), url, llm.openai_base_url],
+        [sys.executable, str(CHILD), url, llm.openai_base_url, *([logs] * bool(logs))],
         env={**clean, **env, "PYTHONPATH": str(root)},
         capture_output=True,
         text=True,
@@ -72,6 +84,43 @@ def test_content_capture_on_records_the_conversation(
     with running(ledger.store) as (url, app):
         _run_client(url, llm, CONTENT_ON)
         assert app.refused == 0
+    _assert_the_conversation(ledger, capsys)
+
+
+@pytest.mark.parametrize("order", ["logs-first", "spans-first"])
+@pytest.mark.parametrize("capture", ["event_only", "span_and_event"])
+def test_content_in_log_events_records_the_conversation(
+    ledger: Ledger,
+    llm: FakeLLMServer,
+    capsys: pytest.CaptureFixture[str],
+    order: str,
+    capture: str,
+) -> None:
+    env = {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": capture}
+    with running(ledger.store) as (url, app):
+        _run_client(url, llm, env, logs=order)
+        assert app.refused == 0
+        assert app.log_records > 0  # the messages did come as log records
+    # Once, whether the content came in the log events alone or on the spans too.
+    _assert_the_conversation(ledger, capsys)
+
+
+def test_content_capture_off_with_log_events_records_usage_alone(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, app):
+        _run_client(url, llm, EVENTS_WITHOUT_CONTENT, logs="logs-first")
+        assert app.log_records > 0  # events without their content
+    (session,) = list_sessions(ledger.store)
+    assert load_history(ledger.store, session.stream_id).entries == ()
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", session.key, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == {NOT_RECORDED: 2}
+
+
+def _assert_the_conversation(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
     (session,) = list_sessions(ledger.store)
     assert session.agent == "weather-app"
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
