@@ -228,15 +228,16 @@ def import_otlp_file(
     max_bytes: int,
     pricing: Mapping[str, ModelPrice] | None = None,
 ) -> FileImport:
-    """Import an OTLP JSON span file (the receiver's mapping, one append).
+    """Import an OTLP JSON span or log file (the receiver's mapping, one append).
 
-    Its ``coverage`` counts spans (:func:`.collect.coverage.file_coverage`);
-    it is ``already_imported`` when every span recorded was in the ledger
-    before, and its sessions are those written now.
+    Its ``coverage`` counts spans or log records
+    (:func:`.collect.coverage.file_coverage`, :func:`.collect.coverage.logs_coverage`);
+    it is ``already_imported`` when nothing was written and something of it
+    was in the ledger before, and its sessions are those written now.
 
     Raises:
-        CollectError: The file is not OTLP JSON, or a span of no known shape
-            holds model traffic; nothing was written.
+        CollectError: The file is not OTLP JSON, holds both signals, or a span
+            of no known shape holds model traffic; nothing was written.
         InvalidEventError: A span cannot be recorded; nothing was written.
         InputFileError: The file is missing, not a regular file or too large.
     """
@@ -246,8 +247,8 @@ def import_otlp_file(
         skipped_of,
     )
 
-    spans = read_otlp_file(Path(file), max_bytes=max_bytes)
-    report, coverage = import_otlp(store, spans, agent=agent, pricing=pricing)
+    read = read_otlp_file(Path(file), max_bytes=max_bytes)
+    report, coverage = import_otlp(store, read, agent=agent, pricing=pricing)
     sessions = tuple(
         ImportedSession(
             session=s.session,

@@ -155,12 +155,12 @@ def read_input_text(
         raise InputFileError(msg) from None
 
 
-_OTLP_SIGNATURE: Final = re.compile(rb'\A\s*\{\s*"resourceSpans"\s*:')
+_OTLP_SIGNATURE: Final = re.compile(rb'\A\s*\{\s*"resource(?:Spans|Logs)"\s*:')
 _OTLP_PEEK: Final = 4096
 
 
 def looks_like_otlp(path: str | Path) -> bool:
-    """Whether a file begins as an OTLP/JSON trace request (read: its first 4 KiB).
+    """Whether a file begins as an OTLP/JSON trace or log request (its first 4 KiB).
 
     Only a regular file is looked into, opened without blocking as
     :func:`read_input_file` opens it (a FIFO nobody writes to would block a

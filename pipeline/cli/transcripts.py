@@ -47,9 +47,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     terminal). Formats: auto (detected), openai-chat, openai-responses,
     anthropic, gemini, langchain, pydantic-ai, claude-code, codex, cassette,
     adk, openai-agents, inspect-ai (.json or zipped .eval), openhands, har,
-    otlp (OpenTelemetry GenAI spans in OTLP JSON, one request or one per line,
-    recorded as `turnledger collect` records them; agent: each span's
-    service.name unless --agent names another). System and developer messages
+    otlp (OpenTelemetry GenAI spans, or their log events, in OTLP JSON, one
+    request or one per line, one signal a file, recorded as `turnledger
+    collect` records them; agent: each span's service.name unless --agent
+    names another). System and developer messages
     are kept (system_prompt.set); the usage a file reports for a model
     response (langchain usage_metadata, pydantic-ai usage, adk usageMetadata,
     claude-code message.usage) is a model.called event of its model and
@@ -68,9 +69,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     With --json: format, sessions (session, agent, stream, events,
     conversation, outcome), skipped, problems (line, message, file), written,
     coverage (records read, mapped, accounted, by kind and reason, summed over
-    the files read; an OTLP file's records are its spans), and files (file,
-    outcome: imported|already_imported|failed, format, sha256, sessions,
-    skipped, problems, written, error, coverage).
+    the files read; an OTLP file's records are its spans or log records), and
+    files (file, outcome: imported|already_imported|failed, format, sha256,
+    sessions, skipped, problems, written, error, coverage).
 
     Example: turnledger import session.jsonl --agent ops --json
     """
@@ -123,7 +124,7 @@ def _import_one(args: argparse.Namespace, file: str) -> int:
 
 
 def _import_otlp(args: argparse.Namespace, file: str) -> int:
-    """An OTLP JSON file: its spans recorded as ``collect`` records a batch.
+    """An OTLP JSON file: its spans or log records recorded as ``collect`` would.
 
     Sessions are the spans' conversations or traces, so ``--session`` is
     refused; the agent is each span's ``service.name`` unless ``--agent``
@@ -302,10 +303,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     unpaired_calls, unpaired_results, violations and warnings (kind, id,
     conversation, position), skipped (item kinds with counts), problems
     (line, message) and coverage (read, mapped, accounted, kinds, reasons,
-    first, refused; null for ledger sessions). An OTLP JSON span file
+    first, refused; null for ledger sessions). An OTLP JSON span or log file
     (detected, or --format otlp) is audited as import would record it: its
-    sessions are the conversations, its spans the records (a span of no
-    known shape holding model traffic refuses it). Ledger sessions count
+    sessions are the conversations, its spans or log records the records (a
+    span of no known shape holding model traffic refuses it). Ledger sessions count
     collected spans without content under skipped (conversation not recorded).
 
     Example: turnledger audit transcript.jsonl --json

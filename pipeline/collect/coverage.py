@@ -32,15 +32,17 @@ from turnledger.pipeline.collected import NOT_RECORDED, spans_without_content
 from turnledger.pipeline.formats.model import Coverage
 
 if TYPE_CHECKING:
-    from turnledger.pipeline.collect.decode import Span
+    from turnledger.pipeline.collect.decode import LogRecord, Span
 
 __all__ = [
     "ALREADY_RECORDED",
+    "LOG_RECORD",
     "NOT_RECORDED",
     "NO_KNOWN_SHAPE",
     "NO_MESSAGES",
     "SPAN",
     "file_coverage",
+    "logs_coverage",
     "refused_span",
     "spans_without_content",
 ]
@@ -109,6 +111,40 @@ def file_coverage(spans: Sequence[Span], duplicates: Sequence[str]) -> Coverage:
         kinds={SPAN: {"read": read, "mapped": read - accounted, "accounted": accounted}}
         if spans
         else {},
+        reasons=dict(sorted(reasons.items())),
+        first=first,
+    )
+
+
+LOG_RECORD: Final = "log record"
+"""The record kind of an OTLP log file's coverage."""
+
+
+def logs_coverage(records: Sequence[LogRecord], outcomes: Sequence[str]) -> Coverage:
+    """How every log record of a file ended.
+
+    Args:
+        records: The file's log records, in file order.
+        outcomes: The recorder's outcome of each (``""``: recorded, parked
+            for its span or joined to it; else why not, as
+            :meth:`.Recorder.record_logs` says).
+    """
+    reasons: Counter[str] = Counter()
+    first = ""
+    for number, (record, outcome) in enumerate(zip(records, outcomes, strict=True), 1):
+        if not outcome:
+            continue
+        label = record.event_name[:100] or "without an event name"
+        reasons[f"{LOG_RECORD} {label}: {outcome}"[:200]] += 1
+        first = first or f"log record {number} ({label}): {outcome}"[:200]
+    read = len(records)
+    accounted = reasons.total()
+    counts = {"read": read, "mapped": read - accounted, "accounted": accounted}
+    return Coverage(
+        read=read,
+        mapped=read - accounted,
+        accounted=accounted,
+        kinds={LOG_RECORD: counts} if records else {},
         reasons=dict(sorted(reasons.items())),
         first=first,
     )

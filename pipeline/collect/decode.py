@@ -330,6 +330,15 @@ def decode_logs_json(body: bytes) -> list[LogRecord]:
         reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
         raise CollectError(msg) from None
+    return logs_of_document(document)
+
+
+def logs_of_document(document: object) -> list[LogRecord]:
+    """The log records of an OTLP/JSON request already parsed from JSON.
+
+    Raises:
+        CollectError: It is not shaped as an ``ExportLogsServiceRequest``.
+    """
     root = _object(document, "the document")
     records: list[LogRecord] = []
     for i, rl in enumerate(_list(root.get("resourceLogs", []), "resourceLogs")):

@@ -110,6 +110,13 @@ CHANNEL: Final = "otlp"
 UNKNOWN: Final = "unknown"
 _ATTEMPTS: Final = 3
 
+# Why a log record was not recorded (Recorder.record_logs's outcomes).
+NOT_CONTENT_EVENT: Final = "not a GenAI content event"
+OUTSIDE_SPANS: Final = "a GenAI content event outside any span"
+ALREADY_LOGGED: Final = "already in the ledger"
+WITHOUT_CONTENT: Final = "without content (capture off)"
+_UNRECORDABLE: Final = frozenset({NOT_CONTENT_EVENT, OUTSIDE_SPANS})
+
 MAX_SESSIONS: Final = 4096
 """Sessions whose state the recorder keeps between batches (the least recently
 written beyond it are folded again from their stream when they come back)."""
@@ -373,8 +380,14 @@ class Recorder:
             events=sum(w.events for w in written),
         ), found
 
-    def record_logs(self, records: Sequence[LogRecord]) -> LogsReport:
+    def record_logs(
+        self, records: Sequence[LogRecord], *, outcomes: list[str] | None = None
+    ) -> LogsReport:
         """Record a batch of log records atomically; returns once it is durable.
+
+        ``outcomes``, when given, receives one entry per record, in order:
+        ``""`` for a record recorded, else why not (:data:`NOT_CONTENT_EVENT`,
+        :data:`OUTSIDE_SPANS`, :data:`ALREADY_LOGGED`, :data:`WITHOUT_CONTENT`).
 
         GenAI content events (:data:`~.genai.CONTENT_EVENTS`) emitted in a
         span's context are recorded in the session of their trace (or their
@@ -388,53 +401,37 @@ class Recorder:
         with self._lock:
             for attempt in range(_ATTEMPTS):
                 try:
-                    return self._record_logs(records)
+                    report, found = self._record_logs(records)
                 except ConcurrencyError:
                     self._states.clear()  # another writer: read them again
                     self._known = -1
                     if attempt == _ATTEMPTS - 1:
                         raise
+                else:
+                    if outcomes is not None:
+                        outcomes.extend(found)
+                    return report
             raise AssertionError  # pragma: no cover - the loop returns or raises
 
-    def _record_logs(self, records: Sequence[LogRecord]) -> LogsReport:
+    def _record_logs(
+        self, records: Sequence[LogRecord]
+    ) -> tuple[LogsReport, list[str]]:
+        """Record a batch of log records; return its report and each one's outcome."""
         before = self._moved()
-        unknown: Counter[str] = Counter()
-        cleaned: dict[str, str] = {}
-        # session -> span -> (trace id, its records in order)
-        grouped: dict[tuple[str, str], dict[str, tuple[str, list[LoggedEvent]]]] = {}
-        for record in records:
-            if record.event_name not in CONTENT_EVENTS:
-                unknown["not a GenAI content event"] += 1
-                continue
-            if not record.trace_id or not record.span_id:
-                unknown["a GenAI content event outside any span"] += 1
-                continue
-            conversation = record.attributes.get("gen_ai.conversation.id")
-            key = _cleaned(
-                cleaned,
-                conversation
-                if isinstance(conversation, str) and conversation
-                else record.trace_id,
-            )
-            agent = self.agent or _cleaned(cleaned, record.service)
-            spans = grouped.setdefault((agent, key), {})
-            spans.setdefault(record.span_id, (record.trace_id, []))[1].append(
-                _logged(record)
-            )
+        outcome = [""] * len(records)
         builders: list[_Builder] = []
         counts = Counter[str]()
-        for (agent, key), spans in grouped.items():
+        for (agent, key), spans in self._logs_by_session(records, outcome).items():
             builder = _Builder(self._state(agent, key).copy(), self.pricing)
-            seen = builder.state.log_prints
             for span_id, (trace_id, logged) in spans.items():
-                fresh = list(
-                    {e.print: e for e in logged if e.print not in seen}.values()
-                )
+                fresh = _fresh(logged, builder.state.log_prints, outcome)
                 counts["duplicates"] += len(logged) - len(fresh)
-                if not any(carries_content(_span_event(e)) for e in fresh):
+                if not any(carries_content(_span_event(e)) for _, e in fresh):
+                    for index, _entry in fresh:
+                        outcome[index] = WITHOUT_CONTENT
                     counts["without_content"] += len(fresh)
                     continue
-                builder.logs(trace_id, span_id, fresh)
+                builder.logs(trace_id, span_id, [e for _, e in fresh])
             builder.finish()
             if builder.logged:
                 builders.append(builder)
@@ -448,10 +445,42 @@ class Recorder:
             span_had_content=counts["span_had_content"],
             duplicates=counts["duplicates"],
             without_content=counts["without_content"],
-            unknown=dict(unknown),
+            unknown=dict(Counter(o for o in outcome if o in _UNRECORDABLE)),
             sessions=written,
             events=sum(w.events for w in written),
-        )
+        ), outcome
+
+    def _logs_by_session(
+        self, records: Sequence[LogRecord], outcome: list[str]
+    ) -> dict[tuple[str, str], dict[str, tuple[str, list[tuple[int, LoggedEvent]]]]]:
+        """The content events by session and span (with their places in the batch).
+
+        The others' ``outcome`` says why they are not recorded.
+        """
+        cleaned: dict[str, str] = {}
+        grouped: dict[
+            tuple[str, str], dict[str, tuple[str, list[tuple[int, LoggedEvent]]]]
+        ] = {}
+        for index, record in enumerate(records):
+            if record.event_name not in CONTENT_EVENTS:
+                outcome[index] = NOT_CONTENT_EVENT
+                continue
+            if not record.trace_id or not record.span_id:
+                outcome[index] = OUTSIDE_SPANS
+                continue
+            conversation = record.attributes.get("gen_ai.conversation.id")
+            key = _cleaned(
+                cleaned,
+                conversation
+                if isinstance(conversation, str) and conversation
+                else record.trace_id,
+            )
+            agent = self.agent or _cleaned(cleaned, record.service)
+            spans = grouped.setdefault((agent, key), {})
+            spans.setdefault(record.span_id, (record.trace_id, []))[1].append(
+                (index, _logged(record))
+            )
+        return grouped
 
     def _write(
         self, before: int, builders: Sequence[_Builder]
@@ -877,3 +906,21 @@ def _logged(record: LogRecord) -> LoggedEvent:
         body=record.body,
         print=hashlib.sha256(msgspec.json.encode(whole)).hexdigest(),
     )
+
+
+def _fresh(
+    logged: Sequence[tuple[int, LoggedEvent]], seen: set[str], outcome: list[str]
+) -> list[tuple[int, LoggedEvent]]:
+    """The events not recorded before (nor earlier in the batch).
+
+    The others' ``outcome`` is :data:`ALREADY_LOGGED`.
+    """
+    fresh: list[tuple[int, LoggedEvent]] = []
+    taken: set[str] = set()
+    for index, entry in logged:
+        if entry.print in seen or entry.print in taken:
+            outcome[index] = ALREADY_LOGGED
+        else:
+            taken.add(entry.print)
+            fresh.append((index, entry))
+    return fresh
