@@ -18,8 +18,8 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 import msgspec
 
@@ -29,6 +29,8 @@ from turnledger.pipeline.errors import PipelineError
 if TYPE_CHECKING:
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+_Request = TypeVar("_Request")
 
 MAX_DEPTH: Final = 32
 """The deepest nesting of attribute values read (arrays and key-value lists)."""
@@ -122,21 +124,13 @@ def decode_protobuf(body: bytes) -> list[Span]:
         CollectError: The body is not such a message, or a span's ids are not
             16 and 8 bytes.
     """
-    from google.protobuf.message import (  # type: ignore[import-untyped]  # noqa: PLC0415 - the otlp extra
-        DecodeError,
-    )
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415 - the otlp extra
         ExportTraceServiceRequest,
     )
 
-    try:
-        request = ExportTraceServiceRequest.FromString(body)
-    except (DecodeError, RecursionError, ValueError) as e:
-        msg = (
-            "Expected an OTLP/protobuf ExportTraceServiceRequest, found "
-            f"{len(body)} bytes that do not decode ({quote_value(str(e))})"
-        )
-        raise CollectError(msg) from None
+    request = _pb_request(
+        ExportTraceServiceRequest.FromString, "ExportTraceServiceRequest", body
+    )
     spans: list[Span] = []
     for resource_spans in request.resource_spans:
         resource = _pb_attributes(resource_spans.resource.attributes, "resource")
@@ -154,21 +148,13 @@ def decode_logs_protobuf(body: bytes) -> list[LogRecord]:
         CollectError: The body is not such a message, or a record's trace or
             span id is neither empty nor 16 and 8 bytes.
     """
-    from google.protobuf.message import (  # noqa: PLC0415 - the otlp extra
-        DecodeError,
-    )
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415 - the otlp extra
         ExportLogsServiceRequest,
     )
 
-    try:
-        request = ExportLogsServiceRequest.FromString(body)
-    except (DecodeError, RecursionError, ValueError) as e:
-        msg = (
-            "Expected an OTLP/protobuf ExportLogsServiceRequest, found "
-            f"{len(body)} bytes that do not decode ({quote_value(str(e))})"
-        )
-        raise CollectError(msg) from None
+    request = _pb_request(
+        ExportLogsServiceRequest.FromString, "ExportLogsServiceRequest", body
+    )
     records: list[LogRecord] = []
     for resource_logs in request.resource_logs:
         resource = _pb_attributes(resource_logs.resource.attributes, "resource")
@@ -196,6 +182,22 @@ def decode_logs_protobuf(body: bytes) -> list[LogRecord]:
                     )
                 )
     return records
+
+
+def _pb_request(parse: Callable[[bytes], _Request], name: str, body: bytes) -> _Request:
+    """A protobuf request parsed whole, or a :class:`CollectError` naming it."""
+    from google.protobuf.message import (  # type: ignore[import-untyped]  # noqa: PLC0415 - the otlp extra
+        DecodeError,
+    )
+
+    try:
+        return parse(body)
+    except (DecodeError, RecursionError, ValueError) as e:
+        msg = (
+            f"Expected an OTLP/protobuf {name}, found {len(body)} bytes that do "
+            f"not decode ({quote_value(str(e))})"
+        )
+        raise CollectError(msg) from None
 
 
 def _pb_span(span: PbSpan, where: str, service: str) -> Span:
@@ -285,13 +287,7 @@ def decode_json(body: bytes) -> list[Span]:
         CollectError: The body is not JSON, is nested too deeply, or is not
             shaped as the request (the message names the place).
     """
-    try:
-        document = msgspec.json.decode(body)
-    except (msgspec.DecodeError, RecursionError) as e:
-        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
-        raise CollectError(msg) from None
-    return spans_of_document(document)
+    return spans_of_document(_json_document(body))
 
 
 def spans_of_document(document: object) -> list[Span]:
@@ -300,21 +296,10 @@ def spans_of_document(document: object) -> list[Span]:
     Raises:
         CollectError: It is not shaped as an ``ExportTraceServiceRequest``.
     """
-    root = _object(document, "the document")
-    spans: list[Span] = []
-    for i, rs in enumerate(_list(root.get("resourceSpans", []), "resourceSpans")):
-        rs_obj = _object(rs, f"resourceSpans[{i}]")
-        resource = _object(rs_obj.get("resource", {}), f"resourceSpans[{i}].resource")
-        service = _service(
-            _json_attributes(resource.get("attributes", []), "resource", 0)
-        )
-        scopes = rs_obj.get("scopeSpans", rs_obj.get("instrumentationLibrarySpans", []))
-        for j, ss in enumerate(_list(scopes, f"resourceSpans[{i}].scopeSpans")):
-            where = f"resourceSpans[{i}].scopeSpans[{j}]"
-            raw_spans = _object(ss, where).get("spans", [])
-            for k, raw in enumerate(_list(raw_spans, f"{where}.spans")):
-                spans.append(_json_span(raw, f"{where}.spans[{k}]", service))
-    return spans
+    return [
+        _json_span(raw, where, service)
+        for raw, where, service in _json_items(document, _SPANS)
+    ]
 
 
 def decode_logs_json(body: bytes) -> list[LogRecord]:
@@ -324,13 +309,7 @@ def decode_logs_json(body: bytes) -> list[LogRecord]:
         CollectError: The body is not JSON, is nested too deeply, or is not
             shaped as the request (the message names the place).
     """
-    try:
-        document = msgspec.json.decode(body)
-    except (msgspec.DecodeError, RecursionError) as e:
-        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-        msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
-        raise CollectError(msg) from None
-    return logs_of_document(document)
+    return logs_of_document(_json_document(body))
 
 
 def logs_of_document(document: object) -> list[LogRecord]:
@@ -339,21 +318,54 @@ def logs_of_document(document: object) -> list[LogRecord]:
     Raises:
         CollectError: It is not shaped as an ``ExportLogsServiceRequest``.
     """
+    return [
+        _json_log(raw, where, service)
+        for raw, where, service in _json_items(document, _LOGS)
+    ]
+
+
+class _Signal(NamedTuple):
+    """Where an OTLP/JSON request of one signal keeps its items."""
+
+    resources: str  # resourceSpans
+    scopes: str  # scopeSpans
+    older_scopes: str  # instrumentationLibrarySpans (OTLP before 0.15)
+    items: str  # spans
+
+
+_SPANS: Final = _Signal(
+    "resourceSpans", "scopeSpans", "instrumentationLibrarySpans", "spans"
+)
+_LOGS: Final = _Signal(
+    "resourceLogs", "scopeLogs", "instrumentationLibraryLogs", "logRecords"
+)
+
+
+def _json_document(body: bytes) -> object:
+    try:
+        return msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        msg = f"Expected an OTLP/JSON document, found {len(body)} bytes: {reason}"
+        raise CollectError(msg) from None
+
+
+def _json_items(document: object, signal: _Signal) -> Iterator[tuple[object, str, str]]:
+    """Each item of a request (a span, a log record): it, its place, its service."""
     root = _object(document, "the document")
-    records: list[LogRecord] = []
-    for i, rl in enumerate(_list(root.get("resourceLogs", []), "resourceLogs")):
-        rl_obj = _object(rl, f"resourceLogs[{i}]")
-        resource = _object(rl_obj.get("resource", {}), f"resourceLogs[{i}].resource")
+    top = signal.resources
+    for i, rs in enumerate(_list(root.get(top, []), top)):
+        rs_obj = _object(rs, f"{top}[{i}]")
+        resource = _object(rs_obj.get("resource", {}), f"{top}[{i}].resource")
         service = _service(
             _json_attributes(resource.get("attributes", []), "resource", 0)
         )
-        scopes = rl_obj.get("scopeLogs", [])
-        for j, sl in enumerate(_list(scopes, f"resourceLogs[{i}].scopeLogs")):
-            where = f"resourceLogs[{i}].scopeLogs[{j}]"
-            raw_records = _object(sl, where).get("logRecords", [])
-            for k, raw in enumerate(_list(raw_records, f"{where}.logRecords")):
-                records.append(_json_log(raw, f"{where}.logRecords[{k}]", service))
-    return records
+        scopes = rs_obj.get(signal.scopes, rs_obj.get(signal.older_scopes, []))
+        for j, ss in enumerate(_list(scopes, f"{top}[{i}].{signal.scopes}")):
+            where = f"{top}[{i}].{signal.scopes}[{j}]"
+            raw_items = _object(ss, where).get(signal.items, [])
+            for k, raw in enumerate(_list(raw_items, f"{where}.{signal.items}")):
+                yield raw, f"{where}.{signal.items}[{k}]", service
 
 
 def _json_log(raw: object, where: str, service: str) -> LogRecord:

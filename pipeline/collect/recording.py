@@ -51,8 +51,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, TypeAlias
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final, TypeAlias, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -122,6 +122,7 @@ MAX_SESSIONS: Final = 4096
 written beyond it are folded again from their stream when they come back)."""
 
 _Print: TypeAlias = tuple[str, str, tuple[str, ...]]
+_Done = TypeVar("_Done")
 
 
 class SessionWritten(msgspec.Struct, frozen=True, kw_only=True):
@@ -314,20 +315,10 @@ class Recorder:
             ConcurrencyError: Another writer kept moving the same sessions.
             StoreUnavailableError: The database failed; nothing was written.
         """
-        with self._lock:
-            for attempt in range(_ATTEMPTS):
-                try:
-                    report, found = self._record(spans)
-                except ConcurrencyError:
-                    self._states.clear()  # another writer: read them again
-                    self._known = -1
-                    if attempt == _ATTEMPTS - 1:
-                        raise
-                else:
-                    if duplicates is not None:
-                        duplicates.extend(found)
-                    return report
-            raise AssertionError  # pragma: no cover - the loop returns or raises
+        report, found = self._attempts(lambda: self._record(spans))
+        if duplicates is not None:
+            duplicates.extend(found)
+        return report
 
     def _record(self, spans: Sequence[Span]) -> tuple[BatchReport, list[str]]:
         """Record a batch; return its report and its duplicates' ids."""
@@ -398,19 +389,22 @@ class Recorder:
             ConcurrencyError: Another writer kept moving the same sessions.
             StoreUnavailableError: The database failed; nothing was written.
         """
+        report, found = self._attempts(lambda: self._record_logs(records))
+        if outcomes is not None:
+            outcomes.extend(found)
+        return report
+
+    def _attempts(self, record: Callable[[], _Done]) -> _Done:
+        """Record a batch, again while another writer moves its sessions."""
         with self._lock:
             for attempt in range(_ATTEMPTS):
                 try:
-                    report, found = self._record_logs(records)
+                    return record()
                 except ConcurrencyError:
                     self._states.clear()  # another writer: read them again
                     self._known = -1
                     if attempt == _ATTEMPTS - 1:
                         raise
-                else:
-                    if outcomes is not None:
-                        outcomes.extend(found)
-                    return report
             raise AssertionError  # pragma: no cover - the loop returns or raises
 
     def _record_logs(

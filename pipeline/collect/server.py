@@ -245,62 +245,58 @@ def _authorized(headers: dict[str, bytes], token: str) -> bool:
 
 
 def _success(kind: str, report: BatchReport) -> bytes:
-    rejected = sum(report.unknown.values())
-    message = ""
-    if rejected:
-        listed = ", ".join(f"{k} x{n}" for k, n in sorted(report.unknown.items()))
-        message = (
-            f"{rejected} span(s) of no known GenAI shape counted, not recorded "
-            f"({listed})"
-        )
-    if kind == JSON:
-        document: dict[str, object] = {}
-        if rejected:
-            document["partialSuccess"] = {
-                "rejectedSpans": str(rejected),
-                "errorMessage": message,
-            }
-        return msgspec.json.encode(document)
+    """An ``ExportTraceServiceResponse``: spans of no known shape counted in it."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
         ExportTracePartialSuccess,
         ExportTraceServiceResponse,
     )
 
+    rejected = sum(report.unknown.values())
+    noun = "span(s) of no known GenAI shape"
+    message = _counted(rejected, noun, report.unknown)
+    if kind == JSON:
+        return _json_partial(rejected, "rejectedSpans", message)
     response = ExportTraceServiceResponse()
     if rejected:
-        response.partial_success.CopyFrom(
-            ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
+        partial = ExportTracePartialSuccess(
+            rejected_spans=rejected, error_message=message
         )
+        response.partial_success.CopyFrom(partial)
     return bytes(response.SerializeToString())
 
 
 def _logs_success(kind: str, report: LogsReport) -> bytes:
-    rejected = sum(report.unknown.values())
-    message = ""
-    if rejected:
-        listed = ", ".join(f"{k} x{n}" for k, n in sorted(report.unknown.items()))
-        message = f"{rejected} log record(s) counted, not recorded ({listed})"
-    if kind == JSON:
-        document: dict[str, object] = {}
-        if rejected:
-            document["partialSuccess"] = {
-                "rejectedLogRecords": str(rejected),
-                "errorMessage": message,
-            }
-        return msgspec.json.encode(document)
+    """An ``ExportLogsServiceResponse``: the records not recorded counted in it."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415
         ExportLogsPartialSuccess,
         ExportLogsServiceResponse,
     )
 
+    rejected = sum(report.unknown.values())
+    message = _counted(rejected, "log record(s)", report.unknown)
+    if kind == JSON:
+        return _json_partial(rejected, "rejectedLogRecords", message)
     response = ExportLogsServiceResponse()
     if rejected:
-        response.partial_success.CopyFrom(
-            ExportLogsPartialSuccess(
-                rejected_log_records=rejected, error_message=message
-            )
+        partial = ExportLogsPartialSuccess(
+            rejected_log_records=rejected, error_message=message
         )
+        response.partial_success.CopyFrom(partial)
     return bytes(response.SerializeToString())
+
+
+def _counted(rejected: int, noun: str, why: dict[str, int]) -> str:
+    if not rejected:
+        return ""
+    listed = ", ".join(f"{k} x{n}" for k, n in sorted(why.items()))
+    return f"{rejected} {noun} counted, not recorded ({listed})"
+
+
+def _json_partial(rejected: int, field: str, message: str) -> bytes:
+    document: dict[str, object] = {}
+    if rejected:
+        document["partialSuccess"] = {field: str(rejected), "errorMessage": message}
+    return msgspec.json.encode(document)
 
 
 def _status(kind: str, refusal: _Refusal) -> bytes:
