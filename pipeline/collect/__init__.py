@@ -2,6 +2,7 @@
 
 :mod:`.decode` reads OTLP trace and log requests (protobuf and JSON) into one
 neutral model, :mod:`.genai` reads a span by the GenAI conventions,
+:mod:`.session` is one session's state and what a batch writes to it,
 :mod:`.recording` turns batches of spans and of log events into atomic ledger
 appends, :mod:`.server` is the ``/v1/traces`` and ``/v1/logs`` receiver,
 :mod:`.files` imports OTLP JSON files and :mod:`.coverage` tells which sessions
