@@ -40,7 +40,7 @@ the span as ``applied`` (``audit`` then no longer counts it as without
 content). Those of a span recorded with its own content are only kept. Events
 that say nothing (content capture off) are counted, not recorded. A span whose
 session is a ``gen_ai.conversation.id`` its log records do not carry is not
-joined to them: they stay in the session of its trace.
+joined to them, nor is a span never sent: they stay in the session of its trace.
 
 Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
 all of it or nothing, durable when it returns.
