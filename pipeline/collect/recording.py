@@ -432,7 +432,7 @@ class Recorder:
             return state  # nobody else has written since it was read
         recorded = self.store.read_stream(stream, after=state.version)
         if recorded:
-            state.fold(r.event for r in recorded)
+            state.fold((r.version, r.event) for r in recorded)
             state.version = recorded[-1].version
         state.epoch = self._epoch
         return state

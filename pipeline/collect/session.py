@@ -20,6 +20,7 @@ from turnledger.ledger.events import (
     AssistantMessage,
     Event,
     ItemRecorded,
+    ItemsRemoved,
     ModelCalled,
     SessionOpened,
     SystemPromptSet,
@@ -94,6 +95,14 @@ class SessionState:
         # Spans whose content comes by log events: recorded without content,
         # or with what log events parked before them said.
         self.by_logs: set[str] = set()
+        # What tool spans recorded before the model said the call (its message
+        # came later, by log events): each call's result, and the message a
+        # tool span made for its call, by call id, with their versions. When
+        # the model's message comes, they are placed after it (SessionBatch).
+        self.result_at: dict[str, tuple[int, ToolResultRecorded]] = {}
+        self.early: set[str] = set()  # results recorded before any call of theirs
+        self.stand_ins: dict[str, int] = {}
+        self.call_at: dict[str, int] = {}
 
     def copy(self) -> SessionState:
         """A copy a batch advances (kept only once its append is durable)."""
@@ -106,14 +115,18 @@ class SessionState:
         other.parked = dict(self.parked)
         other.log_prints = set(self.log_prints)
         other.by_logs = set(self.by_logs)
+        other.result_at = dict(self.result_at)
+        other.early = set(self.early)
+        other.stand_ins = dict(self.stand_ins)
+        other.call_at = dict(self.call_at)
         return other
 
-    def fold(self, events: Iterable[Event]) -> None:
-        """Fold events read from the session's stream, in order."""
-        for event in events:
-            self.apply(event)
+    def fold(self, recorded: Iterable[tuple[int, Event]]) -> None:
+        """Fold events read from the session's stream (version, event), in order."""
+        for version, event in recorded:
+            self.apply(event, version)
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event, version: int) -> None:
         """Fold one event of the session (read, or written by a batch)."""
         if type(event) is ModelCalled:
             return  # the most frequent event, and nothing to fold
@@ -126,21 +139,57 @@ class SessionState:
             case AssistantMessage(text=text, tool_calls=calls):
                 self.seen.append(("a", text, tuple(c.id for c in calls)))
                 self.names.update((c.id, c.name) for c in calls)
-            case ToolResultRecorded(call_id=call_id):
-                self.results.add(call_id)
+                self.call_at.update((c.id, version) for c in calls)
+            case ToolResultRecorded():
+                self._result(event, version)
+            case ItemsRemoved(framework="otlp", first_version=low, last_version=high):
+                self._removed(range(low, high + 1))
             case SystemPromptSet(text=text):
                 self.system = text
             case ItemRecorded(framework="otlp", kind="spans", fields=fields):
-                listed = LISTED.decode(fields)
-                for entry in listed.spans:
-                    self.span_ids.add(entry[1])
-                    self.parked.pop(entry[1], None)  # its span read them
-                self.by_logs.update(listed.without_content)
-                self.by_logs.update(listed.from_logs)
+                self._spans(LISTED.decode(fields))
             case ItemRecorded(framework="otlp", kind="log_events", fields=fields):
                 self.fold_logs(LOGS_LISTED.decode(fields).events)
             case _:
                 return
+
+    def _spans(self, listed: SpansListed) -> None:
+        for entry in listed.spans:
+            self.span_ids.add(entry[1])
+            self.parked.pop(entry[1], None)  # its span read them
+        self.by_logs.update(listed.without_content)
+        self.by_logs.update(listed.from_logs)
+        for call_id in listed.stand_ins:
+            self.stand_ins[call_id] = self.call_at[call_id]
+            self.unsay(call_id)
+
+    def unsay(self, call_id: str) -> None:
+        """Forget the print of the message a tool span made for its call.
+
+        The model did not say it: the inputs that follow hold the model's own
+        message, which the prints match against.
+        """
+        made: _Print = ("a", "", (call_id,))
+        for i in range(len(self.seen) - 1, -1, -1):
+            if self.seen[i] == made:
+                del self.seen[i]
+                return
+
+    def _result(self, event: ToolResultRecorded, version: int) -> None:
+        call_id = event.call_id
+        if call_id not in self.names:
+            self.early.add(call_id)
+        self.result_at[call_id] = (version, event)
+        self.results.add(call_id)
+
+    def _removed(self, gone: range) -> None:
+        for call_id, (version, _event) in list(self.result_at.items()):
+            if version in gone:
+                self.early.discard(call_id)
+                del self.result_at[call_id]
+        for call_id, version in list(self.stand_ins.items()):
+            if version in gone:
+                del self.stand_ins[call_id]
 
     def fold_logs(self, logged: Sequence[LoggedEvent]) -> None:
         """Note log events recorded: those of spans not recorded yet are parked."""
@@ -170,6 +219,7 @@ class SessionBatch:
         self.logged: list[LoggedEvent] = []
         self.applied: list[str] = []
         self.from_logs: list[str] = []
+        self.stand_ins: list[str] = []
         self.duplicates: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
@@ -180,7 +230,7 @@ class SessionBatch:
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
-        self.state.apply(event)
+        self.state.apply(event, self.state.version + 1)
         self.state.version += 1
 
     def add(self, span: Span, reading: SpanReading) -> None:
@@ -246,7 +296,10 @@ class SessionBatch:
         if not self.listed:
             return
         listed = SpansListed(
-            spans=self.listed, without_content=self.without, from_logs=self.from_logs
+            spans=self.listed,
+            without_content=self.without,
+            from_logs=self.from_logs,
+            stand_ins=self.stand_ins,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -375,6 +428,43 @@ class SessionBatch:
         return walked, spoken, start
 
     def _assistant(self, said: AssistantSaid, turn: str) -> None:
+        """Record a message the model said (see :meth:`_placed_after`)."""
+        early = self._placed_after(said)
+        self._message(said, turn)
+        for result in early:
+            self._emit(result)
+
+    def _placed_after(self, said: AssistantSaid) -> list[ToolResultRecorded]:
+        """Take out of the history what tool spans recorded before this message.
+
+        A tool span that came before the model call's message (which came
+        later, by log events) recorded the call's result, and the call itself
+        when it said the arguments. Both are removed from the history
+        (``items.removed``: the ledger keeps them); the results are returned,
+        to be recorded again after the message that asked for them.
+        """
+        state = self.state
+        early: list[ToolResultRecorded] = []
+        for call in said.calls:
+            versions = []
+            if (stand_in := state.stand_ins.get(call.id)) is not None:
+                versions.append(stand_in)
+            result = state.result_at.get(call.id)
+            if result is not None and (stand_in is not None or call.id in state.early):
+                versions.append(result[0])
+                early.append(result[1])
+            for version in versions:
+                self._emit(
+                    ItemsRemoved(
+                        first_version=version,
+                        last_version=version,
+                        framework=FRAMEWORK,
+                        reason="placed after the model's message asking for it",
+                    )
+                )
+        return early
+
+    def _message(self, said: AssistantSaid, turn: str) -> None:
         self._emit(
             AssistantMessage(
                 turn_id=turn,
@@ -416,7 +506,10 @@ class SessionBatch:
             # it was recorded without content): its message, carrying the call.
             # A span without a call id cannot tell: its call is not recorded.
             call = ToolCallSaid(id=call_id, name=run.name, arguments=run.arguments)
-            self._assistant(AssistantSaid(text="", calls=(call,)), turn)
+            self._message(AssistantSaid(text="", calls=(call,)), turn)
+            self.state.stand_ins[call_id] = self.state.version
+            self.state.unsay(call_id)
+            self.stand_ins.append(call_id)
         if run.result is None:
             return
         if call_id in self.state.results:

@@ -17,7 +17,11 @@ from tests.pipeline.collect.spans import json_request, json_span, text
 from turnledger.ledger.errors import InvalidEventError
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.collect import CollectError, Recorder, decode_json, recording
-from turnledger.pipeline.collect.decode import spans_of_document
+from turnledger.pipeline.collect.decode import (
+    LogRecord,
+    decode_logs_json,
+    spans_of_document,
+)
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 TRACE = "5b8efff798038103d269b633813fc60c"
@@ -135,11 +139,15 @@ _STEP = st.tuples(
 
 
 def _agent_spans(
-    steps: list[tuple[str, list[str], bool, str, bool]], *, arguments: bool = True
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    *,
+    arguments: bool = True,
+    unique: bool = False,
 ) -> list[dict]:
     """An agent's spans: tool round trips, each chat span carrying its input.
 
-    A tool's span carries its arguments unless ``arguments`` is false.
+    A tool's span carries its arguments unless ``arguments`` is false; with
+    ``unique``, a call id names one call (a step's ids get its number).
     """
     history: list[dict[str, object]] = []
     spans: list[dict[str, object]] = []
@@ -155,9 +163,10 @@ def _agent_spans(
             json_span(TRACE, f"{len(spans) + 1:016x}", attrs, start=len(spans))
         )
 
-    for words, calls, executed, form, edited in steps:
+    for step, (words, calls, executed, form, edited) in enumerate(steps):
         history.append({"role": "user", "parts": [text(words)]})
-        for call_id in calls:
+        for said_id in calls:
+            call_id = f"{said_id}-{step}" if unique and said_id else said_id
             call = {
                 "role": "assistant",
                 "parts": [{"type": "tool_call", "id": call_id, "name": "t"}],
@@ -496,3 +505,107 @@ def test_any_attribute_values_record_or_are_refused_typed(
         contextlib.suppress(InvalidEventError),
     ):
         Recorder(store).record([span])
+
+
+_CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
+
+
+def _apart(spans: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The spans without their content, and that content as each chat span's
+    details log event (what ``event_only`` capture sends)."""
+    bare: list[dict] = []
+    records: list[dict] = []
+    for span in spans:
+        content = [a for a in span["attributes"] if a["key"] in _CONTENT_KEYS]
+        if content:
+            records.append(
+                {
+                    "timeUnixNano": span["endTimeUnixNano"],
+                    "eventName": "gen_ai.client.inference.operation.details",
+                    "traceId": span["traceId"],
+                    "spanId": span["spanId"],
+                    "attributes": content,
+                }
+            )
+        kept = [a for a in span["attributes"] if a["key"] not in _CONTENT_KEYS]
+        bare.append({**span, "attributes": kept})
+    return bare, records
+
+
+def _history(store: EventStore) -> list[tuple[object, ...]]:
+    (session,) = list_sessions(store)
+    return [
+        (
+            e.message.role,
+            e.message.text,
+            tuple(c.id for c in e.message.tool_calls),
+            tuple((r.call_id, r.content) for r in e.message.tool_results),
+        )
+        for e in load_history(store, session.stream_id).entries
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    _STEPS,
+    _CUTS,
+    _CUTS,
+    st.lists(st.booleans(), max_size=24),
+    st.booleans(),
+)
+def test_content_sent_as_log_events_records_what_content_on_spans_records(
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    span_cuts: list[int],
+    log_cuts: list[int],
+    order: list[bool],
+    arguments: bool,
+) -> None:
+    """Each signal's batches in the order sent, the two interleaved anyhow
+    (logs first, spans first, or alternating), a resend of the first log batch
+    at the end: the session's history is what the same spans carrying their
+    content record, each message once; and a receiver restarted for every
+    batch records the same events as one that remembers. Every call has an id (a tool span's
+    result without one cannot be placed after a call said later)."""
+    steps = [(w, [c or "call_3" for c in calls], *rest) for w, calls, *rest in steps]
+    spans = _agent_spans(steps, arguments=arguments, unique=True)
+    bare, records = _apart(spans)
+    span_batches = _batches(bare, span_cuts, [])
+    log_batches = _batches(records, log_cuts, [])
+    deliveries: list[tuple[str, list[dict]]] = []
+    picks = iter(order)
+    while span_batches or log_batches:
+        logs_next = next(picks, True)
+        if log_batches and (logs_next or not span_batches):
+            deliveries.append(("logs", log_batches.pop(0)))
+        else:
+            deliveries.append(("spans", span_batches.pop(0)))
+    first_logs = next(b for kind, b in deliveries if kind == "logs")
+    deliveries.append(("logs", first_logs))
+    with tempfile.TemporaryDirectory() as folder:
+        with open_store(str(Path(folder) / "on-spans.db")) as store:
+            recorder = Recorder(store)
+            for batch in _batches(spans, span_cuts, []):
+                _send(recorder, batch)
+            expected = _history(store)
+        recorded = []
+        for restart in (False, True):  # restarted: every batch read from the ledger
+            with open_store(str(Path(folder) / f"apart-{restart}.db")) as store:
+                recorder = Recorder(store)
+                for kind, batch in deliveries:
+                    if restart:
+                        recorder = Recorder(store)
+                    if kind == "spans":
+                        _send(recorder, batch)
+                    else:
+                        recorder.record_logs(_log_batch(batch))
+                assert _history(store) == expected
+                recorded.append(_everything(store))
+        assert recorded[0] == recorded[1]
+
+
+def _log_batch(records: list[dict]) -> list[LogRecord]:
+    resource = json_request([])["resourceSpans"][0]["resource"]
+    document = {
+        "resourceLogs": [{"resource": resource, "scopeLogs": [{"logRecords": records}]}]
+    }
+    return decode_logs_json(json.dumps(document).encode())
