@@ -136,10 +136,8 @@ class SessionState:
                 self.open_turn = turn
             case TurnCompleted():
                 self.open_turn = None
-            case AssistantMessage(text=text, tool_calls=calls):
-                self.seen.append(("a", text, tuple(c.id for c in calls)))
-                self.names.update((c.id, c.name) for c in calls)
-                self.call_at.update((c.id, version) for c in calls)
+            case AssistantMessage():
+                self._message(event, version)
             case ToolResultRecorded():
                 self._result(event, version)
             case ItemsRemoved(framework="otlp", first_version=low, last_version=high):
@@ -174,6 +172,16 @@ class SessionState:
             if self.seen[i] == made:
                 del self.seen[i]
                 return
+
+    def _message(self, event: AssistantMessage, version: int) -> None:
+        calls = event.tool_calls
+        if not calls:
+            self.seen.append(("a", event.text, ()))
+            return
+        self.seen.append(("a", event.text, tuple(c.id for c in calls)))
+        for call in calls:
+            self.names[call.id] = call.name
+            self.call_at[call.id] = version
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
@@ -445,6 +453,8 @@ class SessionBatch:
         """
         state = self.state
         early: list[ToolResultRecorded] = []
+        if not (state.stand_ins or state.early) or not said.calls:
+            return early  # the usual case: the model's message came first
         for call in said.calls:
             versions = []
             if (stand_in := state.stand_ins.get(call.id)) is not None:
