@@ -18,7 +18,12 @@ What a span records:
   message opens a turn, closing the one before), ``model.called`` with usage
   and cost (priced by ``[pricing]``), the assistant's reply;
 - a model call without content: ``model.called`` alone;
-- a tool run: ``tool_result.recorded`` when its result was captured;
+- a tool run: ``tool_result.recorded`` when its result was captured, and
+  before it a message carrying the call when the span says the arguments of a
+  call the session does not hold; when the model's own message asking for the
+  call comes later (by log events), both are taken out of the history
+  (``items.removed``: the ledger keeps them) and the result is recorded again
+  after that message;
 - the batch's recorded spans of a session: one ``item.recorded`` of framework
   ``otlp``, kind ``spans``, listing each span's trace id, span id and operation
   and the ids of those without content; that is how a later batch knows a span
@@ -132,16 +137,17 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         records: Log records received.
-        parked: GenAI message events recorded before their span (read by it
+        parked: GenAI content events recorded before their span (read by it
             when it comes).
-        applied: Events whose span was recorded without content: what they
-            say is recorded now.
+        applied: Events whose span was recorded without content (or with
+            what parked events said): what they say is recorded now.
         span_had_content: Events of a span recorded with its content (kept in
             the ledger, not recorded twice).
         duplicates: Events already in the ledger (sent again).
-        without_content: GenAI message events that say nothing (content
+        without_content: GenAI content events that say nothing (content
             capture off): counted, not recorded.
-        unknown: Records not recorded, by why (counted only).
+        unknown: Records that are no GenAI content event of a span, by why
+            (counted only).
         sessions: The sessions written to.
         events: Ledger events written.
     """
