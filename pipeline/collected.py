@@ -40,14 +40,14 @@ class SpansListed(msgspec.Struct):
 
     ``[trace id, span id, operation]`` of each span recorded, the ids of those
     recorded without content, of those whose content log events sent before
-    them gave, and the ids of the tool calls whose message a tool span made
-    (the model's own message was not in the ledger yet).
+    them gave, and ``[call id, version]`` of each message a tool span made
+    for its call (the model's own message was not in the ledger yet).
     """
 
     spans: list[tuple[str, str, str]]
     without_content: list[str] = msgspec.field(default_factory=list)
     from_logs: list[str] = msgspec.field(default_factory=list)
-    stand_ins: list[str] = msgspec.field(default_factory=list)
+    stand_ins: list[tuple[str, int]] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)

@@ -102,15 +102,18 @@ def file_coverage(spans: Sequence[Span], duplicates: Sequence[str]) -> Coverage:
             reason = ALREADY_RECORDED
         reasons[f"{SPAN} {label}: {reason}"[:200]] += 1
         first = first or f"{_where(number, span, label)}: {reason}"[:200]
+    return _coverage(SPAN, len(spans), reasons, first)
+
+
+def _coverage(kind: str, read: int, reasons: Counter[str], first: str) -> Coverage:
+    """``read`` records of one kind, those in ``reasons`` accounted for."""
     accounted = reasons.total()
-    read = len(spans)
+    counts = {"read": read, "mapped": read - accounted, "accounted": accounted}
     return Coverage(
         read=read,
         mapped=read - accounted,
         accounted=accounted,
-        kinds={SPAN: {"read": read, "mapped": read - accounted, "accounted": accounted}}
-        if spans
-        else {},
+        kinds={kind: counts} if read else {},
         reasons=dict(sorted(reasons.items())),
         first=first,
     )
@@ -137,14 +140,4 @@ def logs_coverage(records: Sequence[LogRecord], outcomes: Sequence[str]) -> Cove
         label = record.event_name[:100] or "without an event name"
         reasons[f"{LOG_RECORD} {label}: {outcome}"[:200]] += 1
         first = first or f"log record {number} ({label}): {outcome}"[:200]
-    read = len(records)
-    accounted = reasons.total()
-    counts = {"read": read, "mapped": read - accounted, "accounted": accounted}
-    return Coverage(
-        read=read,
-        mapped=read - accounted,
-        accounted=accounted,
-        kinds={LOG_RECORD: counts} if records else {},
-        reasons=dict(sorted(reasons.items())),
-        first=first,
-    )
+    return _coverage(LOG_RECORD, len(records), reasons, first)

@@ -70,15 +70,9 @@ from turnledger.pipeline.collect.genai import (
     CONTENT_EVENTS,
     InputCache,
     SpanReading,
-    carries_content,
     read_span,
 )
-from turnledger.pipeline.collect.session import (
-    UNKNOWN,
-    SessionBatch,
-    SessionState,
-    span_event,
-)
+from turnledger.pipeline.collect.session import UNKNOWN, SessionBatch, SessionState
 from turnledger.pipeline.collected import LoggedEvent
 from turnledger.policies.pricing import ModelPrice
 
@@ -226,14 +220,11 @@ class Recorder:
             elif reading.kind == "unknown":
                 unknown[reading.label] += 1
             else:
-                key = _cleaned(
-                    cleaned,
-                    reading.conversation
-                    or conversations.get(span.trace_id)
-                    or span.trace_id,
+                conversation = reading.conversation or conversations.get(span.trace_id)
+                session = self._session_of(
+                    cleaned, conversation, span.trace_id, span.service
                 )
-                agent = self.agent or _cleaned(cleaned, span.service)
-                grouped.setdefault((agent, key), []).append((span, reading))
+                grouped.setdefault(session, []).append((span, reading))
         builders: list[SessionBatch] = []
         for (agent, key), members in grouped.items():
             builder = SessionBatch(self._state(agent, key).copy(), self.pricing)
@@ -309,18 +300,14 @@ class Recorder:
             for span_id, (trace_id, logged) in spans.items():
                 fresh = _fresh(logged, builder.state.log_prints, outcome)
                 counts["duplicates"] += len(logged) - len(fresh)
-                if not any(carries_content(span_event(e)) for _, e in fresh):
+                if not builder.logs(trace_id, span_id, [e for _, e in fresh]):
                     for index, _entry in fresh:
                         outcome[index] = WITHOUT_CONTENT
-                    counts["without_content"] += len(fresh)
-                    continue
-                builder.logs(trace_id, span_id, [e for _, e in fresh])
             builder.finish()
+            counts.update(builder.counts)
             if builder.logged:
                 builders.append(builder)
         written = self._write(before, builders)
-        for builder in builders:
-            counts.update(builder.counts)
         return LogsReport(
             records=len(records),
             parked=counts["parked"],
@@ -352,18 +339,32 @@ class Recorder:
                 outcome[index] = OUTSIDE_SPANS
                 continue
             conversation = record.attributes.get("gen_ai.conversation.id")
-            key = _cleaned(
+            session = self._session_of(
                 cleaned,
-                conversation
-                if isinstance(conversation, str) and conversation
-                else record.trace_id,
+                conversation if isinstance(conversation, str) else None,
+                record.trace_id,
+                record.service,
             )
-            agent = self.agent or _cleaned(cleaned, record.service)
-            spans = grouped.setdefault((agent, key), {})
+            spans = grouped.setdefault(session, {})
             spans.setdefault(record.span_id, (record.trace_id, []))[1].append(
                 (index, _logged(record))
             )
         return grouped
+
+    def _session_of(
+        self,
+        cleaned: dict[str, str],
+        conversation: str | None,
+        trace_id: str,
+        service: str,
+    ) -> tuple[str, str]:
+        """A session's agent and key.
+
+        The recorder's agent, else the service; the conversation, else the
+        trace; both cleaned (and kept in ``cleaned`` for the batch's next ones).
+        """
+        key = _cleaned(cleaned, conversation or trace_id)
+        return self.agent or _cleaned(cleaned, service), key
 
     def _write(
         self, before: int, builders: Sequence[SessionBatch]

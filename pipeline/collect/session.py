@@ -40,6 +40,7 @@ from turnledger.pipeline.collect.genai import (
     ToolRun,
     ToolSaid,
     UserSaid,
+    carries_content,
     read_call,
 )
 from turnledger.pipeline.collected import (
@@ -102,7 +103,6 @@ class SessionState:
         self.result_at: dict[str, tuple[int, ToolResultRecorded]] = {}
         self.early: set[str] = set()  # results recorded before any call of theirs
         self.stand_ins: dict[str, int] = {}
-        self.call_at: dict[str, int] = {}
 
     def copy(self) -> SessionState:
         """A copy a batch advances (kept only once its append is durable)."""
@@ -118,7 +118,6 @@ class SessionState:
         other.result_at = dict(self.result_at)
         other.early = set(self.early)
         other.stand_ins = dict(self.stand_ins)
-        other.call_at = dict(self.call_at)
         return other
 
     def fold(self, recorded: Iterable[tuple[int, Event]]) -> None:
@@ -137,7 +136,7 @@ class SessionState:
             case TurnCompleted():
                 self.open_turn = None
             case AssistantMessage():
-                self._message(event, version)
+                self._message(event)
             case ToolResultRecorded():
                 self._result(event, version)
             case ItemsRemoved(framework="otlp", first_version=low, last_version=high):
@@ -157,8 +156,8 @@ class SessionState:
             self.parked.pop(entry[1], None)  # its span read them
         self.by_logs.update(listed.without_content)
         self.by_logs.update(listed.from_logs)
-        for call_id in listed.stand_ins:
-            self.stand_ins[call_id] = self.call_at[call_id]
+        for call_id, version in listed.stand_ins:
+            self.stand_ins[call_id] = version
             self.unsay(call_id)
 
     def unsay(self, call_id: str) -> None:
@@ -173,15 +172,11 @@ class SessionState:
                 del self.seen[i]
                 return
 
-    def _message(self, event: AssistantMessage, version: int) -> None:
+    def _message(self, event: AssistantMessage) -> None:
         calls = event.tool_calls
-        if not calls:
-            self.seen.append(("a", event.text, ()))
-            return
-        self.seen.append(("a", event.text, tuple(c.id for c in calls)))
+        self.seen.append(("a", event.text, tuple(c.id for c in calls) if calls else ()))
         for call in calls:
             self.names[call.id] = call.name
-            self.call_at[call.id] = version
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
@@ -227,7 +222,7 @@ class SessionBatch:
         self.logged: list[LoggedEvent] = []
         self.applied: list[str] = []
         self.from_logs: list[str] = []
-        self.stand_ins: list[str] = []
+        self.stand_ins: list[tuple[str, int]] = []
         self.duplicates: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
@@ -247,7 +242,7 @@ class SessionBatch:
             self.counts["duplicates"] += 1
             self.duplicates.append(span.span_id)
             return
-        turn = self.state.open_turn or f"otlp-{span.span_id}"
+        turn = self._turn(span)
         content = True
         parked = self.state.parked.pop(span.span_id, ())
         if parked and reading.call is not None and not reading.call.content:
@@ -271,30 +266,36 @@ class SessionBatch:
             self.state.by_logs.add(span.span_id)
             self.counts["without_content"] += 1
 
-    def logs(self, trace_id: str, span_id: str, fresh: Sequence[LoggedEvent]) -> None:
-        """Record a span's GenAI log events not recorded yet.
+    def logs(self, trace_id: str, span_id: str, fresh: Sequence[LoggedEvent]) -> bool:
+        """Record a span's new GenAI log events; whether any of them holds content.
 
-        A span not recorded yet: they are parked, for the span to read when it
-        comes. A span whose content comes by log events (recorded without
-        content, or with what parked ones said): what they say is recorded now.
-        A span recorded with its own content: they are only kept (in the item).
+        Events none of which holds content (capture off) are counted, not
+        recorded. A span not recorded yet: they are parked, for the span to
+        read when it comes. A span whose content comes by log events (recorded
+        without content, or with what parked ones said): what they say is
+        recorded now. A span recorded with its own content: they are only kept
+        (in the item).
         """
+        events = tuple(span_event(entry) for entry in fresh)
+        if not any(carries_content(event) for event in events):
+            self.counts["without_content"] += len(fresh)
+            return False
         state = self.state
         self.logged.extend(fresh)
         state.log_prints.update(entry.print for entry in fresh)
-        events = tuple(span_event(entry) for entry in fresh)
         if span_id not in state.span_ids:
             state.parked[span_id] = (*state.parked.get(span_id, ()), *events)
             self.counts["parked"] += len(fresh)
-            return
+            return True
         if span_id not in state.by_logs:
             self.counts["span_had_content"] += len(fresh)
-            return
+            return True
         span = Span(trace_id=trace_id, span_id=span_id, events=events)
         self.last_turn = self._said(span, read_call(span))
         if span_id not in self.applied:
             self.applied.append(span_id)
         self.counts["applied"] += len(fresh)
+        return True
 
     def finish(self) -> None:
         """List the spans or log events recorded (one ``item.recorded``)."""
@@ -330,42 +331,42 @@ class SessionBatch:
     def _turn_of(self, span_id: str) -> str:
         return self.state.open_turn or f"otlp-{span_id}"
 
-    def _said(self, span: Span, call: ModelCall) -> str:
-        """Record what a call said whose ``model.called`` is recorded already."""
-        if call.system is not None and call.system != self.state.system:
-            self._emit(SystemPromptSet.of(call.system, turn_id=self.state.open_turn))
-        if call.inputs:
+    def _call(self, span: Span, call: ModelCall) -> str:
+        """Record a model call: what it said, and its ``model.called``."""
+        return self._said(span, call, called=True)
+
+    def _said(self, span: Span, call: ModelCall, *, called: bool = False) -> str:
+        """Record what a call said (and, when ``called``, its ``model.called``).
+
+        Without ``called``, the call's ``model.called`` is recorded already
+        (its span came before its log events), and an empty input is skipped.
+        """
+        state = self.state
+        if call.system is not None and call.system != state.system:
+            self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
+        if called or call.inputs:
             self._inputs(span, call.inputs)
         turn = self._turn(span)
+        if called:
+            self._emit(self._model_called(call, turn))
         for said in call.outputs:
             self._assistant(said, turn)
         self.counts["extra_choices"] += call.extra_choices
         return turn
 
-    def _call(self, span: Span, call: ModelCall) -> str:
-        state = self.state
-        if call.system is not None and call.system != state.system:
-            self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
-        self._inputs(span, call.inputs)
-        turn = self._turn(span)
-        self._emit(
-            ModelCalled(
-                turn_id=turn,
-                provider=call.provider[:200],
-                model=call.model[:200],
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                cached_input_tokens=min(call.cached_input_tokens, call.input_tokens),
-                cost_usd=self._cost(call),
-                duration_ms=call.duration_ms,
-                success=call.success,
-                error=None if call.error is None else summarize(call.error),
-            )
+    def _model_called(self, call: ModelCall, turn: str) -> ModelCalled:
+        return ModelCalled(
+            turn_id=turn,
+            provider=call.provider[:200],
+            model=call.model[:200],
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cached_input_tokens=min(call.cached_input_tokens, call.input_tokens),
+            cost_usd=self._cost(call),
+            duration_ms=call.duration_ms,
+            success=call.success,
+            error=None if call.error is None else summarize(call.error),
         )
-        for said in call.outputs:
-            self._assistant(said, turn)
-        self.counts["extra_choices"] += call.extra_choices
-        return turn
 
     def _inputs(self, span: Span, inputs: tuple[Said, ...]) -> None:
         """Record the input messages the session does not hold yet."""
@@ -519,7 +520,7 @@ class SessionBatch:
             self._message(AssistantSaid(text="", calls=(call,)), turn)
             self.state.stand_ins[call_id] = self.state.version
             self.state.unsay(call_id)
-            self.stand_ins.append(call_id)
+            self.stand_ins.append((call_id, self.state.version))
         if run.result is None:
             return
         if call_id in self.state.results:
