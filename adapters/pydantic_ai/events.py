@@ -12,6 +12,7 @@ from typing import Final
 
 from pydantic_ai.conversation_store import ConversationEntry
 from pydantic_ai.messages import (
+    ERROR_OUTCOMES,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
@@ -108,6 +109,17 @@ def entry_events(
             content = part.content
             text = content if isinstance(content, str) else _text_of(content)
             out.append(TurnStarted(turn_id=turn, origin="channel", user_input=text))
+        elif isinstance(part, ToolReturnPart) and part.outcome in ERROR_OUTCOMES:
+            # The tool raised or asked for a retry: the model saw an error.
+            out.append(
+                ToolResultRecorded(
+                    turn_id=turn,
+                    call_id=part.tool_call_id or "?",
+                    tool=part.tool_name,
+                    success=False,
+                    error=part.model_response_str(),
+                )
+            )
         elif isinstance(part, ToolReturnPart):
             output = part.model_response_str()
             out.append(

@@ -3,16 +3,16 @@
 A JSON array of ``{"kind": "request" | "response", "parts": [...]}``. Response
 parts ``tool-call`` (``{tool_name, args, tool_call_id}``) are calls; request
 parts ``tool-return`` (``{tool_name, content, tool_call_id, outcome?}``) and
-``retry-prompt`` parts that name a tool are results (a retry prompt is an
-error result). Consecutive results of a request become one carrier user
-message. Built-in (provider-executed) tool parts and ``thinking`` parts are
-skipped and counted.
+``retry-prompt`` parts that name a tool are results (a retry prompt, and a
+return whose ``outcome`` is ``failed`` or ``retried``, is an error result).
+Consecutive results of a request become one carrier user message. Built-in
+(provider-executed) tool parts and ``thinking`` parts are skipped and counted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.formats._common import (
     Indexed,
@@ -180,8 +180,14 @@ def _call(part: JSONObject) -> ToolCall:
     )
 
 
+_ERROR_OUTCOMES: Final = frozenset({"failed", "retried"})
+"""The ``outcome`` values of a tool return that reach the model as an error
+(Pydantic AI's ``ERROR_OUTCOMES``: the tool raised, or asked for a retry); a
+``denied`` or ``interrupted`` return is an ordinary result saying so."""
+
+
 def _result(part: JSONObject, kind: str) -> ToolResult:
-    failed = get_str(part, "outcome") in {"failed", "denied"}
+    failed = get_str(part, "outcome") in _ERROR_OUTCOMES
     return ToolResult(
         call_id=get_str(part, "tool_call_id") or "",
         content=text_of(part.get("content")),

@@ -15,20 +15,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationStore,
     InMemoryConversationStore,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from turnledger.adapters.pydantic_ai import TurnledgerConversationStore
 from turnledger.ledger.events import ItemRecorded, ItemsRemoved
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.formats.pydantic_ai import parse_pydantic_ai
+from turnledger.pipeline.sessions import list_sessions, load_history
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -268,3 +276,59 @@ def test_store_on_postgres(postgres_url):
         store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_tool_asking_for_a_retry_is_an_error_result(tmp_path):
+    """A tool that raises ``ModelRetry`` returns ``outcome='retried'``: an error.
+
+    Pydantic AI sends it to the model as an error (its ``ERROR_OUTCOMES``);
+    the ledger's result says so, as its importer of the same messages does.
+    """
+    path = str(tmp_path / "l.db")
+
+    def again(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        """As :func:`scripted`, calling the tool again after an error."""
+        last = messages[-1].parts[-1]
+        if last.part_kind == "tool-return" and last.outcome == "retried":
+            return ModelResponse(parts=[ToolCallPart("weather", {"city": "Paris"})])
+        return scripted(messages, info)
+
+    agent = Agent(FunctionModel(again))
+    tries: list[str] = []
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        """Return the weather of a city (not found the first time)."""
+        tries.append(city)
+        if len(tries) == 1:
+            raise ModelRetry(f"no station near {city} yet")
+        return f"sunny in {city}"
+
+    async def scenario() -> list[ModelMessage]:
+        store = TurnledgerConversationStore(path)
+        result = await agent.run(
+            "Weather?", conversation=Conversation(conversation_id="c")
+        )
+        await store.save(result)
+        store.close()
+        return result.all_messages()
+
+    messages = asyncio.run(scenario())
+    returns = [p for m in messages for p in m.parts if p.part_kind == "tool-return"]
+    assert [r.outcome for r in returns] == ["retried", "success"]
+    ledger = open_store(path)
+    try:
+        (session,) = list_sessions(ledger)
+        history = load_history(ledger, session.stream_id).entries
+        results = [r for e in history for r in e.message.tool_results]
+    finally:
+        ledger.close()
+    assert [(r.is_error, r.content) for r in results] == [
+        (True, f"Error: {returns[0].model_response_str()}"),
+        (False, "sunny in Paris"),
+    ]
+    imported = parse_pydantic_ai(
+        ModelMessagesTypeAdapter.dump_json(messages), name="run.json"
+    )
+    carried = [r for m in imported.conversations[0].messages for r in m.tool_results]
+    assert [r.is_error for r in carried] == [True, False]
