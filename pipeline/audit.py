@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from turnledger.pipeline.collected import NOT_RECORDED, spans_without_content
+from turnledger.pipeline.collected import not_recorded
 from turnledger.pipeline.formats import ParsedTranscript, read_transcript
 from turnledger.pipeline.formats.counts import (
     PairingRule,
@@ -173,7 +173,9 @@ def audit_sessions(store: EventStore, sessions: Iterable[SessionRef]) -> AuditRe
     returns them. Spans collected without their content (OTLP model calls
     recorded as usage only, tool runs without their result) are counted under
     ``skipped`` as :data:`~pipeline.collected.NOT_RECORDED`: the
-    conversation they held is not in the ledger.
+    conversation they held is not in the ledger; so are the message parts
+    they held that are not text (an image, a reasoning part...), by type, as
+    :data:`~pipeline.collected.PART_NOT_RECORDED`.
     """
     sessions = list(sessions)
     report = audit_conversations(
@@ -186,10 +188,10 @@ def audit_sessions(store: EventStore, sessions: Iterable[SessionRef]) -> AuditRe
             for s in sessions
         ),
     )
-    missing = spans_without_content(store, (s.stream_id for s in sessions))
+    missing = not_recorded(store, (s.stream_id for s in sessions))
     if not missing:
         return report
-    return msgspec.structs.replace(report, skipped={NOT_RECORDED: missing})
+    return msgspec.structs.replace(report, skipped=missing)
 
 
 def audit_parsed(parsed: ParsedTranscript) -> AuditReport:

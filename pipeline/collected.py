@@ -13,6 +13,7 @@ receiver.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
@@ -34,20 +35,27 @@ SPANS_KIND: Final = "spans"
 NOT_RECORDED: Final = "otlp span without content (conversation not recorded)"
 """The ``skipped`` kind a ledger audit counts spans without content under."""
 
+PART_NOT_RECORDED: Final = "otlp {} part (not recorded)"
+"""The ``skipped`` kind (formatted with the part's type) a ledger audit counts
+message parts under that hold no text (an image, a file, a reasoning part...)."""
+
 
 class SpansListed(msgspec.Struct):
     """The ``fields`` of a ``spans`` item.
 
     ``[trace id, span id, operation]`` of each span recorded, the ids of those
     recorded without content, of those whose content log events sent before
-    them gave, and ``[call id, version]`` of each message a tool span made
-    for its call (the model's own message was not in the ledger yet).
+    them gave, ``[call id, version]`` of each message a tool span made for its
+    call (the model's own message was not in the ledger yet), and the types
+    of the message parts left out of the messages recorded (they hold no
+    text), with counts.
     """
 
     spans: list[tuple[str, str, str]]
     without_content: list[str] = msgspec.field(default_factory=list)
     from_logs: list[str] = msgspec.field(default_factory=list)
     stand_ins: list[tuple[str, int]] = msgspec.field(default_factory=list)
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -75,24 +83,29 @@ class LoggedEvent(msgspec.Struct):
 class LogsListed(msgspec.Struct):
     """The ``fields`` of a ``log_events`` item.
 
-    The batch's GenAI log events of the session, and the ids of the spans
-    already recorded (without content) whose content they brought.
+    The batch's GenAI log events of the session, the ids of the spans already
+    recorded (without content) whose content they brought, and the types of
+    the message parts left out of the messages recorded, with counts.
     """
 
     events: list[LoggedEvent]
     applied: list[str] = msgspec.field(default_factory=list)
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)
 """Decodes a ``log_events`` item's ``fields``."""
 
 
-def spans_without_content(store: EventStore, streams: Iterable[UUID]) -> int:
-    """Count the spans recorded without content in these session streams.
+def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
+    """What collected spans left out of these session streams, with counts.
 
-    A span whose content came later, in log events, is not counted.
+    The spans recorded without content (:data:`NOT_RECORDED`; a span whose
+    content came later, in log events, is not counted), and the message parts
+    that hold no text, by type (:data:`PART_NOT_RECORDED`).
     """
-    found = 0
+    missing = 0
+    parts: Counter[str] = Counter()
     for stream in streams:
         without: set[str] = set()
         applied: set[str] = set()
@@ -101,8 +114,15 @@ def spans_without_content(store: EventStore, streams: Iterable[UUID]) -> int:
             if not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:
                 continue
             if event.kind == SPANS_KIND:
-                without.update(LISTED.decode(event.fields).without_content)
+                spans = LISTED.decode(event.fields)
+                without.update(spans.without_content)
+                parts.update(spans.skipped)
             elif event.kind == LOGS_KIND:
-                applied.update(LOGS_LISTED.decode(event.fields).applied)
-        found += len(without - applied)
+                logs = LOGS_LISTED.decode(event.fields)
+                applied.update(logs.applied)
+                parts.update(logs.skipped)
+        missing += len(without - applied)
+    found = {NOT_RECORDED: missing} if missing else {}
+    for kind, count in sorted(parts.items()):
+        found[PART_NOT_RECORDED.format(kind[:100])] = count
     return found

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.collect.genai import classify, model_traffic
-from turnledger.pipeline.collected import NOT_RECORDED, spans_without_content
+from turnledger.pipeline.collected import NOT_RECORDED, PART_NOT_RECORDED, not_recorded
 from turnledger.pipeline.formats.model import Coverage
 
 if TYPE_CHECKING:
@@ -40,11 +40,12 @@ __all__ = [
     "NOT_RECORDED",
     "NO_KNOWN_SHAPE",
     "NO_MESSAGES",
+    "PART_NOT_RECORDED",
     "SPAN",
     "file_coverage",
     "logs_coverage",
+    "not_recorded",
     "refused_span",
-    "spans_without_content",
 ]
 
 SPAN: Final = "span"

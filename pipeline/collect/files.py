@@ -174,8 +174,10 @@ def import_otlp(
 
 def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
     """What a batch left out, by kind, with counts (an import's ``skipped``)."""
+    parts = {f"{k} part (not text)": n for k, n in report.parts.items()}
     if isinstance(report, LogsReport):
         skipped = {f"log record ({k})": n for k, n in report.unknown.items()}
+        skipped.update(parts)
         if report.duplicates:
             skipped["log event already in the ledger"] = report.duplicates
         if report.without_content:
@@ -187,6 +189,7 @@ def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
     skipped = {
         **{f"span of operation {k}": n for k, n in report.known.items()},
         **{f"span of no known shape ({k})": n for k, n in report.unknown.items()},
+        **parts,
     }
     if report.duplicates:
         skipped["span already in the ledger"] = report.duplicates

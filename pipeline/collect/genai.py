@@ -49,9 +49,10 @@ _DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 
 class UserSaid(msgspec.Struct, frozen=True, gc=False):
-    """A user message."""
+    """A user message (``skipped``: the types of its parts that hold no text)."""
 
     text: str
+    skipped: tuple[str, ...] = ()
 
 
 class ToolCallSaid(msgspec.Struct, frozen=True, gc=False):
@@ -63,19 +64,25 @@ class ToolCallSaid(msgspec.Struct, frozen=True, gc=False):
 
 
 class AssistantSaid(msgspec.Struct, frozen=True, gc=False):
-    """An assistant message and the tool calls it made."""
+    """An assistant message, the tool calls it made, the parts it left out.
+
+    ``skipped``: the types of its parts that are neither text nor a tool call
+    (a reasoning part, an image...): not recorded, counted.
+    """
 
     text: str
     calls: tuple[ToolCallSaid, ...] = ()
+    skipped: tuple[str, ...] = ()
 
 
 class ToolSaid(msgspec.Struct, frozen=True, gc=False):
-    """A tool result."""
+    """A tool result (``skipped``: what its message held besides, see :func:`_said`)."""
 
     call_id: str
     content: str
     name: str = ""
     is_error: bool = False
+    skipped: tuple[str, ...] = ()
 
 
 Said: TypeAlias = UserSaid | AssistantSaid | ToolSaid
@@ -94,7 +101,9 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         duration_ms: End minus start.
         success: Whether the span's status is not an error.
         error: The error type or status message of a failed call.
-        system: The system instructions, when sent.
+        system: The system instructions, when sent (their text parts).
+        system_skipped: The types of the system instructions' parts that hold
+            no text (not recorded, counted).
         inputs: The input messages (system ones excluded), in order.
         outputs: The output messages (the first choice).
         content: Whether any message content was captured.
@@ -110,6 +119,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     success: bool = True
     error: str | None = None
     system: str | None = None
+    system_skipped: tuple[str, ...] = ()
     inputs: tuple[Said, ...] = ()
     outputs: tuple[AssistantSaid, ...] = ()
     content: bool = False
@@ -232,7 +242,9 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         for event in span.events:
             if event.name == _DETAILS_EVENT:
                 attrs.update(event.attributes)
-    system, inputs, outputs, extra, content = _content(span, attrs, cache, key)
+    (system, system_skipped), inputs, outputs, extra, content = _content(
+        span, attrs, cache, key
+    )
     failed = span.status_code == 2
     error = (
         _str(attrs.get("error.type")) or span.status_message or "error"
@@ -251,6 +263,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         success=not failed,
         error=error,
         system=system,
+        system_skipped=system_skipped,
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         content=content,
@@ -280,7 +293,10 @@ def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
     return count if 0 <= count <= MAX_INTEGER else 0
 
 
-_Content: TypeAlias = tuple[str | None, list[Said], list[AssistantSaid], int, bool]
+_System: TypeAlias = tuple[str | None, tuple[str, ...]]
+"""The system instructions' text (``None``: none sent), and their skipped parts."""
+
+_Content: TypeAlias = tuple[_System, list[Said], list[AssistantSaid], int, bool]
 
 
 def _content(
@@ -293,10 +309,12 @@ def _content(
     ):
         return _current(attrs, cache, key)
     if any(e.name in MESSAGE_EVENTS for e in span.events):
+        if not any(carries_content(e) for e in span.events):
+            return (None, ()), [], [], 0, False  # capture off: events, no content
         return _from_events(span)
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
         return _openllmetry(attrs)
-    return None, [], [], 0, False
+    return (None, ()), [], [], 0, False
 
 
 # --- the current form: gen_ai.input.messages / output.messages -------------
@@ -307,6 +325,7 @@ class _Part(msgspec.Struct, gc=False):
 
     type: str = ""
     content: object = None
+    text: object = None
     id: object = None
     name: object = None
     arguments: object = None
@@ -340,23 +359,66 @@ def _messages(value: object) -> list[_Message] | None:
     return []
 
 
-_Read: TypeAlias = tuple[str | None, list[Said]]
+_Text: TypeAlias = tuple[str, tuple[str, ...]]
+"""Text read from message parts, and the types of the parts that hold none."""
+
+TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text"})
+"""The part types whose ``content`` (or ``text``) is text. A part of another type
+(``blob``, ``file``, ``uri``, ``reasoning``...) is not recorded as text: its type
+is counted, and ``audit`` reports it (:data:`~pipeline.collected.PART_NOT_RECORDED`)."""
+
+_Read: TypeAlias = tuple[_Text | None, list[Said]]
 """One input message read: its text when a system message, else what it says."""
 
-_Inputs: TypeAlias = tuple[tuple[str, ...], tuple[Said, ...]]
-"""Input messages read: the system messages' texts, the others' said, in order."""
+_Inputs: TypeAlias = tuple[tuple[_Text, ...], tuple[Said, ...], bool]
+"""Input messages read: the system messages' texts, the others' said, in order,
+and whether any of their parts carries content (see :func:`_typed_carry`)."""
 
 
 def _inputs_of(messages: Sequence[_Message]) -> tuple[int, _Inputs]:
     """How many messages, and what they say (system texts apart)."""
-    systems: list[str] = []
+    systems: list[_Text] = []
     inputs: list[Said] = []
+    carry = False
     for message in messages:
         system_text, said = _read(message)
         if system_text is not None:
             systems.append(system_text)
         inputs.extend(said)
-    return len(messages), (tuple(systems), tuple(inputs))
+        carry = carry or _typed_carry(message.parts)
+    return len(messages), (tuple(systems), tuple(inputs), carry)
+
+
+def _typed_carry(parts: Sequence[_Part | str]) -> bool:
+    """Whether any part carries content (text, arguments, a result...).
+
+    With content capture off, some instrumentations (Pydantic AI's) still send
+    the messages' structure: parts with their type, ids and names, and no
+    text, arguments or result. That says what was called, not what was said:
+    the call is then recorded as one without content (usage only).
+    """
+    for part in parts:
+        if (
+            isinstance(part, str)
+            or part.content is not None
+            or part.text is not None
+            or part.arguments is not None
+            or part.response is not None
+            or part.result is not None
+        ):
+            return True
+    return False
+
+
+def _parts_carry(parts: Sequence[object]) -> bool:
+    """:func:`_typed_carry` of parts as decoded JSON."""
+    return any(
+        isinstance(part, str) or any(_get(part, k) is not None for k in _CARRYING)
+        for part in parts
+    )
+
+
+_CARRYING: Final = ("content", "text", "arguments", "response", "result")
 
 
 class InputCache:
@@ -372,7 +434,7 @@ class InputCache:
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._last: dict[str, tuple[str, int, _Inputs]] = {}
-        self._instructions: tuple[object, list[str]] = ("", [])
+        self._instructions: tuple[object, list[_Text]] = ("", [])
 
     def read(self, key: str, text: str) -> _Inputs | None:
         """The messages of ``text`` read, or ``None`` when not of the form."""
@@ -390,7 +452,7 @@ class InputCache:
             del self._last[next(iter(self._last))]
         return read[1]
 
-    def instructions(self, value: object) -> list[str]:
+    def instructions(self, value: object) -> list[_Text]:
         """The texts of ``gen_ai.system_instructions`` (the last value's kept)."""
         last, texts = self._instructions
         if type(value) is str and value == last:
@@ -404,7 +466,7 @@ class InputCache:
 def _continued(
     found: tuple[str, int, _Inputs], text: str
 ) -> tuple[int, _Inputs] | None:
-    old, count, (systems, inputs) = found
+    old, count, (systems, inputs, carry) = found
     head = old.rstrip()
     if not count or not head.endswith("]"):
         return None
@@ -413,27 +475,28 @@ def _continued(
         return None
     rest = text[len(head) :].lstrip()
     if rest.startswith("]") and not rest[1:].strip():
-        return count, (systems, inputs)
+        return count, (systems, inputs, carry)
     if not rest.startswith(","):
         return None
     more = _messages("[" + rest[1:])
     if more is None:
         return None
-    added, (more_systems, more_inputs) = _inputs_of(more)
-    return count + added, (systems + more_systems, inputs + more_inputs)
+    added, (more_systems, more_inputs, more_carry) = _inputs_of(more)
+    merged = (systems + more_systems, inputs + more_inputs, carry or more_carry)
+    return count + added, merged
 
 
 def _read(message: _Message) -> _Read:
     if message.role == "system":
-        return "".join(_typed_text(p) for p in message.parts), []
+        return _typed_texts(message.parts), []
     return None, _said_of_typed(message.role, message.parts)
 
 
-def _instruction_texts(value: object) -> list[str]:
+def _instruction_texts(value: object) -> list[_Text]:
     system_parts = _json(value)
     if isinstance(system_parts, str):
-        return [system_parts]
-    return [_part_text(p) for p in _seq(system_parts)]
+        return [(system_parts, ())]
+    return [_parts_text([p]) for p in _seq(system_parts)]
 
 
 def _current(
@@ -452,52 +515,87 @@ def _current(
     else:
         typed = _messages(raw_inputs)
         read = None if typed is None else _inputs_of(typed)[1]
+    carry = False
     if read is not None:
         system_texts.extend(read[0])
         inputs = list(read[1])
+        carry = read[2]
     else:
         for message in _seq(_json(raw_inputs)):
             role = _str(_get(message, "role"))
             parts = _seq(_get(message, "parts"))
+            carry = carry or _parts_carry(parts)
             if role == "system":
-                system_texts.append("".join(_part_text(p) for p in parts))
+                system_texts.append(_parts_text(parts))
             else:
                 inputs.extend(_said_of_parts(role, parts))
-    outputs, extra = _outputs(attrs.get("gen_ai.output.messages"))
-    system = "\n".join(t for t in system_texts if t) or None
+    outputs, extra, output_carry = _outputs(attrs.get("gen_ai.output.messages"))
+    system = _system(system_texts)
+    if not (carry or output_carry or system[0] is not None):
+        return (None, ()), [], [], 0, False  # the structure without content
     return system, inputs, outputs, extra, True
 
 
-def _outputs(value: object) -> tuple[list[AssistantSaid], int]:
-    """The first choice's assistant messages, and how many choices follow it."""
+def _system(texts: Sequence[_Text]) -> _System:
+    """The system messages' texts as one (``None``: no text), their skipped parts."""
+    if len(texts) == 1:
+        only, skipped = texts[0]
+        return only or None, skipped
+    joined = "\n".join(t for t, _ in texts if t) or None
+    return joined, tuple(kind for _, skipped in texts for kind in skipped)
+
+
+def _outputs(value: object) -> tuple[list[AssistantSaid], int, bool]:
+    """The first choice's messages, the choices after it, whether it carries content."""
     typed = _messages(value) if isinstance(value, str) and value[:1] == "[" else None
     if typed is not None:
         if not typed:
-            return [], 0
-        said = _said_of_typed("assistant", typed[0].parts)
-        return [s for s in said if isinstance(s, AssistantSaid)], len(typed) - 1
+            return [], 0, False
+        first = typed[0].parts
+        said = _said_of_typed("assistant", first)
+        found = [s for s in said if isinstance(s, AssistantSaid)]
+        return found, len(typed) - 1, _typed_carry(first)
     outputs: list[AssistantSaid] = []
+    carry = False
     choices = _seq(_json(value))
     for message in choices[:1]:
-        said = _said_of_parts("assistant", _seq(_get(message, "parts")))
+        parts = _seq(_get(message, "parts"))
+        said = _said_of_parts("assistant", parts)
         outputs.extend(s for s in said if isinstance(s, AssistantSaid))
-    return outputs, max(0, len(choices) - 1)
+        carry = _parts_carry(parts)
+    return outputs, max(0, len(choices) - 1), carry
 
 
-def _typed_text(part: _Part | str) -> str:
-    if isinstance(part, str):
-        return part
-    return part.content if isinstance(part.content, str) else ""
+def _typed_texts(parts: Sequence[_Part | str]) -> _Text:
+    """The text of typed parts (joined by newlines), the types of the others."""
+    texts: list[str] = []
+    skipped: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        words = part.text if part.content is None else part.content
+        if isinstance(words, str) and (part.type in TEXT_PARTS or not part.type):
+            texts.append(words)
+        elif words is not None or part.type not in TEXT_PARTS:
+            skipped.append(part.type or "untyped")
+    return _joined(texts), tuple(skipped)
 
 
 def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
     """:func:`_said_of_parts` over typed parts (the fast path)."""
-    texts: list[str] = []
+    if len(parts) == 1:  # most messages: one text part
+        part = parts[0]
+        if type(part) is _Part and part.type == "text" and type(part.content) is str:
+            if role == "assistant":
+                return [AssistantSaid(part.content)]
+            return [UserSaid(part.content)]
     calls: list[ToolCallSaid] = []
     results: list[ToolSaid] = []
+    others: list[_Part | str] = []
     for part in parts:
         if isinstance(part, str):
-            texts.append(part)
+            others.append(part)
         elif part.type == "tool_call":
             calls.append(
                 ToolCallSaid(
@@ -509,28 +607,37 @@ def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
         elif part.type == "tool_call_response":
             response = part.result if part.response is None else part.response
             results.append(ToolSaid(call_id=_str(part.id), content=_as_text(response)))
-        elif isinstance(part.content, str):
-            texts.append(part.content)
-    return _said(role, "".join(texts), calls, results)
+        else:
+            others.append(part)
+    return _said(role, _typed_texts(others), calls, results)
 
 
 def _said(
-    role: str, text: str, calls: list[ToolCallSaid], results: list[ToolSaid]
+    role: str, text: _Text, calls: list[ToolCallSaid], results: list[ToolSaid]
 ) -> list[Said]:
+    """What one message says.
+
+    A message holding tool results is those results, and a user message of
+    its text when it has text too; parts it holds without text are then the
+    last result's ``skipped`` (counted when that result is recorded).
+    """
+    words, skipped = text
     if results:
         found: list[Said] = list(results)
-        if text and role == "user":
-            found.append(UserSaid(text))
+        if words and role == "user":
+            found.append(UserSaid(words, skipped))
+        elif skipped:
+            found[-1] = msgspec.structs.replace(results[-1], skipped=skipped)
         return found
     if role == "assistant":
-        return [AssistantSaid(text, tuple(calls))]
-    return [UserSaid(text)]
+        return [AssistantSaid(words, tuple(calls), skipped)]
+    return [UserSaid(words, skipped)]
 
 
 def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
-    texts: list[str] = []
     calls: list[ToolCallSaid] = []
     results: list[ToolSaid] = []
+    others: list[object] = []
     for part in parts:
         kind = _str(_get(part, "type"))
         if kind == "tool_call":
@@ -549,15 +656,39 @@ def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
                 ToolSaid(call_id=_str(_get(part, "id")), content=_as_text(response))
             )
         else:
-            texts.append(_part_text(part))
-    return _said(role, "".join(texts), calls, results)
+            others.append(part)
+    return _said(role, _parts_text(others), calls, results)
 
 
-def _part_text(part: object) -> str:
-    if isinstance(part, str):
-        return part
-    content = _get(part, "content")
-    return content if isinstance(content, str) else ""
+def _parts_text(parts: Sequence[object]) -> _Text:
+    """The text of parts as decoded JSON (strings, or objects with a ``type``).
+
+    A part of a text type (or of none) holding a string ``content`` (or
+    ``text``, as the previous form's content arrays do) is text; any other
+    part is skipped, by its type.
+    """
+    texts: list[str] = []
+    skipped: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        kind = _str(_get(part, "type"))
+        words = _get(part, "content")
+        if words is None:
+            words = _get(part, "text")
+        if isinstance(words, str) and (kind in TEXT_PARTS or not kind):
+            texts.append(words)
+        elif words is not None or kind not in TEXT_PARTS:
+            skipped.append(kind or "untyped")
+    return _joined(texts), tuple(skipped)
+
+
+def _joined(texts: Sequence[str]) -> str:
+    """Text parts as one text: joined by newlines, empty ones left out."""
+    if len(texts) == 1:
+        return texts[0]
+    return "\n".join(t for t in texts if t)
 
 
 # --- the previous form: span events ----------------------------------------
@@ -614,7 +745,7 @@ def carries_content(event: SpanEvent) -> bool:
 
 
 def _from_events(span: Span) -> _Content:
-    system: list[str] = []
+    system: list[_Text] = []
     inputs: list[Said] = []
     outputs: list[AssistantSaid] = []
     extra = 0
@@ -622,31 +753,45 @@ def _from_events(span: Span) -> _Content:
         attrs = event.attributes
         body = _json(attrs.get("body"))
         fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
-        content = _as_text(_json(fields.get("content")))
+        content = fields.get("content")
         match event.name:
             case "gen_ai.system.message":
-                system.append(content)
+                system.append(_message_text(content))
             case "gen_ai.user.message":
-                inputs.append(UserSaid(content))
+                inputs.append(UserSaid(*_message_text(content)))
             case "gen_ai.assistant.message":
-                inputs.append(AssistantSaid(content, _openai_calls(fields)))
+                text, skipped = _message_text(content)
+                inputs.append(AssistantSaid(text, _openai_calls(fields), skipped))
             case "gen_ai.tool.message":
                 call_id = _str(fields.get("id")) or _str(fields.get("tool_call_id"))
-                inputs.append(ToolSaid(call_id=call_id, content=content))
+                text = _as_text(_json(content))
+                inputs.append(ToolSaid(call_id=call_id, content=text))
             case "gen_ai.choice":
                 if outputs:
                     extra += 1
                     continue
                 message = _json(fields.get("message"))
                 inner = message if isinstance(message, dict) else fields
-                outputs.append(
-                    AssistantSaid(
-                        _as_text(_json(inner.get("content"))), _openai_calls(inner)
-                    )
-                )
+                text, skipped = _message_text(inner.get("content"))
+                outputs.append(AssistantSaid(text, _openai_calls(inner), skipped))
             case _:
                 continue
-    return "\n".join(t for t in system if t) or None, inputs, outputs, extra, True
+    return _system(system), inputs, outputs, extra, True
+
+
+def _message_text(value: object) -> _Text:
+    """A message's ``content`` (previous form, OpenLLMetry) as text.
+
+    Text as it is; an array of parts (strings and objects, as the provider's
+    API has them: ``{"type": "text", "text": ...}``, an image...) as
+    :func:`_parts_text` reads it; any other value as JSON.
+    """
+    content = _json(value)
+    if isinstance(content, (list, tuple)) and all(
+        isinstance(p, (str, dict)) for p in content
+    ):
+        return _parts_text(content)
+    return _as_text(content), ()
 
 
 def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
@@ -677,28 +822,30 @@ def _openllmetry(attrs: Mapping[str, object]) -> _Content:
         if match is not None:
             side, index, field = match.groups()
             rows.setdefault((side, int(index)), {})[field] = value
-    system: list[str] = []
+    system: list[_Text] = []
     inputs: list[Said] = []
     outputs: list[AssistantSaid] = []
     extra = 0
     for (side, _index), row in sorted(rows.items()):
         role = _str(row.get("role"))
-        text = _as_text(_json(row.get("content")))
+        content = row.get("content")
+        text, skipped = _message_text(content)
         calls = _indexed_calls(row)
         if side == "completion":
             if outputs:
                 extra += 1
             else:
-                outputs.append(AssistantSaid(text, calls))
+                outputs.append(AssistantSaid(text, calls, skipped))
         elif role == "system":
-            system.append(text)
+            system.append((text, skipped))
         elif role == "assistant":
-            inputs.append(AssistantSaid(text, calls))
+            inputs.append(AssistantSaid(text, calls, skipped))
         elif role == "tool":
-            inputs.append(ToolSaid(call_id=_str(row.get("tool_call_id")), content=text))
+            call_id = _str(row.get("tool_call_id"))
+            inputs.append(ToolSaid(call_id=call_id, content=_as_text(_json(content))))
         else:
-            inputs.append(UserSaid(text))
-    return "\n".join(t for t in system if t) or None, inputs, outputs, extra, True
+            inputs.append(UserSaid(text, skipped))
+    return _system(system), inputs, outputs, extra, True
 
 
 def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
@@ -764,7 +911,7 @@ def _str(value: object) -> str:
 
 
 def _as_text(value: object) -> str:
-    """Message content as text: text as it is, parts joined, else JSON."""
+    """Content as text: text as it is, text parts joined by newlines, else JSON."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -773,7 +920,7 @@ def _as_text(value: object) -> str:
         isinstance(p, dict) and isinstance(p.get("text", p.get("content")), str)
         for p in value
     ):
-        return "".join(str(p.get("text", p.get("content"))) for p in value)
+        return _joined([str(p.get("text", p.get("content"))) for p in value])
     return msgspec.json.encode(value, enc_hook=repr).decode()
 
 

@@ -109,6 +109,8 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         duplicates: Spans already in the ledger (sent again), not written twice.
         without_content: Recorded spans whose messages were not captured.
         extra_choices: Output choices after a call's first (not recorded).
+        parts: Message parts that hold no text (an image, a reasoning
+            part...), by type: left out of the messages recorded, counted.
         known: GenAI spans of other operations, by operation (counted only).
         unknown: Spans of no known shape, by what they lacked (counted only).
         sessions: The sessions written to.
@@ -120,6 +122,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     duplicates: int = 0
     without_content: int = 0
     extra_choices: int = 0
+    parts: dict[str, int] = msgspec.field(default_factory=dict)
     known: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     sessions: tuple[SessionWritten, ...] = ()
@@ -140,6 +143,8 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
         duplicates: Events already in the ledger (sent again).
         without_content: GenAI content events that say nothing (content
             capture off): counted, not recorded.
+        parts: Message parts that hold no text, by type (as
+            :attr:`BatchReport.parts`).
         unknown: Records that are no GenAI content event of a span, by why
             (counted only).
         sessions: The sessions written to.
@@ -152,6 +157,7 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
     span_had_content: int = 0
     duplicates: int = 0
     without_content: int = 0
+    parts: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     sessions: tuple[SessionWritten, ...] = ()
     events: int = 0
@@ -235,9 +241,11 @@ class Recorder:
             builders.append(builder)
         written = self._write(before, builders)
         totals = Counter[str]()
+        parts = Counter[str]()
         found: list[str] = []
         for builder in builders:
             totals.update(builder.counts)
+            parts.update(builder.skipped)
             found.extend(builder.duplicates)
         return BatchReport(
             spans=len(spans),
@@ -245,6 +253,7 @@ class Recorder:
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
             extra_choices=totals["extra_choices"],
+            parts=dict(sorted(parts.items())),
             known=dict(known),
             unknown=dict(unknown),
             sessions=written,
@@ -295,6 +304,7 @@ class Recorder:
         outcome = [""] * len(records)
         builders: list[SessionBatch] = []
         counts = Counter[str]()
+        parts = Counter[str]()
         for (agent, key), spans in self._logs_by_session(records, outcome).items():
             builder = SessionBatch(self._state(agent, key).copy(), self.pricing)
             for span_id, (trace_id, logged) in spans.items():
@@ -305,6 +315,7 @@ class Recorder:
                         outcome[index] = WITHOUT_CONTENT
             builder.finish()
             counts.update(builder.counts)
+            parts.update(builder.skipped)
             if builder.logged:
                 builders.append(builder)
         written = self._write(before, builders)
@@ -315,6 +326,7 @@ class Recorder:
             span_had_content=counts["span_had_content"],
             duplicates=counts["duplicates"],
             without_content=counts["without_content"],
+            parts=dict(sorted(parts.items())),
             unknown=dict(Counter(o for o in outcome if o in _UNRECORDABLE)),
             sessions=written,
             events=sum(w.events for w in written),

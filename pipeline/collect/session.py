@@ -224,6 +224,7 @@ class SessionBatch:
         self.from_logs: list[str] = []
         self.stand_ins: list[tuple[str, int]] = []
         self.duplicates: list[str] = []
+        self.skipped: Counter[str] = Counter()  # parts not recorded, by type
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -299,9 +300,11 @@ class SessionBatch:
 
     def finish(self) -> None:
         """List the spans or log events recorded (one ``item.recorded``)."""
+        skipped = dict(sorted(self.skipped.items()))
         if self.logged:
-            logs = LogsListed(events=self.logged, applied=self.applied)
+            logs = LogsListed(events=self.logged, applied=self.applied, skipped=skipped)
             self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
+            skipped = {}
         if not self.listed:
             return
         listed = SpansListed(
@@ -309,6 +312,7 @@ class SessionBatch:
             without_content=self.without,
             from_logs=self.from_logs,
             stand_ins=self.stand_ins,
+            skipped=skipped,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -344,6 +348,7 @@ class SessionBatch:
         state = self.state
         if call.system is not None and call.system != state.system:
             self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
+            self.skipped.update(call.system_skipped)
         if called or call.inputs:
             self._inputs(span, call.inputs)
         turn = self._turn(span)
@@ -393,6 +398,7 @@ class SessionBatch:
                         user_input=said.text,
                     )
                 )
+                self.skipped.update(said.skipped)
             else:
                 self._assistant(said, self._turn(span))
 
@@ -440,6 +446,7 @@ class SessionBatch:
         """Record a message the model said (see :meth:`_placed_after`)."""
         early = self._placed_after(said)
         self._message(said, turn)
+        self.skipped.update(said.skipped)
         for result in early:
             self._emit(result)
 
@@ -495,6 +502,7 @@ class SessionBatch:
         self, said: ToolSaid, turn: str, *, provenance: str = "imported"
     ) -> None:
         call_id = said.call_id or UNKNOWN
+        self.skipped.update(said.skipped)
         self._emit(
             ToolResultRecorded(
                 turn_id=turn,

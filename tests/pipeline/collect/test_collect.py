@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -40,7 +41,7 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.collect.coverage import NOT_RECORDED
+from turnledger.pipeline.collect.coverage import NOT_RECORDED, PART_NOT_RECORDED
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.sessions import list_sessions, load_history
 from turnledger.pipeline.web.app import create_app
@@ -299,6 +300,129 @@ def test_previous_event_form_and_openllmetry_attributes(ledger: Ledger) -> None:
         (call,) = [e for e in recorded if isinstance(e, ModelCalled)]
         assert call.input_tokens in (30, 40)
         assert call.provider == "openai"
+
+
+PICTURE = [
+    {"type": "text", "text": "What is in"},
+    {"type": "text", "text": "this picture?"},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+]
+"""A user message's content array as the previous forms carry it: two texts
+and an image, which is not text."""
+
+
+def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An image or a reasoning part is not the message's text: audit counts it.
+
+    In each form: the previous form's events, OpenLLMetry's attributes (the
+    array as JSON text), the current form (a reasoning part in the answer).
+    Texts are joined by newlines, as the transcript readers join them.
+    """
+    events = [
+        ("gen_ai.user.message", {"content": PICTURE}),
+        ("gen_ai.choice", {"index": 0, "message": {"content": "A cat."}}),
+    ]
+    openllmetry = {
+        "llm.request.type": "chat",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": json.dumps(PICTURE),
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "A cat.",
+    }
+    thought = {"type": "reasoning", "content": "Whiskers: a cat."}
+    image = {"type": "blob", "modality": "image", "content": "iVBORw0KGgo="}
+    current = chat_attributes(
+        inputs=[
+            {
+                "role": "user",
+                "parts": [
+                    text("What is in"),
+                    {"type": "text", "text": "this picture?"},
+                    image,
+                ],
+            }
+        ],
+        outputs=[{"role": "assistant", "parts": [thought, text("A cat.")]}],
+    )
+    traces = [uuid.uuid4().hex for _ in range(3)]
+    spans = [
+        json_span(
+            traces[0],
+            "00f067aa0ba902b7",
+            {"gen_ai.operation.name": "chat"},
+            start=1,
+            events=events,
+        ),
+        json_span(traces[1], "10f067aa0ba902b7", openllmetry, start=2),
+        json_span(traces[2], "20f067aa0ba902b7", current, start=3),
+    ]
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request(spans))
+    assert answer.status_code == 200
+    counted = {"blob": 1, "image_url": 2, "reasoning": 1}
+    assert json.loads(answer.headers["turnledger-batch"])["parts"] == counted
+    document = tmp_path / "spans.json"
+    document.write_text(json.dumps(json_request(spans)))
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", str(document), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == {
+        f"{kind} part (not text)": n for kind, n in counted.items()
+    }
+    skipped = [["image_url"], ["image_url"], ["blob", "reasoning"]]
+    for trace, kinds in zip(traces, skipped, strict=True):
+        (session,) = [s for s in list_sessions(ledger.store) if s.key == trace]
+        history = load_history(ledger.store, session.stream_id).entries
+        assert [(e.message.role, e.message.text) for e in history] == [
+            ("user", "What is in\nthis picture?"),
+            ("assistant", "A cat."),
+        ]
+        capsys.readouterr()
+        assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
+        audit = json.loads(capsys.readouterr().out)
+        assert audit["skipped"] == {PART_NOT_RECORDED.format(k): 1 for k in kinds}
+
+
+def test_message_structure_without_content_is_usage_only(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parts with their types, ids and names but no text, arguments or result.
+
+    Content capture off, some instrumentations still send the structure (in
+    the current form) or the events (in the previous form): the call is
+    recorded with its usage only, and nothing is invented (no empty user
+    message, no ``{}`` arguments).
+    """
+    bare = chat_attributes(
+        inputs=[{"role": "user", "parts": [{"type": "text"}]}],
+        outputs=[
+            {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": "call_1", "name": "get_weather"}],
+            }
+        ],
+        usage=(50, 5),
+    )
+    events = [
+        ("gen_ai.user.message", {}),
+        ("gen_ai.choice", {"index": 0, "message": {"role": "assistant"}}),
+    ]
+    previous = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 40}
+    traces = [uuid.uuid4().hex for _ in range(2)]
+    spans = [
+        json_span(traces[0], "00f067aa0ba902b7", bare, start=1),
+        json_span(traces[1], "10f067aa0ba902b7", previous, start=2, events=events),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    for trace in traces:
+        (session,) = [s for s in list_sessions(ledger.store) if s.key == trace]
+        recorded = [r.event for r in ledger.store.read_stream(session.stream_id)]
+        assert [type(e) for e in recorded] == [SessionOpened, ModelCalled, ItemRecorded]
+        capsys.readouterr()
+        assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["skipped"] == {NOT_RECORDED: 1}
 
 
 def test_spans_without_content_are_usage_only_and_audit_says_so(

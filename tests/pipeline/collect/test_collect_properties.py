@@ -22,6 +22,7 @@ from turnledger.pipeline.collect.decode import (
     decode_logs_json,
     spans_of_document,
 )
+from turnledger.pipeline.collected import PART_NOT_RECORDED, not_recorded
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 TRACE = "5b8efff798038103d269b633813fc60c"
@@ -66,12 +67,21 @@ def test_any_bytes_decode_or_are_a_collect_error(body: bytes) -> None:
         decode_json(body)
 
 
-def _conversation(turns: int, trace: str = TRACE) -> list[dict[str, object]]:
-    """A chat span per turn, each carrying the whole conversation so far."""
+IMAGE = {"type": "blob", "modality": "image", "content": "iVBORw0KGgo="}
+
+
+def _conversation(
+    turns: int, trace: str = TRACE, images: frozenset[int] = frozenset()
+) -> list[dict[str, object]]:
+    """A chat span per turn, each carrying the whole conversation so far.
+
+    The user's message of each turn in ``images`` holds an image too.
+    """
     history: list[dict[str, object]] = []
     spans = []
     for i in range(turns):
-        history.append({"role": "user", "parts": [text(f"q{i}")]})
+        parts = [text(f"q{i}"), IMAGE] if i in images else [text(f"q{i}")]
+        history.append({"role": "user", "parts": parts})
         answer = {"role": "assistant", "parts": [text(f"a{i}")]}
         attrs = {
             "gen_ai.operation.name": "chat",
@@ -87,13 +97,15 @@ def _conversation(turns: int, trace: str = TRACE) -> list[dict[str, object]]:
 @given(
     st.integers(min_value=1, max_value=6),
     st.lists(st.integers(min_value=0, max_value=5), max_size=8),
+    st.frozensets(st.integers(min_value=0, max_value=5)),
 )
 def test_batches_and_retries_record_the_conversation_once(
-    turns: int, retried: list[int]
+    turns: int, retried: list[int], images: frozenset[int]
 ) -> None:
     """However the spans are cut into batches and sent again, the history is the
-    conversation, each message once, in order."""
-    spans = _conversation(turns)
+    conversation, each message once, in order; each image (sent again in every
+    later span's input) is counted once, never written as text."""
+    spans = _conversation(turns, images=images)
     batches = [[s] for s in spans]
     for i in retried:  # an exporter resends an earlier batch
         batches.insert(min(i + 1, len(batches)), batches[min(i, len(batches) - 1)])
@@ -106,8 +118,11 @@ def test_batches_and_retries_record_the_conversation_once(
             recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
         (session,) = list_sessions(store)
         history = load_history(store, session.stream_id).entries
+        left_out = not_recorded(store, [session.stream_id])
     expected = [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
     assert [e.message.text for e in history] == expected
+    shown = len(images & set(range(turns)))
+    assert left_out == ({PART_NOT_RECORDED.format("blob"): shown} if shown else {})
 
 
 def test_a_session_forgotten_between_batches_is_read_again_from_its_stream(
@@ -164,7 +179,9 @@ def _agent_spans(
         )
 
     for step, (words, calls, executed, form, edited) in enumerate(steps):
-        history.append({"role": "user", "parts": [text(words)]})
+        # Asked again, the user shows a picture: not text, counted once.
+        parts = [text(words), IMAGE] if words == "again" else [text(words)]
+        history.append({"role": "user", "parts": parts})
         for said_id in calls:
             call_id = f"{said_id}-{step}" if unique and said_id else said_id
             call = {
@@ -533,15 +550,19 @@ def _apart(spans: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def _history(store: EventStore) -> list[tuple[object, ...]]:
+    """The session's messages, then what it left out (its images, counted)."""
     (session,) = list_sessions(store)
     return [
-        (
-            e.message.role,
-            e.message.text,
-            tuple(c.id for c in e.message.tool_calls),
-            tuple((r.call_id, r.content) for r in e.message.tool_results),
-        )
-        for e in load_history(store, session.stream_id).entries
+        *(
+            (
+                e.message.role,
+                e.message.text,
+                tuple(c.id for c in e.message.tool_calls),
+                tuple((r.call_id, r.content) for r in e.message.tool_results),
+            )
+            for e in load_history(store, session.stream_id).entries
+        ),
+        ("left out", not_recorded(store, [session.stream_id])),
     ]
 
 
