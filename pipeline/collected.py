@@ -35,6 +35,10 @@ SPANS_KIND: Final = "spans"
 NOT_RECORDED: Final = "otlp span without content (conversation not recorded)"
 """The ``skipped`` kind a ledger audit counts spans without content under."""
 
+WITHOUT_INPUTS: Final = "otlp span without its input messages (question not recorded)"
+"""The ``skipped`` kind a ledger audit counts model calls under whose span held
+their answer but none of the messages they answered."""
+
 PART_NOT_RECORDED: Final = "otlp {} part (not recorded)"
 """The ``skipped`` kind (formatted with the part's type) a ledger audit counts
 message parts under that hold no text (an image, a file, a reasoning part...)."""
@@ -46,9 +50,10 @@ class SpansListed(msgspec.Struct):
     ``[trace id, span id, operation]`` of each span recorded, the ids of those
     recorded without content, of those whose content log events sent before
     them gave, ``[call id, version]`` of each message a tool span made for its
-    call (the model's own message was not in the ledger yet), and the types
-    of the message parts left out of the messages recorded (they hold no
-    text), with counts.
+    call (the model's own message was not in the ledger yet), the types of
+    the message parts left out of the messages recorded (they hold no text),
+    with counts, and the ids of the model call spans that held their answer
+    but no input message.
     """
 
     spans: list[tuple[str, str, str]]
@@ -56,6 +61,7 @@ class SpansListed(msgspec.Struct):
     from_logs: list[str] = msgspec.field(default_factory=list)
     stand_ins: list[tuple[str, int]] = msgspec.field(default_factory=list)
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    without_inputs: list[str] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -101,10 +107,11 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
     """What collected spans left out of these session streams, with counts.
 
     The spans recorded without content (:data:`NOT_RECORDED`; a span whose
-    content came later, in log events, is not counted), and the message parts
-    that hold no text, by type (:data:`PART_NOT_RECORDED`).
+    content came later, in log events, is not counted), the model calls whose
+    span held their answer but no input message (:data:`WITHOUT_INPUTS`), and
+    the message parts that hold no text, by type (:data:`PART_NOT_RECORDED`).
     """
-    missing = 0
+    missing = unasked = 0
     parts: Counter[str] = Counter()
     for stream in streams:
         without: set[str] = set()
@@ -117,12 +124,15 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
                 spans = LISTED.decode(event.fields)
                 without.update(spans.without_content)
                 parts.update(spans.skipped)
+                unasked += len(spans.without_inputs)
             elif event.kind == LOGS_KIND:
                 logs = LOGS_LISTED.decode(event.fields)
                 applied.update(logs.applied)
                 parts.update(logs.skipped)
         missing += len(without - applied)
     found = {NOT_RECORDED: missing} if missing else {}
+    if unasked:
+        found[WITHOUT_INPUTS] = unasked
     for kind, count in sorted(parts.items()):
         found[PART_NOT_RECORDED.format(kind[:100])] = count
     return found

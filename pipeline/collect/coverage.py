@@ -28,7 +28,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.collect.genai import classify, model_traffic
-from turnledger.pipeline.collected import NOT_RECORDED, PART_NOT_RECORDED, not_recorded
+from turnledger.pipeline.collected import (
+    NOT_RECORDED,
+    PART_NOT_RECORDED,
+    WITHOUT_INPUTS,
+    not_recorded,
+)
 from turnledger.pipeline.formats.model import Coverage
 
 if TYPE_CHECKING:
@@ -42,6 +47,7 @@ __all__ = [
     "NO_MESSAGES",
     "PART_NOT_RECORDED",
     "SPAN",
+    "WITHOUT_INPUTS",
     "file_coverage",
     "logs_coverage",
     "not_recorded",

@@ -195,6 +195,8 @@ def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
         skipped["span already in the ledger"] = report.duplicates
     if report.without_content:
         skipped["span without content (usage only)"] = report.without_content
+    if report.without_inputs:
+        skipped["span without its input messages"] = report.without_inputs
     if report.extra_choices:
         skipped["output choice after the first"] = report.extra_choices
     return dict(sorted(skipped.items()))

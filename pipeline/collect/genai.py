@@ -107,6 +107,10 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         inputs: The input messages (system ones excluded), in order.
         outputs: The output messages (the first choice).
         content: Whether any message content was captured.
+        without_inputs: Whether the call's output messages came without its
+            input messages (``gen_ai.output.messages`` without
+            ``gen_ai.input.messages``: an instrumentation that dropped them,
+            as OpenLLMetry does for a request holding an image).
         extra_choices: Choices after the first (counted, not recorded).
     """
 
@@ -123,6 +127,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     inputs: tuple[Said, ...] = ()
     outputs: tuple[AssistantSaid, ...] = ()
     content: bool = False
+    without_inputs: bool = False
     extra_choices: int = 0
 
 
@@ -267,6 +272,9 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         content=content,
+        without_inputs=bool(outputs)
+        and "gen_ai.output.messages" in attrs
+        and "gen_ai.input.messages" not in attrs,
         extra_choices=extra,
     )
 

@@ -108,6 +108,8 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         mapped: Model call and tool spans recorded.
         duplicates: Spans already in the ledger (sent again), not written twice.
         without_content: Recorded spans whose messages were not captured.
+        without_inputs: Model call spans holding their answer but no message
+            they answered (the question is not in the ledger).
         extra_choices: Output choices after a call's first (not recorded).
         parts: Message parts that hold no text (an image, a reasoning
             part...), by type: left out of the messages recorded, counted.
@@ -121,6 +123,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     mapped: int
     duplicates: int = 0
     without_content: int = 0
+    without_inputs: int = 0
     extra_choices: int = 0
     parts: dict[str, int] = msgspec.field(default_factory=dict)
     known: dict[str, int] = msgspec.field(default_factory=dict)
@@ -252,6 +255,7 @@ class Recorder:
             mapped=totals["mapped"],
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
+            without_inputs=totals["without_inputs"],
             extra_choices=totals["extra_choices"],
             parts=dict(sorted(parts.items())),
             known=dict(known),

@@ -225,6 +225,7 @@ class SessionBatch:
         self.stand_ins: list[tuple[str, int]] = []
         self.duplicates: list[str] = []
         self.skipped: Counter[str] = Counter()  # parts not recorded, by type
+        self.without_inputs: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -313,6 +314,7 @@ class SessionBatch:
             from_logs=self.from_logs,
             stand_ins=self.stand_ins,
             skipped=skipped,
+            without_inputs=self.without_inputs,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -346,6 +348,9 @@ class SessionBatch:
         (its span came before its log events), and an empty input is skipped.
         """
         state = self.state
+        if call.without_inputs:  # the question is not in the ledger: listed
+            self.without_inputs.append(span.span_id)
+            self.counts["without_inputs"] += 1
         if call.system is not None and call.system != state.system:
             self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
             self.skipped.update(call.system_skipped)

@@ -41,7 +41,11 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.collect.coverage import NOT_RECORDED, PART_NOT_RECORDED
+from turnledger.pipeline.collect.coverage import (
+    NOT_RECORDED,
+    PART_NOT_RECORDED,
+    WITHOUT_INPUTS,
+)
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.sessions import list_sessions, load_history
 from turnledger.pipeline.web.app import create_app
@@ -423,6 +427,30 @@ def test_message_structure_without_content_is_usage_only(
         capsys.readouterr()
         assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["skipped"] == {NOT_RECORDED: 1}
+
+
+def test_an_answer_sent_without_its_question_is_recorded_and_said_missing(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Output messages without input messages: the answer, and a count."""
+    answer_only = chat_attributes(outputs=[ANSWER])
+    document = json_request(
+        [json_span(TRACE, "00f067aa0ba902b7", answer_only, start=1)]
+    )
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, document)
+    assert json.loads(answer.headers["turnledger-batch"])["without_inputs"] == 1
+    (session,) = list_sessions(ledger.store)
+    history = load_history(ledger.store, session.stream_id).entries
+    assert [e.message.role for e in history] == ["assistant"]
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == {WITHOUT_INPUTS: 1}
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(document))
+    assert main(["--db", ledger.url, "audit", str(path), "--json"]) == 0
+    skipped = json.loads(capsys.readouterr().out)["skipped"]
+    assert skipped == {"span without its input messages": 1}
 
 
 def test_spans_without_content_are_usage_only_and_audit_says_so(

@@ -1,0 +1,114 @@
+"""An OpenAI client instrumented by OpenLLMetry (Traceloop's instrumentation).
+
+The real ``openai`` client talks to the local fake OpenAI server; OpenLLMetry's
+``opentelemetry-instrumentation-openai`` makes the spans (the GenAI
+conventions' current form) and the SDK's OTLP exporter sends them to the
+receiver. A tool round trip is recorded as the conversation; the question that
+follows holds an image, and OpenLLMetry (0.62) then sends the call's answer
+without its input messages: the answer is recorded, and audit says the
+question is not in the ledger. With ``TRACELOOP_TRACE_CONTENT=false`` the
+calls are recorded with their usage alone, and audit says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.receiver import running
+from tests.pipeline.fake_llm_server import (
+    FakeLLMServer,
+    ToolUse,
+    openai_text,
+    openai_tool_calls,
+)
+from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.pipeline.cli import main
+from turnledger.pipeline.collect.coverage import NOT_RECORDED, WITHOUT_INPUTS
+from turnledger.pipeline.sessions import list_sessions, load_history
+
+CHILD = Path(__file__).with_name("openllmetry_client_child.py")
+
+
+@pytest.fixture(name="llm")
+def _llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        server.queue_openai(
+            openai_tool_calls(
+                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
+            ),
+            openai_text("18C in Paris.", usage=(70, 6)),
+            openai_text("A cat.", usage=(90, 3)),
+        )
+        yield server
+
+
+def _run_client(url: str, llm: FakeLLMServer, env: dict[str, str]) -> None:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))
+    }
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, str(CHILD), url, llm.openai_base_url],
+        env={**clean, **env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["call"] == "call_w1"
+
+
+def _audit(ledger: Ledger, key: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", key, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_conversation_and_a_call_sent_without_its_question(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, _app):
+        _run_client(url, llm, {})
+    (session,) = list_sessions(ledger.store)
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", "Weather in Paris?"),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "18C in Paris."),
+        ("assistant", "A cat."),  # its question was not sent: audit says so
+    ]
+    assert history[1].tool_calls[0].arguments == '{"city":"Paris"}'
+    assert history[2].tool_results[0].content == "18C"
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.input_tokens, c.output_tokens) for c in calls] == [
+        (50, 10),
+        (70, 6),
+        (90, 3),
+    ]
+    audit = _audit(ledger, session.key, capsys)
+    assert audit["skipped"] == {WITHOUT_INPUTS: 1}
+    assert (audit["tool_calls"], audit["tool_results"]) == (1, 1)
+
+
+def test_content_off_records_usage_and_audit_says_so(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(ledger.store) as (url, _app):
+        _run_client(url, llm, {"TRACELOOP_TRACE_CONTENT": "false"})
+    (session,) = list_sessions(ledger.store)
+    assert load_history(ledger.store, session.stream_id).entries == ()
+    assert _audit(ledger, session.key, capsys)["skipped"] == {NOT_RECORDED: 3}
