@@ -79,14 +79,19 @@ def _kind(item: Item) -> str | None:
 
 
 def _text_of(content: object) -> tuple[str, bool]:
-    """Return the text of a content value and whether it is exactly that text."""
+    """Return the text of a content value and whether it is exactly that text.
+
+    Of a list of parts, the text (or refusal) of each part that has one, joined
+    by newlines; a part without (an image, a file) adds nothing to the text
+    (the item itself keeps it).
+    """
     if isinstance(content, str):
         return content, True
     if isinstance(content, list):
         texts = [
             str(p.get("text", p.get("refusal", "")))
             for p in content
-            if isinstance(p, dict)
+            if isinstance(p, dict) and ("text" in p or "refusal" in p)
         ]
         return "\n".join(texts), False
     return "", False

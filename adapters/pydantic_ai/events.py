@@ -147,10 +147,12 @@ def entry_events(
 
 
 def _text_of(content: object) -> str:
+    """A user prompt's text: its strings joined by newlines.
+
+    An image or a file is not text: the entry, kept verbatim, holds it.
+    """
     if isinstance(content, list | tuple):
-        return "\n".join(
-            c if isinstance(c, str) else f"[{type(c).__name__}]" for c in content
-        )
+        return "\n".join(c for c in content if isinstance(c, str))
     return str(content)
 
 

@@ -18,6 +18,7 @@ from turnledger.ledger.events import ItemRecorded, ItemsRemoved
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.sessions import list_sessions, load_history
 
 ids = st.text("abcdef0123456789", min_size=1, max_size=6)
 texts = st.text(max_size=30)
@@ -250,6 +251,30 @@ def test_unmodelled_fields_are_kept_in_item_recorded(sqlite_path):
         ]
     assert len(extras) == 1
     assert "fc_9" in extras[0].fields
+
+
+def test_an_image_in_a_message_is_not_text_and_comes_back_whole(sqlite_path):
+    """The history's text is the message's text parts; the item comes back whole."""
+    picture = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What is in"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0K"},
+            {"type": "input_text", "text": "this picture?"},
+        ],
+    }
+
+    async def scenario() -> list[Any]:
+        session = TurnledgerSession("pic", sqlite_path)
+        await session.add_items([picture])  # type: ignore[list-item]
+        session.close()
+        return await TurnledgerSession("pic", sqlite_path).get_items()
+
+    assert _run(scenario()) == [picture]
+    with open_store(sqlite_path) as store:
+        (session,) = list_sessions(store)
+        history = load_history(store, session.stream_id).entries
+    assert [e.message.text for e in history] == ["What is in\nthis picture?"]
 
 
 def test_bad_items_and_names_are_refused_before_writing(sqlite_path):

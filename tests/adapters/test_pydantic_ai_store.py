@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import Agent, BinaryContent, ModelRetry
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -332,3 +332,39 @@ def test_a_tool_asking_for_a_retry_is_an_error_result(tmp_path):
     )
     carried = [r for m in imported.conversations[0].messages for r in m.tool_results]
     assert [r.is_error for r in carried] == [True, False]
+
+
+def test_a_prompt_with_an_image_is_its_texts_and_loads_back_whole(tmp_path):
+    """The history holds the prompt's texts (as the importer reads them); the
+    image is not text, and the conversation loads back equal, image included."""
+    path = str(tmp_path / "l.db")
+    image = BinaryContent(data=b"\x89PNG not really", media_type="image/png")
+
+    async def scenario() -> tuple[list[ModelMessage], list[ModelMessage]]:
+        store = TurnledgerConversationStore(path)
+        conversation = Conversation(conversation_id="pic")
+        result = await make_agent().run(
+            ["What is in", image, "this picture?"], conversation=conversation
+        )
+        await store.save(result)
+        loaded = await store.load("pic")
+        store.close()
+        assert loaded is not None
+        return result.all_messages(), loaded.messages
+
+    sent, loaded = asyncio.run(scenario())
+    # As Pydantic AI serialises them (reading it back narrows the image's
+    # class to BinaryImage: the same bytes and media type).
+    dump = ModelMessagesTypeAdapter.dump_json
+    assert dump(loaded) == dump(sent)
+    assert b"this picture?" in dump(loaded)
+    ledger = open_store(path)
+    try:
+        (session,) = list_sessions(ledger)
+        history = load_history(ledger, session.stream_id).entries
+    finally:
+        ledger.close()
+    assert history[0].message.text == "What is in\nthis picture?"
+    imported = parse_pydantic_ai(ModelMessagesTypeAdapter.dump_json(sent), name="r")
+    user = next(m for m in imported.conversations[0].messages if m.role == "user")
+    assert user.text == history[0].message.text
