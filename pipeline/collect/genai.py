@@ -626,15 +626,20 @@ def _said(
     """What one message says.
 
     A message holding tool results is those results, and a user message of
-    its text when it has text too; parts it holds without text are then the
-    last result's ``skipped`` (counted when that result is recorded).
+    its text when it is a user's and has text too. What else it holds is then
+    the last result's ``skipped`` (counted when that result is recorded):
+    parts without text, and the text of a message of another role (a tool
+    message's text besides its results).
     """
     words, skipped = text
     if results:
         found: list[Said] = list(results)
         if words and role == "user":
             found.append(UserSaid(words, skipped))
-        elif skipped:
+            return found
+        if words:
+            skipped = (*skipped, "text")
+        if skipped:
             found[-1] = msgspec.structs.replace(results[-1], skipped=skipped)
         return found
     if role == "assistant":

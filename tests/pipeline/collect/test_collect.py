@@ -337,6 +337,12 @@ def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
     }
     thought = {"type": "reasoning", "content": "Whiskers: a cat."}
     image = {"type": "blob", "modality": "image", "content": "iVBORw0KGgo="}
+    call = {"type": "tool_call", "id": "call_1", "name": "look", "arguments": {}}
+    # A tool message's text besides its result is not recorded: counted.
+    looked = [
+        text("A cat"),
+        {"type": "tool_call_response", "id": "call_1", "response": "A cat"},
+    ]
     current = chat_attributes(
         inputs=[
             {
@@ -346,7 +352,9 @@ def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
                     {"type": "text", "text": "this picture?"},
                     image,
                 ],
-            }
+            },
+            {"role": "assistant", "parts": [call]},
+            {"role": "tool", "parts": looked},
         ],
         outputs=[{"role": "assistant", "parts": [thought, text("A cat.")]}],
     )
@@ -365,7 +373,7 @@ def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
     with running(ledger.store) as (url, _app):
         answer = _post_json(url, json_request(spans))
     assert answer.status_code == 200
-    counted = {"blob": 1, "image_url": 2, "reasoning": 1}
+    counted = {"blob": 1, "image_url": 2, "reasoning": 1, "text": 1}
     assert json.loads(answer.headers["turnledger-batch"])["parts"] == counted
     document = tmp_path / "spans.json"
     document.write_text(json.dumps(json_request(spans)))
@@ -374,11 +382,15 @@ def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
     assert json.loads(capsys.readouterr().out)["skipped"] == {
         f"{kind} part (not text)": n for kind, n in counted.items()
     }
-    skipped = [["image_url"], ["image_url"], ["blob", "reasoning"]]
+    skipped = [["image_url"], ["image_url"], ["blob", "reasoning", "text"]]
     for trace, kinds in zip(traces, skipped, strict=True):
         (session,) = [s for s in list_sessions(ledger.store) if s.key == trace]
         history = load_history(ledger.store, session.stream_id).entries
-        assert [(e.message.role, e.message.text) for e in history] == [
+        said = [(e.message.role, e.message.text) for e in history]
+        if "text" in kinds:  # the tool round trip in the input
+            assert said[1:3] == [("assistant", ""), ("tool", "")]
+            del said[1:3]
+        assert said == [
             ("user", "What is in\nthis picture?"),
             ("assistant", "A cat."),
         ]
