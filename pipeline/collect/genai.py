@@ -15,7 +15,12 @@ its ``gen_ai.client.inference.operation.details`` event); the previous span
 events ``gen_ai.system.message``, ``gen_ai.user.message``,
 ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice``;
 OpenLLMetry's ``gen_ai.prompt.N.*`` and ``gen_ai.completion.N.*`` attributes.
-A call with none of them has no content (usage only).
+A call with none of them has no content (usage only); so has a call whose
+messages come as their structure alone (parts without text, arguments or
+results, as some instrumentations send them with capture off), or whose
+previous-form events carry no content. A message's text is its text parts
+joined by newlines; its other parts (an image, a file, a reasoning part) are
+not text: their types are counted (``skipped``), never written as text.
 """
 
 from __future__ import annotations
