@@ -111,15 +111,7 @@ def entry_events(
             out.append(TurnStarted(turn_id=turn, origin="channel", user_input=text))
         elif isinstance(part, ToolReturnPart) and part.outcome in ERROR_OUTCOMES:
             # The tool raised or asked for a retry: the model saw an error.
-            out.append(
-                ToolResultRecorded(
-                    turn_id=turn,
-                    call_id=part.tool_call_id or "?",
-                    tool=part.tool_name,
-                    success=False,
-                    error=part.model_response_str(),
-                )
-            )
+            out.append(_failed(part, part.model_response_str(), turn))
         elif isinstance(part, ToolReturnPart):
             output = part.model_response_str()
             out.append(
@@ -133,17 +125,21 @@ def entry_events(
                 )
             )
         elif isinstance(part, RetryPromptPart) and part.tool_name:
-            error = part.model_response()
-            out.append(
-                ToolResultRecorded(
-                    turn_id=turn,
-                    call_id=part.tool_call_id or "?",
-                    tool=part.tool_name,
-                    success=False,
-                    error=error,
-                )
-            )
+            out.append(_failed(part, part.model_response(), turn))
     return out
+
+
+def _failed(
+    part: ToolReturnPart | RetryPromptPart, error: str, turn: str
+) -> ToolResultRecorded:
+    """The failed result of a tool call: what the model was told of the error."""
+    return ToolResultRecorded(
+        turn_id=turn,
+        call_id=part.tool_call_id or "?",
+        tool=part.tool_name or "",
+        success=False,
+        error=error,
+    )
 
 
 def _text_of(content: object) -> str:

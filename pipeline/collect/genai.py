@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -581,18 +581,12 @@ def _outputs(value: object) -> tuple[list[AssistantSaid], int, bool]:
 
 def _typed_texts(parts: Sequence[_Part | str]) -> _Text:
     """The text of typed parts (joined by newlines), the types of the others."""
-    texts: list[str] = []
-    skipped: list[str] = []
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        words = part.text if part.content is None else part.content
-        if isinstance(words, str) and (part.type in TEXT_PARTS or not part.type):
-            texts.append(words)
-        elif words is not None or part.type not in TEXT_PARTS:
-            skipped.append(part.type or "untyped")
-    return _joined(texts), tuple(skipped)
+    return _texts(
+        p
+        if isinstance(p, str)
+        else (p.type, p.text if p.content is None else p.content)
+        for p in parts
+    )
 
 
 def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
@@ -681,9 +675,26 @@ def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
 def _parts_text(parts: Sequence[object]) -> _Text:
     """The text of parts as decoded JSON (strings, or objects with a ``type``).
 
-    A part of a text type (or of none) holding a string ``content`` (or
-    ``text``, as the previous form's content arrays do) is text; any other
-    part is skipped, by its type.
+    A part's words are its ``content``, else its ``text`` (as the previous
+    form's content arrays have them); see :func:`_texts`.
+    """
+    return _texts(
+        p
+        if isinstance(p, str)
+        else (
+            _str(_get(p, "type")),
+            _get(p, "text") if _get(p, "content") is None else _get(p, "content"),
+        )
+        for p in parts
+    )
+
+
+def _texts(parts: Iterable[str | tuple[str, object]]) -> _Text:
+    """Parts (a string, or a type and its words) as text and skipped types.
+
+    A string, or a part of a text type (or of none) whose words are a string,
+    is text; any other part is skipped, by its type (a text part without
+    words adds nothing).
     """
     texts: list[str] = []
     skipped: list[str] = []
@@ -691,10 +702,7 @@ def _parts_text(parts: Sequence[object]) -> _Text:
         if isinstance(part, str):
             texts.append(part)
             continue
-        kind = _str(_get(part, "type"))
-        words = _get(part, "content")
-        if words is None:
-            words = _get(part, "text")
+        kind, words = part
         if isinstance(words, str) and (kind in TEXT_PARTS or not kind):
             texts.append(words)
         elif words is not None or kind not in TEXT_PARTS:

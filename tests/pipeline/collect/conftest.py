@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
 from turnledger.ledger.store import EventStore, open_store
+from turnledger.pipeline.cli import main
 
 
 class Ledger(NamedTuple):
@@ -29,3 +34,37 @@ def _ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
         yield Ledger(store, url)
     finally:
         store.close()
+
+
+def run_client(
+    child: Path, llm_url: str, otlp_url: str, env: dict[str, str], *args: str
+) -> None:
+    """Run an instrumented client child against the fake LLM server.
+
+    The child gets no ``OTEL_`` or ``TRACELOOP_`` setting of this process,
+    only ``env``; it prints ``{"call": id}`` of the tool call it made.
+    """
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))
+    }
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, str(child), otlp_url, llm_url, *args],
+        env={**clean, **env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["call"] == "call_w1"
+
+
+def audit_json(
+    ledger: Ledger, key: str, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
+    """``turnledger audit KEY --json`` of a ledger session, parsed."""
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", key, "--json"]) == 0
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return found

@@ -39,6 +39,28 @@ TOOLS = [
 ]
 
 
+def round_trip(client: openai.OpenAI) -> tuple[list[dict[str, object]], str]:
+    """A tool round trip: the model's call, the tool's result, the model's answer.
+
+    Returns the conversation (the answer included) and the call's id.
+    """
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You answer weather questions."},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
+    first = client.chat.completions.create(
+        model="gpt-4o", messages=messages, tools=TOOLS
+    )
+    call = first.choices[0].message.tool_calls[0]
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
+    second = client.chat.completions.create(
+        model="gpt-4o", messages=messages, tools=TOOLS
+    )
+    messages.append({"role": "assistant", "content": second.choices[0].message.content})
+    return messages, call.id
+
+
 def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
     """Run the round trip, then flush the spans (and the logs, in that order)."""
     resource = Resource({"service.name": "weather-app"})
@@ -62,24 +84,14 @@ def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
     OpenAIInstrumentor().instrument(tracer_provider=provider, logger_provider=loggers)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
-    messages: list[dict[str, object]] = [
-        {"role": "system", "content": "You answer weather questions."},
-        {"role": "user", "content": "Weather in Paris?"},
-    ]
     with tracer.start_as_current_span("weather request"):
-        first = client.chat.completions.create(
-            model="gpt-4o", messages=messages, tools=TOOLS
-        )
-        call = first.choices[0].message.tool_calls[0]
-        messages.append(first.choices[0].message.model_dump(exclude_none=True))
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
-        client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+        _messages, call = round_trip(client)
     flushes = [provider, loggers] if logs == "spans-first" else [loggers, provider]
     for flushed in flushes:
         flushed.force_flush()
     for flushed in flushes:
         flushed.shutdown()
-    print(json.dumps({"call": call.id}))
+    print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":

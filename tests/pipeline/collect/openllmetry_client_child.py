@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.pipeline.collect.openai_client_child import TOOLS
+from tests.pipeline.collect.openai_client_child import round_trip
 
 PICTURE = [
     {"type": "text", "text": "And what is in this picture?"},
@@ -37,28 +37,13 @@ def main(otlp_url: str, openai_url: str) -> None:
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
-    messages: list[dict[str, object]] = [
-        {"role": "system", "content": "You answer weather questions."},
-        {"role": "user", "content": "Weather in Paris?"},
-    ]
     with tracer.start_as_current_span("weather request"):
-        first = client.chat.completions.create(
-            model="gpt-4o", messages=messages, tools=TOOLS
-        )
-        call = first.choices[0].message.tool_calls[0]
-        messages.append(first.choices[0].message.model_dump(exclude_none=True))
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
-        second = client.chat.completions.create(
-            model="gpt-4o", messages=messages, tools=TOOLS
-        )
-        messages.append(
-            {"role": "assistant", "content": second.choices[0].message.content}
-        )
+        messages, call = round_trip(client)
         messages.append({"role": "user", "content": PICTURE})
         client.chat.completions.create(model="gpt-4o", messages=messages)
     provider.force_flush()
     provider.shutdown()
-    print(json.dumps({"call": call.id}))
+    print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":

@@ -14,15 +14,12 @@ session holds the same conversation, once, either way.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.conftest import Ledger, run_client
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
@@ -64,18 +61,7 @@ def _llm() -> Iterator[FakeLLMServer]:
 def _run_client(
     url: str, llm: FakeLLMServer, env: dict[str, str], logs: str = ""
 ) -> None:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    root = Path(__file__).resolve().parents[3]
-    done = subprocess.run(
-        [sys.executable, str(CHILD), url, llm.openai_base_url, *([logs] * bool(logs))],
-        env={**clean, **env, "PYTHONPATH": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["call"] == "call_w1"
+    run_client(CHILD, llm.openai_base_url, url, env, *([logs] * bool(logs)))
 
 
 def test_content_capture_on_records_the_conversation(

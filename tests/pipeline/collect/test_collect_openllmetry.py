@@ -12,16 +12,12 @@ calls are recorded with their usage alone, and audit says so.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.conftest import Ledger, audit_json, run_client
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
@@ -30,7 +26,6 @@ from tests.pipeline.fake_llm_server import (
     openai_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
-from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect.coverage import NOT_RECORDED, WITHOUT_INPUTS
 from turnledger.pipeline.sessions import list_sessions, load_history
 
@@ -50,34 +45,11 @@ def _llm() -> Iterator[FakeLLMServer]:
         yield server
 
 
-def _run_client(url: str, llm: FakeLLMServer, env: dict[str, str]) -> None:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))
-    }
-    root = Path(__file__).resolve().parents[3]
-    done = subprocess.run(
-        [sys.executable, str(CHILD), url, llm.openai_base_url],
-        env={**clean, **env, "PYTHONPATH": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["call"] == "call_w1"
-
-
-def _audit(ledger: Ledger, key: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", key, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_the_conversation_and_a_call_sent_without_its_question(
     ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running(ledger.store) as (url, _app):
-        _run_client(url, llm, {})
+        run_client(CHILD, llm.openai_base_url, url, {})
     (session,) = list_sessions(ledger.store)
     history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
     assert [(m.role, m.text) for m in history] == [
@@ -99,7 +71,7 @@ def test_the_conversation_and_a_call_sent_without_its_question(
         (70, 6),
         (90, 3),
     ]
-    audit = _audit(ledger, session.key, capsys)
+    audit = audit_json(ledger, session.key, capsys)
     assert audit["skipped"] == {WITHOUT_INPUTS: 1}
     assert (audit["tool_calls"], audit["tool_results"]) == (1, 1)
 
@@ -108,7 +80,9 @@ def test_content_off_records_usage_and_audit_says_so(
     ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running(ledger.store) as (url, _app):
-        _run_client(url, llm, {"TRACELOOP_TRACE_CONTENT": "false"})
+        run_client(
+            CHILD, llm.openai_base_url, url, {"TRACELOOP_TRACE_CONTENT": "false"}
+        )
     (session,) = list_sessions(ledger.store)
     assert load_history(ledger.store, session.stream_id).entries == ()
-    assert _audit(ledger, session.key, capsys)["skipped"] == {NOT_RECORDED: 3}
+    assert audit_json(ledger, session.key, capsys)["skipped"] == {NOT_RECORDED: 3}

@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.conftest import Ledger, audit_json
 from tests.pipeline.collect.receiver import running
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect.coverage import NOT_RECORDED, PART_NOT_RECORDED
@@ -127,12 +127,6 @@ def _said(ledger: Ledger, key: str) -> list[tuple[object, ...]]:
     ]
 
 
-def _audit(ledger: Ledger, key: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", key, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def test_the_spans_hold_what_the_messages_hold(
     ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,7 +156,7 @@ def test_the_spans_hold_what_the_messages_hold(
         ("c5", "24C", False),
     ]
     assert collected[-1] == ("assistant", "Done after 5 calls.", (), ())
-    audit = _audit(ledger, conversation, capsys)
+    audit = audit_json(ledger, conversation, capsys)
     # The image, sent again in every model call's input, is counted once.
     assert audit["skipped"] == {PART_NOT_RECORDED.format("blob"): 1}
     assert (audit["tool_calls"], audit["tool_results"], audit["unpaired_calls"]) == (
@@ -183,5 +177,5 @@ def test_without_content_the_spans_record_usage_and_audit_says_so(
     assert _said(ledger, conversation) == []
     calls = sum(1 for m in messages if isinstance(m, ModelResponse))
     tools = sum(1 for m in messages for p in m.parts if isinstance(p, ToolCallPart))
-    audit = _audit(ledger, conversation, capsys)
+    audit = audit_json(ledger, conversation, capsys)
     assert audit["skipped"] == {NOT_RECORDED: calls + tools}
