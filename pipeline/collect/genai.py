@@ -579,6 +579,9 @@ def _outputs(value: object) -> tuple[list[AssistantSaid], int, bool]:
     return outputs, max(0, len(choices) - 1), carry
 
 
+_NO_TEXT: Final[_Text] = ("", ())
+
+
 def _typed_texts(parts: Sequence[_Part | str]) -> _Text:
     """The text of typed parts (joined by newlines), the types of the others."""
     return _texts(
@@ -616,7 +619,7 @@ def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
             results.append(ToolSaid(call_id=_str(part.id), content=_as_text(response)))
         else:
             others.append(part)
-    return _said(role, _typed_texts(others), calls, results)
+    return _said(role, _typed_texts(others) if others else _NO_TEXT, calls, results)
 
 
 def _said(
