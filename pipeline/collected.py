@@ -43,6 +43,21 @@ PART_NOT_RECORDED: Final = "otlp {} part (not recorded)"
 """The ``skipped`` kind (formatted with the part's type) a ledger audit counts
 message parts under that hold no text (an image, a file, a reasoning part...)."""
 
+NO_PARTS: Final = "no parts"
+"""The part type a message sent without any part is counted under: its content
+was not sent (``opentelemetry-instrumentation-openai-v2`` 2.4b0 sends a user
+message whose content is a list, an image with its text, so)."""
+
+MESSAGE_NOT_RECORDED: Final = "otlp message without parts (content not recorded)"
+"""The ``skipped`` kind a ledger audit counts messages sent without parts under."""
+
+
+def part_not_recorded(kind: str) -> str:
+    """The ``skipped`` kind of a ledger audit for parts of type ``kind``."""
+    if kind == NO_PARTS:
+        return MESSAGE_NOT_RECORDED
+    return PART_NOT_RECORDED.format(kind[:100])
+
 
 class SpansListed(msgspec.Struct):
     """The ``fields`` of a ``spans`` item.
@@ -134,5 +149,5 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
     if unasked:
         found[WITHOUT_INPUTS] = unasked
     for kind, count in sorted(parts.items()):
-        found[PART_NOT_RECORDED.format(kind[:100])] = count
+        found[part_not_recorded(kind)] = count
     return found

@@ -42,6 +42,7 @@ from turnledger.pipeline.collect.decode import (
     spans_of_document,
 )
 from turnledger.pipeline.collect.recording import BatchReport, LogsReport, Recorder
+from turnledger.pipeline.collected import NO_PARTS
 from turnledger.pipeline.inputs import DEFAULT_MAX_INPUT_BYTES, read_input_file
 from turnledger.pipeline.sessions import load_history
 
@@ -174,7 +175,10 @@ def import_otlp(
 
 def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
     """What a batch left out, by kind, with counts (an import's ``skipped``)."""
-    parts = {f"{k} part (not text)": n for k, n in report.parts.items()}
+    parts = {
+        "message without parts" if k == NO_PARTS else f"{k} part (not text)": n
+        for k, n in report.parts.items()
+    }
     if isinstance(report, LogsReport):
         skipped = {f"log record ({k})": n for k, n in report.unknown.items()}
         skipped.update(parts)

@@ -34,6 +34,7 @@ import msgspec
 
 from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
 from turnledger.pipeline.collect.decode import Span, SpanEvent
+from turnledger.pipeline.collected import NO_PARTS
 
 CHAT_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
 """``gen_ai.operation.name`` values of a model call."""
@@ -580,6 +581,8 @@ def _outputs(value: object) -> tuple[list[AssistantSaid], int, bool]:
 
 
 _NO_TEXT: Final[_Text] = ("", ())
+_NO_PARTS: Final[_Text] = ("", (NO_PARTS,))
+"""A message sent without any part: no text, and its content counted missing."""
 
 
 def _typed_texts(parts: Sequence[_Part | str]) -> _Text:
@@ -594,6 +597,8 @@ def _typed_texts(parts: Sequence[_Part | str]) -> _Text:
 
 def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
     """:func:`_said_of_parts` over typed parts (the fast path)."""
+    if not parts:
+        return _said(role, _NO_PARTS, [], [])
     if len(parts) == 1:  # most messages: one text part
         part = parts[0]
         if type(part) is _Part and part.type == "text" and type(part.content) is str:
@@ -650,6 +655,8 @@ def _said(
 
 
 def _said_of_parts(role: str, parts: Sequence[object]) -> list[Said]:
+    if not parts:
+        return _said(role, _NO_PARTS, [], [])
     calls: list[ToolCallSaid] = []
     results: list[ToolSaid] = []
     others: list[object] = []

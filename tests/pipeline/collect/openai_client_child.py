@@ -2,11 +2,13 @@
 
 Run as a child process (the instrumentation reads its content-capture settings
 from the environment once):
-``python openai_client_child.py OTLP_URL OPENAI_URL [logs-first|spans-first]``.
-It sends a tool round trip (a call, the tool's result, the answer) through the
-real ``openai`` client to the fake server and exports the spans over OTLP/HTTP.
-With a third argument its log events (the conventions' previous form of the
-messages) are exported too, over ``/v1/logs``, flushed before or after the spans.
+``python openai_client_child.py OTLP_URL OPENAI_URL [logs-first|spans-first|-]
+[picture]``. It sends a tool round trip (a call, the tool's result, the answer)
+through the real ``openai`` client to the fake server and exports the spans over
+OTLP/HTTP. With a third argument (other than ``-``) its log events (the
+conventions' previous form of the messages) are exported too, over ``/v1/logs``,
+flushed before or after the spans. With ``picture``, a question holding an image
+follows the round trip (:data:`PICTURE`).
 """
 
 from __future__ import annotations
@@ -61,8 +63,16 @@ def round_trip(client: openai.OpenAI) -> tuple[list[dict[str, object]], str]:
     return messages, call.id
 
 
-def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
+PICTURE: list[dict[str, object]] = [
+    {"type": "text", "text": "And what is in this picture?"},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+]
+"""A user message's content: a text and an image."""
+
+
+def main(otlp_url: str, openai_url: str, logs: str = "", picture: str = "") -> None:
     """Run the round trip, then flush the spans (and the logs, in that order)."""
+    logs = "" if logs == "-" else logs
     resource = Resource({"service.name": "weather-app"})
     provider = TracerProvider(resource=resource)
     # Nothing is exported before the flushes below (whose order is the test's).
@@ -85,7 +95,10 @@ def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
     with tracer.start_as_current_span("weather request"):
-        _messages, call = round_trip(client)
+        messages, call = round_trip(client)
+        if picture:
+            messages.append({"role": "user", "content": PICTURE})
+            client.chat.completions.create(model="gpt-4o", messages=messages)
     flushes = [provider, loggers] if logs == "spans-first" else [loggers, provider]
     for flushed in flushes:
         flushed.force_flush()
@@ -95,4 +108,4 @@ def main(otlp_url: str, openai_url: str, logs: str = "") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -20,12 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from tests.pipeline.collect.openai_client_child import round_trip
-
-PICTURE = [
-    {"type": "text", "text": "And what is in this picture?"},
-    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
-]
+from tests.pipeline.collect.openai_client_child import PICTURE, round_trip
 
 
 def main(otlp_url: str, openai_url: str) -> None:

@@ -46,6 +46,7 @@ from turnledger.pipeline.collect.coverage import (
     PART_NOT_RECORDED,
     WITHOUT_INPUTS,
 )
+from turnledger.pipeline.collected import MESSAGE_NOT_RECORDED
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.sessions import list_sessions, load_history
 from turnledger.pipeline.web.app import create_app
@@ -463,6 +464,27 @@ def test_an_answer_sent_without_its_question_is_recorded_and_said_missing(
     assert main(["--db", ledger.url, "audit", str(path), "--json"]) == 0
     skipped = json.loads(capsys.readouterr().out)["skipped"]
     assert skipped == {"span without its input messages": 1}
+
+
+def test_a_message_without_parts_is_counted_in_a_file_too(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user message sent without any part: a turn without words, counted."""
+    attrs = chat_attributes(inputs=[{"role": "user", "parts": []}], outputs=[ANSWER])
+    path = tmp_path / "spans.json"
+    path.write_text(
+        json.dumps(json_request([json_span(TRACE, "00f067aa0ba902b7", attrs, start=1)]))
+    )
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == {
+        "message without parts": 1
+    }
+    assert main(["--db", ledger.url, "import", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)
+    assert audit["skipped"] == {MESSAGE_NOT_RECORDED: 1}
 
 
 def test_spans_without_content_are_usage_only_and_audit_says_so(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.collect.conftest import Ledger, run_client
+from tests.pipeline.collect.conftest import Ledger, audit_json, run_client
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
@@ -30,6 +30,7 @@ from tests.pipeline.fake_llm_server import (
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect.coverage import NOT_RECORDED
+from turnledger.pipeline.collected import MESSAGE_NOT_RECORDED
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 CHILD = Path(__file__).with_name("openai_client_child.py")
@@ -71,6 +72,34 @@ def test_content_capture_on_records_the_conversation(
         _run_client(url, llm, CONTENT_ON)
         assert app.refused == 0
     _assert_the_conversation(ledger, capsys)
+
+
+@pytest.mark.parametrize("capture", ["span_only", "event_only"])
+def test_a_question_holding_an_image_is_said_missing(
+    ledger: Ledger, capture: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The instrumentation sends a user message whose content is a list (a text
+    and an image) without any part: the turn is recorded, its words are not
+    there, and audit says so; nothing is invented for them."""
+    env = {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": capture}
+    logs = "spans-first" if capture == "event_only" else "-"
+    with FakeLLMServer() as llm, running(ledger.store) as (url, _app):
+        llm.queue_openai(
+            openai_tool_calls(ToolUse("call_w1", "get_weather", {"city": "Paris"})),
+            openai_text("18C in Paris."),
+            openai_text("A cat."),
+        )
+        run_client(CHILD, llm.openai_base_url, url, env, logs, "picture")
+    (session,) = list_sessions(ledger.store)
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history][-3:] == [
+        ("assistant", "18C in Paris."),
+        ("user", ""),
+        ("assistant", "A cat."),
+    ]
+    assert audit_json(ledger, session.key, capsys)["skipped"] == {
+        MESSAGE_NOT_RECORDED: 1
+    }
 
 
 @pytest.mark.parametrize("order", ["logs-first", "spans-first"])
