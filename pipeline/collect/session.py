@@ -379,9 +379,15 @@ class SessionBatch:
         )
 
     def _inputs(self, span: Span, inputs: tuple[Said, ...]) -> None:
-        """Record the input messages the session does not hold yet."""
+        """Record the input messages the session does not hold yet.
+
+        Those after the overlap (:func:`_overlap`), and, before it, those a
+        client put ahead of the messages the session holds (a summary of
+        earlier turns, retrieved context) that the session does not hold.
+        """
         state = self.state
-        walked, spoken, start = self._unwalked(span, inputs)
+        walked, spoken, start, before = self._unwalked(span, inputs)
+        known = set(state.seen) if before else set()
         users = 0
         for said in walked:
             if isinstance(said, ToolSaid):
@@ -389,7 +395,7 @@ class SessionBatch:
                     self._result(said, self._turn(span), provenance="imported")
                 continue
             spoken += 1
-            if spoken <= start:
+            if spoken <= start and (spoken > before or _print(said) in known):
                 continue
             if isinstance(said, UserSaid):
                 if self.state.open_turn is not None:
@@ -409,11 +415,12 @@ class SessionBatch:
 
     def _unwalked(
         self, span: Span, inputs: tuple[Said, ...]
-    ) -> tuple[Sequence[Said], int, int]:
+    ) -> tuple[Sequence[Said], int, int, int]:
         """What of ``inputs`` to walk, its spoken messages before it, the overlap.
 
-        The overlap is how many spoken messages (user and assistant) of
-        ``inputs`` the session holds already (:func:`_overlap`). A call's input
+        The overlap (:func:`_overlap`) is where the spoken messages (user and
+        assistant) of ``inputs`` the session holds already end, and how many
+        come before those (a client's own head: a summary, context). A call's input
         usually repeats the session's previous call's input (``state.said``)
         and adds to it. When the overlap covers that head, the head is not
         walked again: its messages are all in the session, and its tool
@@ -429,7 +436,7 @@ class SessionBatch:
             prints = state.said_prints + [
                 _print(s) for s in inputs[head:] if not isinstance(s, ToolSaid)
             ]
-            start = _overlap(state.seen, prints)
+            start, before = _overlap(state.seen, prints)
             if start >= len(state.said_prints):
                 for said in state.said_without_id:
                     if said.call_id not in state.results:
@@ -438,14 +445,14 @@ class SessionBatch:
                 spoken = len(state.said_prints)
         else:
             prints = [_print(s) for s in inputs if not isinstance(s, ToolSaid)]
-            start = _overlap(state.seen, prints)
+            start, before = _overlap(state.seen, prints)
         without_id = [s for s in walked if isinstance(s, ToolSaid) and not s.call_id]
         if walked is not inputs:
             without_id = state.said_without_id + without_id
         state.said = inputs
         state.said_prints = prints
         state.said_without_id = without_id
-        return walked, spoken, start
+        return walked, spoken, start, before
 
     def _assistant(self, said: AssistantSaid, turn: str) -> None:
         """Record a message the model said (see :meth:`_placed_after`)."""
@@ -569,16 +576,32 @@ def _print(said: UserSaid | AssistantSaid) -> _Print:
     return ("a", said.text, tuple([c.id or UNKNOWN for c in calls]) if calls else ())
 
 
-def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> int:
-    """How many of ``prints`` the session already holds.
+def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> tuple[int, int]:
+    """Where the messages of ``prints`` the session holds end, and start.
 
-    The longest tail of ``seen`` that is a head of ``prints``: a client that
-    trimmed its history still matches.
+    The longest tail of ``seen`` that is a head of ``prints`` (a client that
+    trimmed its history still matches): ``(its length, 0)``. Failing that, a
+    client put messages of its own ahead of the conversation (a summary of the
+    turns it dropped, retrieved context): the longest tail of ``seen`` found
+    later in ``prints``, at its last place: ``(where it ends, where it
+    starts)``. Else none of the session's last messages is in ``prints`` (the
+    client dropped them all, or sends the call again): the messages at its head
+    the session holds (the same summary, the same question) are held, and what
+    follows is new: ``(how many, 0)``.
     """
     for size in range(min(len(seen), len(prints)), 0, -1):
         if seen[len(seen) - size :] == prints[:size]:
-            return size
-    return 0
+            return size, 0
+    for size in range(min(len(seen), len(prints) - 1), 0, -1):
+        tail = seen[len(seen) - size :]
+        for at in range(len(prints) - size, 0, -1):
+            if prints[at : at + size] == tail:
+                return at + size, at
+    held = set(seen)
+    for at, found in enumerate(prints):
+        if found not in held:
+            return at, 0
+    return len(prints), 0
 
 
 def span_event(entry: LoggedEvent) -> SpanEvent:

@@ -125,6 +125,56 @@ def test_batches_and_retries_record_the_conversation_once(
     assert left_out == ({PART_NOT_RECORDED.format("blob"): shown} if shown else {})
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(min_value=2, max_value=7),
+    st.integers(min_value=1, max_value=6),
+    st.integers(min_value=1, max_value=4),
+    st.lists(st.integers(min_value=1, max_value=4), min_size=1, max_size=6),
+)
+def test_a_summary_ahead_of_the_kept_turns_records_each_message_once(
+    turns: int, summarised_at: int, dropped: int, cuts: list[int]
+) -> None:
+    """From one turn on, the client sends a summary of the messages it dropped
+    (``dropped`` of them), then the rest: the history is the conversation, each
+    message once, with the summary where it was first sent; whatever the
+    batches, and a receiver restarted for every batch records the same."""
+    summary = {"role": "user", "parts": [text("Summary of what was dropped")]}
+    history: list[dict[str, object]] = []
+    spans = []
+    expected: list[str] = []
+    for i in range(turns):
+        history.append({"role": "user", "parts": [text(f"q{i}")]})
+        inputs = history
+        if i >= summarised_at:
+            inputs = [summary, *history[min(dropped, len(history) - 1) :]]
+            if i == summarised_at:
+                expected.append("Summary of what was dropped")
+        answer = {"role": "assistant", "parts": [text(f"a{i}")]}
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(inputs),
+            "gen_ai.output.messages": json.dumps([answer]),
+        }
+        spans.append(json_span(TRACE, f"{i + 1:016x}", attrs, start=i + 1))
+        history.append(answer)
+        expected += [f"q{i}", f"a{i}"]
+    batches = _batches(spans, cuts, [])
+    found = []
+    with tempfile.TemporaryDirectory() as folder:
+        for restart in (False, True):
+            with open_store(str(Path(folder) / f"l-{restart}.db")) as store:
+                recorder = Recorder(store)
+                for batch in batches:
+                    if restart:
+                        recorder = Recorder(store)
+                    _send(recorder, batch)
+                (session,) = list_sessions(store)
+                history_read = load_history(store, session.stream_id).entries
+                found.append([e.message.text for e in history_read])
+    assert found[0] == found[1] == expected
+
+
 def test_a_session_forgotten_between_batches_is_read_again_from_its_stream(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,7 +198,7 @@ _STEP = st.tuples(
     st.sampled_from(["q", "again"]),  # the user's words (repeats happen)
     st.lists(st.sampled_from(["call_1", "call_2", ""]), max_size=2),  # tool calls
     st.booleans(),  # the tool's own execute_tool span sent too
-    st.sampled_from(["whole", "whole", "trimmed", "system", "spaced"]),
+    st.sampled_from(["whole", "whole", "trimmed", "system", "spaced", "summary"]),
     st.booleans(),  # the next input carries another answer than the one sent
 )
 
@@ -178,6 +228,7 @@ def _agent_spans(
             json_span(TRACE, f"{len(spans) + 1:016x}", attrs, start=len(spans))
         )
 
+    summary = {"role": "user", "parts": [text("Summary of the turns dropped")]}
     for step, (words, calls, executed, form, edited) in enumerate(steps):
         # Asked again, the user shows a picture: not text, counted once.
         parts = [text(words), IMAGE] if words == "again" else [text(words)]
@@ -209,6 +260,8 @@ def _agent_spans(
             "trimmed": json.dumps(history[2:]),  # a client that cut its history
             "system": json.dumps([{"role": "system", "parts": [text("s")]}, *history]),
             "spaced": " " + json.dumps(history, indent=1),
+            # A client's summary of the turns it dropped, ahead of the rest.
+            "summary": json.dumps([summary, *history[2:]]),
         }[form]
         answer = {"role": "assistant", "parts": [text(f"a{len(history)}")]}
         chat(inputs, answer)
