@@ -105,13 +105,15 @@ class LogsListed(msgspec.Struct):
     """The ``fields`` of a ``log_events`` item.
 
     The batch's GenAI log events of the session, the ids of the spans already
-    recorded (without content) whose content they brought, and the types of
-    the message parts left out of the messages recorded, with counts.
+    recorded (without content) whose content they brought, the types of the
+    message parts left out of the messages recorded, with counts, and the ids
+    of the spans whose events held their answer but no input message.
     """
 
     events: list[LoggedEvent]
     applied: list[str] = msgspec.field(default_factory=list)
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    without_inputs: list[str] = msgspec.field(default_factory=list)
 
 
 LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)
@@ -144,6 +146,7 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
                 logs = LOGS_LISTED.decode(event.fields)
                 applied.update(logs.applied)
                 parts.update(logs.skipped)
+                unasked += len(logs.without_inputs)
         missing += len(without - applied)
     found = {NOT_RECORDED: missing} if missing else {}
     if unasked:

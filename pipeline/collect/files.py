@@ -175,13 +175,15 @@ def import_otlp(
 
 def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
     """What a batch left out, by kind, with counts (an import's ``skipped``)."""
-    parts = {
+    # What either signal's content left out: parts without text, questions.
+    skipped = {
         "message without parts" if k == NO_PARTS else f"{k} part (not text)": n
         for k, n in report.parts.items()
     }
+    if report.without_inputs:
+        skipped["span without its input messages"] = report.without_inputs
     if isinstance(report, LogsReport):
-        skipped = {f"log record ({k})": n for k, n in report.unknown.items()}
-        skipped.update(parts)
+        skipped.update({f"log record ({k})": n for k, n in report.unknown.items()})
         if report.duplicates:
             skipped["log event already in the ledger"] = report.duplicates
         if report.without_content:
@@ -190,17 +192,14 @@ def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
             kept = "log event of a span holding its own content (kept)"
             skipped[kept] = report.span_had_content
         return dict(sorted(skipped.items()))
-    skipped = {
-        **{f"span of operation {k}": n for k, n in report.known.items()},
-        **{f"span of no known shape ({k})": n for k, n in report.unknown.items()},
-        **parts,
-    }
+    skipped.update({f"span of operation {k}": n for k, n in report.known.items()})
+    skipped.update(
+        {f"span of no known shape ({k})": n for k, n in report.unknown.items()}
+    )
     if report.duplicates:
         skipped["span already in the ledger"] = report.duplicates
     if report.without_content:
         skipped["span without content (usage only)"] = report.without_content
-    if report.without_inputs:
-        skipped["span without its input messages"] = report.without_inputs
     if report.extra_choices:
         skipped["output choice after the first"] = report.extra_choices
     return dict(sorted(skipped.items()))

@@ -146,6 +146,8 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
         duplicates: Events already in the ledger (sent again).
         without_content: GenAI content events that say nothing (content
             capture off): counted, not recorded.
+        without_inputs: Spans whose events held their answer but no message
+            it answered (the question is not in the ledger).
         parts: Message parts that hold no text, by type (as
             :attr:`BatchReport.parts`).
         unknown: Records that are no GenAI content event of a span, by why
@@ -160,6 +162,7 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
     span_had_content: int = 0
     duplicates: int = 0
     without_content: int = 0
+    without_inputs: int = 0
     parts: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     sessions: tuple[SessionWritten, ...] = ()
@@ -255,7 +258,7 @@ class Recorder:
             mapped=totals["mapped"],
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
-            without_inputs=totals["without_inputs"],
+            without_inputs=sum(len(b.without_inputs) for b in builders),
             extra_choices=totals["extra_choices"],
             parts=dict(sorted(parts.items())),
             known=dict(known),
@@ -330,6 +333,7 @@ class Recorder:
             span_had_content=counts["span_had_content"],
             duplicates=counts["duplicates"],
             without_content=counts["without_content"],
+            without_inputs=sum(len(b.without_inputs) for b in builders),
             parts=dict(sorted(parts.items())),
             unknown=dict(Counter(o for o in outcome if o in _UNRECORDABLE)),
             sessions=written,

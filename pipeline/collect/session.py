@@ -301,11 +301,18 @@ class SessionBatch:
 
     def finish(self) -> None:
         """List the spans or log events recorded (one ``item.recorded``)."""
+        # What the batch left out goes in its one item: the log events' or the spans'.
         skipped = dict(sorted(self.skipped.items()))
+        unasked = self.without_inputs
         if self.logged:
-            logs = LogsListed(events=self.logged, applied=self.applied, skipped=skipped)
+            logs = LogsListed(
+                events=self.logged,
+                applied=self.applied,
+                skipped=skipped,
+                without_inputs=unasked,
+            )
             self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
-            skipped = {}
+            skipped, unasked = {}, []
         if not self.listed:
             return
         listed = SpansListed(
@@ -314,7 +321,7 @@ class SessionBatch:
             from_logs=self.from_logs,
             stand_ins=self.stand_ins,
             skipped=skipped,
-            without_inputs=self.without_inputs,
+            without_inputs=unasked,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -350,7 +357,6 @@ class SessionBatch:
         state = self.state
         if call.without_inputs:  # the question is not in the ledger: listed
             self.without_inputs.append(span.span_id)
-            self.counts["without_inputs"] += 1
         if call.system is not None and call.system != state.system:
             self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
             self.skipped.update(call.system_skipped)

@@ -42,7 +42,7 @@ from turnledger.pipeline.collect import (
     decode_json,
     decode_logs_json,
 )
-from turnledger.pipeline.collect.coverage import NOT_RECORDED
+from turnledger.pipeline.collect.coverage import NOT_RECORDED, WITHOUT_INPUTS
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -231,6 +231,28 @@ def test_events_without_content_are_counted_not_recorded(
         assert _post(url, "/v1/traces", _span()).is_success
     assert _conversation(ledger) == []
     assert _audit_skipped(ledger, capsys) == {NOT_RECORDED: 1}
+
+
+@pytest.mark.parametrize("order", ["logs-first", "spans-first"])
+def test_an_answer_sent_without_its_question_by_log_events_is_said_missing(
+    ledger: Ledger, order: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A details event holding the output messages but no input messages:
+    the answer is recorded, and audit says the question is missing, as when
+    the span itself carries them so."""
+    answer = {"role": "assistant", "parts": [text("Hello.")]}
+    details = json_log(
+        TRACE,
+        SPAN,
+        "gen_ai.client.inference.operation.details",
+        attrs={"gen_ai.output.messages": json.dumps([answer])},
+    )
+    sends = [("/v1/logs", json_logs_request([details])), ("/v1/traces", _span())]
+    with running(ledger.store) as (url, _app):
+        for path, document in sends if order == "logs-first" else sends[::-1]:
+            assert _post(url, path, document).is_success
+    assert _conversation(ledger) == [("assistant", "Hello.")]
+    assert _audit_skipped(ledger, capsys) == {WITHOUT_INPUTS: 1}
 
 
 def test_a_span_recorded_with_its_content_is_not_recorded_twice(
