@@ -7,11 +7,19 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
+from tests.pipeline.fake_llm_server import (
+    FakeLLMServer,
+    Reply,
+    ToolUse,
+    openai_text,
+    openai_tool_calls,
+)
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.cli import main
 
@@ -68,3 +76,19 @@ def audit_json(
     assert main(["--db", ledger.url, "audit", key, "--json"]) == 0
     found: dict[str, Any] = json.loads(capsys.readouterr().out)
     return found
+
+
+@contextmanager
+def weather_server(*more: Reply) -> Iterator[FakeLLMServer]:
+    """The fake OpenAI server, its replies queued for the clients' tool round
+    trip (``openai_client_child.round_trip``: a call of ``call_w1``, then the
+    answer), then ``more``."""
+    with FakeLLMServer() as server:
+        server.queue_openai(
+            openai_tool_calls(
+                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
+            ),
+            openai_text("18C in Paris.", usage=(70, 6)),
+            *more,
+        )
+        yield server

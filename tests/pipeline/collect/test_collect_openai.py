@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.collect.conftest import Ledger, audit_json, run_client
+from tests.pipeline.collect.conftest import (
+    Ledger,
+    audit_json,
+    run_client,
+    weather_server,
+)
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
-    ToolUse,
     openai_text,
-    openai_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
@@ -49,13 +52,7 @@ EVENTS_WITHOUT_CONTENT = {
 
 @pytest.fixture(name="llm")
 def _llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as server:
-        server.queue_openai(
-            openai_tool_calls(
-                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
-            ),
-            openai_text("18C in Paris.", usage=(70, 6)),
-        )
+    with weather_server() as server:
         yield server
 
 
@@ -83,12 +80,10 @@ def test_a_question_holding_an_image_is_said_missing(
     there, and audit says so; nothing is invented for them."""
     env = {**LATEST, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": capture}
     logs = "spans-first" if capture == "event_only" else "-"
-    with FakeLLMServer() as llm, running(ledger.store) as (url, _app):
-        llm.queue_openai(
-            openai_tool_calls(ToolUse("call_w1", "get_weather", {"city": "Paris"})),
-            openai_text("18C in Paris."),
-            openai_text("A cat."),
-        )
+    with (
+        weather_server(openai_text("A cat.")) as llm,
+        running(ledger.store) as (url, _app),
+    ):
         run_client(CHILD, llm.openai_base_url, url, env, logs, "picture")
     (session,) = list_sessions(ledger.store)
     history = [e.message for e in load_history(ledger.store, session.stream_id).entries]

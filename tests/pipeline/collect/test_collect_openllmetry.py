@@ -17,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.collect.conftest import Ledger, audit_json, run_client
+from tests.pipeline.collect.conftest import (
+    Ledger,
+    audit_json,
+    run_client,
+    weather_server,
+)
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
-    ToolUse,
     openai_text,
-    openai_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.collect.coverage import NOT_RECORDED, WITHOUT_INPUTS
@@ -34,14 +37,7 @@ CHILD = Path(__file__).with_name("openllmetry_client_child.py")
 
 @pytest.fixture(name="llm")
 def _llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as server:
-        server.queue_openai(
-            openai_tool_calls(
-                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
-            ),
-            openai_text("18C in Paris.", usage=(70, 6)),
-            openai_text("A cat.", usage=(90, 3)),
-        )
+    with weather_server(openai_text("A cat.", usage=(90, 3))) as server:
         yield server
 
 

@@ -68,24 +68,34 @@ def test_any_bytes_decode_or_are_a_collect_error(body: bytes) -> None:
 
 
 IMAGE = {"type": "blob", "modality": "image", "content": "iVBORw0KGgo="}
+SUMMARY = {"role": "user", "parts": [text("Summary of what was dropped")]}
 
 
 def _conversation(
-    turns: int, trace: str = TRACE, images: frozenset[int] = frozenset()
+    turns: int,
+    trace: str = TRACE,
+    images: frozenset[int] = frozenset(),
+    summarised: tuple[int, int] | None = None,
 ) -> list[dict[str, object]]:
     """A chat span per turn, each carrying the whole conversation so far.
 
-    The user's message of each turn in ``images`` holds an image too.
+    The user's message of each turn in ``images`` holds an image too. With
+    ``summarised`` (a turn, a number of messages), from that turn on the
+    client sends :data:`SUMMARY` instead of that many first messages (the
+    last one kept).
     """
     history: list[dict[str, object]] = []
     spans = []
     for i in range(turns):
         parts = [text(f"q{i}"), IMAGE] if i in images else [text(f"q{i}")]
         history.append({"role": "user", "parts": parts})
+        inputs = history
+        if summarised is not None and i >= summarised[0]:
+            inputs = [SUMMARY, *history[min(summarised[1], len(history) - 1) :]]
         answer = {"role": "assistant", "parts": [text(f"a{i}")]}
         attrs = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.input.messages": json.dumps(inputs),
             "gen_ai.output.messages": json.dumps([answer]),
         }
         spans.append(json_span(trace, f"{i + 1:016x}", attrs, start=i + 1))
@@ -139,26 +149,10 @@ def test_a_summary_ahead_of_the_kept_turns_records_each_message_once(
     (``dropped`` of them), then the rest: the history is the conversation, each
     message once, with the summary where it was first sent; whatever the
     batches, and a receiver restarted for every batch records the same."""
-    summary = {"role": "user", "parts": [text("Summary of what was dropped")]}
-    history: list[dict[str, object]] = []
-    spans = []
-    expected: list[str] = []
-    for i in range(turns):
-        history.append({"role": "user", "parts": [text(f"q{i}")]})
-        inputs = history
-        if i >= summarised_at:
-            inputs = [summary, *history[min(dropped, len(history) - 1) :]]
-            if i == summarised_at:
-                expected.append("Summary of what was dropped")
-        answer = {"role": "assistant", "parts": [text(f"a{i}")]}
-        attrs = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps(inputs),
-            "gen_ai.output.messages": json.dumps([answer]),
-        }
-        spans.append(json_span(TRACE, f"{i + 1:016x}", attrs, start=i + 1))
-        history.append(answer)
-        expected += [f"q{i}", f"a{i}"]
+    spans = _conversation(turns, summarised=(summarised_at, dropped))
+    expected = [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
+    if summarised_at < turns:  # where the summary was first sent
+        expected.insert(2 * summarised_at, "Summary of what was dropped")
     batches = _batches(spans, cuts, [])
     found = []
     with tempfile.TemporaryDirectory() as folder:
