@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.testclient import TestClient
 
-from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.conftest import Ledger, audit_json
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import (
     ANSWER,
@@ -395,9 +395,7 @@ def test_parts_that_hold_no_text_are_counted_not_recorded_as_text(
             ("user", "What is in\nthis picture?"),
             ("assistant", "A cat."),
         ]
-        capsys.readouterr()
-        assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
-        audit = json.loads(capsys.readouterr().out)
+        audit = audit_json(ledger, trace, capsys)
         assert audit["skipped"] == {PART_NOT_RECORDED.format(k): 1 for k in kinds}
 
 
@@ -437,9 +435,7 @@ def test_message_structure_without_content_is_usage_only(
         (session,) = [s for s in list_sessions(ledger.store) if s.key == trace]
         recorded = [r.event for r in ledger.store.read_stream(session.stream_id)]
         assert [type(e) for e in recorded] == [SessionOpened, ModelCalled, ItemRecorded]
-        capsys.readouterr()
-        assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
-        assert json.loads(capsys.readouterr().out)["skipped"] == {NOT_RECORDED: 1}
+        assert audit_json(ledger, trace, capsys)["skipped"] == {NOT_RECORDED: 1}
 
 
 def test_an_answer_sent_without_its_question_is_recorded_and_said_missing(
@@ -456,9 +452,7 @@ def test_an_answer_sent_without_its_question_is_recorded_and_said_missing(
     (session,) = list_sessions(ledger.store)
     history = load_history(ledger.store, session.stream_id).entries
     assert [e.message.role for e in history] == ["assistant"]
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["skipped"] == {WITHOUT_INPUTS: 1}
+    assert audit_json(ledger, TRACE, capsys)["skipped"] == {WITHOUT_INPUTS: 1}
     path = tmp_path / "spans.json"
     path.write_text(json.dumps(document))
     assert main(["--db", ledger.url, "audit", str(path), "--json"]) == 0
@@ -481,9 +475,7 @@ def test_a_message_without_parts_is_counted_in_a_file_too(
         "message without parts": 1
     }
     assert main(["--db", ledger.url, "import", str(path)]) == 0
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
-    audit = json.loads(capsys.readouterr().out)
+    audit = audit_json(ledger, TRACE, capsys)
     assert audit["skipped"] == {MESSAGE_NOT_RECORDED: 1}
 
 
@@ -500,9 +492,7 @@ def test_spans_without_content_are_usage_only_and_audit_says_so(
         )
     types = _types(ledger)
     assert types == [SessionOpened, ModelCalled, ItemRecorded]
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", TRACE, "--json"]) == 0
-    audit = json.loads(capsys.readouterr().out)
+    audit = audit_json(ledger, TRACE, capsys)
     assert audit["skipped"] == {NOT_RECORDED: 1}
     assert main(["--db", ledger.url, "audit", TRACE]) == 0
     assert f"skipped 1 x {NOT_RECORDED}" in capsys.readouterr().out
@@ -553,9 +543,7 @@ def test_a_tool_span_records_its_call_when_no_model_call_did(
     assert (asked.id, asked.name) == ("call_1", "get_weather")
     assert json.loads(asked.arguments) == {"city": "Paris"}
     assert messages[-1].tool_results[0].content == "18C, sunny"
-    capsys.readouterr()
-    assert main(["--db", ledger.url, "audit", trace, "--json"]) == 0
-    audit = json.loads(capsys.readouterr().out)
+    audit = audit_json(ledger, trace, capsys)
     assert (audit["tool_calls"], audit["tool_results"]) == (1, 1)
     assert (audit["unpaired_calls"], audit["unpaired_results"]) == (0, 0)
     assert audit["skipped"] == ({} if chat_content else {NOT_RECORDED: 1})
