@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -170,7 +170,12 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     kind, label = classify(span.attributes)
     if kind == "unknown":
         return SpanReading(kind=kind, label=label)
-    conversation = _str(span.attributes.get("gen_ai.conversation.id")) or None
+    attrs = span.attributes
+    conversation = (
+        _str(attrs.get("gen_ai.conversation.id"))
+        or (_str(attrs.get("session.id")) if OPENINFERENCE_KIND in attrs else "")
+        or None
+    )
     if kind == "chat":
         return SpanReading(
             kind=kind,
@@ -190,6 +195,9 @@ def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
 
     The first step of :func:`read_span` (which reads nothing more to decide).
     """
+    oi_kind = _str(attrs.get(OPENINFERENCE_KIND))
+    if oi_kind:
+        return _openinference_kind(oi_kind)
     op = _str(attrs.get("gen_ai.operation.name"))
     if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
         return "chat", op or _str(attrs.get("llm.request.type")) or "chat"
@@ -248,14 +256,26 @@ def _openllmetry_call(attrs: Mapping[str, object]) -> bool:
 def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> ModelCall:
     """Read a model call span's model, usage, status and content."""
     attrs = span.attributes
-    if any(event.name == _DETAILS_EVENT for event in span.events):
-        attrs = dict(attrs)
-        for event in span.events:
-            if event.name == _DETAILS_EVENT:
-                attrs.update(event.attributes)
-    (system, system_skipped), inputs, outputs, extra, content = _content(
-        span, attrs, cache, key
-    )
+    if OPENINFERENCE_KIND in attrs:
+        names = _OPENINFERENCE_NAMES
+        found = _openinference(attrs)
+        without_inputs = bool(found[2]) and not any(
+            k.startswith("llm.input_messages.") for k in attrs
+        )
+    else:
+        if any(event.name == _DETAILS_EVENT for event in span.events):
+            attrs = dict(attrs)
+            for event in span.events:
+                if event.name == _DETAILS_EVENT:
+                    attrs.update(event.attributes)
+        names = _GENAI_NAMES
+        found = _content(span, attrs, cache, key)
+        without_inputs = (
+            bool(found[2])
+            and "gen_ai.output.messages" in attrs
+            and "gen_ai.input.messages" not in attrs
+        )
+    (system, system_skipped), inputs, outputs, extra, content = found
     failed = span.status_code == 2
     error = (
         _str(attrs.get("error.type")) or span.status_message or "error"
@@ -263,13 +283,11 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         else None
     )
     return ModelCall(
-        model=_str(attrs.get("gen_ai.response.model"))
-        or _str(attrs.get("gen_ai.request.model")),
-        provider=_str(attrs.get("gen_ai.provider.name"))
-        or _str(attrs.get("gen_ai.system")),
-        input_tokens=_count(attrs, "gen_ai.usage.input_tokens", "prompt_tokens"),
-        output_tokens=_count(attrs, "gen_ai.usage.output_tokens", "completion_tokens"),
-        cached_input_tokens=_count(attrs, "gen_ai.usage.cache_read.input_tokens", ""),
+        model=_first(attrs, names.model),
+        provider=_first(attrs, names.provider),
+        input_tokens=_count(attrs, names.input_tokens),
+        output_tokens=_count(attrs, names.output_tokens),
+        cached_input_tokens=_count(attrs, names.cached_input_tokens),
         duration_ms=max(0.0, (span.end_ns - span.start_ns) / 1e6),
         success=not failed,
         error=error,
@@ -278,23 +296,57 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         content=content,
-        without_inputs=bool(outputs)
-        and "gen_ai.output.messages" in attrs
-        and "gen_ai.input.messages" not in attrs,
+        without_inputs=without_inputs,
         extra_choices=extra,
     )
 
 
-def _count(attrs: Mapping[str, object], key: str, older: str) -> int:
-    """A token count: a non-negative integer, else 0 (not reported).
+class _Names(NamedTuple):
+    """Where a convention puts a call's model, provider and usage (first found)."""
+
+    model: tuple[str, ...]
+    provider: tuple[str, ...]
+    input_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    cached_input_tokens: tuple[str, ...]
+
+
+_GENAI_NAMES: Final = _Names(
+    model=("gen_ai.response.model", "gen_ai.request.model"),
+    provider=("gen_ai.provider.name", "gen_ai.system"),
+    input_tokens=("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+    output_tokens=("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+    cached_input_tokens=("gen_ai.usage.cache_read.input_tokens",),
+)
+_OPENINFERENCE_NAMES: Final = _Names(
+    model=("llm.response.model_name", "llm.model_name", "llm.request.model_name"),
+    provider=("llm.provider", "llm.system"),
+    input_tokens=("llm.token_count.prompt",),
+    output_tokens=("llm.token_count.completion",),
+    cached_input_tokens=("llm.token_count.prompt_details.cache_read",),
+)
+
+
+def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> str:
+    """The first of ``keys`` whose value is a non-empty text, else ``""``."""
+    for key in keys:
+        if found := _str(attrs.get(key)):
+            return found
+    return ""
+
+
+def _count(attrs: Mapping[str, object], keys: Sequence[str]) -> int:
+    """A token count (the first of ``keys`` sent): a non-negative integer, else 0.
 
     An integer, an integral part of a finite float, or ASCII digits; a
     negative, non-finite or larger than :data:`~ledger.numbers.MAX_INTEGER`
-    one reads as 0.
+    one reads as 0 (not reported).
     """
-    value = attrs.get(key)
-    if value is None and older:
-        value = attrs.get(f"gen_ai.usage.{older}")
+    value = None
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            break
     count = 0
     if isinstance(value, bool):
         return 0
@@ -901,17 +953,178 @@ def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
     )
 
 
+# --- OpenInference: llm.input_messages.N.message.* -------------------------
+
+OPENINFERENCE_KIND: Final = "openinference.span.kind"
+"""The attribute that makes a span OpenInference's: read by its own attributes."""
+REDACTED: Final = "__REDACTED__"
+"""OpenInference's stand-in for a value its instrumentation hid
+(``OPENINFERENCE_HIDE_INPUT_TEXT`` and the like): not text. A message part
+holding it is counted as a ``redacted`` part, never recorded as words."""
+REDACTED_PART: Final = "redacted"
+
+_OI_MESSAGE: Final = re.compile(
+    r"llm\.(input|output)_messages\.([0-9]{1,9})\.message\.(.+)"
+)
+_OI_CONTENT: Final = re.compile(r"contents\.([0-9]{1,9})\.message_content\.(.+)")
+_OI_CALL: Final = re.compile(r"tool_calls\.([0-9]{1,9})\.tool_call\.(.+)")
+_OI_PROMPT: Final = re.compile(r"llm\.prompts\.([0-9]{1,9})\.prompt\.text")
+_OI_CHOICE: Final = re.compile(r"llm\.choices\.([0-9]{1,9})\.completion\.text")
+
+
+def _openinference_kind(kind: str) -> tuple[SpanKind, str]:
+    """An OpenInference span kind: ``LLM`` a model call, ``TOOL`` a tool run.
+
+    Its other kinds (``AGENT``, ``CHAIN``, ``RETRIEVER``...) hold no message
+    of a conversation: counted by kind.
+    """
+    if kind == "LLM":
+        return "chat", "chat"
+    if kind == "TOOL":
+        return "tool", "execute_tool"
+    return "known", f"openinference {kind[:64]}"
+
+
+def _openinference(attrs: Mapping[str, object]) -> _Content:
+    """An OpenInference LLM span's messages, from its own attributes.
+
+    ``llm.input_messages.N.message.*`` and ``llm.output_messages.N.message.*``
+    (the chat form), else ``llm.prompts`` and ``llm.choices`` (the completion
+    form). GenAI attributes its instrumentation may add alongside
+    (``OPENINFERENCE_ENABLE_GENAI_SEMCONV``) are its conversion of the same
+    values, and are not read: they carry a hidden value's stand-in as text.
+    """
+    rows: dict[tuple[str, int], dict[str, object]] = {}
+    for key, value in attrs.items():
+        if key.startswith("llm.") and (match := _OI_MESSAGE.fullmatch(key)):
+            side, index, field = match.groups()
+            rows.setdefault((side, int(index)), {})[field] = value
+    if not rows:
+        return _openinference_completion(attrs)
+    system: list[_Text] = []
+    inputs: list[Said] = []
+    outputs: list[AssistantSaid] = []
+    carry = False
+    for (side, _index), row in sorted(rows.items()):
+        role = _str(row.get("role"))
+        calls = _oi_calls(row)
+        text = _oi_text(row, calls)
+        carry = carry or bool(text[0]) or bool(calls)
+        if side == "output":
+            outputs.append(AssistantSaid(text[0], calls, text[1]))
+        elif role == "system":
+            system.append(text)
+        else:
+            inputs.append(_oi_said(role, row, text, calls))
+    if not carry:
+        return (None, ()), [], [], 0, False  # every text hidden: usage only
+    return _system(system), inputs, outputs[:1], max(0, len(outputs) - 1), True
+
+
+def _oi_said(
+    role: str, row: Mapping[str, object], text: _Text, calls: tuple[ToolCallSaid, ...]
+) -> Said:
+    """An input message of a role other than the system's."""
+    words, skipped = text
+    if role == "assistant":
+        return AssistantSaid(words, calls, skipped)
+    if role == "tool":
+        call_id = _str(row.get("tool_call_id"))
+        return ToolSaid(call_id=call_id, content=words, skipped=skipped)
+    return UserSaid(words, skipped)
+
+
+def _oi_text(row: Mapping[str, object], calls: Sequence[ToolCallSaid]) -> _Text:
+    """A message's text: its ``content``, else its ``contents`` parts.
+
+    A hidden text (:data:`REDACTED`) is a ``redacted`` part; an image (or any
+    part of another type) is counted by its type. A message with neither, and
+    no tool call, has no parts.
+    """
+    content = row.get("content")
+    if isinstance(content, str):
+        return ("", (REDACTED_PART,)) if content == REDACTED else (content, ())
+    parts: dict[int, dict[str, object]] = {}
+    for field, value in row.items():
+        if match := _OI_CONTENT.fullmatch(field):
+            parts.setdefault(int(match[1]), {})[match[2]] = value
+    if not parts:
+        return _NO_TEXT if calls else _NO_PARTS
+    return _texts(
+        (REDACTED_PART, None)
+        if part.get("text") == REDACTED
+        else (_str(part.get("type")), part.get("text"))
+        for _, part in sorted(parts.items())
+    )
+
+
+def _oi_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+    found: dict[int, dict[str, object]] = {}
+    for field, value in row.items():
+        if field.startswith("tool_calls.") and (match := _OI_CALL.fullmatch(field)):
+            found.setdefault(int(match[1]), {})[match[2]] = value
+    return tuple(
+        ToolCallSaid(
+            id=_str(c.get("id")),
+            name=_str(c.get("function.name")),
+            arguments=_arguments(c.get("function.arguments")),
+        )
+        for _, c in sorted(found.items())
+    )
+
+
+def _openinference_completion(attrs: Mapping[str, object]) -> _Content:
+    """The completion form: each prompt a user message, the first choice the reply."""
+    prompts: dict[int, object] = {}
+    choices: dict[int, object] = {}
+    for key, value in attrs.items():
+        if match := _OI_PROMPT.fullmatch(key):
+            prompts[int(match[1])] = value
+        elif match := _OI_CHOICE.fullmatch(key):
+            choices[int(match[1])] = value
+    listed = attrs.get("llm.prompts")
+    if not prompts and isinstance(listed, (list, tuple)):
+        prompts = dict(enumerate(listed))
+    said = [_oi_words(v) for _, v in sorted(prompts.items())]
+    replies = [_oi_words(v) for _, v in sorted(choices.items())]
+    if not any(text for text, _ in [*said, *replies]):
+        return (None, ()), [], [], 0, False
+    inputs: list[Said] = [UserSaid(text, skipped) for text, skipped in said]
+    outputs = [AssistantSaid(text, (), skipped) for text, skipped in replies[:1]]
+    return (None, ()), inputs, outputs, max(0, len(replies) - 1), True
+
+
+def _oi_words(value: object) -> _Text:
+    if value == REDACTED:
+        return "", (REDACTED_PART,)
+    return _str(value), ()
+
+
 # --- tool runs --------------------------------------------------------------
 
 
 def _read_tool(span: Span) -> ToolRun:
+    """A tool run: by the GenAI attributes, or OpenInference's own.
+
+    OpenInference's: ``tool.name``, the call's id in ``tool_call.id`` (or
+    ``tool.id``), its arguments in ``input.value``, its result in
+    ``output.value`` (a hidden one, :data:`REDACTED`, is not captured).
+    """
     attrs = span.attributes
-    arguments = attrs.get("gen_ai.tool.call.arguments")
-    result = attrs.get("gen_ai.tool.call.result")
+    if OPENINFERENCE_KIND in attrs:
+        call_id = _str(attrs.get("tool_call.id")) or _str(attrs.get("tool.id"))
+        name = _str(attrs.get("tool.name"))
+        arguments = _shown(attrs.get("input.value"))
+        result = _shown(attrs.get("output.value"))
+    else:
+        call_id = _str(attrs.get("gen_ai.tool.call.id"))
+        name = _str(attrs.get("gen_ai.tool.name"))
+        arguments = attrs.get("gen_ai.tool.call.arguments")
+        result = attrs.get("gen_ai.tool.call.result")
     failed = span.status_code == 2
     return ToolRun(
-        call_id=_str(attrs.get("gen_ai.tool.call.id")),
-        name=_str(attrs.get("gen_ai.tool.name")),
+        call_id=call_id,
+        name=name,
         arguments=None if arguments is None else _arguments(arguments),
         result=None if result is None else _as_text(result),
         success=not failed,
@@ -922,6 +1135,11 @@ def _read_tool(span: Span) -> ToolRun:
 
 
 # --- values -----------------------------------------------------------------
+
+
+def _shown(value: object) -> object:
+    """A value an instrumentation did not hide (``None`` for :data:`REDACTED`)."""
+    return None if value == REDACTED else value
 
 
 def _json(value: object) -> object:

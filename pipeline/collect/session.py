@@ -10,8 +10,9 @@ the batch that writes them).
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeAlias
 
 import msgspec
@@ -32,6 +33,7 @@ from turnledger.ledger.events import (
 from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.collect.decode import Span, SpanEvent
 from turnledger.pipeline.collect.genai import (
+    REDACTED_PART,
     AssistantSaid,
     ModelCall,
     Said,
@@ -360,6 +362,10 @@ class SessionBatch:
         if call.system is not None and call.system != state.system:
             self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
             self.skipped.update(call.system_skipped)
+        elif call.system is None and not state.seen and state.system is None:
+            # System instructions without text (hidden): counted once, at the
+            # session's first call, as a recorded prompt's parts are.
+            self.skipped.update(call.system_skipped)
         if called or call.inputs:
             self._inputs(span, call.inputs)
         turn = self._turn(span)
@@ -575,14 +581,46 @@ class SessionBatch:
             return 0.0
 
 
+_HIDDEN: Final = {"u": "U", "a": "A"}
+"""The role of the print of a message whose text its instrumentation hid
+(:data:`~.genai.REDACTED`), by the role of a message held: such a print
+matches a held message of that role and calls, whatever its text (the session
+may hold the text, from the output that said it)."""
+
+
 def _print(said: UserSaid | AssistantSaid) -> _Print:
+    hidden = REDACTED_PART in said.skipped
     if type(said) is UserSaid:
-        return ("u", said.text, ())
+        return ("U" if hidden else "u", said.text, ())
     calls = said.calls  # type: ignore[union-attr]
-    return ("a", said.text, tuple([c.id or UNKNOWN for c in calls]) if calls else ())
+    ids = tuple([c.id or UNKNOWN for c in calls]) if calls else ()
+    return ("A" if hidden else "a", said.text, ids)
+
+
+def _same(held: Sequence[_Print], sent: Sequence[_Print]) -> bool:
+    """Whether ``sent`` is ``held``, a hidden text matching any text."""
+    return len(held) == len(sent) and all(
+        h == s or (_HIDDEN.get(h[0]) == s[0] and h[2] == s[2])
+        for h, s in zip(held, sent, strict=True)
+    )
 
 
 def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> tuple[int, int]:
+    """Where the messages of ``prints`` the session holds end, and start.
+
+    See :func:`_overlap_of`; a print of a hidden text (:data:`_HIDDEN`)
+    matches a held message of its role and calls.
+    """
+    if any(p[0] in ("U", "A") for p in prints):
+        return _overlap_of(seen, prints, _same)
+    return _overlap_of(seen, prints, operator.eq)
+
+
+def _overlap_of(
+    seen: Sequence[_Print],
+    prints: Sequence[_Print],
+    same: Callable[[Sequence[_Print], Sequence[_Print]], bool],
+) -> tuple[int, int]:
     """Where the messages of ``prints`` the session holds end, and start.
 
     The longest tail of ``seen`` that is a head of ``prints`` (a client that
@@ -596,16 +634,18 @@ def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> tuple[int, int
     follows is new: ``(how many, 0)``.
     """
     for size in range(min(len(seen), len(prints)), 0, -1):
-        if seen[len(seen) - size :] == prints[:size]:
+        if same(seen[len(seen) - size :], prints[:size]):
             return size, 0
     for size in range(min(len(seen), len(prints) - 1), 0, -1):
         tail = seen[len(seen) - size :]
         for at in range(len(prints) - size, 0, -1):
-            if prints[at : at + size] == tail:
+            if same(tail, prints[at : at + size]):
                 return at + size, at
     held = set(seen)
     for at, found in enumerate(prints):
-        if found not in held:
+        if found not in held and not (
+            found[0] in ("U", "A") and any(same([h], [found]) for h in held)
+        ):
             return at, 0
     return len(prints), 0
 

@@ -49,11 +49,13 @@ def run_client(
 ) -> None:
     """Run an instrumented client child against the fake LLM server.
 
-    The child gets no ``OTEL_`` or ``TRACELOOP_`` setting of this process,
+    The child gets no ``OTEL_``, ``TRACELOOP_`` or ``OPENINFERENCE_`` setting of this process,
     only ``env``; it prints ``{"call": id}`` of the tool call it made.
     """
     clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "TRACELOOP_", "OPENINFERENCE_"))
     }
     root = Path(__file__).resolve().parents[3]
     done = subprocess.run(

@@ -149,14 +149,15 @@ def test_spans_not_mapped_are_accounted_and_strict_refuses_them(
             ),
         ),
         (
-            {"openinference.span.kind": "LLM", "llm.token_count.prompt": 12},
+            # OpenInference's attributes without its span kind: not its span.
+            {"llm.token_count.prompt": 12},
             (
                 "span 2 (40f067aa0ba902b7, no gen_ai.operation.name) holds the"
                 " attribute llm.token_count.prompt"
             ),
         ),
     ],
-    ids=["unknown-operation", "openinference"],
+    ids=["unknown-operation", "llm-attributes-without-a-kind"],
 )
 def test_model_traffic_no_reader_understands_refuses_the_file(
     ledger: Ledger,

@@ -1,0 +1,144 @@
+"""An OpenAI client instrumented by OpenInference (Arize's instrumentation).
+
+The real ``openai`` client talks to the local fake OpenAI server;
+``openinference-instrumentation-openai`` makes the spans (OpenInference's own
+``llm.*`` attributes, ``openinference.span.kind = LLM``, each call a trace of
+its own joined by ``session.id``) and the SDK's OTLP exporter sends them to the
+receiver. The tool round trip and the question holding an image that follows
+are one session; the image is counted, not written as text. With
+``OPENINFERENCE_ENABLE_GENAI_SEMCONV`` the instrumentation adds the GenAI
+attributes too, and the session is the same. A hidden text
+(``OPENINFERENCE_HIDE_INPUT_TEXT``: its ``__REDACTED__`` stand-in) is never
+recorded as words; hidden inputs and outputs leave usage only, and audit says
+so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.collect.conftest import (
+    Ledger,
+    audit_json,
+    run_client,
+    weather_server,
+)
+from tests.pipeline.collect.openinference_client_child import SESSION
+from tests.pipeline.collect.receiver import running
+from tests.pipeline.fake_llm_server import FakeLLMServer, openai_text
+from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
+from turnledger.pipeline.collected import NOT_RECORDED, part_not_recorded
+from turnledger.pipeline.sessions import list_sessions, load_history
+
+CHILD = Path(__file__).with_name("openinference_client_child.py")
+
+CONVERSATION = [
+    ("user", "Weather in Paris?"),
+    ("assistant", ""),
+    ("tool", ""),
+    ("assistant", "18C in Paris."),
+    ("user", "And what is in this picture?"),
+    ("assistant", "A cat."),
+]
+
+
+@pytest.fixture(name="llm")
+def _llm() -> Iterator[FakeLLMServer]:
+    with weather_server(openai_text("A cat.", usage=(90, 3))) as server:
+        yield server
+
+
+def _collect(ledger: Ledger, llm: FakeLLMServer, env: dict[str, str]) -> str:
+    """Run the instrumented client into a receiver; the one session's key."""
+    with running(ledger.store) as (url, _app):
+        run_client(CHILD, llm.openai_base_url, url, env)
+    (session,) = list_sessions(ledger.store)
+    assert session.key == SESSION  # three traces, one session.id
+    return session.key
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"OPENINFERENCE_ENABLE_GENAI_SEMCONV": "true"}],
+    ids=["openinference", "with-genai-attributes"],
+)
+def test_the_conversation_of_three_traces_is_one_session(
+    ledger: Ledger,
+    llm: FakeLLMServer,
+    env: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    key = _collect(ledger, llm, env)
+    (session,) = list_sessions(ledger.store)
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == CONVERSATION
+    assert history[1].tool_calls[0].id == "call_w1"
+    assert history[1].tool_calls[0].arguments == '{"city": "Paris"}'
+    assert history[2].tool_results[0].call_id == "call_w1"
+    assert history[2].tool_results[0].content == "18C"
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.model, c.provider, c.input_tokens, c.output_tokens) for c in calls] == [
+        ("gpt-4o", "openai", 50, 10),
+        ("gpt-4o", "openai", 70, 6),
+        ("gpt-4o", "openai", 90, 3),
+    ]
+    audit = audit_json(ledger, key, capsys)
+    assert audit["skipped"] == {part_not_recorded("image"): 1}
+    assert (audit["tool_calls"], audit["tool_results"]) == (1, 1)
+
+
+def test_a_hidden_text_is_counted_never_recorded_as_words(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        "OPENINFERENCE_HIDE_INPUT_TEXT": "true",
+        # Its GenAI conversion carries the stand-in as text: not read.
+        "OPENINFERENCE_ENABLE_GENAI_SEMCONV": "true",
+    }
+    key = _collect(ledger, llm, env)
+    (session,) = list_sessions(ledger.store)
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "18C in Paris."),  # outputs were shown
+        ("user", ""),
+        ("assistant", "A cat."),
+    ]
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.output for e in events if isinstance(e, ToolResultRecorded)] == [""]
+    assert not any(isinstance(e, SystemPromptSet) for e in events)
+    ledger_text = b"".join(row.state for row in ledger.store.iter_rows())
+    assert b"__REDACTED__" not in ledger_text
+    audit = audit_json(ledger, key, capsys)
+    # Once per message: the system prompt (at the session's first call), the
+    # question, the tool's result, the text of the picture question. The
+    # answer held as input is the session's already, from the output.
+    assert audit["skipped"] == {
+        part_not_recorded("redacted"): 4,
+        part_not_recorded("image"): 1,
+    }
+
+
+def test_hidden_inputs_and_outputs_leave_usage_and_audit_says_so(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"OPENINFERENCE_HIDE_INPUTS": "true", "OPENINFERENCE_HIDE_OUTPUTS": "true"}
+    key = _collect(ledger, llm, env)
+    (session,) = list_sessions(ledger.store)
+    assert load_history(ledger.store, session.stream_id).entries == ()
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.input_tokens for e in events if isinstance(e, ModelCalled)] == [
+        50,
+        70,
+        90,
+    ]
+    assert audit_json(ledger, key, capsys)["skipped"] == {NOT_RECORDED: 3}
