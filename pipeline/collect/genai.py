@@ -15,6 +15,10 @@ its ``gen_ai.client.inference.operation.details`` event); the previous span
 events ``gen_ai.system.message``, ``gen_ai.user.message``,
 ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice``;
 OpenLLMetry's ``gen_ai.prompt.N.*`` and ``gen_ai.completion.N.*`` attributes.
+A span with ``openinference.span.kind`` is OpenInference's and is read by its
+own attributes alone (its ``LLM`` spans are model calls, its ``TOOL`` spans
+tool runs, its other kinds known; :func:`_openinference`, :func:`_read_tool`);
+a text it hid (:data:`REDACTED`) is a ``redacted`` part, never text.
 A call with none of them has no content (usage only); so has a call whose
 messages come as their structure alone (parts without text, arguments or
 results, as some instrumentations send them with capture off), or whose

@@ -611,6 +611,9 @@ def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> tuple[int, int
     See :func:`_overlap_of`; a print of a hidden text (:data:`_HIDDEN`)
     matches a held message of its role and calls.
     """
+    size = min(len(seen), len(prints))
+    if size and seen[len(seen) - size :] == prints[:size]:
+        return size, 0  # the usual call: its input continues the session
     if any(p[0] in ("U", "A") for p in prints):
         return _overlap_of(seen, prints, _same)
     return _overlap_of(seen, prints, operator.eq)

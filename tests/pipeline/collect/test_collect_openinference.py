@@ -15,6 +15,7 @@ so.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +29,10 @@ from tests.pipeline.collect.conftest import (
 )
 from tests.pipeline.collect.openinference_client_child import SESSION
 from tests.pipeline.collect.receiver import running
+from tests.pipeline.collect.spans import json_request, json_span
 from tests.pipeline.fake_llm_server import FakeLLMServer, openai_text
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
+from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.collected import NOT_RECORDED, part_not_recorded
 from turnledger.pipeline.sessions import list_sessions, load_history
 
@@ -142,3 +145,104 @@ def test_hidden_inputs_and_outputs_leave_usage_and_audit_says_so(
         90,
     ]
     assert audit_json(ledger, key, capsys)["skipped"] == {NOT_RECORDED: 3}
+
+
+def _oi_llm(session: str, **attrs: object) -> dict[str, object]:
+    return {
+        "openinference.span.kind": "LLM",
+        "session.id": session,
+        "llm.model_name": "gpt-4o-mini",
+        "llm.provider": "openai",
+        "llm.token_count.prompt": 20,
+        "llm.token_count.completion": 5,
+        **attrs,
+    }
+
+
+def test_a_framework_run_by_openinference_spans(ledger: Ledger) -> None:
+    """An agent's spans as OpenInference's framework instrumentations send them.
+
+    Its AGENT and CHAIN spans are counted by kind; the TOOL span's arguments
+    and result are ``input.value`` and ``output.value``, its call's id
+    ``tool_call.id``; a failed TOOL span records an error; the completion form
+    (``llm.prompts``, ``llm.choices``) is read too.
+    """
+    trace = "5b8efff798038103d269b633813fc60c"
+    asks = _oi_llm(
+        "run-7",
+        **{
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "Stock of SKU 12?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": (
+                "stock"
+            ),
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": (
+                '{"sku": 12}'
+            ),
+        },
+    )
+    tool = {
+        "openinference.span.kind": "TOOL",
+        "session.id": "run-7",
+        "tool.name": "stock",
+        "tool_call.id": "c1",
+        "input.value": '{"sku": 12}',
+        "output.value": "4 left",
+    }
+    failed = {**tool, "tool_call.id": "c2", "output.value": "timeout"}
+    hidden = {**tool, "tool_call.id": "c3", "output.value": "__REDACTED__"}
+    completion = _oi_llm(
+        "run-7",
+        **{
+            "llm.prompts.0.prompt.text": "Say it short: 4 left.",
+            "llm.choices.0.completion.text": "Four left.",
+        },
+    )
+    spans = [
+        json_span(
+            trace, "00f067aa0ba902b1", {"openinference.span.kind": "AGENT"}, start=9
+        ),
+        json_span(
+            trace, "00f067aa0ba902b2", {"openinference.span.kind": "CHAIN"}, start=1
+        ),
+        json_span(trace, "00f067aa0ba902b3", asks, start=2),
+        json_span(trace, "00f067aa0ba902b4", tool, start=3),
+        json_span(trace, "00f067aa0ba902b5", failed, start=4, status=2),
+        json_span(trace, "00f067aa0ba902b6", hidden, start=5),
+        json_span(trace, "00f067aa0ba902b7", completion, start=6),
+    ]
+    report = Recorder(ledger.store).record(
+        decode_json(json.dumps(json_request(spans)).encode())
+    )
+    assert report.known == {"openinference AGENT": 1, "openinference CHAIN": 1}
+    assert (report.mapped, report.without_content, report.unknown) == (5, 1, {})
+    (session,) = list_sessions(ledger.store)
+    assert session.key == "run-7"
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", "Stock of SKU 12?"),
+        ("assistant", ""),
+        ("tool", ""),
+        # Only the TOOL spans say these calls were made: a message carries each.
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", ""),  # its result hidden: not recorded
+        ("user", "Say it short: 4 left."),
+        ("assistant", "Four left."),
+    ]
+    assert history[1].tool_calls[0].arguments == '{"sku": 12}'
+    assert history[2].tool_results[0].content == "4 left"
+    assert [c.id for c in history[5].tool_calls] == ["c3"]
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [e for e in events if isinstance(e, ToolResultRecorded)]
+    assert [(r.call_id, r.success, r.error) for r in results] == [
+        ("c1", True, None),
+        ("c2", False, "timeout"),
+    ]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.model, c.input_tokens, c.output_tokens) for c in calls] == [
+        ("gpt-4o-mini", 20, 5),
+        ("gpt-4o-mini", 20, 5),
+    ]
