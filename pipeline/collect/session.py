@@ -84,6 +84,9 @@ class SessionState:
         self.seen: list[_Print] = []
         self.results: set[str] = set()
         self.names: dict[str, str] = {}
+        # Calls made and not answered yet: their name and arguments, by id
+        # (a tool span without a call id is paired with the one it matches).
+        self.pending: dict[str, tuple[str, str]] = {}
         self.open_turn: str | None = None
         self.system: str | None = None
         # The last model call's input messages read, their prints, and its tool
@@ -114,6 +117,7 @@ class SessionState:
         other.seen = list(self.seen)
         other.results = set(self.results)
         other.names = dict(self.names)
+        other.pending = dict(self.pending)
         other.parked = dict(self.parked)
         other.log_prints = set(self.log_prints)
         other.by_logs = set(self.by_logs)
@@ -179,9 +183,12 @@ class SessionState:
         self.seen.append(("a", event.text, tuple(c.id for c in calls) if calls else ()))
         for call in calls:
             self.names[call.id] = call.name
+            if call.id not in self.results:
+                self.pending[call.id] = (call.name, call.arguments)
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
+        self.pending.pop(call_id, None)
         if call_id not in self.names:
             self.early.add(call_id)
         self.result_at[call_id] = (version, event)
@@ -542,7 +549,7 @@ class SessionBatch:
         )
 
     def _tool(self, span: Span, run: ToolRun, turn: str) -> None:
-        call_id = run.call_id or f"otlp-{span.span_id}"
+        call_id = run.call_id or self._paired(run) or f"otlp-{span.span_id}"
         said_by_span = run.call_id and run.call_id not in self.state.names
         if run.arguments is not None and said_by_span:
             # Only this span says the call was made (the model call asking for
@@ -566,6 +573,26 @@ class SessionBatch:
         )
         self._result(said, turn, provenance="executed")
 
+    def _paired(self, run: ToolRun) -> str:
+        """The id of the one call a tool run without an id answers, else ``""``.
+
+        Some instrumentations send tool spans without the call's id (the
+        OpenAI Agents SDK's under OpenInference, LangChain's under
+        OpenLLMetry). Such a run answers a call the session made and holds
+        no result of, of the run's name and its very arguments (the same
+        text, or the same JSON value); when exactly one call is so, it is
+        that call. None, or several alike (parallel calls of one tool with
+        the same arguments): not guessed.
+        """
+        if not run.name or run.arguments is None:
+            return ""
+        found = [
+            call_id
+            for call_id, (name, arguments) in self.state.pending.items()
+            if name == run.name and _same_arguments(arguments, run.arguments)
+        ]
+        return found[0] if len(found) == 1 else ""
+
     def _cost(self, call: ModelCall) -> float:
         if call.model not in self.pricing:
             return 0.0  # unpriced: what price_usage answers, without its work
@@ -586,6 +613,16 @@ _HIDDEN: Final = {"u": "U", "a": "A"}
 (:data:`~.genai.REDACTED`), by the role of a message held: such a print
 matches a held message of that role and calls, whatever its text (the session
 may hold the text, from the output that said it)."""
+
+
+def _same_arguments(made: str, ran: str) -> bool:
+    """Whether a call's arguments and a tool run's are the same text or JSON value."""
+    if made == ran:
+        return True
+    try:
+        return bool(msgspec.json.decode(made) == msgspec.json.decode(ran))
+    except (msgspec.DecodeError, RecursionError):
+        return False
 
 
 def _print(said: UserSaid | AssistantSaid) -> _Print:

@@ -668,3 +668,86 @@ def test_only_the_first_choice_is_recorded_and_the_others_counted(
         "What is the weather in Paris?",
         "It is 18C and sunny in Paris.",
     ]
+
+
+def test_a_tool_span_without_a_call_id_answers_the_one_call_it_matches(
+    ledger: Ledger,
+) -> None:
+    """A tool span without ``gen_ai.tool.call.id`` is the result of the one
+    unanswered call of its name and arguments (the same JSON value), never of
+    two alike, nor of none: those keep the span's own ``otlp-<span id>``."""
+
+    def call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, str]:
+        return {
+            "type": "tool_call",
+            "id": call_id,
+            "name": name,
+            "arguments": arguments,
+        }
+
+    asks = chat_attributes(
+        inputs=[{"role": "user", "parts": [text("Weather in Paris and Oslo, time?")]}],
+        outputs=[
+            {
+                "role": "assistant",
+                "parts": [
+                    call("c1", "get_weather", {"city": "Paris"}),
+                    call("c2", "get_weather", {"city": "Oslo"}),
+                    call("c3", "get_time", {}),
+                    call("c4", "get_time", {}),
+                ],
+            }
+        ],
+    )
+
+    def tool(name: str, arguments: str, result: str) -> dict[str, str]:
+        return {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.arguments": arguments,
+            "gen_ai.tool.call.result": result,
+        }
+
+    spans = [
+        json_span(TRACE, "00f067aa0ba90201", asks, start=1),
+        json_span(
+            TRACE,
+            "00f067aa0ba90202",
+            tool("get_weather", '{"city": "Oslo"}', "5C"),
+            start=2,
+        ),
+        json_span(
+            TRACE,
+            "00f067aa0ba90203",
+            tool("get_weather", '{"city":"Paris"}', "18C"),
+            start=3,
+        ),
+        json_span(TRACE, "00f067aa0ba90204", tool("get_time", "{}", "noon"), start=4),
+        json_span(
+            TRACE,
+            "00f067aa0ba90205",
+            tool("get_weather", '{"city":"Rome"}', "9C"),
+            start=5,
+        ),
+        # Answered already: a second run of the same call is not its result.
+        json_span(
+            TRACE,
+            "00f067aa0ba90206",
+            tool("get_weather", '{"city":"Paris"}', "19C"),
+            start=6,
+        ),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [
+        (e.call_id, e.output) for e in events if isinstance(e, ToolResultRecorded)
+    ]
+    assert results == [
+        ("c2", "5C"),
+        ("c1", "18C"),
+        ("otlp-00f067aa0ba90204", "noon"),
+        ("otlp-00f067aa0ba90205", "9C"),
+        ("otlp-00f067aa0ba90206", "19C"),
+    ]

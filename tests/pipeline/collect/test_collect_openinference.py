@@ -27,6 +27,9 @@ from tests.pipeline.collect.conftest import (
     run_client,
     weather_server,
 )
+from tests.pipeline.collect.openinference_agents_child import (
+    SESSION as AGENTS_SESSION,
+)
 from tests.pipeline.collect.openinference_client_child import SESSION
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import json_request, json_span
@@ -37,6 +40,7 @@ from turnledger.pipeline.collected import NOT_RECORDED, part_not_recorded
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 CHILD = Path(__file__).with_name("openinference_client_child.py")
+AGENTS_CHILD = Path(__file__).with_name("openinference_agents_child.py")
 
 CONVERSATION = [
     ("user", "Weather in Paris?"),
@@ -246,3 +250,36 @@ def test_a_framework_run_by_openinference_spans(ledger: Ledger) -> None:
         ("gpt-4o-mini", 20, 5),
         ("gpt-4o-mini", 20, 5),
     ]
+
+
+def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
+    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The OpenAI Agents SDK under OpenInference: TOOL spans without a call id.
+
+    Each is the one unanswered call of its name and arguments: its result is
+    recorded for that call, and the next model call's input (which holds it)
+    records nothing again. The SDK's AGENT and CHAIN spans are counted.
+    """
+    with running(ledger.store) as (url, _app):
+        run_client(AGENTS_CHILD, llm.openai_base_url, url, {})
+    (session,) = list_sessions(ledger.store)
+    assert session.key == AGENTS_SESSION
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", "Weather in Paris?"),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "18C in Paris."),
+    ]
+    assert history[2].tool_results[0].call_id == "call_w1"
+    assert history[2].tool_results[0].content == "18C"
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [e for e in events if isinstance(e, ToolResultRecorded)]
+    assert [(r.call_id, r.provenance) for r in results] == [("call_w1", "executed")]
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["unpaired_results"], audit["violations"], audit["skipped"]) == (
+        0,
+        [],
+        {},
+    )

@@ -531,6 +531,26 @@ _GENAI_KEYS = [
     "gen_ai.completion.0.role",
     "gen_ai.prompt." + "1" * 5_000 + ".role",
     "llm.request.type",
+    # OpenInference's own.
+    "openinference.span.kind",
+    "session.id",
+    "llm.input_messages.0.message.role",
+    "llm.input_messages.0.message.content",
+    "llm.input_messages.1.message.contents.0.message_content.type",
+    "llm.input_messages.1.message.contents.0.message_content.text",
+    "llm.input_messages.1.message.tool_call_id",
+    "llm.output_messages.0.message.tool_calls.0.tool_call.id",
+    "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments",
+    "llm.output_messages.1.message.content",
+    "llm.prompts",
+    "llm.prompts.0.prompt.text",
+    "llm.choices.0.completion.text",
+    "llm.token_count.prompt",
+    "llm.model_name",
+    "tool.name",
+    "tool_call.id",
+    "input.value",
+    "output.value",
 ]
 
 _attribute_values = st.recursive(
@@ -538,7 +558,12 @@ _attribute_values = st.recursive(
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**64 - 1)
     | st.floats()
-    | st.sampled_from(["chat", "execute_tool", "\u00b2", "\u0663", "9" * 5_000, "[]"])
+    | st.sampled_from(
+        [
+            *("chat", "execute_tool", "\u00b2", "\u0663", "9" * 5_000, "[]"),
+            *("LLM", "TOOL", "AGENT", "__REDACTED__"),
+        ]
+    )
     | st.text(max_size=6),
     lambda inner: (
         st.lists(inner, max_size=3).map(tuple)

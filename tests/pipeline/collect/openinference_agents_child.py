@@ -1,0 +1,63 @@
+"""An OpenAI Agents SDK run instrumented by OpenInference.
+
+Run as a child process (the instrumentation takes the SDK's trace processors
+over): ``python openinference_agents_child.py OTLP_URL OPENAI_URL``. An agent
+with one tool answers "Weather in Paris?" through the SDK's chat completions
+model and the real ``openai`` client against the fake server (the model asks
+for the tool, the SDK runs it, the model answers), and the spans are exported
+over OTLP/HTTP. OpenInference's TOOL spans carry the tool's name, arguments
+and result, not the call's id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+from openai import AsyncOpenAI
+from openinference.instrumentation import using_session
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+SESSION = "agents-run-1"
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return "18C" if city == "Paris" else "unknown"
+
+
+def main(otlp_url: str, openai_url: str) -> None:
+    """Run the agent once, then flush the spans."""
+    provider = TracerProvider(resource=Resource({"service.name": "weather-agent"}))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
+    )
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    client = AsyncOpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
+    agent = Agent(
+        name="weather",
+        instructions="You answer weather questions.",
+        model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+        tools=[get_weather],
+    )
+    with using_session(SESSION):
+        result = asyncio.run(Runner.run(agent, "Weather in Paris?"))
+    provider.force_flush()
+    provider.shutdown()
+    calls = [
+        item.raw_item.call_id  # type: ignore[union-attr]
+        for item in result.new_items
+        if item.type == "tool_call_item"
+    ]
+    print(json.dumps({"call": calls[0]}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
