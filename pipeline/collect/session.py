@@ -84,8 +84,9 @@ class SessionState:
         self.seen: list[_Print] = []
         self.results: set[str] = set()
         self.names: dict[str, str] = {}
-        # Calls made and not answered yet: their name and arguments, by id
-        # (a tool span without a call id is paired with the one it matches).
+        # Calls made (with an id) and not answered yet: their name and
+        # arguments, by id (a tool span without a call id is paired with the
+        # one it matches).
         self.pending: dict[str, tuple[str, str]] = {}
         self.open_turn: str | None = None
         self.system: str | None = None
@@ -183,7 +184,7 @@ class SessionState:
         self.seen.append(("a", event.text, tuple(c.id for c in calls) if calls else ()))
         for call in calls:
             self.names[call.id] = call.name
-            if call.id not in self.results:
+            if call.id not in self.results and call.id != UNKNOWN:
                 self.pending[call.id] = (call.name, call.arguments)
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.spans import json_request, json_span, text
@@ -202,11 +202,14 @@ def _agent_spans(
     *,
     arguments: bool = True,
     unique: bool = False,
+    ids: bool = True,
 ) -> list[dict]:
     """An agent's spans: tool round trips, each chat span carrying its input.
 
     A tool's span carries its arguments unless ``arguments`` is false; with
-    ``unique``, a call id names one call (a step's ids get its number).
+    ``unique``, a call id names one call (a step's ids get its number);
+    without ``ids``, a tool span says its call's name and arguments, not its
+    id. A call's arguments name its id.
     """
     history: list[dict[str, object]] = []
     spans: list[dict[str, object]] = []
@@ -229,20 +232,25 @@ def _agent_spans(
         history.append({"role": "user", "parts": parts})
         for said_id in calls:
             call_id = f"{said_id}-{step}" if unique and said_id else said_id
+            said = {"q": call_id}
             call = {
                 "role": "assistant",
-                "parts": [{"type": "tool_call", "id": call_id, "name": "t"}],
+                "parts": [
+                    {"type": "tool_call", "id": call_id, "name": "t", "arguments": said}
+                ],
             }
             chat(json.dumps(history), call)
             history.append(call)
             if executed:
                 tool = {
                     "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.call.id": call_id,
+                    "gen_ai.tool.name": "t",
                     "gen_ai.tool.call.result": f"ran {call_id}",
                 }
+                if ids or not call_id:
+                    tool["gen_ai.tool.call.id"] = call_id
                 if arguments:
-                    tool["gen_ai.tool.call.arguments"] = '{"q": 1}'
+                    tool["gen_ai.tool.call.arguments"] = json.dumps(said)
 
                 spans.append(
                     json_span(TRACE, f"{len(spans) + 1:016x}", tool, start=len(spans))
@@ -341,6 +349,26 @@ def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
         with_arguments = _recorded(Path(one), sent, restart=False)
         without = _recorded(Path(two), bare, restart=False)
     assert with_arguments == without
+
+
+@settings(max_examples=40, deadline=None)
+@given(_STEPS, _CUTS, _RETRIED)
+def test_tool_spans_without_call_ids_record_what_spans_with_them_do(
+    steps: list[tuple[str, list[str], bool, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+) -> None:
+    """A tool span without its call's id is paired with the one unanswered call
+    of its name and arguments: with each call's arguments its own, the ledger
+    holds what the same spans carrying their ids record, whatever the cuts, the
+    retries and a receiver restarted between batches (what calls are
+    unanswered is read from the stream)."""
+    assume(all(len(set(calls)) == len(calls) for _, calls, *_ in steps))
+    with_ids = _batches(_agent_spans(steps, unique=True), cuts, retried)
+    bare = _batches(_agent_spans(steps, unique=True, ids=False), cuts, retried)
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        expected = _recorded(Path(one), with_ids, restart=False)
+        assert _recorded(Path(two), bare, restart=True) == expected
 
 
 def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) -> list:
