@@ -1126,6 +1126,11 @@ def _read_tool(span: Span) -> ToolRun:
         arguments = attrs.get("gen_ai.tool.call.arguments")
         result = attrs.get("gen_ai.tool.call.result")
     failed = span.status_code == 2
+    message = None if call_id else _langchain_tool_message(result)
+    if message is not None:
+        call_id, result, errored = message
+        failed = failed or errored
+        arguments = None  # LangChain's record of the run, not the call's
     return ToolRun(
         call_id=call_id,
         name=name,
@@ -1136,6 +1141,37 @@ def _read_tool(span: Span) -> ToolRun:
         if failed
         else None,
     )
+
+
+_LANGCHAIN_WRAPPER: Final = frozenset({"output", "kwargs"})
+
+
+def _langchain_tool_message(value: object) -> tuple[str, object, bool] | None:
+    """The call id, content and failure of a LangChain ``ToolMessage`` result.
+
+    LangChain's instrumentations send a tool span without the call's id, its
+    result the ``ToolMessage`` the tool run made, as LangChain serializes it:
+    ``{"type": "tool", "data": {...}}`` (OpenInference's), or
+    ``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs":
+    {...}}`` inside ``{"output": ..., "kwargs": ...}`` (OpenLLMetry's). Its
+    ``tool_call_id`` is the call's id, its ``content`` the result, its
+    ``status`` ``"error"`` a failure. Anything else: ``None`` (the result as
+    sent).
+    """
+    found = _json(value)
+    if isinstance(found, dict) and set(found) == _LANGCHAIN_WRAPPER:
+        found = found["output"]
+    fields: object = None
+    if _get(found, "type") == "tool":
+        fields = _get(found, "data")
+    elif _get(found, "lc") == 1 and _get(found, "type") == "constructor":
+        path = _seq(_get(found, "id"))
+        if path and path[-1] == "ToolMessage":
+            fields = _get(found, "kwargs")
+    call_id = _str(_get(fields, "tool_call_id"))
+    if not call_id or not isinstance(fields, dict) or "content" not in fields:
+        return None
+    return call_id, fields["content"], fields.get("status") == "error"
 
 
 # --- values -----------------------------------------------------------------

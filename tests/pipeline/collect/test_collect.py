@@ -751,3 +751,82 @@ def test_a_tool_span_without_a_call_id_answers_the_one_call_it_matches(
         ("otlp-00f067aa0ba90205", "9C"),
         ("otlp-00f067aa0ba90206", "19C"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("result", "recorded"),
+    [
+        (
+            {"type": "tool", "data": {"content": "18C", "tool_call_id": "c1"}},
+            ("c1", True, "18C"),
+        ),
+        (
+            {
+                "output": {
+                    "lc": 1,
+                    "type": "constructor",
+                    "id": ["langchain", "schema", "messages", "ToolMessage"],
+                    "kwargs": {
+                        "content": [{"type": "text", "text": "no such city"}],
+                        "tool_call_id": "c1",
+                        "status": "error",
+                    },
+                },
+                "kwargs": {"name": None},
+            },
+            ("c1", False, "no such city"),
+        ),
+        # Not a ToolMessage (no call id in it, another wrapper): as sent.
+        (
+            {"type": "tool", "data": {"content": "18C"}},
+            ("otlp-00f067aa0ba90202", True, None),
+        ),
+        (
+            {
+                "output": {
+                    "type": "tool",
+                    "data": {"content": "x", "tool_call_id": "c1"},
+                }
+            },
+            ("otlp-00f067aa0ba90202", True, None),
+        ),
+    ],
+    ids=["openinference", "openllmetry-error", "no-call-id", "other-wrapper"],
+)
+def test_a_langchain_tool_message_result_names_its_call(
+    ledger: Ledger, result: dict[str, object], recorded: tuple[str, bool, str | None]
+) -> None:
+    """A tool span without a call id whose result is LangChain's ``ToolMessage``
+    (as LangChain serializes it) is that message: its call's id, its content,
+    its status; any other result is recorded as sent (``None`` below)."""
+    asks = chat_attributes(
+        inputs=[{"role": "user", "parts": [text("Weather?")]}],
+        outputs=[
+            {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather"}],
+            }
+        ],
+    )
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.result": json.dumps(result),
+    }
+    spans = [
+        json_span(TRACE, "00f067aa0ba90201", asks, start=1),
+        json_span(TRACE, "00f067aa0ba90202", tool, start=2),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    (found,) = [e for e in events if isinstance(e, ToolResultRecorded)]
+    text_of = found.output if found.success else found.error
+    call_id, success, expected = recorded
+    sent = json.dumps(result)
+    assert (found.call_id, found.success, text_of) == (
+        call_id,
+        success,
+        sent if expected is None else expected,
+    )

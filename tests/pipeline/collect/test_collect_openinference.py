@@ -27,6 +27,7 @@ from tests.pipeline.collect.conftest import (
     run_client,
     weather_server,
 )
+from tests.pipeline.collect.langgraph_agent_child import SESSION as GRAPH_SESSION
 from tests.pipeline.collect.openinference_agents_child import (
     SESSION as AGENTS_SESSION,
 )
@@ -41,6 +42,7 @@ from turnledger.pipeline.sessions import list_sessions, load_history
 
 CHILD = Path(__file__).with_name("openinference_client_child.py")
 AGENTS_CHILD = Path(__file__).with_name("openinference_agents_child.py")
+GRAPH_CHILD = Path(__file__).with_name("langgraph_agent_child.py")
 
 CONVERSATION = [
     ("user", "Weather in Paris?"),
@@ -283,3 +285,39 @@ def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
         [],
         {},
     )
+
+
+@pytest.mark.parametrize("kind", ["openinference", "openllmetry"])
+def test_a_langgraph_agents_tool_results_are_their_calls(
+    ledger: Ledger,
+    llm: FakeLLMServer,
+    kind: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LangGraph's ReAct agent under either LangChain instrumentation.
+
+    Its tool span carries no call id and, as its result, the ``ToolMessage``
+    as LangChain serializes it: that message's ``tool_call_id`` and
+    ``content`` are the call's id and result, so the session holds each
+    result once, paired (the next model call's input holds it again).
+    """
+    with running(ledger.store) as (url, _app):
+        run_client(GRAPH_CHILD, llm.openai_base_url, url, {}, kind)
+    (session,) = list_sessions(ledger.store)
+    if kind == "openinference":
+        assert session.key == GRAPH_SESSION  # OpenLLMetry's: the trace
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", "Weather in Paris?"),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "18C in Paris."),
+    ]
+    assert [(c.id, c.name) for c in history[1].tool_calls] == [
+        ("call_w1", "get_weather")
+    ]
+    assert [(r.call_id, r.content) for r in history[2].tool_results] == [
+        ("call_w1", "18C")
+    ]
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["unpaired_results"], audit["violations"]) == (0, [])
