@@ -971,7 +971,7 @@ _OI_MESSAGE: Final = re.compile(
     r"llm\.(input|output)_messages\.([0-9]{1,9})\.message\.(.+)"
 )
 _OI_CONTENT: Final = re.compile(r"contents\.([0-9]{1,9})\.message_content\.(.+)")
-_OI_CALL: Final = re.compile(r"tool_calls\.([0-9]{1,9})\.tool_call\.(.+)")
+_OI_CALL: Final = re.compile(r"([0-9]{1,9})\.tool_call\.(.+)")
 _OI_PROMPT: Final = re.compile(r"llm\.prompts\.([0-9]{1,9})\.prompt\.text")
 _OI_CHOICE: Final = re.compile(r"llm\.choices\.([0-9]{1,9})\.completion\.text")
 
@@ -1052,6 +1052,8 @@ def _oi_text(row: Mapping[str, object], calls: Sequence[ToolCallSaid]) -> _Text:
     for field, value in row.items():
         if match := _OI_CONTENT.fullmatch(field):
             parts.setdefault(int(match[1]), {})[match[2]] = value
+    for index in _oi_calls_in(row, "contents."):
+        parts.pop(index, None)  # a call's part: the message's tool calls
     if not parts:
         return _NO_TEXT if calls else _NO_PARTS
     return _texts(
@@ -1063,10 +1065,13 @@ def _oi_text(row: Mapping[str, object], calls: Sequence[ToolCallSaid]) -> _Text:
 
 
 def _oi_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
-    found: dict[int, dict[str, object]] = {}
-    for field, value in row.items():
-        if field.startswith("tool_calls.") and (match := _OI_CALL.fullmatch(field)):
-            found.setdefault(int(match[1]), {})[match[2]] = value
+    """A message's tool calls: ``tool_calls.M.tool_call.*``, else its calls' parts.
+
+    A part that is a call is ``contents.M.tool_call.*`` (OpenInference's
+    Anthropic instrumentation sends a ``tool_use`` block so, beside the same
+    call in ``tool_calls``): the message's call, never a part left out.
+    """
+    found = _oi_calls_in(row, "tool_calls.") or _oi_calls_in(row, "contents.")
     return tuple(
         ToolCallSaid(
             id=_str(c.get("id")),
@@ -1075,6 +1080,19 @@ def _oi_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
         )
         for _, c in sorted(found.items())
     )
+
+
+def _oi_calls_in(
+    row: Mapping[str, object], prefix: str
+) -> dict[int, dict[str, object]]:
+    """The fields of the tool calls under ``prefix`` (``M.tool_call.*``), by ``M``."""
+    found: dict[int, dict[str, object]] = {}
+    for field, value in row.items():
+        if field.startswith(prefix) and (
+            match := _OI_CALL.fullmatch(field, len(prefix))
+        ):
+            found.setdefault(int(match[1]), {})[match[2]] = value
+    return found
 
 
 def _openinference_completion(attrs: Mapping[str, object]) -> _Content:

@@ -31,10 +31,19 @@ from tests.pipeline.collect.langgraph_agent_child import SESSION as GRAPH_SESSIO
 from tests.pipeline.collect.openinference_agents_child import (
     SESSION as AGENTS_SESSION,
 )
+from tests.pipeline.collect.openinference_anthropic_child import (
+    SESSION as ANTHROPIC_SESSION,
+)
 from tests.pipeline.collect.openinference_client_child import SESSION
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import json_request, json_span
-from tests.pipeline.fake_llm_server import FakeLLMServer, openai_text
+from tests.pipeline.fake_llm_server import (
+    FakeLLMServer,
+    ToolUse,
+    anthropic_text,
+    anthropic_tool_use,
+    openai_text,
+)
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.collected import NOT_RECORDED, part_not_recorded
@@ -43,6 +52,7 @@ from turnledger.pipeline.sessions import list_sessions, load_history
 CHILD = Path(__file__).with_name("openinference_client_child.py")
 AGENTS_CHILD = Path(__file__).with_name("openinference_agents_child.py")
 GRAPH_CHILD = Path(__file__).with_name("langgraph_agent_child.py")
+ANTHROPIC_CHILD = Path(__file__).with_name("openinference_anthropic_child.py")
 
 CONVERSATION = [
     ("user", "Weather in Paris?"),
@@ -321,3 +331,45 @@ def test_a_langgraph_agents_tool_results_are_their_calls(
     ]
     audit = audit_json(ledger, session.key, capsys)
     assert (audit["unpaired_results"], audit["violations"]) == (0, [])
+
+
+def test_an_anthropic_tool_use_block_is_the_messages_call(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenInference's Anthropic instrumentation sends a ``tool_use`` block as
+    the message's tool call and as a content part: the call is recorded once,
+    beside the message's text, and the part is not counted as left out."""
+    with FakeLLMServer() as llm:
+        llm.queue_anthropic(
+            anthropic_tool_use(
+                ToolUse("call_w1", "get_weather", {"city": "Paris"}),
+                text="Let me check.",
+                usage=(50, 10),
+            ),
+            anthropic_text("18C in Paris.", usage=(70, 6)),
+        )
+        with running(ledger.store) as (url, _app):
+            run_client(ANTHROPIC_CHILD, llm.url, url, {})
+    (session,) = list_sessions(ledger.store)
+    assert session.key == ANTHROPIC_SESSION
+    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
+    assert [(m.role, m.text) for m in history] == [
+        ("user", "Weather in Paris?"),
+        ("assistant", "Let me check."),
+        ("tool", ""),
+        ("assistant", "18C in Paris."),
+    ]
+    assert [(c.id, c.arguments) for c in history[1].tool_calls] == [
+        ("call_w1", '{"city": "Paris"}')
+    ]
+    assert [(r.call_id, r.content) for r in history[2].tool_results] == [
+        ("call_w1", "18C")
+    ]
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.provider, c.input_tokens) for c in calls] == [
+        ("anthropic", 50),
+        ("anthropic", 70),
+    ]
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["violations"], audit["skipped"]) == ([], {})
