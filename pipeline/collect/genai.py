@@ -15,9 +15,10 @@ its ``gen_ai.client.inference.operation.details`` event); the previous span
 events ``gen_ai.system.message``, ``gen_ai.user.message``,
 ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice``;
 OpenLLMetry's ``gen_ai.prompt.N.*`` and ``gen_ai.completion.N.*`` attributes.
-A span with ``openinference.span.kind`` is OpenInference's and is read by its
-own attributes alone (its ``LLM`` spans are model calls, its ``TOOL`` spans
-tool runs, its other kinds known; :func:`_openinference`, :func:`_read_tool`);
+A span with ``openinference.span.kind`` is OpenInference's: its ``LLM`` spans
+are model calls, its ``TOOL`` spans tool runs, its other kinds known. Its
+content is its GenAI current-form messages when it carries them, else its own
+``llm.*`` attributes (:func:`_openinference`; tool runs :func:`_read_tool`);
 a text it hid (:data:`REDACTED`) is a ``redacted`` part, never text.
 A call with none of them has no content (usage only); so has a call whose
 messages come as their structure alone (parts without text, arguments or
@@ -260,7 +261,7 @@ def _openllmetry_call(attrs: Mapping[str, object]) -> bool:
 def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> ModelCall:
     """Read a model call span's model, usage, status and content."""
     attrs = span.attributes
-    if OPENINFERENCE_KIND in attrs:
+    if OPENINFERENCE_KIND in attrs and not any(k in attrs for k in _CURRENT_MESSAGES):
         names = _OPENINFERENCE_NAMES
         found = _openinference(attrs)
         without_inputs = bool(found[2]) and not any(
@@ -274,6 +275,8 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
                     attrs.update(event.attributes)
         names = _GENAI_NAMES
         found = _content(span, attrs, cache, key)
+        if OPENINFERENCE_KIND in attrs:
+            found = _unredacted(found)
         without_inputs = (
             bool(found[2])
             and "gen_ai.output.messages" in attrs
@@ -976,6 +979,53 @@ _OI_PROMPT: Final = re.compile(r"llm\.prompts\.([0-9]{1,9})\.prompt\.text")
 _OI_CHOICE: Final = re.compile(r"llm\.choices\.([0-9]{1,9})\.completion\.text")
 
 
+_CURRENT_MESSAGES: Final = ("gen_ai.input.messages", "gen_ai.output.messages")
+
+
+def _unredacted(found: _Content) -> _Content:
+    """The GenAI form's content of an OpenInference span, hidden texts left out.
+
+    Such a span carries the current form's messages either as the source its
+    instrumentation converted (Pydantic AI's spans under OpenInference's
+    processor: read first, they are whole) or as its own conversion
+    (``OPENINFERENCE_ENABLE_GENAI_SEMCONV``), which carries a hidden text as
+    the words :data:`REDACTED`: such a text is a ``redacted`` part, never
+    text. Nothing left to say: usage only.
+    """
+    (system, system_skipped), inputs, outputs, extra, carry = found
+    if system == REDACTED:
+        system, system_skipped = None, (*system_skipped, REDACTED_PART)
+    said = [_unhidden(s) for s in inputs]
+    replies = [_unhidden(s) for s in outputs]
+    if not (
+        system is not None
+        or any(_says(s) for s in said)
+        or any(_says(s) for s in replies)
+    ):
+        return (None, ()), [], [], 0, False
+    kept = [s for s in replies if isinstance(s, AssistantSaid)]
+    return (system, system_skipped), said, kept, extra, carry
+
+
+def _unhidden(said: Said) -> Said:
+    if isinstance(said, ToolSaid):
+        if said.content != REDACTED:
+            return said
+        skipped = (*said.skipped, REDACTED_PART)
+        return msgspec.structs.replace(said, content="", skipped=skipped)
+    if said.text != REDACTED:
+        return said
+    skipped = (*said.skipped, REDACTED_PART)
+    return msgspec.structs.replace(said, text="", skipped=skipped)
+
+
+def _says(said: Said) -> bool:
+    """Whether a message says anything: it was not hidden, or it made a call."""
+    if isinstance(said, AssistantSaid) and said.calls:
+        return True
+    return REDACTED_PART not in said.skipped
+
+
 def _openinference_kind(kind: str) -> tuple[SpanKind, str]:
     """An OpenInference span kind: ``LLM`` a model call, ``TOOL`` a tool run.
 
@@ -994,9 +1044,8 @@ def _openinference(attrs: Mapping[str, object]) -> _Content:
 
     ``llm.input_messages.N.message.*`` and ``llm.output_messages.N.message.*``
     (the chat form), else ``llm.prompts`` and ``llm.choices`` (the completion
-    form). GenAI attributes its instrumentation may add alongside
-    (``OPENINFERENCE_ENABLE_GENAI_SEMCONV``) are its conversion of the same
-    values, and are not read: they carry a hidden value's stand-in as text.
+    form). Read when the span carries no GenAI current-form messages (those
+    are read first, :func:`_unredacted`).
     """
     rows: dict[tuple[str, int], dict[str, object]] = {}
     for key, value in attrs.items():

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
+from openinference.instrumentation.pydantic_ai import OpenInferenceSpanProcessor
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -92,9 +93,16 @@ def _agent(provider: TracerProvider, *, content: bool) -> Agent[None, str]:
     return agent
 
 
-def _run(url: str, *, content: bool) -> list[ModelMessage]:
-    """Both runs of the conversation, their spans sent; its messages."""
+def _run(url: str, *, content: bool, openinference: bool) -> list[ModelMessage]:
+    """Both runs of the conversation, their spans sent; its messages.
+
+    With ``openinference``, OpenInference's span processor first adds its own
+    attributes to each span (``openinference.span.kind``, ``llm.*``...), as
+    Arize Phoenix users run Pydantic AI.
+    """
     provider = TracerProvider(resource=Resource({"service.name": AGENT}))
+    if openinference:
+        provider.add_span_processor(OpenInferenceSpanProcessor())
     provider.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces"))
     )
@@ -127,12 +135,26 @@ def _said(ledger: Ledger, key: str) -> list[tuple[object, ...]]:
     ]
 
 
+_OPENINFERENCE = pytest.mark.parametrize(
+    "openinference", [False, True], ids=["pydantic-ai", "with-openinference"]
+)
+
+
+@_OPENINFERENCE
 def test_the_spans_hold_what_the_messages_hold(
-    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ledger: Ledger,
+    tmp_path: Path,
+    openinference: bool,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The session collected from the spans is the run's messages, imported."""
+    """The session collected from the spans is the run's messages, imported.
+
+    OpenInference's attributes beside Pydantic AI's change nothing: its
+    conversion leaves the image out, and the GenAI messages it converted from
+    are read.
+    """
     with running(ledger.store) as (url, app):
-        messages = _run(url, content=True)
+        messages = _run(url, content=True, openinference=openinference)
     assert app.refused == 0
     conversation = messages[0].conversation_id
     assert conversation is not None
@@ -166,12 +188,13 @@ def test_the_spans_hold_what_the_messages_hold(
     )
 
 
+@_OPENINFERENCE
 def test_without_content_the_spans_record_usage_and_audit_says_so(
-    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+    ledger: Ledger, openinference: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``include_content=False``: model calls with usage, no conversation."""
     with running(ledger.store) as (url, _app):
-        messages = _run(url, content=False)
+        messages = _run(url, content=False, openinference=openinference)
     conversation = messages[0].conversation_id
     assert conversation is not None
     assert _said(ledger, conversation) == []
