@@ -950,11 +950,21 @@ def _indexed_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
         number, _, name = rest.partition(".")
         if head == "tool_calls" and _INDEX.fullmatch(number):
             found.setdefault(int(number), {})[name] = value
+    return _calls_of(found, "name", "arguments")
+
+
+def _calls_of(
+    found: Mapping[int, Mapping[str, object]], name: str, arguments: str
+) -> tuple[ToolCallSaid, ...]:
+    """Indexed calls' fields (by index) as calls, in order.
+
+    ``id``, then ``name`` and ``arguments`` under the keys each form gives them.
+    """
     return tuple(
         ToolCallSaid(
             id=_str(c.get("id")),
-            name=_str(c.get("name")),
-            arguments=_arguments(c.get("arguments")),
+            name=_str(c.get(name)),
+            arguments=_arguments(c.get(arguments)),
         )
         for _, c in sorted(found.items())
     )
@@ -1121,14 +1131,7 @@ def _oi_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
     call in ``tool_calls``): the message's call, never a part left out.
     """
     found = _oi_calls_in(row, "tool_calls.") or _oi_calls_in(row, "contents.")
-    return tuple(
-        ToolCallSaid(
-            id=_str(c.get("id")),
-            name=_str(c.get("function.name")),
-            arguments=_arguments(c.get("function.arguments")),
-        )
-        for _, c in sorted(found.items())
-    )
+    return _calls_of(found, "function.name", "function.arguments")
 
 
 def _oi_calls_in(

@@ -22,6 +22,7 @@ from tests.pipeline.fake_llm_server import (
 )
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.sessions import list_sessions, load_history
 
 
 class Ledger(NamedTuple):
@@ -68,6 +69,26 @@ def run_client(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["call"] == "call_w1"
+
+
+def said_in(ledger: Ledger, key: str) -> list[tuple[object, ...]]:
+    """A session's history, message by message: what each says.
+
+    Its role, its text, its calls (id, name, arguments as a JSON value), its
+    results (call id, content, whether an error).
+    """
+    (session,) = [s for s in list_sessions(ledger.store) if s.key == key]
+    return [
+        (
+            m.role,
+            m.text,
+            tuple((c.id, c.name, json.loads(c.arguments)) for c in m.tool_calls),
+            tuple((r.call_id, r.content, r.is_error) for r in m.tool_results),
+        )
+        for m in (
+            e.message for e in load_history(ledger.store, session.stream_id).entries
+        )
+    ]
 
 
 def audit_json(

@@ -22,11 +22,10 @@ from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
 from openinference.instrumentation import using_session
 from openinference.instrumentation.langchain import LangChainInstrumentor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "graph-run-1"
 
@@ -37,12 +36,8 @@ def get_weather(city: str) -> str:
     return "18C" if city == "Paris" else "unknown"
 
 
-def main(otlp_url: str, openai_url: str, kind: str) -> None:
-    """Run the agent once, then flush the spans."""
-    provider = TracerProvider(resource=Resource({"service.name": "graph-agent"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
-    )
+def run(provider: TracerProvider, openai_url: str, kind: str) -> str:
+    """Run the agent once; return its tool call's id."""
     if kind == "openinference":
         LangChainInstrumentor().instrument(tracer_provider=provider)
     else:
@@ -57,10 +52,15 @@ def main(otlp_url: str, openai_url: str, kind: str) -> None:
         )
     with using_session(SESSION):
         out = agent.invoke({"messages": [("user", "Weather in Paris?")]})
-    provider.force_flush()
-    provider.shutdown()
     calls = [c["id"] for m in out["messages"] for c in getattr(m, "tool_calls", [])]
-    print(json.dumps({"call": calls[0]}))
+    return calls[0]
+
+
+def main(otlp_url: str, openai_url: str, kind: str) -> None:
+    """Run it with the spans exported to ``otlp_url``; print the call's id."""
+    with exporter_provider(otlp_url, "graph-agent") as provider:
+        call = run(provider, openai_url, kind)
+    print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":

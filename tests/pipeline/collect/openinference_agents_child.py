@@ -19,10 +19,9 @@ from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from openai import AsyncOpenAI
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "agents-run-1"
 
@@ -33,12 +32,8 @@ def get_weather(city: str) -> str:
     return "18C" if city == "Paris" else "unknown"
 
 
-def main(otlp_url: str, openai_url: str) -> None:
-    """Run the agent once, then flush the spans."""
-    provider = TracerProvider(resource=Resource({"service.name": "weather-agent"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
-    )
+def run(provider: TracerProvider, openai_url: str) -> str:
+    """Run the agent once; return its tool call's id."""
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
     client = AsyncOpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     agent = Agent(
@@ -49,14 +44,19 @@ def main(otlp_url: str, openai_url: str) -> None:
     )
     with using_session(SESSION):
         result = asyncio.run(Runner.run(agent, "Weather in Paris?"))
-    provider.force_flush()
-    provider.shutdown()
     calls = [
         item.raw_item.call_id  # type: ignore[union-attr]
         for item in result.new_items
         if item.type == "tool_call_item"
     ]
-    print(json.dumps({"call": calls[0]}))
+    return calls[0]
+
+
+def main(otlp_url: str, openai_url: str) -> None:
+    """Run it with the spans exported to ``otlp_url``; print the call's id."""
+    with exporter_provider(otlp_url, "weather-agent") as provider:
+        call = run(provider, openai_url)
+    print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,9 @@ import sys
 import anthropic
 from openinference.instrumentation import using_session
 from openinference.instrumentation.anthropic import AnthropicInstrumentor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "claude-chat-1"
 TOOLS = [
@@ -32,12 +31,8 @@ TOOLS = [
 ]
 
 
-def main(otlp_url: str, anthropic_url: str) -> None:
-    """Run the round trip, then flush the spans."""
-    provider = TracerProvider(resource=Resource({"service.name": "claude-app"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
-    )
+def run(provider: TracerProvider, anthropic_url: str) -> str:
+    """Run the tool round trip; return the call's id."""
     AnthropicInstrumentor().instrument(tracer_provider=provider)
     client = anthropic.Anthropic(base_url=anthropic_url, api_key="k", max_retries=0)
     system = "You answer weather questions."
@@ -74,9 +69,14 @@ def main(otlp_url: str, anthropic_url: str) -> None:
             messages=messages,
             tools=TOOLS,
         )
-    provider.force_flush()
-    provider.shutdown()
-    print(json.dumps({"call": calls[0]}))
+    return calls[0]
+
+
+def main(otlp_url: str, anthropic_url: str) -> None:
+    """Run it with the spans exported to ``otlp_url``; print the call's id."""
+    with exporter_provider(otlp_url, "claude-app") as provider:
+        call = run(provider, anthropic_url)
+    print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":

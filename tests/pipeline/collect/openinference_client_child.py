@@ -17,30 +17,29 @@ import sys
 import openai
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai import OpenAIInstrumentor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests.pipeline.collect.openai_client_child import PICTURE, round_trip
+from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "weather-chat-1"
 
 
-def main(otlp_url: str, openai_url: str) -> None:
-    """Run the round trip and the picture question, then flush the spans."""
-    provider = TracerProvider(resource=Resource({"service.name": "weather-app"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"))
-    )
+def run(provider: TracerProvider, openai_url: str) -> str:
+    """Run the round trip and the picture question; return the call's id."""
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     with using_session(SESSION):
         messages, call = round_trip(client)
         messages.append({"role": "user", "content": PICTURE})
         client.chat.completions.create(model="gpt-4o", messages=messages)
-    provider.force_flush()
-    provider.shutdown()
+    return call
+
+
+def main(otlp_url: str, openai_url: str) -> None:
+    """Run it with the spans exported to ``otlp_url``; print the call's id."""
+    with exporter_provider(otlp_url, "weather-app") as provider:
+        call = run(provider, openai_url)
     print(json.dumps({"call": call}))
 
 

@@ -25,6 +25,7 @@ from tests.pipeline.collect.conftest import (
     Ledger,
     audit_json,
     run_client,
+    said_in,
     weather_server,
 )
 from tests.pipeline.collect.langgraph_agent_child import SESSION as GRAPH_SESSION
@@ -62,6 +63,16 @@ CONVERSATION = [
     ("user", "And what is in this picture?"),
     ("assistant", "A cat."),
 ]
+
+
+WEATHER_RUN = [
+    ("user", "Weather in Paris?", (), ()),
+    ("assistant", "", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+    ("tool", "", (), (("call_w1", "18C", False),)),
+    ("assistant", "18C in Paris.", (), ()),
+]
+"""A tool round trip's session: what each message says (calls' arguments as
+JSON values, each result with its call's id): :func:`said_in`."""
 
 
 @pytest.fixture(name="llm")
@@ -278,15 +289,7 @@ def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
         run_client(AGENTS_CHILD, llm.openai_base_url, url, {})
     (session,) = list_sessions(ledger.store)
     assert session.key == AGENTS_SESSION
-    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
-    assert [(m.role, m.text) for m in history] == [
-        ("user", "Weather in Paris?"),
-        ("assistant", ""),
-        ("tool", ""),
-        ("assistant", "18C in Paris."),
-    ]
-    assert history[2].tool_results[0].call_id == "call_w1"
-    assert history[2].tool_results[0].content == "18C"
+    assert said_in(ledger, session.key) == WEATHER_RUN
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
     results = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert [(r.call_id, r.provenance) for r in results] == [("call_w1", "executed")]
@@ -317,19 +320,7 @@ def test_a_langgraph_agents_tool_results_are_their_calls(
     (session,) = list_sessions(ledger.store)
     if kind == "openinference":
         assert session.key == GRAPH_SESSION  # OpenLLMetry's: the trace
-    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
-    assert [(m.role, m.text) for m in history] == [
-        ("user", "Weather in Paris?"),
-        ("assistant", ""),
-        ("tool", ""),
-        ("assistant", "18C in Paris."),
-    ]
-    assert [(c.id, c.name) for c in history[1].tool_calls] == [
-        ("call_w1", "get_weather")
-    ]
-    assert [(r.call_id, r.content) for r in history[2].tool_results] == [
-        ("call_w1", "18C")
-    ]
+    assert said_in(ledger, session.key) == WEATHER_RUN
     audit = audit_json(ledger, session.key, capsys)
     assert (audit["unpaired_results"], audit["violations"]) == (0, [])
 
@@ -353,18 +344,11 @@ def test_an_anthropic_tool_use_block_is_the_messages_call(
             run_client(ANTHROPIC_CHILD, llm.url, url, {})
     (session,) = list_sessions(ledger.store)
     assert session.key == ANTHROPIC_SESSION
-    history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
-    assert [(m.role, m.text) for m in history] == [
-        ("user", "Weather in Paris?"),
-        ("assistant", "Let me check."),
-        ("tool", ""),
-        ("assistant", "18C in Paris."),
-    ]
-    assert [(c.id, c.arguments) for c in history[1].tool_calls] == [
-        ("call_w1", '{"city": "Paris"}')
-    ]
-    assert [(r.call_id, r.content) for r in history[2].tool_results] == [
-        ("call_w1", "18C")
+    said = said_in(ledger, session.key)
+    assert said == [
+        WEATHER_RUN[0],
+        ("assistant", "Let me check.", *WEATHER_RUN[1][2:]),
+        *WEATHER_RUN[2:],
     ]
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
     calls = [e for e in events if isinstance(e, ModelCalled)]

@@ -14,7 +14,6 @@ records it as text, and each counts it once.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -34,11 +33,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from tests.pipeline.collect.conftest import Ledger, audit_json
+from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
 from tests.pipeline.collect.receiver import running
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect.coverage import NOT_RECORDED, PART_NOT_RECORDED
-from turnledger.pipeline.sessions import list_sessions, load_history
+from turnledger.pipeline.sessions import list_sessions
 
 AGENT = "weather-agent"
 IMAGE = BinaryContent(
@@ -119,22 +118,6 @@ def _run(url: str, *, content: bool, openinference: bool) -> list[ModelMessage]:
     return messages
 
 
-def _said(ledger: Ledger, key: str) -> list[tuple[object, ...]]:
-    """A session's history, message by message: what each says."""
-    (session,) = [s for s in list_sessions(ledger.store) if s.key == key]
-    return [
-        (
-            m.role,
-            m.text,
-            tuple((c.id, c.name, json.loads(c.arguments)) for c in m.tool_calls),
-            tuple((r.call_id, r.content, r.is_error) for r in m.tool_results),
-        )
-        for m in (
-            e.message for e in load_history(ledger.store, session.stream_id).entries
-        )
-    ]
-
-
 _OPENINFERENCE = pytest.mark.parametrize(
     "openinference", [False, True], ids=["pydantic-ai", "with-openinference"]
 )
@@ -158,12 +141,12 @@ def test_the_spans_hold_what_the_messages_hold(
     assert app.refused == 0
     conversation = messages[0].conversation_id
     assert conversation is not None
-    collected = _said(ledger, conversation)
+    collected = said_in(ledger, conversation)
 
     run = tmp_path / "run.json"
     run.write_bytes(ModelMessagesTypeAdapter.dump_json(messages))
     assert main(["--db", ledger.url, "import", str(run), "--agent", AGENT]) == 0
-    imported = _said(
+    imported = said_in(
         ledger,
         next(s.key for s in list_sessions(ledger.store) if s.key != conversation),
     )
@@ -197,7 +180,7 @@ def test_without_content_the_spans_record_usage_and_audit_says_so(
         messages = _run(url, content=False, openinference=openinference)
     conversation = messages[0].conversation_id
     assert conversation is not None
-    assert _said(ledger, conversation) == []
+    assert said_in(ledger, conversation) == []
     calls = sum(1 for m in messages if isinstance(m, ModelResponse))
     tools = sum(1 for m in messages for p in m.parts if isinstance(p, ToolCallPart))
     audit = audit_json(ledger, conversation, capsys)
