@@ -406,7 +406,7 @@ def _json_span(raw: object, where: str, service: str) -> Span:
             _json_event(e, f"{where}.events[{n}]")
             for n, e in enumerate(_list(span.get("events", []), f"{where}.events"))
         ),
-        status_code=_int(status.get("code", 0), f"{where}.status.code"),
+        status_code=_status_code(status.get("code", 0), f"{where}.status.code"),
         status_message=_text(status.get("message", ""), f"{where}.status.message"),
         service=service,
     )
@@ -518,6 +518,22 @@ def _int(value: object, where: str) -> int:
         msg = f"Expected {where} to be a 64-bit integer, found {quote_value(value)}"
         raise CollectError(msg)
     return found
+
+
+_STATUS_CODES: Final = {
+    "STATUS_CODE_UNSET": 0,
+    "STATUS_CODE_OK": 1,
+    "STATUS_CODE_ERROR": 2,
+}
+"""A span status code's names: the protobuf JSON mapping writes an enum by its
+name, which the OpenTelemetry Collector reads too (OTLP/JSON says integers)."""
+
+
+def _status_code(value: object, where: str) -> int:
+    """A status code: an integer (:func:`_int`), or its enum name."""
+    if isinstance(value, str) and value in _STATUS_CODES:
+        return _STATUS_CODES[value]
+    return _int(value, where)
 
 
 def _double(value: object, where: str) -> float:

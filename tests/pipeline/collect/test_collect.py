@@ -830,3 +830,22 @@ def test_a_langchain_tool_message_result_names_its_call(
         success,
         sent if expected is None else expected,
     )
+
+
+@pytest.mark.parametrize(
+    ("code", "success"),
+    [(2, False), ("STATUS_CODE_ERROR", False), ("STATUS_CODE_OK", True), ("1", True)],
+)
+def test_a_status_code_is_read_as_a_number_or_by_its_name(
+    ledger: Ledger, code: object, success: bool
+) -> None:
+    """OTLP/JSON sends enums as integers; the protobuf JSON mapping (and files
+    written by it) by name, which the OpenTelemetry Collector reads too."""
+    span = json_span(TRACE, "00f067aa0ba90201", chat_attributes(), start=1)
+    span["status"] = {"code": code, "message": "rate limited"}
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request([span])).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    (called,) = [e for e in events if isinstance(e, ModelCalled)]
+    assert called.success is success

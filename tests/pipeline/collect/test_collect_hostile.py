@@ -64,6 +64,7 @@ _TIMES = _with(startTimeUnixNano="12345")
         (_with({"doubleValue": "1e400"}), JSON, 400, "to be a double"),
         (_with({"doubleValue": "nan"}), JSON, 400, "to be a double"),
         (_with({"doubleValue": True}), JSON, 400, "to be a double"),
+        (_with(status={"code": "STATUS_CODE_FAILED"}), JSON, 400, "status.code"),
         (b"\xff\x00garbage" * 10, PROTOBUF, 400, "OTLP/protobuf"),
         (b'{"resourceSpans": [', JSON, 400, "OTLP/JSON"),
         (b'{"resourceSpans": {}}', JSON, 400, "resourceSpans to be an array"),
