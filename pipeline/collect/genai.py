@@ -20,6 +20,10 @@ are model calls, its ``TOOL`` spans tool runs, its other kinds known. Its
 content is its GenAI current-form messages when it carries them, else its own
 ``llm.*`` attributes (:func:`_openinference`; tool runs :func:`_read_tool`);
 a text it hid (:data:`REDACTED`) is a ``redacted`` part, never text.
+A span with ``ai.operationId`` and no ``gen_ai.operation.name`` is the Vercel
+AI SDK's: its provider calls (:data:`AI_SDK_CALLS`) are model calls read by
+:func:`_ai_sdk`, its ``ai.toolCall`` spans tool runs, its other operations
+known.
 A call with none of them has no content (usage only); so has a call whose
 messages come as their structure alone (parts without text, arguments or
 results, as some instrumentations send them with capture off), or whose
@@ -204,6 +208,8 @@ def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
     if oi_kind:
         return _openinference_kind(oi_kind)
     op = _str(attrs.get("gen_ai.operation.name"))
+    if op == "" and AI_SDK_OPERATION in attrs:
+        return _ai_sdk_kind(_str(attrs.get(AI_SDK_OPERATION)))
     if op in CHAT_OPERATIONS or (op == "" and _openllmetry_call(attrs)):
         return "chat", op or _str(attrs.get("llm.request.type")) or "chat"
     if op == "execute_tool":
@@ -267,6 +273,10 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         without_inputs = bool(found[2]) and not any(
             k.startswith("llm.input_messages.") for k in attrs
         )
+    elif _ai_sdk_call(attrs):
+        names = _AI_SDK_NAMES
+        found = _ai_sdk(attrs)
+        without_inputs = bool(found[2]) and _AI_SDK_MESSAGES not in attrs
     else:
         if any(event.name == _DETAILS_EVENT for event in span.events):
             attrs = dict(attrs)
@@ -1174,6 +1184,161 @@ def _oi_words(value: object) -> _Text:
     return _str(value), ()
 
 
+# --- the Vercel AI SDK: ai.prompt.messages / ai.response.* ------------------
+
+AI_SDK_OPERATION: Final = "ai.operationId"
+"""The attribute naming a Vercel AI SDK span's operation (its own telemetry)."""
+AI_SDK_CALLS: Final = frozenset(
+    {
+        "ai.generateText.doGenerate",
+        "ai.streamText.doStream",
+        "ai.generateObject.doGenerate",
+        "ai.streamObject.doStream",
+    }
+)
+"""Its operations that are one model call (the provider's request)."""
+_AI_SDK_MESSAGES: Final = "ai.prompt.messages"
+_AI_SDK_NAMES: Final = _Names(
+    model=(
+        "ai.response.model",
+        "gen_ai.response.model",
+        "ai.model.id",
+        "gen_ai.request.model",
+    ),
+    provider=("gen_ai.system", "ai.model.provider"),
+    input_tokens=(
+        "ai.usage.inputTokens",
+        "ai.usage.promptTokens",
+        "gen_ai.usage.input_tokens",
+    ),
+    output_tokens=(
+        "ai.usage.outputTokens",
+        "ai.usage.completionTokens",
+        "gen_ai.usage.output_tokens",
+    ),
+    cached_input_tokens=(
+        "ai.usage.cachedInputTokens",
+        "ai.usage.inputTokenDetails.cacheReadTokens",
+    ),
+)
+_AI_SDK_ERRORS: Final = frozenset({"error-text", "error-json"})
+
+
+def _ai_sdk_kind(operation: str) -> tuple[SpanKind, str]:
+    """An AI SDK operation: a provider call, a tool call, or another (counted)."""
+    if operation in AI_SDK_CALLS:
+        return "chat", operation
+    if operation == "ai.toolCall":
+        return "tool", operation
+    return "known", operation[:64] or "ai.operationId"
+
+
+def _ai_sdk_call(attrs: Mapping[str, object]) -> bool:
+    return (
+        "gen_ai.operation.name" not in attrs
+        and _str(attrs.get(AI_SDK_OPERATION)) in AI_SDK_CALLS
+    )
+
+
+def _ai_sdk(attrs: Mapping[str, object]) -> _Content:
+    """A provider call's messages, as the AI SDK records them.
+
+    ``ai.prompt.messages`` (its own message form: ``content`` a text or parts
+    of type ``text``, ``tool-call``, ``tool-result``, ``image``, ``file``,
+    ``reasoning``...), and the reply: ``ai.response.text`` and
+    ``ai.response.toolCalls``. Neither sent (``recordInputs`` and
+    ``recordOutputs`` off): usage only.
+    """
+    messages = attrs.get(_AI_SDK_MESSAGES)
+    text = attrs.get("ai.response.text")
+    calls = attrs.get("ai.response.toolCalls")
+    if messages is None and text is None and calls is None:
+        return (None, ()), [], [], 0, False
+    system: list[_Text] = []
+    inputs: list[Said] = []
+    for message in _seq(_json(messages)):
+        role = _str(_get(message, "role"))
+        content = _get(message, "content")
+        if isinstance(content, str):
+            parts: Sequence[object] = [{"type": "text", "text": content}]
+        else:
+            parts = _seq(content)
+        if role == "system":
+            system.append(_ai_sdk_texts(parts))
+        else:
+            inputs.extend(_ai_sdk_said(role, parts))
+    outputs: list[AssistantSaid] = []
+    if text is not None or calls is not None:
+        said = _ai_sdk_calls(_seq(_json(calls)))
+        outputs.append(AssistantSaid(_str(text), said))
+    return _system(system), inputs, outputs, 0, True
+
+
+def _ai_sdk_said(role: str, parts: Sequence[object]) -> list[Said]:
+    """What one AI SDK message says (as :func:`_said` reads a message)."""
+    if not parts:
+        return _said(role, _NO_PARTS, [], [])
+    calls = [p for p in parts if _get(p, "type") == "tool-call"]
+    results = [
+        _ai_sdk_tool_result(p) for p in parts if _get(p, "type") == "tool-result"
+    ]
+    others = [p for p in parts if _get(p, "type") not in ("tool-call", "tool-result")]
+    return _said(role, _ai_sdk_texts(others), list(_ai_sdk_calls(calls)), results)
+
+
+def _ai_sdk_texts(parts: Sequence[object]) -> _Text:
+    return _texts(
+        p if isinstance(p, str) else (_str(_get(p, "type")), _get(p, "text"))
+        for p in parts
+    )
+
+
+def _ai_sdk_calls(calls: Sequence[object]) -> tuple[ToolCallSaid, ...]:
+    """Tool calls: ``toolCallId``, ``toolName``, ``input`` (``args`` before 5.0)."""
+    return tuple(
+        ToolCallSaid(
+            id=_str(_get(c, "toolCallId")),
+            name=_str(_get(c, "toolName")),
+            arguments=_arguments(
+                _get(c, "args") if _get(c, "input") is None else _get(c, "input")
+            ),
+        )
+        for c in calls
+    )
+
+
+def _ai_sdk_tool_result(part: object) -> ToolSaid:
+    """A ``tool-result`` part as a result.
+
+    Its ``output`` (``{"type", "value"}``; an ``error-text`` or ``error-json``
+    one is an error), or its ``result`` (before 5.0).
+    """
+    output = _get(part, "output")
+    kind = _str(_get(output, "type"))
+    value = _get(output, "value") if isinstance(output, dict) else _get(part, "result")
+    return ToolSaid(
+        call_id=_str(_get(part, "toolCallId")),
+        content=_as_text(value),
+        name=_str(_get(part, "toolName")),
+        is_error=kind in _AI_SDK_ERRORS,
+    )
+
+
+def _ai_sdk_result(value: object) -> object:
+    """A tool span's ``ai.toolCall.result`` (the result as JSON text).
+
+    A string result is its text, as the model is sent it; any other stays JSON.
+    """
+    if isinstance(value, str) and value[:1] == '"':
+        try:
+            decoded = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return value
+        if isinstance(decoded, str):
+            return decoded
+    return value
+
+
 # --- tool runs --------------------------------------------------------------
 
 
@@ -1190,6 +1355,11 @@ def _read_tool(span: Span) -> ToolRun:
         name = _str(attrs.get("tool.name"))
         arguments = _shown(attrs.get("input.value"))
         result = _shown(attrs.get("output.value"))
+    elif AI_SDK_OPERATION in attrs and "gen_ai.operation.name" not in attrs:
+        call_id = _str(attrs.get("ai.toolCall.id"))
+        name = _str(attrs.get("ai.toolCall.name"))
+        arguments = attrs.get("ai.toolCall.args")
+        result = _ai_sdk_result(attrs.get("ai.toolCall.result"))
     else:
         call_id = _str(attrs.get("gen_ai.tool.call.id"))
         name = _str(attrs.get("gen_ai.tool.name"))

@@ -849,3 +849,123 @@ def test_a_status_code_is_read_as_a_number_or_by_its_name(
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
     (called,) = [e for e in events if isinstance(e, ModelCalled)]
     assert called.success is success
+
+
+def _ai_sdk_call(**attrs: object) -> dict[str, object]:
+    return {
+        "ai.operationId": "ai.streamText.doStream",
+        "ai.model.id": "gpt-4o-mini",
+        "ai.model.provider": "openai.responses",
+        **attrs,
+    }
+
+
+def test_the_vercel_ai_sdk_forms_before_5_and_its_errors(ledger: Ledger) -> None:
+    """AI SDK 4's parts (``args``, ``result``, ``promptTokens``), a tool result
+    of type ``error-text`` (an error), a tool span's string result as its
+    text, and a call recorded without inputs or outputs (usage only)."""
+    messages = [
+        {"role": "user", "content": "Stock of SKU 12?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {
+                    "type": "tool-call",
+                    "toolCallId": "c1",
+                    "toolName": "stock",
+                    "args": {"sku": 12},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": "c1",
+                    "toolName": "stock",
+                    "result": 4,
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool-call",
+                    "toolCallId": "c2",
+                    "toolName": "order",
+                    "input": {"sku": 12},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": "c2",
+                    "toolName": "order",
+                    "output": {"type": "error-text", "value": "out of credit"},
+                },
+            ],
+        },
+    ]
+    call = _ai_sdk_call(
+        **{
+            "ai.prompt.messages": json.dumps(messages),
+            "ai.response.text": "I could not order it.",
+            "ai.usage.promptTokens": 40,
+            "ai.usage.completionTokens": 7,
+        }
+    )
+    tool = {
+        "ai.operationId": "ai.toolCall",
+        "ai.toolCall.id": "c3",
+        "ai.toolCall.name": "notify",
+        "ai.toolCall.args": '{"to": "ops"}',
+        "ai.toolCall.result": '"sent"',
+    }
+    quiet = _ai_sdk_call(**{"ai.usage.inputTokens": 12, "ai.usage.outputTokens": 2})
+    spans = [
+        json_span(TRACE, "00f067aa0ba90201", call, start=1),
+        json_span(TRACE, "00f067aa0ba90202", tool, start=2),
+        json_span(TRACE, "00f067aa0ba90203", quiet, start=3),
+        json_span(
+            TRACE, "00f067aa0ba90204", {"ai.operationId": "ai.streamText"}, start=4
+        ),
+    ]
+    with running(ledger.store) as (url, _app):
+        assert _post_json(url, json_request(spans)).status_code == 200
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [
+        (e.call_id, e.success, e.output or e.error)
+        for e in events
+        if isinstance(e, ToolResultRecorded)
+    ]
+    assert results == [
+        ("c1", True, "4"),
+        ("c2", False, "out of credit"),
+        ("c3", True, "sent"),
+    ]
+    messages_said = [
+        (e.text, [(c.id, c.arguments) for c in e.tool_calls])
+        for e in events
+        if isinstance(e, AssistantMessage)
+    ]
+    assert messages_said == [
+        ("Checking.", [("c1", '{"sku":12}')]),
+        ("", [("c2", '{"sku":12}')]),
+        ("I could not order it.", []),
+        ("", [("c3", '{"to": "ops"}')]),  # only the tool span says this call
+    ]
+    calls = [
+        (e.model, e.input_tokens, e.output_tokens)
+        for e in events
+        if isinstance(e, ModelCalled)
+    ]
+    assert calls == [("gpt-4o-mini", 40, 7), ("gpt-4o-mini", 12, 2)]
+    listed = [e for e in events if isinstance(e, ItemRecorded)]
+    assert "00f067aa0ba90203" in json.loads(listed[-1].fields)["without_content"]

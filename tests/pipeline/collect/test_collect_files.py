@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.pipeline.collect.conftest import Ledger
+from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
+from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import (
     ANSWER,
     CALL,
@@ -27,11 +29,13 @@ from tests.pipeline.collect.spans import (
     json_request,
     json_span,
 )
+from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect.coverage import NOT_RECORDED
 from turnledger.pipeline.config import Config
 from turnledger.pipeline.mcp import McpRecorder, ToolServices, build_server
 from turnledger.pipeline.memory import MemoryService
+from turnledger.pipeline.sessions import list_sessions
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 OTHER = "6b8efff798038103d269b633813fc60c"
@@ -258,3 +262,66 @@ def test_the_cli_and_the_mcp_tool_both_say_the_conversation_is_not_recorded(
     assert tool == cli
     code, whole, _ = _run(["--db", ledger.url, "audit", TRACE, "--json"], capsys)
     assert whole["skipped"] == {}  # its content was recorded
+
+
+AI_SDK_RUN = Path(__file__).parents[2] / "fixtures" / "otlp" / "vercel-ai-sdk-6.json"
+
+
+@pytest.mark.parametrize("via", ["import", "collect"])
+def test_a_vercel_ai_sdk_run_records_its_conversations(
+    ledger: Ledger, via: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Vercel AI SDK's own telemetry of a real run (TypeScript; see the
+    fixture's PROVENANCE.md), imported as a file or posted to collect: its
+    provider calls and tool calls are the conversation, each ``generateText``
+    a trace and so a session; its ``ai.generateText`` spans are counted. Sent
+    again, nothing is written twice."""
+    body = AI_SDK_RUN.read_bytes()
+    with running(ledger.store) as (url, _app):
+        if via == "import":
+            argv = ["--db", ledger.url, "import", str(AI_SDK_RUN), "--json"]
+            code, report, _ = _run(argv, capsys)
+            assert code == 0
+            assert report["skipped"] == {"span of operation ai.generateText": 2}
+            assert report["coverage"]["mapped"] == 4
+        else:
+            answer = _post(url, body)
+            assert answer.status_code == 200
+            assert "rejected_spans" not in answer.json().get("partialSuccess", {})
+        round_trip = [
+            ("user", "Weather in Paris?", (), ()),
+            ("assistant", "", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+            ("tool", "", (), (("call_w1", "18C", False),)),
+            ("assistant", "18C in Paris.", (), ()),
+        ]
+        sessions = {s.key: s for s in list_sessions(ledger.store)}
+        histories = sorted((said_in(ledger, key) for key in sessions), key=len)
+        thanks = [
+            ("user", "Thanks!", (), ()),
+            ("assistant", "You are welcome.", (), ()),
+        ]
+        assert histories == [round_trip, [*round_trip, *thanks]]
+        for key, session in sessions.items():
+            events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+            system = [e.text for e in events if isinstance(e, SystemPromptSet)]
+            assert system == ["You answer weather questions."]
+            calls = [e for e in events if isinstance(e, ModelCalled)]
+            assert {(c.model, c.provider) for c in calls} == {("gpt-4o", "openai.chat")}
+            audit = audit_json(ledger, key, capsys)
+            assert (audit["violations"], audit["skipped"]) == ([], {})
+        usage = sorted(
+            (e.input_tokens, e.output_tokens)
+            for s in sessions.values()
+            for e in (r.event for r in ledger.store.read_stream(s.stream_id))
+            if isinstance(e, ModelCalled)
+        )
+        assert usage == [(50, 10), (70, 6), (90, 4)]
+        before = ledger.store.max_position()
+        assert _post(url, body).status_code == 200
+        assert ledger.store.max_position() == before
+
+
+def _post(url: str, body: bytes) -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/traces", content=body, headers={"content-type": "application/json"}
+    )
