@@ -1,0 +1,137 @@
+"""The GenAI conventions' message events, read.
+
+The previous form's ``gen_ai.*.message`` and ``gen_ai.choice`` span events,
+and the current form's ``gen_ai.client.inference.operation.details`` event
+(both also sent as log records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from turnledger.pipeline.collect.decode import Span, SpanEvent
+from turnledger.pipeline.collect.genai.said import (
+    AssistantSaid,
+    Content,
+    Said,
+    Text,
+    ToolCallSaid,
+    ToolSaid,
+    UserSaid,
+    message_text,
+    system_of,
+)
+from turnledger.pipeline.collect.genai.values import (
+    arguments_text,
+    as_text,
+    get,
+    json_of,
+    seq,
+    string,
+)
+
+DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+
+
+MESSAGE_EVENTS: Final = frozenset(
+    {
+        "gen_ai.system.message",
+        "gen_ai.user.message",
+        "gen_ai.assistant.message",
+        "gen_ai.tool.message",
+        "gen_ai.choice",
+    }
+)
+"""The previous form's message events (on a span, or log records in its context)."""
+
+
+CONTENT_EVENTS: Final = MESSAGE_EVENTS | {DETAILS_EVENT}
+"""The events that may hold a model call's content, on its span or as log records
+emitted in its context: the previous form's message events and the current
+form's ``gen_ai.client.inference.operation.details``."""
+
+
+_CONTENT_KEYS: Final = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+)
+
+
+def carries_content(event: SpanEvent) -> bool:
+    """Whether a content event holds what was said, not only that it was.
+
+    With content capture off, instrumentations still emit the events (a user
+    message without ``content``, a tool call without ``arguments``, the
+    details event without messages): those say nothing to record. A message
+    event holds content when its fields (its ``body``, else its attributes)
+    hold ``content``, or a tool call with its ``arguments``; for
+    ``gen_ai.choice``, its ``message`` does. The details event holds content
+    when it carries the input or output messages or the system instructions.
+    """
+    if event.name == DETAILS_EVENT:
+        return any(key in event.attributes for key in _CONTENT_KEYS)
+    if event.name not in MESSAGE_EVENTS:
+        return False
+    body = json_of(event.attributes.get("body"))
+    fields: Mapping[str, object] = body if isinstance(body, dict) else event.attributes
+    if event.name == "gen_ai.choice":
+        message = json_of(fields.get("message"))
+        fields = message if isinstance(message, dict) else fields
+    if fields.get("content") is not None:
+        return True
+    return any(
+        get(get(call, "function"), "arguments") is not None
+        for call in seq(json_of(fields.get("tool_calls")))
+    )
+
+
+def events_content(span: Span) -> Content:
+    """A call's content from its previous-form message events, in order."""
+    system: list[Text] = []
+    inputs: list[Said] = []
+    outputs: list[AssistantSaid] = []
+    extra = 0
+    for event in span.events:
+        attrs = event.attributes
+        body = json_of(attrs.get("body"))
+        fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
+        content = fields.get("content")
+        match event.name:
+            case "gen_ai.system.message":
+                system.append(message_text(content))
+            case "gen_ai.user.message":
+                inputs.append(UserSaid(*message_text(content)))
+            case "gen_ai.assistant.message":
+                text, skipped = message_text(content)
+                inputs.append(AssistantSaid(text, _openai_calls(fields), skipped))
+            case "gen_ai.tool.message":
+                call_id = string(fields.get("id")) or string(fields.get("tool_call_id"))
+                text = as_text(json_of(content))
+                inputs.append(ToolSaid(call_id=call_id, content=text))
+            case "gen_ai.choice":
+                if outputs:
+                    extra += 1
+                    continue
+                message = json_of(fields.get("message"))
+                inner = message if isinstance(message, dict) else fields
+                text, skipped = message_text(inner.get("content"))
+                outputs.append(AssistantSaid(text, _openai_calls(inner), skipped))
+            case _:
+                continue
+    return system_of(system), inputs, outputs, extra, True
+
+
+def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+    calls: list[ToolCallSaid] = []
+    for call in seq(json_of(fields.get("tool_calls"))):
+        function = get(call, "function")
+        calls.append(
+            ToolCallSaid(
+                id=string(get(call, "id")),
+                name=string(get(function, "name")),
+                arguments=arguments_text(get(function, "arguments")),
+            )
+        )
+    return tuple(calls)

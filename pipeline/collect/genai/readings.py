@@ -1,0 +1,139 @@
+"""What a span is, read: a model call, a tool run, or a span only counted.
+
+And where each convention puts a call's model, provider and usage
+(:class:`Names`), read by :func:`first_of` and :func:`count_of`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Final, Literal, NamedTuple, TypeAlias
+
+import msgspec
+
+from turnledger.ledger.numbers import MAX_INTEGER, parse_whole
+from turnledger.pipeline.collect.genai.said import (
+    AssistantSaid,
+    Said,
+)
+from turnledger.pipeline.collect.genai.values import (
+    string,
+)
+
+
+class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A model call span, read.
+
+    Attributes:
+        model: The response model, else the request model.
+        provider: ``gen_ai.provider.name`` (or the older ``gen_ai.system``).
+        input_tokens: Prompt tokens.
+        output_tokens: Completion tokens.
+        cached_input_tokens: Prompt tokens read from the provider's cache.
+        duration_ms: End minus start.
+        success: Whether the span's status is not an error.
+        error: The error type or status message of a failed call.
+        system: The system instructions, when sent (their text parts).
+        system_skipped: The types of the system instructions' parts that hold
+            no text (not recorded, counted).
+        inputs: The input messages (system ones excluded), in order.
+        outputs: The output messages (the first choice).
+        content: Whether any message content was captured.
+        without_inputs: Whether the call's output messages came without its
+            input messages (``gen_ai.output.messages`` without
+            ``gen_ai.input.messages``: an instrumentation that dropped them,
+            as OpenLLMetry does for a request holding an image).
+        extra_choices: Choices after the first (counted, not recorded).
+    """
+
+    model: str = ""
+    provider: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    duration_ms: float = 0.0
+    success: bool = True
+    error: str | None = None
+    system: str | None = None
+    system_skipped: tuple[str, ...] = ()
+    inputs: tuple[Said, ...] = ()
+    outputs: tuple[AssistantSaid, ...] = ()
+    content: bool = False
+    without_inputs: bool = False
+    extra_choices: int = 0
+
+
+class ToolRun(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An ``execute_tool`` span, read (``arguments``, ``result``: None if not sent)."""
+
+    call_id: str
+    name: str
+    arguments: str | None = None
+    result: str | None = None
+    success: bool = True
+    error: str | None = None
+
+
+SpanKind: TypeAlias = Literal["chat", "tool", "known", "unknown"]
+
+
+class SpanReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What a span is: its kind, a label to count it by, and what it says."""
+
+    kind: SpanKind
+    label: str
+    call: ModelCall | None = None
+    tool: ToolRun | None = None
+    conversation: str | None = None
+
+
+class Names(NamedTuple):
+    """Where a convention puts a call's model, provider and usage (first found)."""
+
+    model: tuple[str, ...]
+    provider: tuple[str, ...]
+    input_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    cached_input_tokens: tuple[str, ...]
+
+
+GENAI_NAMES: Final = Names(
+    model=("gen_ai.response.model", "gen_ai.request.model"),
+    provider=("gen_ai.provider.name", "gen_ai.system"),
+    input_tokens=("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+    output_tokens=("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+    cached_input_tokens=("gen_ai.usage.cache_read.input_tokens",),
+)
+
+
+def first_of(attrs: Mapping[str, object], keys: Sequence[str]) -> str:
+    """The first of ``keys`` whose value is a non-empty text, else ``""``."""
+    for key in keys:
+        if found := string(attrs.get(key)):
+            return found
+    return ""
+
+
+def count_of(attrs: Mapping[str, object], keys: Sequence[str]) -> int:
+    """A token count (the first of ``keys`` sent): a non-negative integer, else 0.
+
+    An integer, an integral part of a finite float, or ASCII digits; a
+    negative, non-finite or larger than :data:`~ledger.numbers.MAX_INTEGER`
+    one reads as 0 (not reported).
+    """
+    value = None
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            break
+    count = 0
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        count = value
+    elif isinstance(value, float) and math.isfinite(value):
+        count = int(value)
+    elif isinstance(value, str):
+        count = parse_whole(value) or 0
+    return count if 0 <= count <= MAX_INTEGER else 0
