@@ -39,6 +39,10 @@ WITHOUT_INPUTS: Final = "otlp span without its input messages (question not reco
 """The ``skipped`` kind a ledger audit counts model calls under whose span held
 their answer but none of the messages they answered."""
 
+WITHOUT_OUTPUTS: Final = "otlp span without its output messages (answer not recorded)"
+"""The ``skipped`` kind a ledger audit counts model calls under whose span held
+the messages sent but no answer (a call that failed is not counted)."""
+
 PART_NOT_RECORDED: Final = "otlp {} part (not recorded)"
 """The ``skipped`` kind (formatted with the part's type) a ledger audit counts
 message parts under that hold no text (an image, a file, a reasoning part...)."""
@@ -67,8 +71,8 @@ class SpansListed(msgspec.Struct):
     them gave, ``[call id, version]`` of each message a tool span made for its
     call (the model's own message was not in the ledger yet), the types of
     the message parts left out of the messages recorded (they hold no text),
-    with counts, and the ids of the model call spans that held their answer
-    but no input message.
+    with counts, the ids of the model call spans that held their answer but
+    no input message, and of those that held the messages sent but no answer.
     """
 
     spans: list[tuple[str, str, str]]
@@ -77,6 +81,7 @@ class SpansListed(msgspec.Struct):
     stand_ins: list[tuple[str, int]] = msgspec.field(default_factory=list)
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     without_inputs: list[str] = msgspec.field(default_factory=list)
+    without_outputs: list[str] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -106,14 +111,16 @@ class LogsListed(msgspec.Struct):
 
     The batch's GenAI log events of the session, the ids of the spans already
     recorded (without content) whose content they brought, the types of the
-    message parts left out of the messages recorded, with counts, and the ids
-    of the spans whose events held their answer but no input message.
+    message parts left out of the messages recorded, with counts, the ids of
+    the spans whose events held their answer but no input message, and of
+    those whose events held the messages sent but no answer.
     """
 
     events: list[LoggedEvent]
     applied: list[str] = msgspec.field(default_factory=list)
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     without_inputs: list[str] = msgspec.field(default_factory=list)
+    without_outputs: list[str] = msgspec.field(default_factory=list)
 
 
 LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)
@@ -125,14 +132,18 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
 
     The spans recorded without content (:data:`NOT_RECORDED`; a span whose
     content came later, in log events, is not counted), the model calls whose
-    span held their answer but no input message (:data:`WITHOUT_INPUTS`), and
-    the message parts that hold no text, by type (:data:`PART_NOT_RECORDED`).
+    span held their answer but no input message (:data:`WITHOUT_INPUTS`), those
+    whose span held the messages sent but no answer (:data:`WITHOUT_OUTPUTS`;
+    one answered by log events applied to it later is not counted), and the
+    message parts that hold no text, by type (:data:`PART_NOT_RECORDED`).
     """
-    missing = unasked = 0
+    missing = unasked = unanswered = 0
     parts: Counter[str] = Counter()
     for stream in streams:
         without: set[str] = set()
         applied: set[str] = set()
+        # In stream order: log events applied to a span later may answer it.
+        answerless: set[str] = set()
         for recorded in store.read_stream(stream, types=(ItemRecorded,)):
             event = recorded.event
             if not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:
@@ -142,15 +153,21 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
                 without.update(spans.without_content)
                 parts.update(spans.skipped)
                 unasked += len(spans.without_inputs)
+                answerless.update(spans.without_outputs)
             elif event.kind == LOGS_KIND:
                 logs = LOGS_LISTED.decode(event.fields)
                 applied.update(logs.applied)
                 parts.update(logs.skipped)
                 unasked += len(logs.without_inputs)
+                answerless.difference_update(logs.applied)
+                answerless.update(logs.without_outputs)
         missing += len(without - applied)
+        unanswered += len(answerless)
     found = {NOT_RECORDED: missing} if missing else {}
     if unasked:
         found[WITHOUT_INPUTS] = unasked
+    if unanswered:
+        found[WITHOUT_OUTPUTS] = unanswered
     for kind, count in sorted(parts.items()):
         found[part_not_recorded(kind)] = count
     return found

@@ -32,6 +32,7 @@ from turnledger.pipeline.collected import (
     NOT_RECORDED,
     PART_NOT_RECORDED,
     WITHOUT_INPUTS,
+    WITHOUT_OUTPUTS,
     not_recorded,
 )
 from turnledger.pipeline.formats.model import Coverage
@@ -48,6 +49,7 @@ __all__ = [
     "PART_NOT_RECORDED",
     "SPAN",
     "WITHOUT_INPUTS",
+    "WITHOUT_OUTPUTS",
     "file_coverage",
     "logs_coverage",
     "not_recorded",

@@ -182,6 +182,8 @@ def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
     }
     if report.without_inputs:
         skipped["span without its input messages"] = report.without_inputs
+    if report.without_outputs:
+        skipped["span without its output messages"] = report.without_outputs
     if isinstance(report, LogsReport):
         skipped.update({f"log record ({k})": n for k, n in report.unknown.items()})
         if report.duplicates:

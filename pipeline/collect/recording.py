@@ -110,6 +110,8 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         without_content: Recorded spans whose messages were not captured.
         without_inputs: Model call spans holding their answer but no message
             they answered (the question is not in the ledger).
+        without_outputs: Model call spans holding the messages sent but no
+            answer, the call not failed (the answer is not in the ledger).
         extra_choices: Output choices after a call's first (not recorded).
         parts: Message parts that hold no text (an image, a reasoning
             part...), by type: left out of the messages recorded, counted.
@@ -124,6 +126,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     duplicates: int = 0
     without_content: int = 0
     without_inputs: int = 0
+    without_outputs: int = 0
     extra_choices: int = 0
     parts: dict[str, int] = msgspec.field(default_factory=dict)
     known: dict[str, int] = msgspec.field(default_factory=dict)
@@ -148,6 +151,8 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
             capture off): counted, not recorded.
         without_inputs: Spans whose events held their answer but no message
             it answered (the question is not in the ledger).
+        without_outputs: Spans whose events held the messages sent but no
+            answer (the answer is not in the ledger).
         parts: Message parts that hold no text, by type (as
             :attr:`BatchReport.parts`).
         unknown: Records that are no GenAI content event of a span, by why
@@ -163,6 +168,7 @@ class LogsReport(msgspec.Struct, frozen=True, kw_only=True):
     duplicates: int = 0
     without_content: int = 0
     without_inputs: int = 0
+    without_outputs: int = 0
     parts: dict[str, int] = msgspec.field(default_factory=dict)
     unknown: dict[str, int] = msgspec.field(default_factory=dict)
     sessions: tuple[SessionWritten, ...] = ()
@@ -259,6 +265,7 @@ class Recorder:
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
             without_inputs=sum(len(b.without_inputs) for b in builders),
+            without_outputs=sum(len(b.without_outputs) for b in builders),
             extra_choices=totals["extra_choices"],
             parts=dict(sorted(parts.items())),
             known=dict(known),
@@ -334,6 +341,7 @@ class Recorder:
             duplicates=counts["duplicates"],
             without_content=counts["without_content"],
             without_inputs=sum(len(b.without_inputs) for b in builders),
+            without_outputs=sum(len(b.without_outputs) for b in builders),
             parts=dict(sorted(parts.items())),
             unknown=dict(Counter(o for o in outcome if o in _UNRECORDABLE)),
             sessions=written,

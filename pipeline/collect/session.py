@@ -236,6 +236,7 @@ class SessionBatch:
         self.duplicates: list[str] = []
         self.skipped: Counter[str] = Counter()  # parts not recorded, by type
         self.without_inputs: list[str] = []
+        self.without_outputs: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -313,16 +314,17 @@ class SessionBatch:
         """List the spans or log events recorded (one ``item.recorded``)."""
         # What the batch left out goes in its one item: the log events' or the spans'.
         skipped = dict(sorted(self.skipped.items()))
-        unasked = self.without_inputs
+        unasked, unanswered = self.without_inputs, self.without_outputs
         if self.logged:
             logs = LogsListed(
                 events=self.logged,
                 applied=self.applied,
                 skipped=skipped,
                 without_inputs=unasked,
+                without_outputs=unanswered,
             )
             self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
-            skipped, unasked = {}, []
+            skipped, unasked, unanswered = {}, [], []
         if not self.listed:
             return
         listed = SpansListed(
@@ -332,6 +334,7 @@ class SessionBatch:
             stand_ins=self.stand_ins,
             skipped=skipped,
             without_inputs=unasked,
+            without_outputs=unanswered,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -367,6 +370,8 @@ class SessionBatch:
         state = self.state
         if call.without_inputs:  # the question is not in the ledger: listed
             self.without_inputs.append(span.span_id)
+        if call.without_outputs:  # nor here the answer
+            self.without_outputs.append(span.span_id)
         if call.system is not None and call.system != state.system:
             self._emit(SystemPromptSet.of(call.system, turn_id=state.open_turn))
             self.skipped.update(call.system_skipped)

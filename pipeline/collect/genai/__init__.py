@@ -266,6 +266,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         outputs=tuple(outputs),
         content=content,
         without_inputs=without_inputs,
+        without_outputs=content and bool(inputs) and not outputs and not failed,
         extra_choices=extra,
     )
 

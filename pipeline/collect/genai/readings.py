@@ -44,6 +44,9 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             input messages (``gen_ai.output.messages`` without
             ``gen_ai.input.messages``: an instrumentation that dropped them,
             as OpenLLMetry does for a request holding an image).
+        without_outputs: Whether the call's input messages came without any
+            output message, the call not failed (the answer is not in the
+            ledger).
         extra_choices: Choices after the first (counted, not recorded).
     """
 
@@ -61,6 +64,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     outputs: tuple[AssistantSaid, ...] = ()
     content: bool = False
     without_inputs: bool = False
+    without_outputs: bool = False
     extra_choices: int = 0
 
 

@@ -45,6 +45,7 @@ from turnledger.pipeline.collect.coverage import (
     NOT_RECORDED,
     PART_NOT_RECORDED,
     WITHOUT_INPUTS,
+    WITHOUT_OUTPUTS,
 )
 from turnledger.pipeline.collected import MESSAGE_NOT_RECORDED
 from turnledger.pipeline.config import Config
@@ -969,3 +970,33 @@ def test_the_vercel_ai_sdk_forms_before_5_and_its_errors(ledger: Ledger) -> None
     assert calls == [("gpt-4o-mini", 40, 7), ("gpt-4o-mini", 12, 2)]
     listed = [e for e in events if isinstance(e, ItemRecorded)]
     assert "00f067aa0ba90203" in json.loads(listed[-1].fields)["without_content"]
+
+
+def test_a_call_sent_without_its_answer_is_said_missing(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model call span holding the messages sent but no output message: the
+    question is recorded, and audit, the batch header and a file's import say
+    the answer is not there. A failed call has none to say missing."""
+    asked = [{"role": "user", "parts": [text("Weather in Paris?")]}]
+    answered = chat_attributes(inputs=asked, outputs=[ANSWER])
+    unanswered = chat_attributes(inputs=asked)
+    spans = [
+        json_span(TRACE, "00f067aa0ba90201", answered, start=1),
+        json_span(TRACE, "00f067aa0ba90202", unanswered, start=2),
+        json_span(TRACE, "00f067aa0ba90203", unanswered, start=3, status=2),
+    ]
+    with running(ledger.store) as (url, _app):
+        answer = _post_json(url, json_request(spans))
+    assert answer.status_code == 200
+    assert json.loads(answer.headers["turnledger-batch"])["without_outputs"] == 1
+    (session,) = list_sessions(ledger.store)
+    audit = audit_json(ledger, session.key, capsys)
+    assert audit["skipped"] == {WITHOUT_OUTPUTS: 1}
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(json_request(spans)))
+    capsys.readouterr()
+    argv = ["--db", str(tmp_path / "other.db"), "import", str(path), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["skipped"]["span without its output messages"] == 1
