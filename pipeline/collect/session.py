@@ -619,6 +619,7 @@ _HIDDEN: Final = {"u": "U", "a": "A"}
 (:data:`~.genai.REDACTED`), by the role of a message held: such a print
 matches a held message of that role and calls, whatever its text (the session
 may hold the text, from the output that said it)."""
+_HIDDEN_ROLES: Final = frozenset(_HIDDEN.values())
 
 
 def _same_arguments(made: str, ran: str) -> bool:
@@ -657,7 +658,7 @@ def _overlap(seen: Sequence[_Print], prints: Sequence[_Print]) -> tuple[int, int
     size = min(len(seen), len(prints))
     if size and seen[len(seen) - size :] == prints[:size]:
         return size, 0  # the usual call: its input continues the session
-    if any(p[0] in ("U", "A") for p in prints):
+    if any(p[0] in _HIDDEN_ROLES for p in prints):
         return _overlap_of(seen, prints, _same)
     return _overlap_of(seen, prints, operator.eq)
 
@@ -690,7 +691,7 @@ def _overlap_of(
     held = set(seen)
     for at, found in enumerate(prints):
         if found not in held and not (
-            found[0] in ("U", "A") and any(same([h], [found]) for h in held)
+            found[0] in _HIDDEN_ROLES and any(same([h], [found]) for h in held)
         ):
             return at, 0
     return len(prints), 0

@@ -42,9 +42,9 @@ from turnledger.pipeline.collect.genai.ai_sdk import (
     AI_SDK_MESSAGES,
     AI_SDK_NAMES,
     AI_SDK_OPERATION,
-    ai_sdk_call,
     ai_sdk_content,
     ai_sdk_kind,
+    is_ai_sdk,
 )
 from turnledger.pipeline.collect.genai.current import InputCache, current_content
 from turnledger.pipeline.collect.genai.events import (
@@ -85,6 +85,7 @@ from turnledger.pipeline.collect.genai.said import (
     ToolCallSaid,
     ToolSaid,
     UserSaid,
+    no_content,
 )
 from turnledger.pipeline.collect.genai.tools import read_tool
 from turnledger.pipeline.collect.genai.values import string
@@ -163,9 +164,9 @@ def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
     oi_kind = string(attrs.get(OPENINFERENCE_KIND))
     if oi_kind:
         return openinference_kind(oi_kind)
-    op = string(attrs.get("gen_ai.operation.name"))
-    if op == "" and AI_SDK_OPERATION in attrs:
+    if is_ai_sdk(attrs):
         return ai_sdk_kind(string(attrs.get(AI_SDK_OPERATION)))
+    op = string(attrs.get("gen_ai.operation.name"))
     if op in CHAT_OPERATIONS or (op == "" and openllmetry_call(attrs)):
         return "chat", op or string(attrs.get("llm.request.type")) or "chat"
     if op == "execute_tool":
@@ -225,7 +226,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         without_inputs = bool(found[2]) and not any(
             k.startswith("llm.input_messages.") for k in attrs
         )
-    elif ai_sdk_call(attrs):
+    elif is_ai_sdk(attrs):
         names = AI_SDK_NAMES
         found = ai_sdk_content(attrs)
         without_inputs = bool(found[2]) and AI_SDK_MESSAGES not in attrs
@@ -282,8 +283,8 @@ def _content(
         return current_content(attrs, cache, key)
     if any(e.name in MESSAGE_EVENTS for e in span.events):
         if not any(carries_content(e) for e in span.events):
-            return (None, ()), [], [], 0, False  # capture off: events, no content
+            return no_content()  # capture off: events, no content
         return events_content(span)
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
         return openllmetry_content(attrs)
-    return (None, ()), [], [], 0, False
+    return no_content()

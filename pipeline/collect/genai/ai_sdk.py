@@ -23,6 +23,7 @@ from turnledger.pipeline.collect.genai.said import (
     Text,
     ToolCallSaid,
     ToolSaid,
+    no_content,
     said_of,
     system_of,
     text_of_parts,
@@ -91,12 +92,9 @@ def ai_sdk_kind(operation: str) -> tuple[SpanKind, str]:
     return "known", operation[:64] or "ai.operationId"
 
 
-def ai_sdk_call(attrs: Mapping[str, object]) -> bool:
-    """Whether a span is one of the AI SDK's provider calls (:data:`AI_SDK_CALLS`)."""
-    return (
-        "gen_ai.operation.name" not in attrs
-        and string(attrs.get(AI_SDK_OPERATION)) in AI_SDK_CALLS
-    )
+def is_ai_sdk(attrs: Mapping[str, object]) -> bool:
+    """Whether a span is the AI SDK's: ``ai.operationId``, no GenAI operation."""
+    return AI_SDK_OPERATION in attrs and not string(attrs.get("gen_ai.operation.name"))
 
 
 def ai_sdk_content(attrs: Mapping[str, object]) -> Content:
@@ -112,7 +110,7 @@ def ai_sdk_content(attrs: Mapping[str, object]) -> Content:
     text = attrs.get("ai.response.text")
     calls = attrs.get("ai.response.toolCalls")
     if messages is None and text is None and calls is None:
-        return (None, ()), [], [], 0, False
+        return no_content()
     system: list[Text] = []
     inputs: list[Said] = []
     for message in seq(json_of(messages)):

@@ -24,6 +24,7 @@ from turnledger.pipeline.collect.genai.said import (
     ToolCallSaid,
     ToolSaid,
     UserSaid,
+    no_content,
     parts_text,
     said_of,
     system_of,
@@ -249,7 +250,7 @@ def current_content(
     outputs, extra, output_carry = _outputs(attrs.get("gen_ai.output.messages"))
     system = system_of(system_texts)
     if not (carry or output_carry or system[0] is not None):
-        return (None, ()), [], [], 0, False  # the structure without content
+        return no_content()  # the structure without content
     return system, inputs, outputs, extra, True
 
 

@@ -30,6 +30,7 @@ from turnledger.pipeline.collect.genai.said import (
     ToolSaid,
     UserSaid,
     calls_of,
+    no_content,
     system_of,
     text_of_parts,
 )
@@ -99,7 +100,7 @@ def unredacted(found: Content) -> Content:
         or any(_says(s) for s in said)
         or any(_says(s) for s in replies)
     ):
-        return (None, ()), [], [], 0, False
+        return no_content()
     kept = [s for s in replies if isinstance(s, AssistantSaid)]
     return (system, system_skipped), said, kept, extra, carry
 
@@ -167,7 +168,7 @@ def openinference_content(attrs: Mapping[str, object]) -> Content:
         else:
             inputs.append(_oi_said(role, row, text, calls))
     if not carry:
-        return (None, ()), [], [], 0, False  # every text hidden: usage only
+        return no_content()  # every text hidden: usage only
     return system_of(system), inputs, outputs[:1], max(0, len(outputs) - 1), True
 
 
@@ -193,7 +194,7 @@ def _oi_text(row: Mapping[str, object], calls: Sequence[ToolCallSaid]) -> Text:
     """
     content = row.get("content")
     if isinstance(content, str):
-        return ("", (REDACTED_PART,)) if content == REDACTED else (content, ())
+        return _oi_words(content)
     parts: dict[int, dict[str, object]] = {}
     for field, value in row.items():
         if match := _OI_CONTENT.fullmatch(field):
@@ -249,7 +250,7 @@ def _openinference_completion(attrs: Mapping[str, object]) -> Content:
     said = [_oi_words(v) for _, v in sorted(prompts.items())]
     replies = [_oi_words(v) for _, v in sorted(choices.items())]
     if not any(text for text, _ in [*said, *replies]):
-        return (None, ()), [], [], 0, False
+        return no_content()
     inputs: list[Said] = [UserSaid(text, skipped) for text, skipped in said]
     outputs = [AssistantSaid(text, (), skipped) for text, skipped in replies[:1]]
     return (None, ()), inputs, outputs, max(0, len(replies) - 1), True

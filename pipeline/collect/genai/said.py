@@ -77,6 +77,14 @@ System: TypeAlias = tuple[str | None, tuple[str, ...]]
 
 
 Content: TypeAlias = tuple[System, list[Said], list[AssistantSaid], int, bool]
+"""A call's content as a reader gives it: the system instructions, the input
+messages, the first choice's messages, the choices after it, and whether any
+content was captured."""
+
+
+def no_content() -> Content:
+    """A call whose content was not captured: usage only."""
+    return (None, ()), [], [], 0, False
 
 
 Text: TypeAlias = tuple[str, tuple[str, ...]]

@@ -10,8 +10,8 @@ from typing import Final
 
 from turnledger.pipeline.collect.decode import Span
 from turnledger.pipeline.collect.genai.ai_sdk import (
-    AI_SDK_OPERATION,
     ai_sdk_result,
+    is_ai_sdk,
 )
 from turnledger.pipeline.collect.genai.openinference import (
     OPENINFERENCE_KIND,
@@ -43,7 +43,7 @@ def read_tool(span: Span) -> ToolRun:
         name = string(attrs.get("tool.name"))
         arguments = shown(attrs.get("input.value"))
         result = shown(attrs.get("output.value"))
-    elif AI_SDK_OPERATION in attrs and "gen_ai.operation.name" not in attrs:
+    elif is_ai_sdk(attrs):
         call_id = string(attrs.get("ai.toolCall.id"))
         name = string(attrs.get("ai.toolCall.name"))
         arguments = attrs.get("ai.toolCall.args")
