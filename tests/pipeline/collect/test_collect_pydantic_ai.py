@@ -76,8 +76,11 @@ def _agent(provider: TracerProvider, *, content: bool) -> Agent[None, str]:
     )
     asked: list[str] = []
 
+    # Async: Pydantic AI runs a response's calls as tasks, in the model's
+    # order. A sync tool runs in a thread pool, where two parallel calls may
+    # start and end in either order (their results then arrive so).
     @agent.tool_plain
-    def weather(city: str) -> str:
+    async def weather(city: str) -> str:
         """The weather of a city."""
         return {"Paris": "18C", "Oslo": "3C", "Rome": "24C"}[city]
 
