@@ -5,8 +5,9 @@ A file's coverage (:func:`file_coverage`) counts its spans as records of kind
 run span recorded is *mapped* (one whose content was not captured too: its
 ``model.called`` carries the usage, and ``skipped`` counts it as ``span without
 content (usage only)``); the others are *accounted* for with a reason: a GenAI
-operation that carries no message of its own (``invoke_agent``, ...), a span
-already in the ledger (sent or imported before, or twice in the file), or a
+operation that carries no message of its own (``invoke_agent``, ...), the
+request span of a call Logfire streamed (:mod:`.genai.logfire`), a span already
+in the ledger (sent or imported before, or twice in the file), or a
 span of no known shape (counted, not guessed). A span of no known shape that
 holds model traffic (messages, tool arguments or results, token usage: see
 :func:`~.genai.model_traffic`) is what no reader understands, and refuses the
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from turnledger.pipeline.collect.genai import classify, model_traffic
+from turnledger.pipeline.collect.genai.logfire import STREAM_REQUEST
 from turnledger.pipeline.collected import (
     NOT_RECORDED,
     PART_NOT_RECORDED,
@@ -48,6 +50,7 @@ __all__ = [
     "NO_MESSAGES",
     "PART_NOT_RECORDED",
     "SPAN",
+    "STREAMED",
     "WITHOUT_INPUTS",
     "WITHOUT_OUTPUTS",
     "file_coverage",
@@ -60,6 +63,7 @@ SPAN: Final = "span"
 """The record kind of an OTLP file's coverage."""
 
 NO_MESSAGES: Final = "GenAI operation without messages of its own"
+STREAMED: Final = "a streamed call's request (the call is its stream's log)"
 ALREADY_RECORDED: Final = "already in the ledger"
 NO_KNOWN_SHAPE: Final = "no known shape (counted, not guessed)"
 
@@ -75,7 +79,7 @@ def refused_span(spans: Sequence[Span]) -> str:
     place in the file, its id and label, and what it holds.
     """
     for number, span in enumerate(spans, 1):
-        kind, label = classify(span.attributes)
+        kind, label = classify(span.attributes, failed=span.failed)
         if kind == "unknown" and (held := model_traffic(span)) is not None:
             return f"{_where(number, span, label)} holds {held}"[:300]
     return ""
@@ -93,15 +97,15 @@ def file_coverage(spans: Sequence[Span], duplicates: Sequence[str]) -> Coverage:
     recordable = Counter(
         span.span_id
         for span in spans
-        if classify(span.attributes)[0] in ("chat", "tool")
+        if classify(span.attributes, failed=span.failed)[0] in ("chat", "tool")
     )
     fresh = recordable - Counter(duplicates)  # per id: the first ones are mapped
     reasons: Counter[str] = Counter()
     first = ""
     for number, span in enumerate(spans, 1):
-        kind, label = classify(span.attributes)
+        kind, label = classify(span.attributes, failed=span.failed)
         if kind == "known":
-            reason = NO_MESSAGES
+            reason = STREAMED if label == STREAM_REQUEST else NO_MESSAGES
         elif kind == "unknown":
             reason = NO_KNOWN_SHAPE
         elif fresh[span.span_id] > 0:

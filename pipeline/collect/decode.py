@@ -56,6 +56,10 @@ class SpanEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attributes: dict[str, object] = msgspec.field(default_factory=dict)
 
 
+STATUS_ERROR: Final = 2
+"""A span status code: an error."""
+
+
 class Span(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One span, whatever encoding it came in.
 
@@ -84,6 +88,11 @@ class Span(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     status_code: int = 0
     status_message: str = ""
     service: str = _UNKNOWN_SERVICE
+
+    @property
+    def failed(self) -> bool:
+        """Whether the span's status is an error."""
+        return self.status_code == STATUS_ERROR
 
 
 class LogRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -236,6 +236,60 @@ def openai_error(
     return Reply(status=status, body={"error": error})
 
 
+def openai_stream(reply: Reply) -> Callable[[RecordedRequest], Reply]:
+    """A Chat Completions answer (:func:`openai_text`, :func:`openai_tool_calls`) streamed.
+
+    As server-sent events, the way the API streams (``stream: true``): a first
+    chunk naming the role, the text in two pieces, each tool call in two chunks
+    (its id and name, then its arguments), a chunk with the finish reason, then,
+    when the answer has usage, a chunk without choices holding it (what
+    ``stream_options.include_usage`` asks for), and ``data: [DONE]``. Each chunk
+    names the answer's model, else the one the request asked for.
+    """
+    body = reply.body
+    (choice,) = body["choices"]
+    message = choice["message"]
+
+    def streamed(recorded: RecordedRequest) -> Reply:
+        asked = recorded.body.get("model") if isinstance(recorded.body, dict) else None
+        head = {
+            "id": body["id"],
+            "object": "chat.completion.chunk",
+            "created": body["created"],
+            "model": body.get("model") or asked or "fake-model",
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+            return {**head, "choices": choices}
+
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        text = message.get("content") or ""
+        if text:
+            half = len(text) // 2
+            chunks += [chunk({"content": text[:half]}), chunk({"content": text[half:]})]
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = call["function"]
+            opened = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": function["name"], "arguments": ""},
+            }
+            rest = {"index": index, "function": {"arguments": function["arguments"]}}
+            chunks += [chunk({"tool_calls": [opened]}), chunk({"tool_calls": [rest]})]
+        chunks.append(chunk({}, choice["finish_reason"]))
+        if "usage" in body:
+            chunks.append({**head, "choices": [], "usage": body["usage"]})
+        events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+        return Reply(
+            body=(events + "data: [DONE]\n\n").encode(),
+            headers={"content-type": "text/event-stream"},
+        )
+
+    return streamed
+
+
 def openai_context_overflow() -> Reply:
     """OpenAI's 400 ``context_length_exceeded``, as it sends it."""
     return openai_error(

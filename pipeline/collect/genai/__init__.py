@@ -20,6 +20,8 @@ are model calls, its ``TOOL`` spans tool runs, its other kinds known. Its
 content is its GenAI current-form messages when it carries them, else its own
 ``llm.*`` attributes (:mod:`.openinference`; tool runs :mod:`.tools`);
 a text it hid (:data:`REDACTED`) is a ``redacted`` part, never text.
+A Logfire request span of a streamed call is counted: the call is the log
+Logfire emits when the stream ends (:mod:`.logfire`).
 A span with ``ai.operationId`` and no ``gen_ai.operation.name`` is the Vercel
 AI SDK's: its provider calls (:data:`.ai_sdk.AI_SDK_CALLS`) are model calls read by
 :mod:`.ai_sdk`, its ``ai.toolCall`` spans tool runs, its other operations
@@ -53,6 +55,11 @@ from turnledger.pipeline.collect.genai.events import (
     MESSAGE_EVENTS,
     carries_content,
     events_content,
+)
+from turnledger.pipeline.collect.genai.logfire import (
+    STREAM_REQUEST,
+    stream_duration_ms,
+    stream_request,
 )
 from turnledger.pipeline.collect.genai.openinference import (
     CURRENT_MESSAGES,
@@ -133,7 +140,7 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     ``cache`` remembers each conversation's last input messages, so a later
     span's input, which repeats them, is read from where they end.
     """
-    kind, label = classify(span.attributes)
+    kind, label = classify(span.attributes, failed=span.failed)
     if kind == "unknown":
         return SpanReading(kind=kind, label=label)
     attrs = span.attributes
@@ -156,10 +163,11 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     return SpanReading(kind=kind, label=label, conversation=conversation)
 
 
-def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
-    """A span's kind and the label it is counted by, from its attributes alone.
+def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, str]:
+    """A span's kind and the label it is counted by, from its attributes and status.
 
-    The first step of :func:`read_span` (which reads nothing more to decide).
+    ``failed``: whether the span's status is an error. The first step of
+    :func:`read_span` (which reads nothing more to decide).
     """
     oi_kind = string(attrs.get(OPENINFERENCE_KIND))
     if oi_kind:
@@ -167,6 +175,8 @@ def classify(attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
     if is_ai_sdk(attrs):
         return ai_sdk_kind(string(attrs.get(AI_SDK_OPERATION)))
     op = string(attrs.get("gen_ai.operation.name"))
+    if op in CHAT_OPERATIONS and stream_request(attrs, failed=failed):
+        return "known", STREAM_REQUEST
     if op in CHAT_OPERATIONS or (op == "" and openllmetry_call(attrs)):
         return "chat", op or string(attrs.get("llm.request.type")) or "chat"
     if op == "execute_tool":
@@ -246,7 +256,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
             and "gen_ai.input.messages" not in attrs
         )
     (system, system_skipped), inputs, outputs, extra, content = found
-    failed = span.status_code == 2
+    failed = span.failed
     error = (
         string(attrs.get("error.type")) or span.status_message or "error"
         if failed
@@ -258,7 +268,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         input_tokens=count_of(attrs, names.input_tokens),
         output_tokens=count_of(attrs, names.output_tokens),
         cached_input_tokens=count_of(attrs, names.cached_input_tokens),
-        duration_ms=max(0.0, (span.end_ns - span.start_ns) / 1e6),
+        duration_ms=_duration_ms(span),
         success=not failed,
         error=error,
         system=system,
@@ -270,6 +280,14 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         without_outputs=content and bool(inputs) and not outputs and not failed,
         extra_choices=extra,
     )
+
+
+def _duration_ms(span: Span) -> float:
+    """End minus start; a Logfire stream log's own ``duration`` (:mod:`.logfire`)."""
+    logged = stream_duration_ms(span.attributes)
+    if logged is not None:
+        return logged
+    return max(0.0, (span.end_ns - span.start_ns) / 1e6)
 
 
 def _content(

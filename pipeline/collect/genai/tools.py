@@ -53,7 +53,7 @@ def read_tool(span: Span) -> ToolRun:
         name = string(attrs.get("gen_ai.tool.name"))
         arguments = attrs.get("gen_ai.tool.call.arguments")
         result = attrs.get("gen_ai.tool.call.result")
-    failed = span.status_code == 2
+    failed = span.failed
     message = None if call_id else _langchain_tool_message(result)
     if message is not None:
         call_id, result, errored = message

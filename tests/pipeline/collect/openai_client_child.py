@@ -8,13 +8,17 @@ through the real ``openai`` client to the fake server and exports the spans over
 OTLP/HTTP. With a third argument (other than ``-``) its log events (the
 conventions' previous form of the messages) are exported too, over ``/v1/logs``,
 flushed before or after the spans. With ``picture``, a question holding an image
-follows the round trip (:data:`PICTURE`).
+follows the round trip (:data:`PICTURE`). With ``WEATHER_STREAM=1`` in its
+environment, the round trip's answers are streamed (:data:`STREAM_ENV`; the
+other children read it too).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from typing import Any
 
 import openai
 from opentelemetry import trace
@@ -41,26 +45,77 @@ TOOLS = [
 ]
 
 
-def round_trip(client: openai.OpenAI) -> tuple[list[dict[str, object]], str]:
+STREAM_ENV = "WEATHER_STREAM"
+"""With this set to ``1``, the children stream their round trip's answers."""
+
+
+def streaming() -> bool:
+    """Whether this child streams (:data:`STREAM_ENV`)."""
+    return os.environ.get(STREAM_ENV) == "1"
+
+
+def round_trip(
+    client: openai.OpenAI, *, stream: bool = False
+) -> tuple[list[dict[str, object]], str]:
     """A tool round trip: the model's call, the tool's result, the model's answer.
 
-    Returns the conversation (the answer included) and the call's id.
+    Streamed (with the usage asked for) when ``stream``. Returns the
+    conversation (the answer included) and the call's id.
     """
     messages: list[dict[str, object]] = [
         {"role": "system", "content": "You answer weather questions."},
         {"role": "user", "content": "Weather in Paris?"},
     ]
-    first = client.chat.completions.create(
-        model="gpt-4o", messages=messages, tools=TOOLS
+    first = _answer(client, messages, stream=stream)
+    call = first["tool_calls"][0]
+    messages.append(first)
+    messages.append({"role": "tool", "tool_call_id": call["id"], "content": "18C"})
+    second = _answer(client, messages, stream=stream)
+    messages.append({"role": "assistant", "content": second.get("content")})
+    return messages, call["id"]
+
+
+def _answer(
+    client: openai.OpenAI, messages: list[dict[str, object]], *, stream: bool
+) -> dict[str, Any]:
+    """The assistant message the model answers with (its stream read whole)."""
+    if not stream:
+        reply = client.chat.completions.create(
+            model="gpt-4o", messages=messages, tools=TOOLS
+        )
+        return reply.choices[0].message.model_dump(exclude_none=True)
+    chunks = client.chat.completions.create(
+        model="gpt-4o",
+        messages=messages,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
     )
-    call = first.choices[0].message.tool_calls[0]
-    messages.append(first.choices[0].message.model_dump(exclude_none=True))
-    messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
-    second = client.chat.completions.create(
-        model="gpt-4o", messages=messages, tools=TOOLS
-    )
-    messages.append({"role": "assistant", "content": second.choices[0].message.content})
-    return messages, call.id
+    text = ""
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for part in choice.delta.tool_calls or ():
+                function = part.function
+                call = calls.setdefault(
+                    part.index,
+                    {
+                        "id": "",
+                        "type": "function",
+                        "function": {"name": "", "arguments": ""},
+                    },
+                )
+                call["id"] = part.id or call["id"]
+                if function is not None:
+                    call["function"]["name"] += function.name or ""
+                    call["function"]["arguments"] += function.arguments or ""
+    message: dict[str, Any] = {"role": "assistant"}
+    if text:
+        message["content"] = text
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
 
 
 PICTURE: list[dict[str, object]] = [
@@ -95,7 +150,7 @@ def main(otlp_url: str, openai_url: str, logs: str = "", picture: str = "") -> N
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
     with tracer.start_as_current_span("weather request"):
-        messages, call = round_trip(client)
+        messages, call = round_trip(client, stream=streaming())
         if picture:
             messages.append({"role": "user", "content": PICTURE})
             client.chat.completions.create(model="gpt-4o", messages=messages)

@@ -19,7 +19,11 @@ from openinference.instrumentation import using_session
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 
-from tests.pipeline.collect.openai_client_child import PICTURE, round_trip
+from tests.pipeline.collect.openai_client_child import (
+    PICTURE,
+    round_trip,
+    streaming,
+)
 from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "weather-chat-1"
@@ -30,7 +34,7 @@ def run(provider: TracerProvider, openai_url: str) -> str:
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     with using_session(SESSION):
-        messages, call = round_trip(client)
+        messages, call = round_trip(client, stream=streaming())
         messages.append({"role": "user", "content": PICTURE})
         client.chat.completions.create(model="gpt-4o", messages=messages)
     return call
