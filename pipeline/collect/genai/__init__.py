@@ -94,6 +94,7 @@ from turnledger.pipeline.collect.genai.said import (
     UserSaid,
     no_content,
 )
+from turnledger.pipeline.collect.genai.strands import is_strands, strands_kind
 from turnledger.pipeline.collect.genai.tools import read_tool
 from turnledger.pipeline.collect.genai.values import string
 
@@ -146,7 +147,7 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     attrs = span.attributes
     conversation = (
         string(attrs.get("gen_ai.conversation.id"))
-        or (string(attrs.get("session.id")) if OPENINFERENCE_KIND in attrs else "")
+        or string(attrs.get("session.id"))
         or None
     )
     if kind == "chat":
@@ -175,6 +176,8 @@ def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, st
     if is_ai_sdk(attrs):
         return ai_sdk_kind(string(attrs.get(AI_SDK_OPERATION)))
     op = string(attrs.get("gen_ai.operation.name"))
+    if is_strands(attrs):
+        return strands_kind(op)
     if op in CHAT_OPERATIONS and stream_request(attrs, failed=failed):
         return "known", STREAM_REQUEST
     if op in CHAT_OPERATIONS or (op == "" and openllmetry_call(attrs)):

@@ -2,7 +2,9 @@
 
 The previous form's ``gen_ai.*.message`` and ``gen_ai.choice`` span events,
 and the current form's ``gen_ai.client.inference.operation.details`` event
-(both also sent as log records).
+(both also sent as log records). A message's content (a choice's message) that
+is Converse content blocks, as Strands Agents sends it, is read as those
+blocks (:mod:`.strands`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from turnledger.pipeline.collect.genai.said import (
     UserSaid,
     message_text,
     system_of,
+)
+from turnledger.pipeline.collect.genai.strands import (
+    answer_of,
+    blocks_said,
+    blocks_text,
+    converse_blocks,
 )
 from turnledger.pipeline.collect.genai.values import (
     arguments_text,
@@ -52,6 +60,14 @@ emitted in its context: the previous form's message events and the current
 form's ``gen_ai.client.inference.operation.details``."""
 
 
+_BLOCK_ROLES: Final = {
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+"""The role of each message event whose content may be Converse blocks."""
+
+
 _CONTENT_KEYS: Final = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",
@@ -78,6 +94,8 @@ def carries_content(event: SpanEvent) -> bool:
     fields: Mapping[str, object] = body if isinstance(body, dict) else event.attributes
     if event.name == "gen_ai.choice":
         message = json_of(fields.get("message"))
+        if converse_blocks(message) is not None:
+            return True
         fields = message if isinstance(message, dict) else fields
     if fields.get("content") is not None:
         return True
@@ -98,9 +116,14 @@ def events_content(span: Span) -> Content:
         body = json_of(attrs.get("body"))
         fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
         content = fields.get("content")
+        blocks = converse_blocks(content)
         match event.name:
+            case "gen_ai.system.message" if blocks is not None:
+                system.append(blocks_text(blocks))
             case "gen_ai.system.message":
                 system.append(message_text(content))
+            case name if name in _BLOCK_ROLES and blocks is not None:
+                inputs += blocks_said(_BLOCK_ROLES[name], blocks)
             case "gen_ai.user.message":
                 inputs.append(UserSaid(*message_text(content)))
             case "gen_ai.assistant.message":
@@ -114,13 +137,21 @@ def events_content(span: Span) -> Content:
                 if outputs:
                     extra += 1
                     continue
-                message = json_of(fields.get("message"))
-                inner = message if isinstance(message, dict) else fields
-                text, skipped = message_text(inner.get("content"))
-                outputs.append(AssistantSaid(text, _openai_calls(inner), skipped))
+                outputs.append(_choice(fields))
             case _:
                 continue
     return system_of(system), inputs, outputs, extra, True
+
+
+def _choice(fields: Mapping[str, object]) -> AssistantSaid:
+    """A ``gen_ai.choice`` event's message: Converse blocks, or the API's message."""
+    message = json_of(fields.get("message"))
+    blocks = converse_blocks(message)
+    if blocks is not None:
+        return answer_of(blocks)
+    inner = message if isinstance(message, dict) else fields
+    text, skipped = message_text(inner.get("content"))
+    return AssistantSaid(text, _openai_calls(inner), skipped)
 
 
 def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:

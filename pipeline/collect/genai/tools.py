@@ -1,18 +1,22 @@
 """Tool runs, read.
 
 An ``execute_tool`` span, OpenInference's ``TOOL`` span, the AI SDK's
-``ai.toolCall`` span; a LangChain ``ToolMessage`` result names its call.
+``ai.toolCall`` span, Strands Agents' ``execute_tool`` span (its arguments and
+result in its events in the previous form, its result as Converse blocks); a
+LangChain ``ToolMessage`` result names its call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
-from turnledger.pipeline.collect.decode import Span
+from turnledger.pipeline.collect.decode import Span, SpanEvent
 from turnledger.pipeline.collect.genai.ai_sdk import (
     ai_sdk_result,
     is_ai_sdk,
 )
+from turnledger.pipeline.collect.genai.events import DETAILS_EVENT
 from turnledger.pipeline.collect.genai.openinference import (
     OPENINFERENCE_KIND,
     shown,
@@ -20,6 +24,7 @@ from turnledger.pipeline.collect.genai.openinference import (
 from turnledger.pipeline.collect.genai.readings import (
     ToolRun,
 )
+from turnledger.pipeline.collect.genai.strands import is_strands, result_text
 from turnledger.pipeline.collect.genai.values import (
     arguments_text,
     as_text,
@@ -54,6 +59,15 @@ def read_tool(span: Span) -> ToolRun:
         arguments = attrs.get("gen_ai.tool.call.arguments")
         result = attrs.get("gen_ai.tool.call.result")
     failed = span.failed
+    if is_strands(attrs):
+        logged_arguments, logged_result = _strands_tool_events(span.events)
+        if arguments is None:
+            arguments = logged_arguments
+        if result is None:
+            result = logged_result
+        if result is not None:
+            result = result_text(result)[0]
+        failed = failed or attrs.get("gen_ai.tool.status") == "error"
     message = None if call_id else _langchain_tool_message(result)
     if message is not None:
         call_id, result, errored = message
@@ -100,3 +114,28 @@ def _langchain_tool_message(value: object) -> tuple[str, object, bool] | None:
     if not call_id or not isinstance(fields, dict) or "content" not in fields:
         return None
     return call_id, fields["content"], fields.get("status") == "error"
+
+
+def _strands_tool_events(events: Sequence[SpanEvent]) -> tuple[object, object]:
+    """A Strands tool span's arguments and result from its events (``None``: absent).
+
+    In the previous form, the ``content`` of its ``gen_ai.tool.message`` event
+    and the ``message`` of its ``gen_ai.choice`` event. In the current form,
+    the ``response`` of the ``tool_call_response`` part of the output messages
+    of its ``gen_ai.client.inference.operation.details`` event (where a failed
+    run's result is: its ``gen_ai.tool.call.result`` is sent on success only).
+    """
+    arguments: object = None
+    result: object = None
+    for event in events:
+        attrs = event.attributes
+        if event.name == "gen_ai.tool.message":
+            arguments = attrs.get("content")
+        elif event.name == "gen_ai.choice":
+            result = attrs.get("message")
+        elif event.name == DETAILS_EVENT and "gen_ai.output.messages" in attrs:
+            for message in seq(json_of(attrs["gen_ai.output.messages"])):
+                for part in seq(get(message, "parts")):
+                    if get(part, "type") == "tool_call_response":
+                        result = get(part, "response")
+    return arguments, result
