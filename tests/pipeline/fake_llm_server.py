@@ -9,6 +9,7 @@ Routes (by path suffix, so any base URL rule can be checked through
 :attr:`RecordedRequest.path`):
 
 - ``.../chat/completions``: the ``openai`` queue;
+- ``.../responses``: the ``responses`` queue (OpenAI's Responses API);
 - ``.../messages``: the ``anthropic`` queue;
 - anything else: 404.
 
@@ -57,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, NamedTuple, Self, TypeAlias
 
-Route: TypeAlias = Literal["openai", "anthropic"]
+Route: TypeAlias = Literal["openai", "responses", "anthropic"]
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 SLOW_SECONDS = 5.0
@@ -301,6 +302,64 @@ def openai_context_overflow() -> Reply:
     )
 
 
+# Reply builders: OpenAI Responses.
+
+
+def _response(output: list[dict[str, Any]], usage: UsageTuple | None) -> Reply:
+    number = next(_ids)
+    body: dict[str, Any] = {
+        "id": f"resp_fake{number}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    if usage is not None:
+        prompt, completion, *details = usage
+        body["usage"] = {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+            "input_tokens_details": {"cached_tokens": details[0] if details else 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+    return Reply(body=body)
+
+
+def responses_text(text: str, *, usage: UsageTuple | None = None) -> Reply:
+    """A Responses API answer: one assistant message of one ``output_text``."""
+    message = {
+        "type": "message",
+        "id": f"msg_fake{next(_ids)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    return _response([message], usage)
+
+
+def responses_tool_calls(*calls: ToolUse, usage: UsageTuple | None = None) -> Reply:
+    """A Responses API answer of ``function_call`` items (``call_id``: each call's id).
+
+    Each item has an id of its own besides (``fc_...``), as the API gives it.
+    """
+    items = [
+        {
+            "type": "function_call",
+            "id": f"fc_fake{next(_ids)}",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": _arguments_text(call.arguments),
+            "status": "completed",
+        }
+        for call in calls
+    ]
+    return _response(items, usage)
+
+
 # Reply builders: Anthropic Messages.
 
 
@@ -415,6 +474,8 @@ def _route_of(path: str) -> Route | None:
     path = path.split("?", 1)[0].rstrip("/")
     if path.endswith("/chat/completions"):
         return "openai"
+    if path.endswith("/responses"):
+        return "responses"
     if path.endswith("/messages"):
         return "anthropic"
     return None
@@ -461,6 +522,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._queues: dict[Route, deque[ReplySource]] = {
             "openai": deque(),
+            "responses": deque(),
             "anthropic": deque(),
         }
         self._requests: list[RecordedRequest] = []
@@ -517,6 +579,10 @@ class FakeLLMServer:
     def queue_openai(self, *replies: ReplySource) -> None:
         """Queue replies for ``.../chat/completions``, played in order."""
         self._queue("openai", replies)
+
+    def queue_responses(self, *replies: ReplySource) -> None:
+        """Queue replies for ``.../responses``, played in order."""
+        self._queue("responses", replies)
 
     def queue_anthropic(self, *replies: ReplySource) -> None:
         """Queue replies for ``.../messages``, played in order."""

@@ -9,8 +9,9 @@ OTLP/HTTP. With a third argument (other than ``-``) its log events (the
 conventions' previous form of the messages) are exported too, over ``/v1/logs``,
 flushed before or after the spans. With ``picture``, a question holding an image
 follows the round trip (:data:`PICTURE`). With ``WEATHER_STREAM=1`` in its
-environment, the round trip's answers are streamed (:data:`STREAM_ENV`; the
-other children read it too).
+environment, the round trip's answers are streamed (:data:`STREAM_ENV`); with
+``WEATHER_API=responses``, the round trip goes through the Responses API
+(:data:`API_ENV`; the other children read both).
 """
 
 from __future__ import annotations
@@ -49,9 +50,69 @@ STREAM_ENV = "WEATHER_STREAM"
 """With this set to ``1``, the children stream their round trip's answers."""
 
 
+API_ENV = "WEATHER_API"
+"""With this set to ``responses``, the children's round trip goes through the
+Responses API (:func:`responses_round_trip`)."""
+
+
 def streaming() -> bool:
     """Whether this child streams (:data:`STREAM_ENV`)."""
     return os.environ.get(STREAM_ENV) == "1"
+
+
+def asked_round_trip(client: openai.OpenAI) -> tuple[list[dict[str, object]], str]:
+    """The round trip this child's environment asks for (:data:`STREAM_ENV`, :data:`API_ENV`)."""
+    if os.environ.get(API_ENV) == "responses":
+        return responses_round_trip(client)
+    return round_trip(client, stream=streaming())
+
+
+RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
+
+
+def responses_round_trip(
+    client: openai.OpenAI,
+) -> tuple[list[dict[str, object]], str]:
+    """:func:`round_trip` through the Responses API.
+
+    The system prompt is its ``instructions``; the first answer's output items
+    are sent back as input, then the tool's ``function_call_output``, as the
+    API's documentation shows. Returns the same conversation as
+    :func:`round_trip`, in the Chat Completions form (to continue it there).
+    """
+    instructions = "You answer weather questions."
+    inputs: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+    first = client.responses.create(
+        model="gpt-4o", instructions=instructions, input=inputs, tools=RESPONSES_TOOLS
+    )
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    inputs += [item.model_dump(exclude_none=True) for item in first.output]
+    inputs.append(
+        {"type": "function_call_output", "call_id": call.call_id, "output": "18C"}
+    )
+    second = client.responses.create(
+        model="gpt-4o", instructions=instructions, input=inputs, tools=RESPONSES_TOOLS
+    )
+    function = {"name": call.name, "arguments": call.arguments}
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": instructions},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": call.call_id, "type": "function", "function": function}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.call_id, "content": "18C"},
+        {"role": "assistant", "content": second.output_text},
+    ]
+    return messages, call.call_id
 
 
 def round_trip(
@@ -150,7 +211,7 @@ def main(otlp_url: str, openai_url: str, logs: str = "", picture: str = "") -> N
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
     with tracer.start_as_current_span("weather request"):
-        messages, call = round_trip(client, stream=streaming())
+        messages, call = asked_round_trip(client)
         if picture:
             messages.append({"role": "user", "content": PICTURE})
             client.chat.completions.create(model="gpt-4o", messages=messages)

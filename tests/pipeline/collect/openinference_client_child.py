@@ -21,8 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tests.pipeline.collect.openai_client_child import (
     PICTURE,
-    round_trip,
-    streaming,
+    asked_round_trip,
 )
 from tests.pipeline.collect.spans import exporter_provider
 
@@ -34,7 +33,7 @@ def run(provider: TracerProvider, openai_url: str) -> str:
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     with using_session(SESSION):
-        messages, call = round_trip(client, stream=streaming())
+        messages, call = asked_round_trip(client)
         messages.append({"role": "user", "content": PICTURE})
         client.chat.completions.create(model="gpt-4o", messages=messages)
     return call

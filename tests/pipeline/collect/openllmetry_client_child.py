@@ -22,8 +22,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from tests.pipeline.collect.openai_client_child import (
     PICTURE,
-    round_trip,
-    streaming,
+    asked_round_trip,
 )
 
 
@@ -37,7 +36,7 @@ def main(otlp_url: str, openai_url: str) -> None:
     client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     tracer = provider.get_tracer("weather-app")
     with tracer.start_as_current_span("weather request"):
-        messages, call = round_trip(client, stream=streaming())
+        messages, call = asked_round_trip(client)
         messages.append({"role": "user", "content": PICTURE})
         client.chat.completions.create(model="gpt-4o", messages=messages)
     provider.force_flush()
