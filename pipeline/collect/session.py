@@ -586,16 +586,22 @@ class SessionBatch:
         OpenAI Agents SDK's under OpenInference, LangChain's under
         OpenLLMetry). Such a run answers a call the session made and holds
         no result of, of the run's name and its very arguments (the same
-        text, or the same JSON value); when exactly one call is so, it is
-        that call. None, or several alike (parallel calls of one tool with
-        the same arguments): not guessed.
+        text, or the same JSON value; or the keyword arguments of the
+        tool's Python call its instrumentation recorded, ``called_with``);
+        when exactly one call is so, it is that call. None, or several alike
+        (parallel calls of one tool with the same arguments): not guessed.
         """
         if not run.name or run.arguments is None:
             return ""
+        sent = (
+            [run.arguments]
+            if run.called_with is None
+            else [run.arguments, run.called_with]
+        )
         found = [
             call_id
             for call_id, (name, arguments) in self.state.pending.items()
-            if name == run.name and _same_arguments(arguments, run.arguments)
+            if name == run.name and any(_same_arguments(arguments, a) for a in sent)
         ]
         return found[0] if len(found) == 1 else ""
 

@@ -69,7 +69,13 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class ToolRun(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """An ``execute_tool`` span, read (``arguments``, ``result``: None if not sent)."""
+    """An ``execute_tool`` span, read (``arguments``, ``result``: None if not sent).
+
+    ``called_with``: when the span's arguments are an instrumentation's record
+    of the function call that ran the tool (OpenInference's ``{"args": [],
+    "kwargs": {...}}``), its keyword arguments as JSON text, which are what the
+    model's call sent; a run without a call id is paired by them too.
+    """
 
     call_id: str
     name: str
@@ -77,6 +83,7 @@ class ToolRun(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     result: str | None = None
     success: bool = True
     error: str | None = None
+    called_with: str | None = None
 
 
 SpanKind: TypeAlias = Literal["chat", "tool", "known", "unknown"]

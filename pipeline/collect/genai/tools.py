@@ -77,12 +77,31 @@ def read_tool(span: Span) -> ToolRun:
         call_id=call_id,
         name=name,
         arguments=None if arguments is None else arguments_text(arguments),
+        called_with=_keywords(arguments) if OPENINFERENCE_KIND in attrs else None,
         result=None if result is None else as_text(result),
         success=not failed,
         error=(string(attrs.get("error.type")) or span.status_message or "error")
         if failed
         else None,
     )
+
+
+def _keywords(arguments: object) -> str | None:
+    """The keyword arguments of OpenInference's record of a tool's Python call.
+
+    OpenInference records the call that ran a tool by its bound parameters:
+    smolagents' tools, called as ``tool(*args, sanitize_inputs_outputs=...,
+    **kwargs)``, as ``{"args": [], "sanitize_inputs_outputs": true, "kwargs":
+    {...}}``. With no positional argument, the ``kwargs`` object is what the
+    model's call sent (as JSON text); any other value: ``None``.
+    """
+    bound = json_of(arguments)
+    if not isinstance(bound, dict) or bound.get("args") != []:
+        return None
+    keywords = bound.get("kwargs")
+    if not isinstance(keywords, dict):
+        return None
+    return arguments_text(keywords)
 
 
 _LANGCHAIN_WRAPPER: Final = frozenset({"output", "kwargs"})

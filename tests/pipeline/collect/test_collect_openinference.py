@@ -36,6 +36,9 @@ from tests.pipeline.collect.openinference_anthropic_child import (
     SESSION as ANTHROPIC_SESSION,
 )
 from tests.pipeline.collect.openinference_client_child import SESSION
+from tests.pipeline.collect.openinference_smolagents_child import (
+    SESSION as SMOLAGENTS_SESSION,
+)
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import json_request, json_span
 from tests.pipeline.fake_llm_server import (
@@ -44,6 +47,7 @@ from tests.pipeline.fake_llm_server import (
     anthropic_text,
     anthropic_tool_use,
     openai_text,
+    openai_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.pipeline.collect import Recorder, decode_json
@@ -54,6 +58,7 @@ CHILD = Path(__file__).with_name("openinference_client_child.py")
 AGENTS_CHILD = Path(__file__).with_name("openinference_agents_child.py")
 GRAPH_CHILD = Path(__file__).with_name("langgraph_agent_child.py")
 ANTHROPIC_CHILD = Path(__file__).with_name("openinference_anthropic_child.py")
+SMOLAGENTS_CHILD = Path(__file__).with_name("openinference_smolagents_child.py")
 
 CONVERSATION = [
     ("user", "Weather in Paris?"),
@@ -297,6 +302,56 @@ def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
     assert (audit["unpaired_results"], audit["violations"], audit["skipped"]) == (
         0,
         [],
+        {},
+    )
+
+
+def test_a_smolagents_run_pairs_tool_spans_recording_the_python_call(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """smolagents under OpenInference: each TOOL span records the tool's Python
+    call (``{"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}``)
+    and no call id. Its keyword arguments are the model's call's: each result is
+    recorded for its call, nothing is left unpaired. smolagents sends the
+    results back to the model as text (a user message), recorded as sent."""
+    with FakeLLMServer() as llm, running(ledger.store) as (url, _app):
+        llm.queue_openai(
+            openai_tool_calls(
+                ToolUse("call_w1", "get_weather", {"city": "Paris"}), usage=(50, 10)
+            ),
+            openai_tool_calls(
+                ToolUse("call_w2", "final_answer", {"answer": "18C in Paris."}),
+                usage=(70, 6),
+            ),
+        )
+        run_client(SMOLAGENTS_CHILD, llm.openai_base_url, url, {})
+        llm.assert_drained()
+    (session,) = list_sessions(ledger.store)
+    assert session.key == SMOLAGENTS_SESSION
+    said = said_in(ledger, session.key)
+    assert [(m[0], m[2], m[3]) for m in said] == [
+        ("user", (), ()),
+        ("assistant", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+        ("tool", (), (("call_w1", "18C", False),)),
+        ("user", (), ()),  # "Calling tools: ..." as smolagents writes it
+        ("user", (), ()),
+        ("assistant", (("call_w2", "final_answer", {"answer": "18C in Paris."}),), ()),
+        ("tool", (), (("call_w2", "18C in Paris.", False),)),
+    ]
+    assert (said[0][1], said[4][1]) == (
+        "New task:\nWeather in Paris?",
+        "Observation:\n18C",
+    )
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [e for e in events if isinstance(e, ToolResultRecorded)]
+    assert [(r.call_id, r.provenance) for r in results] == [
+        ("call_w1", "executed"),
+        ("call_w2", "executed"),
+    ]
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["unpaired_calls"], audit["unpaired_results"], audit["skipped"]) == (
+        0,
+        0,
         {},
     )
 
