@@ -72,7 +72,9 @@ class SpansListed(msgspec.Struct):
     call (the model's own message was not in the ledger yet), the types of
     the message parts left out of the messages recorded (they hold no text),
     with counts, the ids of the model call spans that held their answer but
-    no input message, and of those that held the messages sent but no answer.
+    no input message, and of those that held the messages sent but no answer,
+    and ``[call id, error]`` of each tool run that failed without sending its
+    result (the result a later model call's input holds is that failure).
     """
 
     spans: list[tuple[str, str, str]]
@@ -82,6 +84,7 @@ class SpansListed(msgspec.Struct):
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
+    failed: list[tuple[str, str]] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)

@@ -88,6 +88,9 @@ class SessionState:
         # arguments, by id (a tool span without a call id is paired with the
         # one it matches).
         self.pending: dict[str, tuple[str, str]] = {}
+        # Calls whose tool run failed without sending its result: the error,
+        # by call id (the result a later input holds is recorded as failed).
+        self.failed: dict[str, str] = {}
         self.open_turn: str | None = None
         self.system: str | None = None
         # The last model call's input messages read, their prints, and its tool
@@ -119,6 +122,7 @@ class SessionState:
         other.results = set(self.results)
         other.names = dict(self.names)
         other.pending = dict(self.pending)
+        other.failed = dict(self.failed)
         other.parked = dict(self.parked)
         other.log_prints = set(self.log_prints)
         other.by_logs = set(self.by_logs)
@@ -166,6 +170,9 @@ class SessionState:
         for call_id, version in listed.stand_ins:
             self.stand_ins[call_id] = version
             self.unsay(call_id)
+        for call_id, error in listed.failed:
+            if call_id not in self.results:
+                self.failed[call_id] = error
 
     def unsay(self, call_id: str) -> None:
         """Forget the print of the message a tool span made for its call.
@@ -190,6 +197,7 @@ class SessionState:
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
         self.pending.pop(call_id, None)
+        self.failed.pop(call_id, None)
         if call_id not in self.names:
             self.early.add(call_id)
         self.result_at[call_id] = (version, event)
@@ -237,6 +245,7 @@ class SessionBatch:
         self.skipped: Counter[str] = Counter()  # parts not recorded, by type
         self.without_inputs: list[str] = []
         self.without_outputs: list[str] = []
+        self.failed: list[tuple[str, str]] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -335,6 +344,7 @@ class SessionBatch:
             skipped=skipped,
             without_inputs=unasked,
             without_outputs=unanswered,
+            failed=self.failed,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -540,6 +550,8 @@ class SessionBatch:
     ) -> None:
         call_id = said.call_id or UNKNOWN
         self.skipped.update(said.skipped)
+        if call_id in self.state.failed and not said.is_error:
+            said = msgspec.structs.replace(said, is_error=True)  # its run failed
         self._emit(
             ToolResultRecorded(
                 turn_id=turn,
@@ -555,7 +567,13 @@ class SessionBatch:
         )
 
     def _tool(self, span: Span, run: ToolRun, turn: str) -> None:
-        call_id = run.call_id or self._paired(run) or f"otlp-{span.span_id}"
+        """Record a tool run: its result, or the failure of a run without one.
+
+        A run of a known call that failed without its result is listed, for
+        the result a later input holds (the span still lacks its content).
+        """
+        known = run.call_id or self._paired(run)
+        call_id = known or f"otlp-{span.span_id}"
         said_by_span = run.call_id and run.call_id not in self.state.names
         if run.arguments is not None and said_by_span:
             # Only this span says the call was made (the model call asking for
@@ -566,9 +584,15 @@ class SessionBatch:
             self.state.stand_ins[call_id] = self.state.version
             self.state.unsay(call_id)
             self.stand_ins.append((call_id, self.state.version))
-        if run.result is None:
-            return
         if call_id in self.state.results:
+            return
+        if run.result is None:
+            if known and not run.success:
+                # Failed without its result (the conventions send a result on
+                # success only): a later input's result is that failure.
+                error = run.error or "error"
+                self.failed.append((call_id, error))
+                self.state.failed[call_id] = error
             return
         failed = not run.success
         said = ToolSaid(

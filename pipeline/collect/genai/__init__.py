@@ -172,7 +172,7 @@ def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, st
     """
     oi_kind = string(attrs.get(OPENINFERENCE_KIND))
     if oi_kind:
-        return openinference_kind(oi_kind)
+        return openinference_kind(oi_kind, attrs)
     if is_ai_sdk(attrs):
         return ai_sdk_kind(string(attrs.get(AI_SDK_OPERATION)))
     op = string(attrs.get("gen_ai.operation.name"))

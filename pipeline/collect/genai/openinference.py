@@ -124,13 +124,33 @@ def _says(said: Said) -> bool:
     return REDACTED_PART not in said.skipped
 
 
-def openinference_kind(kind: str) -> tuple[SpanKind, str]:
+NOT_A_CALL: Final = "openinference LLM without messages or usage"
+"""The label of an ``LLM`` span that holds neither messages nor token counts."""
+
+_CALL_KEYS: Final = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.prompts",
+    "llm.choices",
+    "llm.token_count.",
+    *CURRENT_MESSAGES,
+    "gen_ai.usage.",
+)
+"""The attributes (by prefix) an ``LLM`` span of a model call holds one of."""
+
+
+def openinference_kind(kind: str, attrs: Mapping[str, object]) -> tuple[SpanKind, str]:
     """An OpenInference span kind: ``LLM`` a model call, ``TOOL`` a tool run.
 
     Its other kinds (``AGENT``, ``CHAIN``, ``RETRIEVER``...) hold no message
-    of a conversation: counted by kind.
+    of a conversation: counted by kind. So is an ``LLM`` span holding neither
+    messages nor token counts (:data:`NOT_A_CALL`): OpenInference's LlamaIndex
+    instrumentation makes one of every method of a model object it traces,
+    ``_prepare_chat_with_tools`` among them, whose call is another span.
     """
     if kind == "LLM":
+        if not any(key.startswith(_CALL_KEYS) for key in attrs):
+            return "known", NOT_A_CALL
         return "chat", "chat"
     if kind == "TOOL":
         return "tool", "execute_tool"

@@ -29,6 +29,7 @@ from turnledger.pipeline.collect.genai.values import (
     arguments_text,
     as_text,
     get,
+    joined,
     json_of,
     seq,
     string,
@@ -68,6 +69,14 @@ def read_tool(span: Span) -> ToolRun:
         if result is not None:
             result = result_text(result)[0]
         failed = failed or attrs.get("gen_ai.tool.status") == "error"
+    called_with = None
+    if OPENINFERENCE_KIND in attrs:
+        called_with = _keywords(arguments)
+        output = _llama_index_output(result)
+        if output is not None:
+            result, errored, raw_input = output
+            failed = failed or errored
+            called_with = called_with or _keywords(raw_input)
     message = None if call_id else _langchain_tool_message(result)
     if message is not None:
         call_id, result, errored = message
@@ -77,7 +86,7 @@ def read_tool(span: Span) -> ToolRun:
         call_id=call_id,
         name=name,
         arguments=None if arguments is None else arguments_text(arguments),
-        called_with=_keywords(arguments) if OPENINFERENCE_KIND in attrs else None,
+        called_with=called_with,
         result=None if result is None else as_text(result),
         success=not failed,
         error=(string(attrs.get("error.type")) or span.status_message or "error")
@@ -92,16 +101,45 @@ def _keywords(arguments: object) -> str | None:
     OpenInference records the call that ran a tool by its bound parameters:
     smolagents' tools, called as ``tool(*args, sanitize_inputs_outputs=...,
     **kwargs)``, as ``{"args": [], "sanitize_inputs_outputs": true, "kwargs":
+    {...}}``; LlamaIndex's ``FunctionTool.acall(**kwargs)`` as ``{"kwargs":
     {...}}``. With no positional argument, the ``kwargs`` object is what the
     model's call sent (as JSON text); any other value: ``None``.
     """
     bound = json_of(arguments)
-    if not isinstance(bound, dict) or bound.get("args") != []:
+    if not isinstance(bound, dict) or bound.get("args", []) != []:
         return None
     keywords = bound.get("kwargs")
     if not isinstance(keywords, dict):
         return None
     return arguments_text(keywords)
+
+
+_LLAMA_INDEX_OUTPUT: Final = frozenset(
+    {"tool_name", "raw_input", "raw_output", "is_error"}
+)
+
+
+def _llama_index_output(value: object) -> tuple[str, bool, object] | None:
+    """The content, failure and recorded call of a LlamaIndex ``ToolOutput`` result.
+
+    OpenInference's LlamaIndex instrumentation sends a tool run's result as
+    the ``ToolOutput`` LlamaIndex made, as JSON: ``{"blocks": [{"text": ...}],
+    "tool_name", "raw_input", "raw_output", "is_error"}`` (``content`` before
+    its blocks). Its content is what the model is sent: its text blocks'
+    texts, joined by newlines (else its ``content``); ``is_error`` a failure;
+    ``raw_input`` the tool's Python call. Anything else: ``None`` (the result
+    as sent).
+    """
+    found = json_of(value)
+    if not isinstance(found, dict) or not set(found) >= _LLAMA_INDEX_OUTPUT:
+        return None
+    blocks = found.get("blocks")
+    if isinstance(blocks, list):
+        texts = [get(b, "text") for b in blocks]
+        content = joined([t for t in texts if isinstance(t, str)])
+    else:
+        content = as_text(found.get("content"))
+    return content, found.get("is_error") is True, found.get("raw_input")
 
 
 _LANGCHAIN_WRAPPER: Final = frozenset({"output", "kwargs"})

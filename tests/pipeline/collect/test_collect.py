@@ -41,6 +41,7 @@ from turnledger.ledger.events import (
     TurnStarted,
 )
 from turnledger.pipeline.cli import main
+from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.collect.coverage import (
     NOT_RECORDED,
     PART_NOT_RECORDED,
@@ -1000,3 +1001,91 @@ def test_a_call_sent_without_its_answer_is_said_missing(
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["skipped"]["span without its output messages"] == 1
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["one-recorder", "restarted"])
+def test_a_tool_run_failed_without_its_result_makes_the_next_result_a_failure(
+    ledger: Ledger, restart: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The conventions send a tool's result on success only: a tool span that
+    failed (its status an error) carries none. The result the next model call's
+    input holds for that call, the text the model was sent, is recorded as the
+    failure, in a later batch too, and by a receiver started again in between
+    (the failure is listed in the batch's item, and folded from the stream).
+    A failed run of a call answered already, or a successful run without a
+    result, changes nothing."""
+    first = chat_attributes(
+        inputs=[{"role": "user", "parts": [text("Weather in Rome and Oslo?")]}],
+        outputs=[
+            {
+                "role": "assistant",
+                "parts": [
+                    {
+                        "type": "tool_call",
+                        "id": "c1",
+                        "name": "w",
+                        "arguments": {"city": "Rome"},
+                    },
+                    {
+                        "type": "tool_call",
+                        "id": "c2",
+                        "name": "w",
+                        "arguments": {"city": "Oslo"},
+                    },
+                ],
+            }
+        ],
+    )
+    failed = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "w",
+        "gen_ai.tool.call.id": "c1",
+        "error.type": "ValueError",
+    }
+    ran = {**failed, "gen_ai.tool.call.id": "c2"}
+    del ran["error.type"]
+    second = chat_attributes(
+        inputs=[
+            {"role": "user", "parts": [text("Weather in Rome and Oslo?")]},
+            json.loads(first["gen_ai.output.messages"])[0],
+            {
+                "role": "tool",
+                "parts": [
+                    {
+                        "type": "tool_call_response",
+                        "id": "c1",
+                        "response": "no data for Rome",
+                    },
+                    {"type": "tool_call_response", "id": "c2", "response": "5C"},
+                ],
+            },
+        ],
+        outputs=[{"role": "assistant", "parts": [text("Oslo: 5C; Rome: unknown.")]}],
+    )
+    batches = [
+        [
+            json_span(TRACE, "00f067aa0ba90301", first, start=1),
+            json_span(TRACE, "00f067aa0ba90302", failed, start=2, status=2),
+            json_span(TRACE, "00f067aa0ba90303", ran, start=3),
+        ],
+        [json_span(TRACE, "00f067aa0ba90304", second, start=4)],
+    ]
+    recorder = Recorder(ledger.store)
+    for spans in batches:
+        recorder.record(decode_json(json.dumps(json_request(spans)).encode()))
+        if restart:
+            recorder = Recorder(ledger.store)
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    results = [
+        (e.call_id, e.success, e.output, e.error)
+        for e in events
+        if isinstance(e, ToolResultRecorded)
+    ]
+    assert results == [
+        ("c1", False, "", "no data for Rome"),
+        ("c2", True, "5C", None),
+    ]
+    audit = audit_json(ledger, TRACE, capsys)
+    # Both tool spans lacked their result: counted.
+    assert (audit["unpaired_calls"], audit["skipped"]) == (0, {NOT_RECORDED: 2})

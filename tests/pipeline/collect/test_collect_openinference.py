@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.pipeline.collect.conftest import (
@@ -50,7 +51,9 @@ from tests.pipeline.fake_llm_server import (
     openai_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
+from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
+from turnledger.pipeline.collect.genai.openinference import NOT_A_CALL
 from turnledger.pipeline.collected import NOT_RECORDED, part_not_recorded
 from turnledger.pipeline.sessions import list_sessions, load_history
 
@@ -413,3 +416,71 @@ def test_an_anthropic_tool_use_block_is_the_messages_call(
     ]
     audit = audit_json(ledger, session.key, capsys)
     assert (audit["violations"], audit["skipped"]) == ([], {})
+
+
+LLAMA_INDEX_RUN = (
+    Path(__file__).parents[2]
+    / "fixtures"
+    / "otlp"
+    / "llama-index-0.14-openinference.json"
+)
+
+
+@pytest.mark.parametrize("via", ["import", "collect"])
+def test_a_llama_index_agent_run_records_its_conversation(
+    ledger: Ledger, via: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A LlamaIndex ``FunctionAgent`` under OpenInference (a real run's spans;
+    see the fixture's PROVENANCE.md). Its ``LLM`` spans of
+    ``_prepare_chat_with_tools`` (neither messages nor usage) are counted, not
+    calls; its TOOL spans carry no call id, the tool's Python call and
+    LlamaIndex's ``ToolOutput``: each is paired with its call, its result the
+    output's text; the failed run sent no output, and the result the next call's
+    input holds for it is recorded as the failure (audit counts the span, which
+    lacked its content)."""
+    body = LLAMA_INDEX_RUN.read_bytes()
+    if via == "import":
+        assert main(["--db", ledger.url, "import", str(LLAMA_INDEX_RUN), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["skipped"] == {
+            "span of operation openinference CHAIN": 20,
+            f"span of operation {NOT_A_CALL}": 4,
+            "span without content (usage only)": 1,  # the failed run's
+        }
+    else:
+        with running(ledger.store) as (url, _app):
+            for _ in range(2):  # sent again: nothing is written twice
+                answer = httpx.post(
+                    f"{url}/v1/traces",
+                    content=body,
+                    headers={"content-type": "application/json"},
+                )
+                assert answer.status_code == 200
+    (session,) = list_sessions(ledger.store)
+    assert session.key == "llama-chat-1"
+    assert said_in(ledger, session.key) == [
+        *WEATHER_RUN,
+        ("user", "And in Rome?", (), ()),
+        ("assistant", "", (("call_w2", "get_weather", {"city": "Rome"}),), ()),
+        ("tool", "", (), (("call_w2", "Error: no data for Rome", True),)),
+        ("assistant", "I have no data for Rome.", (), ()),
+    ]
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert [(c.input_tokens, c.output_tokens) for c in calls] == [
+        (50, 10),
+        (70, 6),
+        (80, 10),
+        (95, 8),
+    ]
+    results = [e for e in events if isinstance(e, ToolResultRecorded)]
+    assert [(r.call_id, r.provenance, r.error) for r in results] == [
+        ("call_w1", "executed", None),
+        ("call_w2", "imported", "no data for Rome"),
+    ]
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["unpaired_calls"], audit["unpaired_results"], audit["skipped"]) == (
+        0,
+        0,
+        {NOT_RECORDED: 1},
+    )
