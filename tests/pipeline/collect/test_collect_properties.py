@@ -191,14 +191,15 @@ def test_a_session_forgotten_between_batches_is_read_again_from_its_stream(
 _STEP = st.tuples(
     st.sampled_from(["q", "again"]),  # the user's words (repeats happen)
     st.lists(st.sampled_from(["call_1", "call_2", ""]), max_size=2),  # tool calls
-    st.booleans(),  # the tool's own execute_tool span sent too
+    # The tool's own execute_tool span sent too ("failed": an error, no result).
+    st.sampled_from([False, True, True, "failed"]),
     st.sampled_from(["whole", "whole", "trimmed", "system", "spaced", "summary"]),
     st.booleans(),  # the next input carries another answer than the one sent
 )
 
 
 def _agent_spans(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     *,
     arguments: bool = True,
     unique: bool = False,
@@ -206,7 +207,9 @@ def _agent_spans(
 ) -> list[dict]:
     """An agent's spans: tool round trips, each chat span carrying its input.
 
-    A tool's span carries its arguments unless ``arguments`` is false; with
+    A tool's span carries its arguments unless ``arguments`` is false, and its
+    result unless it failed (then its status is an error, and the next input's
+    result for its call is that failure); with
     ``unique``, a call id names one call (a step's ids get its number);
     without ``ids``, a tool span says its call's name and arguments, not its
     id. A call's arguments name its id.
@@ -245,15 +248,22 @@ def _agent_spans(
                 tool = {
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": "t",
-                    "gen_ai.tool.call.result": f"ran {call_id}",
                 }
+                if executed != "failed":
+                    tool["gen_ai.tool.call.result"] = f"ran {call_id}"
                 if ids or not call_id:
                     tool["gen_ai.tool.call.id"] = call_id
                 if arguments:
                     tool["gen_ai.tool.call.arguments"] = json.dumps(said)
-
+                status = 2 if executed == "failed" else 0
                 spans.append(
-                    json_span(TRACE, f"{len(spans) + 1:016x}", tool, start=len(spans))
+                    json_span(
+                        TRACE,
+                        f"{len(spans) + 1:016x}",
+                        tool,
+                        start=len(spans),
+                        status=status,
+                    )
                 )
             response = {"type": "tool_call_response", "id": call_id, "response": "r"}
             history.append({"role": "tool", "parts": [response]})
@@ -318,7 +328,7 @@ def _recorded(folder: Path, batches: list[list[dict]], *, restart: bool) -> list
 @settings(max_examples=40, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
 def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     cuts: list[int],
     retried: list[int],
 ) -> None:
@@ -337,7 +347,7 @@ def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
 @settings(max_examples=30, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
 def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     cuts: list[int],
     retried: list[int],
 ) -> None:
@@ -354,7 +364,7 @@ def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
 @settings(max_examples=40, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
 def test_tool_spans_without_call_ids_record_what_spans_with_them_do(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     cuts: list[int],
     retried: list[int],
 ) -> None:
@@ -388,7 +398,7 @@ def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) 
     st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=12),
 )
 def test_two_receivers_of_one_ledger_record_what_a_restarted_one_does(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     cuts: list[int],
     retried: list[int],
     turns: list[int],
@@ -675,7 +685,7 @@ def _history(store: EventStore) -> list[tuple[object, ...]]:
     st.booleans(),
 )
 def test_content_sent_as_log_events_records_what_content_on_spans_records(
-    steps: list[tuple[str, list[str], bool, str, bool]],
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
     span_cuts: list[int],
     log_cuts: list[int],
     order: list[bool],
