@@ -654,6 +654,10 @@ class FakeLLMServer:
                 recorded.body.get("model") if isinstance(recorded.body, dict) else None
             )
             body = {**body, "model": requested or "fake-model"}
+        # A Responses API answer repeats the request's instructions.
+        if recorded.route == "responses" and isinstance(body, dict):
+            sent = recorded.body if isinstance(recorded.body, dict) else {}
+            body = {"instructions": sent.get("instructions"), **body}
         return json.dumps(body).encode()
 
     def _write(

@@ -3,7 +3,8 @@
 Run as a child process (the instrumentation takes the SDK's trace processors
 over): ``python openinference_agents_child.py OTLP_URL OPENAI_URL``. An agent
 with one tool answers "Weather in Paris?" through the SDK's chat completions
-model and the real ``openai`` client against the fake server (the model asks
+model (its Responses model, the SDK's default, with ``WEATHER_API=responses``)
+and the real ``openai`` client against the fake server (the model asks
 for the tool, the SDK runs it, the model answers), and the spans are exported
 over OTLP/HTTP. OpenInference's TOOL spans carry the tool's name, arguments
 and result, not the call's id.
@@ -13,14 +14,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+from agents import (
+    Agent,
+    Model,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+)
 from openai import AsyncOpenAI
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 
+from tests.pipeline.collect.openai_client_child import API_ENV
 from tests.pipeline.collect.spans import exporter_provider
 
 SESSION = "agents-run-1"
@@ -36,10 +46,14 @@ def run(provider: TracerProvider, openai_url: str) -> str:
     """Run the agent once; return its tool call's id."""
     OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
     client = AsyncOpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
+    if os.environ.get(API_ENV) == "responses":  # the SDK's default model
+        model: Model = OpenAIResponsesModel(model="gpt-4o", openai_client=client)
+    else:
+        model = OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
     agent = Agent(
         name="weather",
         instructions="You answer weather questions.",
-        model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client),
+        model=model,
         tools=[get_weather],
     )
     with using_session(SESSION):

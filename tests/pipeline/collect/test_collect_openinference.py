@@ -30,6 +30,7 @@ from tests.pipeline.collect.conftest import (
     weather_server,
 )
 from tests.pipeline.collect.langgraph_agent_child import SESSION as GRAPH_SESSION
+from tests.pipeline.collect.openai_client_child import API_ENV
 from tests.pipeline.collect.openinference_agents_child import (
     SESSION as AGENTS_SESSION,
 )
@@ -49,6 +50,8 @@ from tests.pipeline.fake_llm_server import (
     anthropic_tool_use,
     openai_text,
     openai_tool_calls,
+    responses_text,
+    responses_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.pipeline.cli import main
@@ -284,21 +287,43 @@ def test_a_framework_run_by_openinference_spans(ledger: Ledger) -> None:
     ]
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
 def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
-    ledger: Ledger, llm: FakeLLMServer, capsys: pytest.CaptureFixture[str]
+    ledger: Ledger, api: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The OpenAI Agents SDK under OpenInference: TOOL spans without a call id.
 
     Each is the one unanswered call of its name and arguments: its result is
     recorded for that call, and the next model call's input (which holds it)
-    records nothing again. The SDK's AGENT and CHAIN spans are counted.
+    records nothing again. The SDK's AGENT and CHAIN spans are counted. The
+    same with its Responses model (the SDK's default), its instructions the
+    system prompt.
     """
-    with running(ledger.store) as (url, _app):
-        run_client(AGENTS_CHILD, llm.openai_base_url, url, {})
+    call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
+    with FakeLLMServer() as llm, running(ledger.store) as (url, _app):
+        if api == "responses":
+            llm.queue_responses(
+                responses_tool_calls(call, usage=(50, 10)),
+                responses_text("18C in Paris.", usage=(70, 6)),
+            )
+        else:
+            llm.queue_openai(
+                openai_tool_calls(call, usage=(50, 10)),
+                openai_text("18C in Paris.", usage=(70, 6)),
+            )
+        run_client(AGENTS_CHILD, llm.openai_base_url, url, {API_ENV: api})
+        llm.assert_drained()
     (session,) = list_sessions(ledger.store)
     assert session.key == AGENTS_SESSION
     assert said_in(ledger, session.key) == WEATHER_RUN
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    usage = [
+        (e.input_tokens, e.output_tokens) for e in events if isinstance(e, ModelCalled)
+    ]
+    assert usage == [(50, 10), (70, 6)]
     results = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert [(r.call_id, r.provenance) for r in results] == [("call_w1", "executed")]
     audit = audit_json(ledger, session.key, capsys)
