@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 
@@ -25,6 +28,31 @@ def exporter_provider(
         yield provider
     finally:
         provider.shutdown()
+
+
+_IDS = ("traceId", "spanId", "parentSpanId")
+
+
+def _hex_ids(value: object) -> object:
+    """Protobuf's JSON mapping writes bytes in base64; OTLP/JSON wants ids in hex."""
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        k: base64.b64decode(v).hex() if k in _IDS else _hex_ids(v)
+        for k, v in value.items()
+    }
+
+
+def otlp_json(spans: Sequence[ReadableSpan]) -> object:
+    """Finished spans as the OTLP/HTTP exporter would send them, as OTLP/JSON.
+
+    The exporter's own encoder makes the ``ExportTraceServiceRequest``;
+    protobuf's JSON mapping writes it (as the OpenTelemetry Collector's file
+    exporter does), its ids turned into hex as OTLP/JSON has them.
+    """
+    return _hex_ids(MessageToDict(encode_spans(spans)))
 
 
 def text(content: str) -> dict[str, str]:
