@@ -551,7 +551,9 @@ class SessionBatch:
         call_id = said.call_id or UNKNOWN
         self.skipped.update(said.skipped)
         if call_id in self.state.failed and not said.is_error:
-            said = msgspec.structs.replace(said, is_error=True)  # its run failed
+            # Its run failed: the text the model was sent, else the run's error.
+            error = said.content or self.state.failed[call_id]
+            said = msgspec.structs.replace(said, is_error=True, content=error)
         self._emit(
             ToolResultRecorded(
                 turn_id=turn,
