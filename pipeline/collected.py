@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from turnledger.ledger.events import ItemRecorded
+from turnledger.ledger.events import ItemRecorded, ToolResultRecorded
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -42,6 +42,11 @@ their answer but none of the messages they answered."""
 WITHOUT_OUTPUTS: Final = "otlp span without its output messages (answer not recorded)"
 """The ``skipped`` kind a ledger audit counts model calls under whose span held
 the messages sent but no answer (a call that failed is not counted)."""
+
+WITHOUT_RESULT: Final = "otlp tool span without its result (result not recorded)"
+"""The ``skipped`` kind a ledger audit counts tool runs under whose span held no
+result, when the session holds no result of their call either (a later model
+call's input may hold it: then they are not counted)."""
 
 PART_NOT_RECORDED: Final = "otlp {} part (not recorded)"
 """The ``skipped`` kind (formatted with the part's type) a ledger audit counts
@@ -73,8 +78,9 @@ class SpansListed(msgspec.Struct):
     the message parts left out of the messages recorded (they hold no text),
     with counts, the ids of the model call spans that held their answer but
     no input message, and of those that held the messages sent but no answer,
-    and ``[call id, error]`` of each tool run that failed without sending its
-    result (the result a later model call's input holds is that failure).
+    ``[call id, error]`` of each tool run that failed without sending its
+    result (the result a later model call's input holds is that failure), and
+    ``[span id, call id]`` of each tool span recorded without its result.
     """
 
     spans: list[tuple[str, str, str]]
@@ -85,6 +91,7 @@ class SpansListed(msgspec.Struct):
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
     failed: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    without_result: list[tuple[str, str]] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -134,43 +141,60 @@ def not_recorded(store: EventStore, streams: Iterable[UUID]) -> dict[str, int]:
     """What collected spans left out of these session streams, with counts.
 
     The spans recorded without content (:data:`NOT_RECORDED`; a span whose
-    content came later, in log events, is not counted), the model calls whose
+    content came later, in log events, is not counted), the tool spans without
+    their result whose call the session holds no result of
+    (:data:`WITHOUT_RESULT`), the model calls whose
     span held their answer but no input message (:data:`WITHOUT_INPUTS`), those
     whose span held the messages sent but no answer (:data:`WITHOUT_OUTPUTS`;
     one answered by log events applied to it later is not counted), and the
     message parts that hold no text, by type (:data:`PART_NOT_RECORDED`).
     """
-    missing = unasked = unanswered = 0
-    parts: Counter[str] = Counter()
+    left: Counter[str] = Counter()
     for stream in streams:
-        without: set[str] = set()
-        applied: set[str] = set()
-        # In stream order: log events applied to a span later may answer it.
-        answerless: set[str] = set()
-        for recorded in store.read_stream(stream, types=(ItemRecorded,)):
-            event = recorded.event
-            if not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:
-                continue
-            if event.kind == SPANS_KIND:
-                spans = LISTED.decode(event.fields)
-                without.update(spans.without_content)
-                parts.update(spans.skipped)
-                unasked += len(spans.without_inputs)
-                answerless.update(spans.without_outputs)
-            elif event.kind == LOGS_KIND:
-                logs = LOGS_LISTED.decode(event.fields)
-                applied.update(logs.applied)
-                parts.update(logs.skipped)
-                unasked += len(logs.without_inputs)
-                answerless.difference_update(logs.applied)
-                answerless.update(logs.without_outputs)
-        missing += len(without - applied)
-        unanswered += len(answerless)
-    found = {NOT_RECORDED: missing} if missing else {}
-    if unasked:
-        found[WITHOUT_INPUTS] = unasked
-    if unanswered:
-        found[WITHOUT_OUTPUTS] = unanswered
-    for kind, count in sorted(parts.items()):
-        found[part_not_recorded(kind)] = count
+        left.update(_left_in(store, stream))
+    found = {kind: left[kind] for kind in _SPAN_KINDS if left[kind]}
+    for kind, count in sorted(left.items()):
+        if kind not in _SPAN_KINDS:
+            found[part_not_recorded(kind)] = count
     return found
+
+
+_SPAN_KINDS: Final = (NOT_RECORDED, WITHOUT_RESULT, WITHOUT_INPUTS, WITHOUT_OUTPUTS)
+
+
+def _left_in(store: EventStore, stream: UUID) -> Counter[str]:
+    """What collected spans left out of one session stream (see :func:`not_recorded`).
+
+    Counted by kind: the span kinds, and the types of the parts left out.
+    """
+    left: Counter[str] = Counter()
+    without: set[str] = set()
+    applied: set[str] = set()
+    # In stream order: log events applied to a span later may answer it.
+    answerless: set[str] = set()
+    runs: dict[str, str] = {}  # tool spans without result: their call ids
+    answered: set[str] = set()
+    for recorded in store.read_stream(stream, types=(ItemRecorded, ToolResultRecorded)):
+        event = recorded.event
+        if isinstance(event, ToolResultRecorded):
+            answered.add(event.call_id)
+        elif not isinstance(event, ItemRecorded) or event.framework != FRAMEWORK:
+            continue
+        elif event.kind == SPANS_KIND:
+            spans = LISTED.decode(event.fields)
+            runs.update(spans.without_result)
+            without.update(spans.without_content)
+            left.update(spans.skipped)
+            left[WITHOUT_INPUTS] += len(spans.without_inputs)
+            answerless.update(spans.without_outputs)
+        elif event.kind == LOGS_KIND:
+            logs = LOGS_LISTED.decode(event.fields)
+            applied.update(logs.applied)
+            left.update(logs.skipped)
+            left[WITHOUT_INPUTS] += len(logs.without_inputs)
+            answerless.difference_update(logs.applied)
+            answerless.update(logs.without_outputs)
+    left[NOT_RECORDED] += len(without - applied)
+    left[WITHOUT_OUTPUTS] += len(answerless)
+    left[WITHOUT_RESULT] += sum(1 for call in runs.values() if call not in answered)
+    return left

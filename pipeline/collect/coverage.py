@@ -16,9 +16,11 @@ file (:func:`refused_span`); one without (an HTTP server span) is accounted.
 A model call span whose content was not captured records its usage only, and a
 tool run without its result records nothing but its place in the batch's
 ``item.recorded`` (framework ``otlp``, kind ``spans``, its id listed under
-``without_content``, see :mod:`pipeline.collected`). The ledger audit
+``without_content``, a tool run's with its call's under ``without_result``, see
+:mod:`pipeline.collected`). The ledger audit
 (:func:`turnledger.pipeline.audit.audit_sessions`) reports them under
-``skipped`` with :data:`NOT_RECORDED`, so a clean pairing audit of such a
+``skipped`` with :data:`NOT_RECORDED` (a tool run, :data:`WITHOUT_RESULT`, when
+the session holds no result of its call), so a clean pairing audit of such a
 session still says its conversation is not there.
 """
 
@@ -35,6 +37,7 @@ from turnledger.pipeline.collected import (
     PART_NOT_RECORDED,
     WITHOUT_INPUTS,
     WITHOUT_OUTPUTS,
+    WITHOUT_RESULT,
     not_recorded,
 )
 from turnledger.pipeline.formats.model import Coverage
@@ -53,6 +56,7 @@ __all__ = [
     "STREAMED",
     "WITHOUT_INPUTS",
     "WITHOUT_OUTPUTS",
+    "WITHOUT_RESULT",
     "file_coverage",
     "logs_coverage",
     "not_recorded",

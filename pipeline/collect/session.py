@@ -246,6 +246,7 @@ class SessionBatch:
         self.without_inputs: list[str] = []
         self.without_outputs: list[str] = []
         self.failed: list[tuple[str, str]] = []
+        self.without_result: list[tuple[str, str]] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -277,8 +278,11 @@ class SessionBatch:
             content = reading.call.content
             turn = self._call(span, reading.call)
         elif reading.tool is not None:
-            content = reading.tool.result is not None
-            self._tool(span, reading.tool, turn)
+            call_id = self._tool(span, reading.tool, turn)
+            if reading.tool.result is None:
+                # Its call's result may come with a later input (audit knows).
+                self.without_result.append((span.span_id, call_id))
+                self.counts["without_content"] += 1
         self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
         self.state.span_ids.add(span.span_id)
         self.last_turn = turn
@@ -345,6 +349,7 @@ class SessionBatch:
             without_inputs=unasked,
             without_outputs=unanswered,
             failed=self.failed,
+            without_result=self.without_result,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -568,11 +573,12 @@ class SessionBatch:
             )
         )
 
-    def _tool(self, span: Span, run: ToolRun, turn: str) -> None:
+    def _tool(self, span: Span, run: ToolRun, turn: str) -> str:
         """Record a tool run: its result, or the failure of a run without one.
 
         A run of a known call that failed without its result is listed, for
-        the result a later input holds (the span still lacks its content).
+        the result a later input holds. Returns the call's id (the span's own
+        ``otlp-<span id>`` when it is not known).
         """
         known = run.call_id or self._paired(run)
         call_id = known or f"otlp-{span.span_id}"
@@ -587,7 +593,7 @@ class SessionBatch:
             self.state.unsay(call_id)
             self.stand_ins.append((call_id, self.state.version))
         if call_id in self.state.results:
-            return
+            return call_id
         if run.result is None:
             if known and not run.success:
                 # Failed without its result (the conventions send a result on
@@ -595,7 +601,7 @@ class SessionBatch:
                 error = run.error or "error"
                 self.failed.append((call_id, error))
                 self.state.failed[call_id] = error
-            return
+            return call_id
         failed = not run.success
         said = ToolSaid(
             call_id=call_id,
@@ -604,6 +610,7 @@ class SessionBatch:
             is_error=failed,
         )
         self._result(said, turn, provenance="executed")
+        return call_id
 
     def _paired(self, run: ToolRun) -> str:
         """The id of the one call a tool run without an id answers, else ``""``.

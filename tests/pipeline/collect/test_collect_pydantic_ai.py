@@ -36,7 +36,11 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
 from tests.pipeline.collect.receiver import running
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.collect.coverage import NOT_RECORDED, PART_NOT_RECORDED
+from turnledger.pipeline.collect.coverage import (
+    NOT_RECORDED,
+    PART_NOT_RECORDED,
+    WITHOUT_RESULT,
+)
 from turnledger.pipeline.sessions import list_sessions
 
 AGENT = "weather-agent"
@@ -187,4 +191,4 @@ def test_without_content_the_spans_record_usage_and_audit_says_so(
     calls = sum(1 for m in messages if isinstance(m, ModelResponse))
     tools = sum(1 for m in messages for p in m.parts if isinstance(p, ToolCallPart))
     audit = audit_json(ledger, conversation, capsys)
-    assert audit["skipped"] == {NOT_RECORDED: calls + tools}
+    assert audit["skipped"] == {NOT_RECORDED: calls, WITHOUT_RESULT: tools}
