@@ -68,7 +68,10 @@ _BLOCKS: Final = frozenset(
 
 def is_strands(attrs: Mapping[str, object]) -> bool:
     """Whether a span is Strands Agents' own."""
-    return STRANDS in (attrs.get("gen_ai.system"), attrs.get("gen_ai.provider.name"))
+    return (
+        attrs.get("gen_ai.provider.name") == STRANDS
+        or attrs.get("gen_ai.system") == STRANDS
+    )
 
 
 def strands_kind(operation: str) -> tuple[SpanKind, str]:
