@@ -3,10 +3,10 @@
 Strands Agents (AWS's agent SDK) names itself where the conventions name the
 provider: ``gen_ai.system`` (the previous form, its default) or
 ``gen_ai.provider.name`` (the current form), ``strands-agents``. Its ``chat``
-spans are model calls and its ``execute_tool`` spans tool runs; its other
-operations (``execute_event_loop_cycle``, ``invoke_agent``, ``invoke_swarm``,
-``invoke_graph``, ``memory.*``) repeat the messages of its calls, and are
-counted.
+spans are model calls and its ``execute_tool`` spans tool runs; its
+``execute_event_loop_cycle`` and ``invoke_agent`` spans repeat the messages of
+its calls, and its other operations (``invoke_swarm``, ``invoke_graph``,
+``memory.*``) are neither: all are counted.
 
 In the previous form, a message event's ``content`` (and ``gen_ai.choice``'s
 ``message``) is the message's content blocks as Bedrock's Converse API has
