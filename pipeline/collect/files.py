@@ -180,30 +180,32 @@ def skipped_of(report: BatchReport | LogsReport) -> dict[str, int]:
         "message without parts" if k == NO_PARTS else f"{k} part (not text)": n
         for k, n in report.parts.items()
     }
-    if report.without_inputs:
-        skipped["span without its input messages"] = report.without_inputs
-    if report.without_outputs:
-        skipped["span without its output messages"] = report.without_outputs
+    counted = [
+        ("span without its input messages", report.without_inputs),
+        ("span without its output messages", report.without_outputs),
+    ]
     if isinstance(report, LogsReport):
         skipped.update({f"log record ({k})": n for k, n in report.unknown.items()})
-        if report.duplicates:
-            skipped["log event already in the ledger"] = report.duplicates
-        if report.without_content:
-            skipped["log event without content"] = report.without_content
-        if report.span_had_content:
-            kept = "log event of a span holding its own content (kept)"
-            skipped[kept] = report.span_had_content
-        return dict(sorted(skipped.items()))
-    skipped.update({f"span of operation {k}": n for k, n in report.known.items()})
-    skipped.update(
-        {f"span of no known shape ({k})": n for k, n in report.unknown.items()}
-    )
-    if report.duplicates:
-        skipped["span already in the ledger"] = report.duplicates
-    if report.without_content:
-        skipped["span without content (usage only)"] = report.without_content
-    if report.extra_choices:
-        skipped["output choice after the first"] = report.extra_choices
+        counted += [
+            ("log event already in the ledger", report.duplicates),
+            ("log event without content", report.without_content),
+            (
+                "log event of a span holding its own content (kept)",
+                report.span_had_content,
+            ),
+        ]
+    else:
+        skipped.update({f"span of operation {k}": n for k, n in report.known.items()})
+        skipped.update(
+            {f"span of no known shape ({k})": n for k, n in report.unknown.items()}
+        )
+        counted += [
+            ("span already in the ledger", report.duplicates),
+            ("span without content (usage only)", report.without_content),
+            ("tool span without its result", report.without_result),
+            ("output choice after the first", report.extra_choices),
+        ]
+    skipped.update((kind, n) for kind, n in counted if n)
     return dict(sorted(skipped.items()))
 
 

@@ -107,7 +107,10 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
         spans: Spans received.
         mapped: Model call and tool spans recorded.
         duplicates: Spans already in the ledger (sent again), not written twice.
-        without_content: Recorded spans whose messages were not captured.
+        without_content: Recorded model call spans whose messages were not
+            captured.
+        without_result: Recorded tool spans without their result (a later
+            model call's input may bring it).
         without_inputs: Model call spans holding their answer but no message
             they answered (the question is not in the ledger).
         without_outputs: Model call spans holding the messages sent but no
@@ -125,6 +128,7 @@ class BatchReport(msgspec.Struct, frozen=True, kw_only=True):
     mapped: int
     duplicates: int = 0
     without_content: int = 0
+    without_result: int = 0
     without_inputs: int = 0
     without_outputs: int = 0
     extra_choices: int = 0
@@ -264,6 +268,7 @@ class Recorder:
             mapped=totals["mapped"],
             duplicates=totals["duplicates"],
             without_content=totals["without_content"],
+            without_result=totals["without_result"],
             without_inputs=sum(len(b.without_inputs) for b in builders),
             without_outputs=sum(len(b.without_outputs) for b in builders),
             extra_choices=totals["extra_choices"],

@@ -282,7 +282,7 @@ class SessionBatch:
             if reading.tool.result is None:
                 # Its call's result may come with a later input (audit knows).
                 self.without_result.append((span.span_id, call_id))
-                self.counts["without_content"] += 1
+                self.counts["without_result"] += 1
         self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
         self.state.span_ids.add(span.span_id)
         self.last_turn = turn

@@ -256,7 +256,9 @@ def test_a_framework_run_by_openinference_spans(ledger: Ledger) -> None:
         decode_json(json.dumps(json_request(spans)).encode())
     )
     assert report.known == {"openinference AGENT": 1, "openinference CHAIN": 1}
-    assert (report.mapped, report.without_content, report.unknown) == (5, 1, {})
+    # The hidden result: a tool span without its result.
+    assert (report.mapped, report.without_content, report.without_result) == (5, 0, 1)
+    assert report.unknown == {}
     (session,) = list_sessions(ledger.store)
     assert session.key == "run-7"
     history = [e.message for e in load_history(ledger.store, session.stream_id).entries]
@@ -469,7 +471,7 @@ def test_a_llama_index_agent_run_records_its_conversation(
         assert report["skipped"] == {
             "span of operation openinference CHAIN": 20,
             f"span of operation {NOT_A_CALL}": 4,
-            "span without content (usage only)": 1,  # the failed run's
+            "tool span without its result": 1,  # the failed run's
         }
     else:
         with running(ledger.store) as (url, _app):
