@@ -78,9 +78,10 @@ class SpansListed(msgspec.Struct):
     the message parts left out of the messages recorded (they hold no text),
     with counts, the ids of the model call spans that held their answer but
     no input message, and of those that held the messages sent but no answer,
-    ``[call id, error]`` of each tool run that failed without sending its
-    result (the result a later model call's input holds is that failure), and
-    ``[span id, call id]`` of each tool span recorded without its result.
+    and ``[span id, call id, error]`` of each tool span recorded without its
+    result: ``error`` is its run's error when the run failed and its call is
+    known (the result a later model call's input holds is that failure), else
+    ``""``.
     """
 
     spans: list[tuple[str, str, str]]
@@ -90,8 +91,7 @@ class SpansListed(msgspec.Struct):
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
-    failed: list[tuple[str, str]] = msgspec.field(default_factory=list)
-    without_result: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    without_result: list[tuple[str, str, str]] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -182,7 +182,7 @@ def _left_in(store: EventStore, stream: UUID) -> Counter[str]:
             continue
         elif event.kind == SPANS_KIND:
             spans = LISTED.decode(event.fields)
-            runs.update(spans.without_result)
+            runs.update((span, call) for span, call, _ in spans.without_result)
             without.update(spans.without_content)
             left.update(spans.skipped)
             left[WITHOUT_INPUTS] += len(spans.without_inputs)

@@ -170,8 +170,8 @@ class SessionState:
         for call_id, version in listed.stand_ins:
             self.stand_ins[call_id] = version
             self.unsay(call_id)
-        for call_id, error in listed.failed:
-            if call_id not in self.results:
+        for _span_id, call_id, error in listed.without_result:
+            if error and call_id not in self.results:
                 self.failed[call_id] = error
 
     def unsay(self, call_id: str) -> None:
@@ -245,8 +245,7 @@ class SessionBatch:
         self.skipped: Counter[str] = Counter()  # parts not recorded, by type
         self.without_inputs: list[str] = []
         self.without_outputs: list[str] = []
-        self.failed: list[tuple[str, str]] = []
-        self.without_result: list[tuple[str, str]] = []
+        self.without_result: list[tuple[str, str, str]] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -278,10 +277,10 @@ class SessionBatch:
             content = reading.call.content
             turn = self._call(span, reading.call)
         elif reading.tool is not None:
-            call_id = self._tool(span, reading.tool, turn)
+            call_id, error = self._tool(span, reading.tool, turn)
             if reading.tool.result is None:
                 # Its call's result may come with a later input (audit knows).
-                self.without_result.append((span.span_id, call_id))
+                self.without_result.append((span.span_id, call_id, error))
                 self.counts["without_result"] += 1
         self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
         self.state.span_ids.add(span.span_id)
@@ -348,7 +347,6 @@ class SessionBatch:
             skipped=skipped,
             without_inputs=unasked,
             without_outputs=unanswered,
-            failed=self.failed,
             without_result=self.without_result,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
@@ -573,12 +571,12 @@ class SessionBatch:
             )
         )
 
-    def _tool(self, span: Span, run: ToolRun, turn: str) -> str:
+    def _tool(self, span: Span, run: ToolRun, turn: str) -> tuple[str, str]:
         """Record a tool run: its result, or the failure of a run without one.
 
-        A run of a known call that failed without its result is listed, for
-        the result a later input holds. Returns the call's id (the span's own
-        ``otlp-<span id>`` when it is not known).
+        Returns the call's id (the span's own ``otlp-<span id>`` when it is
+        not known) and, for a run of a known call that failed without its
+        result, its error (for the result a later input holds), else ``""``.
         """
         known = run.call_id or self._paired(run)
         call_id = known or f"otlp-{span.span_id}"
@@ -593,15 +591,15 @@ class SessionBatch:
             self.state.unsay(call_id)
             self.stand_ins.append((call_id, self.state.version))
         if call_id in self.state.results:
-            return call_id
+            return call_id, ""
         if run.result is None:
-            if known and not run.success:
-                # Failed without its result (the conventions send a result on
-                # success only): a later input's result is that failure.
-                error = run.error or "error"
-                self.failed.append((call_id, error))
-                self.state.failed[call_id] = error
-            return call_id
+            if not known or run.success:
+                return call_id, ""
+            # Failed without its result (the conventions send a result on
+            # success only): a later input's result is that failure.
+            error = run.error or "error"
+            self.state.failed[call_id] = error
+            return call_id, error
         failed = not run.success
         said = ToolSaid(
             call_id=call_id,
@@ -610,7 +608,7 @@ class SessionBatch:
             is_error=failed,
         )
         self._result(said, turn, provenance="executed")
-        return call_id
+        return call_id, ""
 
     def _paired(self, run: ToolRun) -> str:
         """The id of the one call a tool run without an id answers, else ``""``.

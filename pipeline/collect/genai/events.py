@@ -115,7 +115,7 @@ def events_content(span: Span) -> Content:
         attrs = event.attributes
         body = json_of(attrs.get("body"))
         fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
-        content = fields.get("content")
+        content = json_of(fields.get("content"))  # decoded once, read below
         blocks = converse_blocks(content)
         match event.name:
             case "gen_ai.system.message" if blocks is not None:
@@ -131,7 +131,7 @@ def events_content(span: Span) -> Content:
                 inputs.append(AssistantSaid(text, _openai_calls(fields), skipped))
             case "gen_ai.tool.message":
                 call_id = string(fields.get("id")) or string(fields.get("tool_call_id"))
-                text = as_text(json_of(content))
+                text = as_text(content)
                 inputs.append(ToolSaid(call_id=call_id, content=text))
             case "gen_ai.choice":
                 if outputs:
