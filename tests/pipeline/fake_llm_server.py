@@ -431,6 +431,81 @@ def anthropic_tool_use(
     return _anthropic_message(content, stop_reason, usage, model)
 
 
+def anthropic_stream(reply: Reply) -> Callable[[RecordedRequest], Reply]:
+    """A Messages answer (:func:`anthropic_text`, :func:`anthropic_tool_use`) streamed.
+
+    As server-sent events, the way the API streams (``stream: true``):
+    ``message_start`` (the message without its content, the input tokens in
+    its usage), each block opened, its text or its input's JSON in two
+    deltas, closed; ``message_delta`` with the stop reason and the output
+    tokens; ``message_stop``. The message names the answer's model, else the
+    one the request asked for.
+    """
+    body = reply.body
+
+    def streamed(recorded: RecordedRequest) -> Reply:
+        asked = recorded.body.get("model") if isinstance(recorded.body, dict) else None
+        usage = body.get("usage") or {"input_tokens": 0, "output_tokens": 0}
+        started = {
+            **{k: v for k, v in body.items() if k not in {"content", "usage"}},
+            "model": body.get("model") or asked or "fake-model",
+            "content": [],
+            "stop_reason": None,
+            "usage": {**usage, "output_tokens": 1},
+        }
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": started})
+        ]
+        for index, block in enumerate(body["content"]):
+            if block["type"] == "text":
+                opened = {"type": "text", "text": ""}
+                whole, kind, field = block["text"], "text_delta", "text"
+            else:
+                opened = {**block, "input": {}}
+                whole = json.dumps(block["input"])
+                kind, field = "input_json_delta", "partial_json"
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": opened,
+                    },
+                )
+            )
+            half = len(whole) // 2
+            for piece in (whole[:half], whole[half:]):
+                delta = {"type": kind, field: piece}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                    )
+                )
+            events.append(
+                ("content_block_stop", {"type": "content_block_stop", "index": index})
+            )
+        events += [
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {
+                        "stop_reason": body["stop_reason"],
+                        "stop_sequence": None,
+                    },
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        text = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
+        return Reply(body=text.encode(), headers={"content-type": "text/event-stream"})
+
+    return streamed
+
+
 def anthropic_error(status: int, error_type: str, message: str) -> Reply:
     """An Anthropic error body: ``{"type": "error", "error": {"type", "message"}}``."""
     body = {

@@ -81,8 +81,9 @@ from turnledger.pipeline.collect.genai.readings import (
     SpanKind,
     SpanReading,
     ToolRun,
-    count_of,
+    Usage,
     first_of,
+    usage_of,
 )
 from turnledger.pipeline.collect.genai.said import (
     TEXT_PARTS,
@@ -117,6 +118,7 @@ __all__ = [
     "ToolCallSaid",
     "ToolRun",
     "ToolSaid",
+    "Usage",
     "UserSaid",
     "carries_content",
     "classify",
@@ -265,12 +267,15 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         if failed
         else None
     )
+    usage = usage_of(attrs, names)
     return ModelCall(
         model=first_of(attrs, names.model),
         provider=first_of(attrs, names.provider),
-        input_tokens=count_of(attrs, names.input_tokens),
-        output_tokens=count_of(attrs, names.output_tokens),
-        cached_input_tokens=count_of(attrs, names.cached_input_tokens),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cached_input_tokens=usage.cached_input_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
         duration_ms=_duration_ms(span),
         success=not failed,
         error=error,

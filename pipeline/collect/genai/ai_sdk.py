@@ -77,6 +77,11 @@ AI_SDK_NAMES: Final = Names(
         "ai.usage.cachedInputTokens",
         "ai.usage.inputTokenDetails.cacheReadTokens",
     ),
+    cache_write_tokens=("ai.usage.inputTokenDetails.cacheWriteTokens",),
+    reasoning_tokens=(
+        "ai.usage.outputTokenDetails.reasoningTokens",
+        "ai.usage.reasoningTokens",
+    ),
 )
 
 

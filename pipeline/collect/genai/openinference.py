@@ -44,6 +44,8 @@ OPENINFERENCE_NAMES: Final = Names(
     input_tokens=("llm.token_count.prompt",),
     output_tokens=("llm.token_count.completion",),
     cached_input_tokens=("llm.token_count.prompt_details.cache_read",),
+    cache_write_tokens=("llm.token_count.prompt_details.cache_write",),
+    reasoning_tokens=("llm.token_count.completion_details.reasoning",),
 )
 
 

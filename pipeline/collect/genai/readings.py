@@ -28,9 +28,12 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     Attributes:
         model: The response model, else the request model.
         provider: ``gen_ai.provider.name`` (or the older ``gen_ai.system``).
-        input_tokens: Prompt tokens.
-        output_tokens: Completion tokens.
+        input_tokens: Prompt tokens, the cached ones included (see
+            :func:`usage_of`).
+        output_tokens: Completion tokens, the reasoning ones included.
         cached_input_tokens: Prompt tokens read from the provider's cache.
+        cache_write_tokens: Prompt tokens written to the provider's cache.
+        reasoning_tokens: Completion tokens spent on reasoning (thinking).
         duration_ms: End minus start.
         success: Whether the span's status is not an error.
         error: The error type or status message of a failed call.
@@ -55,6 +58,8 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
     duration_ms: float = 0.0
     success: bool = True
     error: str | None = None
@@ -107,6 +112,8 @@ class Names(NamedTuple):
     input_tokens: tuple[str, ...]
     output_tokens: tuple[str, ...]
     cached_input_tokens: tuple[str, ...]
+    cache_write_tokens: tuple[str, ...]
+    reasoning_tokens: tuple[str, ...]
 
 
 GENAI_NAMES: Final = Names(
@@ -114,8 +121,60 @@ GENAI_NAMES: Final = Names(
     provider=("gen_ai.provider.name", "gen_ai.system"),
     input_tokens=("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
     output_tokens=("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-    cached_input_tokens=("gen_ai.usage.cache_read.input_tokens",),
+    # The conventions' names, then the older ones OpenLLMetry and Strands send.
+    cached_input_tokens=(
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.cache_read_input_tokens",
+    ),
+    cache_write_tokens=(
+        "gen_ai.usage.cache_creation.input_tokens",
+        "gen_ai.usage.cache_creation_input_tokens",
+        "gen_ai.usage.cache_write_input_tokens",
+    ),
+    # The conventions' name; OpenLLMetry's; Pydantic AI's usage details.
+    reasoning_tokens=(
+        "gen_ai.usage.reasoning.output_tokens",
+        "gen_ai.usage.reasoning_tokens",
+        "gen_ai.usage.details.reasoning_tokens",
+    ),
 )
+
+
+class Usage(NamedTuple):
+    """A call's token counts (the ledger's ``model.called`` meaning).
+
+    The input tokens are the whole prompt, of which the cache reads and
+    writes; the output tokens the whole completion, of which the reasoning.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+
+
+def usage_of(attrs: Mapping[str, object], names: Names) -> Usage:
+    """A call's usage, as the span reports it under a convention's ``names``.
+
+    The conventions count the cache reads and writes in the input tokens (as
+    OpenAI's API does; OpenLLMetry, OpenInference, Logfire and Pydantic AI add
+    Anthropic's to its ``input_tokens``), and the reasoning tokens in the
+    output tokens. A span whose cache reads and writes together exceed its
+    input tokens reports them beside its input, as Anthropic's API does: its
+    whole prompt is then their sum. A reasoning count above the output tokens
+    is added to them likewise. Otherwise the counts are kept as sent.
+    """
+    input_tokens = count_of(attrs, names.input_tokens)
+    output_tokens = count_of(attrs, names.output_tokens)
+    cached = count_of(attrs, names.cached_input_tokens)
+    written = count_of(attrs, names.cache_write_tokens)
+    reasoning = count_of(attrs, names.reasoning_tokens)
+    if cached + written > input_tokens:
+        input_tokens = min(input_tokens + cached + written, MAX_INTEGER)
+    if reasoning > output_tokens:
+        output_tokens = min(output_tokens + reasoning, MAX_INTEGER)
+    return Usage(input_tokens, output_tokens, cached, written, reasoning)
 
 
 def first_of(attrs: Mapping[str, object], keys: Sequence[str]) -> str:
