@@ -324,7 +324,9 @@ def _response(output: list[dict[str, Any]], usage: UsageTuple | None) -> Reply:
             "output_tokens": completion,
             "total_tokens": prompt + completion,
             "input_tokens_details": {"cached_tokens": details[0] if details else 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {
+                "reasoning_tokens": details[1] if len(details) > 1 else 0
+            },
         }
     return Reply(body=body)
 

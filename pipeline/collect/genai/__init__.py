@@ -60,6 +60,7 @@ from turnledger.pipeline.collect.genai.logfire import (
     STREAM_REQUEST,
     stream_duration_ms,
     stream_request,
+    with_raw_reasoning,
 )
 from turnledger.pipeline.collect.genai.openinference import (
     CURRENT_MESSAGES,
@@ -234,7 +235,7 @@ def model_traffic(span: Span) -> str | None:
 
 def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> ModelCall:
     """Read a model call span's model, usage, status and content."""
-    attrs = span.attributes
+    attrs: Mapping[str, object] = span.attributes
     if OPENINFERENCE_KIND in attrs and not any(k in attrs for k in CURRENT_MESSAGES):
         names = OPENINFERENCE_NAMES
         found = openinference_content(attrs)
@@ -247,11 +248,13 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         without_inputs = bool(found[2]) and AI_SDK_MESSAGES not in attrs
     else:
         if any(event.name == DETAILS_EVENT for event in span.events):
-            attrs = dict(attrs)
+            merged = dict(attrs)
             for event in span.events:
                 if event.name == DETAILS_EVENT:
-                    attrs.update(event.attributes)
+                    merged.update(event.attributes)
+            attrs = merged
         names = GENAI_NAMES
+        attrs = with_raw_reasoning(attrs)
         found = _content(span, attrs, cache, key)
         if OPENINFERENCE_KIND in attrs:
             found = unredacted(found)

@@ -16,6 +16,10 @@ call recorded from the log. A stream the application never reads emits no
 log: that call is then counted, not recorded. A span Logfire's tracer made
 for another instrumentation also has a ``logfire.span_type``, but no
 ``request_data`` and no message template: it is read as that instrumentation's.
+
+Logfire sends the provider's usage whole as JSON in ``gen_ai.usage.raw``
+beside the conventions' counts, and an OpenAI call's reasoning tokens only
+there (:func:`with_raw_reasoning`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Final
+
+import msgspec
 
 from turnledger.pipeline.collect.genai.values import string
 
@@ -70,3 +76,37 @@ def stream_duration_ms(attrs: Mapping[str, object]) -> float | None:
     if not math.isfinite(seconds) or seconds < 0:
         return None
     return seconds * 1000.0
+
+
+RAW_USAGE: Final = "gen_ai.usage.raw"
+"""Where Logfire puts the provider's usage, as the provider sent it (JSON)."""
+
+REASONING: Final = "gen_ai.usage.reasoning.output_tokens"
+
+_REASONING_DETAILS: Final = ("completion_tokens_details", "output_tokens_details")
+"""Where OpenAI's usage holds ``reasoning_tokens``: Chat Completions', Responses'."""
+
+
+def with_raw_reasoning(attrs: Mapping[str, object]) -> Mapping[str, object]:
+    """A span's attributes, with the reasoning count its ``gen_ai.usage.raw`` holds.
+
+    Logfire's OpenAI instrumentation sends a call's reasoning tokens only in
+    the raw usage (``completion_tokens_details`` of Chat Completions,
+    ``output_tokens_details`` of the Responses API). The attributes are
+    returned as they are when they name the reasoning count already, hold no
+    raw usage, or it holds no such count (or is not JSON).
+    """
+    raw = attrs.get(RAW_USAGE)
+    if not isinstance(raw, str) or REASONING in attrs:
+        return attrs
+    try:
+        usage = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return attrs
+    if not isinstance(usage, dict):
+        return attrs
+    for details in _REASONING_DETAILS:
+        found = usage.get(details)
+        if isinstance(found, dict) and "reasoning_tokens" in found:
+            return {**attrs, REASONING: found["reasoning_tokens"]}
+    return attrs

@@ -26,6 +26,7 @@ from tests.pipeline.collect.spans import json_request, json_span
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
     ToolUse,
+    UsageTuple,
     openai_stream,
     openai_text,
     openai_tool_calls,
@@ -82,23 +83,27 @@ class Recorded(NamedTuple):
     said: list[tuple[object, ...]]
     system: list[str]
     calls: list[tuple[object, ...]]
+    details: list[tuple[int, int, int]]
     durations: list[float]
     skipped: dict[str, int]
 
 
-def _queue(llm: FakeLLMServer, mode: str) -> None:
+def _queue(llm: FakeLLMServer, mode: str, *, details: bool = False) -> None:
     """The round trip's answers (``whole``, ``streamed`` or ``responses``), then
-    the picture's (through Chat Completions)."""
+    the picture's (through Chat Completions). With ``details``, the round
+    trip's usage holds cached and reasoning tokens."""
     call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
+    asked: UsageTuple = (50, 10, 20, 4) if details else (50, 10)
+    answered: UsageTuple = (70, 6, 30, 2) if details else (70, 6)
     if mode == "responses":
         llm.queue_responses(
-            responses_tool_calls(call, usage=(50, 10)),
-            responses_text("18C in Paris.", usage=(70, 6)),
+            responses_tool_calls(call, usage=asked),
+            responses_text("18C in Paris.", usage=answered),
         )
     else:
         round_trip = [
-            openai_tool_calls(call, usage=(50, 10)),
-            openai_text("18C in Paris.", usage=(70, 6)),
+            openai_tool_calls(call, usage=asked),
+            openai_text("18C in Paris.", usage=answered),
         ]
         if mode == "streamed":
             round_trip = [openai_stream(reply) for reply in round_trip]
@@ -107,7 +112,12 @@ def _queue(llm: FakeLLMServer, mode: str) -> None:
 
 
 def _record(
-    ledger: Ledger, client: Client, capsys: pytest.CaptureFixture[str], mode: str
+    ledger: Ledger,
+    client: Client,
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
+    *,
+    details: bool = False,
 ) -> Recorded:
     """Run the client into a receiver over ``ledger``; what its session holds."""
     env = {
@@ -116,7 +126,7 @@ def _record(
         API_ENV: "responses" if mode == "responses" else "chat",
     }
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
-        _queue(llm, mode)
+        _queue(llm, mode, details=details)
         run_client(HERE / client.child, llm.openai_base_url, url, env, *client.args)
         llm.assert_drained()
         assert app.refused == 0
@@ -128,6 +138,10 @@ def _record(
         system=[e.text for e in events if isinstance(e, SystemPromptSet)],
         calls=[
             (c.model, c.provider, c.input_tokens, c.output_tokens, c.success)
+            for c in calls
+        ],
+        details=[
+            (c.cached_input_tokens, c.cache_write_tokens, c.reasoning_tokens)
             for c in calls
         ],
         durations=[c.duration_ms for c in calls],
@@ -280,3 +294,31 @@ def test_only_logfires_own_unanswered_request_spans_are_counted(
         ("assistant", "Hello.", (), ()),
     ]
     assert audit_json(ledger, session.key, capsys)["skipped"] == {WITHOUT_OUTPUTS: 1}
+
+
+WHOLE_DETAILS = [(20, 0, 4), (30, 0, 2), (0, 0, 0)]
+"""The calls' cached, cache write and reasoning tokens, as the server sent them."""
+
+DETAILS = {
+    "openai-v2": [(0, 0, 0)] * 3,
+    "openllmetry": WHOLE_DETAILS,
+    "openllmetry-streamed": [(20, 0, 0), (30, 0, 0), (0, 0, 0)],
+    "openinference": WHOLE_DETAILS,
+    "logfire": WHOLE_DETAILS,
+}
+"""What each client's spans say of them: the contrib's openai-v2 2.4b0 sends
+neither count; OpenLLMetry 0.62.4 no reasoning count of a streamed call;
+Logfire the reasoning count in its raw usage only."""
+
+DETAIL_RUNS = [(name, "whole") for name in sorted(CLIENTS)] + MODES
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"), DETAIL_RUNS, ids=[f"{n}-{m}" for n, m in DETAIL_RUNS]
+)
+def test_cached_and_reasoning_tokens_are_recorded_as_the_spans_say(
+    ledger: Ledger, name: str, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded = _record(ledger, CLIENTS[name], capsys, mode, details=True)
+    assert [c[2:4] for c in recorded.calls] == [(50, 10), (70, 6), (90, 3)]
+    assert recorded.details == DETAILS.get(f"{name}-{mode}", DETAILS[name])

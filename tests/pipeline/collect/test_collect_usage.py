@@ -270,3 +270,37 @@ def test_recorded_parts_stay_within_their_whole(sent: tuple[object, ...]) -> Non
     assert cached + written <= input_tokens <= MAX_INTEGER
     assert reasoning <= output_tokens <= MAX_INTEGER
     assert call.cost_usd >= 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "reasoning"),
+    [
+        ('{"completion_tokens_details": {"reasoning_tokens": 4}}', 4),
+        ('{"output_tokens_details": {"reasoning_tokens": 4}}', 4),
+        ('{"completion_tokens_details": {"reasoning_tokens": "x"}}', 0),
+        ('{"completion_tokens_details": {}}', 0),
+        ("[4]", 0),
+        ("not json", 0),
+    ],
+)
+def test_logfire_s_raw_usage_gives_the_reasoning_count_it_alone_holds(
+    raw: str, reasoning: int, tmp_path: Path
+) -> None:
+    usage = {
+        "gen_ai.usage.input_tokens": 170,
+        "gen_ai.usage.output_tokens": 10,
+        "gen_ai.usage.raw": raw,
+    }
+    call = _recorded(tmp_path, {**_GENAI_CALL, **usage})
+    assert _usage(call) == (170, 10, 0, 0, reasoning)
+
+
+def test_a_reasoning_count_sent_is_not_replaced_by_the_raw_one(tmp_path: Path) -> None:
+    usage = {
+        "gen_ai.usage.input_tokens": 170,
+        "gen_ai.usage.output_tokens": 10,
+        "gen_ai.usage.reasoning.output_tokens": 3,
+        "gen_ai.usage.raw": '{"completion_tokens_details": {"reasoning_tokens": 4}}',
+    }
+    call = _recorded(tmp_path, {**_GENAI_CALL, **usage})
+    assert call.reasoning_tokens == 3
