@@ -21,7 +21,9 @@ content is its GenAI current-form messages when it carries them, else its own
 ``llm.*`` attributes (:mod:`.openinference`; tool runs :mod:`.tools`);
 a text it hid (:data:`REDACTED`) is a ``redacted`` part, never text.
 A Logfire request span of a streamed call is counted: the call is the log
-Logfire emits when the stream ends (:mod:`.logfire`).
+Logfire emits when the stream ends (:mod:`.logfire`). Logfire's OpenAI Agents
+SDK spans are read by :mod:`.logfire_agents`: a model call's (its Chat
+Completions messages or Responses items) and a function span, a tool run.
 A span with ``ai.operationId`` and no ``gen_ai.operation.name`` is the Vercel
 AI SDK's: its provider calls (:data:`.ai_sdk.AI_SDK_CALLS`) are model calls read by
 :mod:`.ai_sdk`, its ``ai.toolCall`` spans tool runs, its other operations
@@ -61,6 +63,11 @@ from turnledger.pipeline.collect.genai.logfire import (
     stream_duration_ms,
     stream_request,
     with_raw_reasoning,
+)
+from turnledger.pipeline.collect.genai.logfire_agents import (
+    agents_content,
+    agents_kind,
+    is_agents_call,
 )
 from turnledger.pipeline.collect.genai.openinference import (
     CURRENT_MESSAGES,
@@ -181,6 +188,8 @@ def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, st
     op = string(attrs.get("gen_ai.operation.name"))
     if is_strands(attrs):
         return strands_kind(op)
+    if (agents := agents_kind(attrs)) is not None:
+        return agents
     if op in CHAT_OPERATIONS and stream_request(attrs, failed=failed):
         return "known", STREAM_REQUEST
     if op in CHAT_OPERATIONS or (op == "" and openllmetry_call(attrs)):
@@ -246,6 +255,11 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         names = AI_SDK_NAMES
         found = ai_sdk_content(attrs)
         without_inputs = bool(found[2]) and AI_SDK_MESSAGES not in attrs
+    elif is_agents_call(attrs):
+        names = GENAI_NAMES
+        attrs = with_raw_reasoning(attrs)
+        found = agents_content(attrs)
+        without_inputs = False
     else:
         if any(event.name == DETAILS_EVENT for event in span.events):
             merged = dict(attrs)

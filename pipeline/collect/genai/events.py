@@ -128,7 +128,7 @@ def events_content(span: Span) -> Content:
                 inputs.append(UserSaid(*message_text(content)))
             case "gen_ai.assistant.message":
                 text, skipped = message_text(content)
-                inputs.append(AssistantSaid(text, _openai_calls(fields), skipped))
+                inputs.append(AssistantSaid(text, openai_calls(fields), skipped))
             case "gen_ai.tool.message":
                 call_id = string(fields.get("id")) or string(fields.get("tool_call_id"))
                 text = as_text(content)
@@ -151,10 +151,11 @@ def _choice(fields: Mapping[str, object]) -> AssistantSaid:
         return answer_of(blocks)
     inner = message if isinstance(message, dict) else fields
     text, skipped = message_text(inner.get("content"))
-    return AssistantSaid(text, _openai_calls(inner), skipped)
+    return AssistantSaid(text, openai_calls(inner), skipped)
 
 
-def _openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+def openai_calls(fields: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
+    """A message's OpenAI ``tool_calls`` (``{id, function: {name, arguments}}``)."""
     calls: list[ToolCallSaid] = []
     for call in seq(json_of(fields.get("tool_calls"))):
         function = get(call, "function")

@@ -2,13 +2,14 @@
 
 An ``execute_tool`` span, OpenInference's ``TOOL`` span, the AI SDK's
 ``ai.toolCall`` span, Strands Agents' ``execute_tool`` span (its arguments and
-result in its events in the previous form, its result as Converse blocks); a
+result in its events in the previous form, its result as Converse blocks),
+Logfire's OpenAI Agents SDK function span (:mod:`.logfire_agents`); a
 LangChain ``ToolMessage`` result names its call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from turnledger.pipeline.collect.decode import Span, SpanEvent
@@ -17,6 +18,7 @@ from turnledger.pipeline.collect.genai.ai_sdk import (
     is_ai_sdk,
 )
 from turnledger.pipeline.collect.genai.events import DETAILS_EVENT
+from turnledger.pipeline.collect.genai.logfire_agents import agents_kind, agents_tool
 from turnledger.pipeline.collect.genai.openinference import (
     OPENINFERENCE_KIND,
     shown,
@@ -37,28 +39,16 @@ from turnledger.pipeline.collect.genai.values import (
 
 
 def read_tool(span: Span) -> ToolRun:
-    """A tool run: by the GenAI attributes, or OpenInference's own.
+    """A tool run: by the GenAI attributes, OpenInference's own, or others'.
 
     OpenInference's: ``tool.name``, the call's id in ``tool_call.id`` (or
     ``tool.id``), its arguments in ``input.value``, its result in
     ``output.value`` (a hidden one, :data:`REDACTED`, is not captured).
     """
     attrs = span.attributes
-    if OPENINFERENCE_KIND in attrs:
-        call_id = string(attrs.get("tool_call.id")) or string(attrs.get("tool.id"))
-        name = string(attrs.get("tool.name"))
-        arguments = shown(attrs.get("input.value"))
-        result = shown(attrs.get("output.value"))
-    elif is_ai_sdk(attrs):
-        call_id = string(attrs.get("ai.toolCall.id"))
-        name = string(attrs.get("ai.toolCall.name"))
-        arguments = attrs.get("ai.toolCall.args")
-        result = ai_sdk_result(attrs.get("ai.toolCall.result"))
-    else:
-        call_id = string(attrs.get("gen_ai.tool.call.id"))
-        name = string(attrs.get("gen_ai.tool.name"))
-        arguments = attrs.get("gen_ai.tool.call.arguments")
-        result = attrs.get("gen_ai.tool.call.result")
+    if agents_kind(attrs) is not None:
+        return agents_tool(attrs, failed=span.failed)
+    call_id, name, arguments, result = _fields(attrs)
     failed = span.failed
     if is_strands(attrs):
         logged_arguments, logged_result = _strands_tool_events(span.events)
@@ -92,6 +82,35 @@ def read_tool(span: Span) -> ToolRun:
         error=(string(attrs.get("error.type")) or span.status_message or "error")
         if failed
         else None,
+    )
+
+
+def _fields(attrs: Mapping[str, object]) -> tuple[str, str, object, object]:
+    """A run's call id, tool name, arguments and result, as its convention has them.
+
+    OpenInference's, the AI SDK's, else the GenAI conventions'.
+    """
+    if OPENINFERENCE_KIND in attrs:
+        call_id = string(attrs.get("tool_call.id")) or string(attrs.get("tool.id"))
+        name = string(attrs.get("tool.name"))
+        return (
+            call_id,
+            name,
+            shown(attrs.get("input.value")),
+            shown(attrs.get("output.value")),
+        )
+    if is_ai_sdk(attrs):
+        return (
+            string(attrs.get("ai.toolCall.id")),
+            string(attrs.get("ai.toolCall.name")),
+            attrs.get("ai.toolCall.args"),
+            ai_sdk_result(attrs.get("ai.toolCall.result")),
+        )
+    return (
+        string(attrs.get("gen_ai.tool.call.id")),
+        string(attrs.get("gen_ai.tool.name")),
+        attrs.get("gen_ai.tool.call.arguments"),
+        attrs.get("gen_ai.tool.call.result"),
     )
 
 

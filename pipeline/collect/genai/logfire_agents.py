@@ -1,0 +1,236 @@
+"""Logfire's OpenAI Agents SDK spans (``logfire.instrument_openai_agents``).
+
+Logfire makes a span of each of the SDK's trace spans, named by a message
+template of its own, with the SDK's span data as attributes and
+``gen_ai.system`` ``openai``; only a Responses API call's span has a
+``gen_ai.operation.name``. Three of them say what was said:
+
+- a model call through the SDK's Chat Completions model (``Chat completion
+  with {gen_ai.request.model!r}``): the messages sent in ``input`` (Chat
+  Completions messages, the system one first), the answer in ``output`` (the
+  API's messages), the usage in ``gen_ai.usage.*``;
+- a model call through its Responses model (``Responses API``, ``... with
+  {gen_ai.request.model!r}``): the items sent in ``raw_input``, the API's
+  response whole in ``response`` (its ``instructions``, its ``output``
+  items). Logfire's ``events`` attribute repeats them in a form that writes an
+  image's address as text and splits a message's parts into messages: it is
+  not read;
+- a tool run (``Function: {name}``): the tool's ``name``, its arguments in
+  ``input``, its result in ``output``, and no call id. A failed run's status
+  is an error, its ``error`` the SDK's (``{"message", "data"}``), its output
+  the text the model was sent.
+
+The SDK's other spans (agent, turn, task, handoff, guardrail) hold no message:
+the other readers count them, as of no known shape.
+
+Responses items are read as the API has them: a ``message`` item by its role
+(``system`` and ``developer`` ones are system instructions), its text parts
+(``input_text``, ``output_text``) as text, another part counted by its type;
+a ``function_call`` item a tool call, a ``function_call_output`` its result.
+An assistant message and the function calls and reasoning items after it are
+one assistant message (one response's output is one), a ``reasoning`` or any
+other item of the model's counted in it by its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from turnledger.pipeline.collect.genai.events import openai_calls
+from turnledger.pipeline.collect.genai.readings import SpanKind, ToolRun
+from turnledger.pipeline.collect.genai.said import (
+    AssistantSaid,
+    Content,
+    Said,
+    Text,
+    ToolCallSaid,
+    ToolSaid,
+    UserSaid,
+    message_text,
+    system_of,
+)
+from turnledger.pipeline.collect.genai.values import (
+    arguments_text,
+    as_text,
+    get,
+    json_of,
+    seq,
+    string,
+)
+
+CHAT_TEMPLATE: Final = "Chat completion with {gen_ai.request.model!r}"
+"""The message template of a model call through the SDK's Chat Completions model."""
+
+FUNCTION_TEMPLATE: Final = "Function: {name}"
+"""The message template of a tool run."""
+
+RESPONSES_TEMPLATE: Final = "Responses API"
+"""The start of the message template of a call through the SDK's Responses model."""
+
+_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+
+
+def _agents_span(attrs: Mapping[str, object]) -> str:
+    """The message template of one of Logfire's Agents SDK spans, else ``""``."""
+    if "logfire.span_type" not in attrs or attrs.get("gen_ai.system") != "openai":
+        return ""
+    return string(attrs.get("logfire.msg_template"))
+
+
+def agents_kind(attrs: Mapping[str, object]) -> tuple[SpanKind, str] | None:
+    """A Chat Completions call's span is a call, a function span a tool run.
+
+    ``None`` for any other span (a Responses call's span names its operation).
+    """
+    template = _agents_span(attrs)
+    if template == CHAT_TEMPLATE and "gen_ai.operation.name" not in attrs:
+        return "chat", "chat"
+    if template == FUNCTION_TEMPLATE:
+        return "tool", "execute_tool"
+    return None
+
+
+def is_agents_call(attrs: Mapping[str, object]) -> bool:
+    """Whether a model call span is one of Logfire's Agents SDK spans (module doc)."""
+    template = _agents_span(attrs)
+    return template == CHAT_TEMPLATE or (
+        template.startswith(RESPONSES_TEMPLATE) and "response" in attrs
+    )
+
+
+def agents_content(attrs: Mapping[str, object]) -> Content:
+    """A call's content from an Agents SDK call span (:func:`is_agents_call`)."""
+    if _agents_span(attrs) == CHAT_TEMPLATE:
+        return _chat_content(attrs)
+    return _responses_content(attrs)
+
+
+def agents_tool(attrs: Mapping[str, object], *, failed: bool) -> ToolRun:
+    """A function span's run: its name, arguments and result, without a call id."""
+    output = attrs.get("output")
+    error = json_of(attrs.get("error"))
+    reason = string(get(get(error, "data"), "error")) or string(get(error, "message"))
+    return ToolRun(
+        call_id="",
+        name=string(attrs.get("name")),
+        arguments=None if "input" not in attrs else arguments_text(attrs["input"]),
+        result=None if output is None else as_text(json_of(output)),
+        success=not failed,
+        error=(reason or "error") if failed else None,
+    )
+
+
+def _chat_content(attrs: Mapping[str, object]) -> Content:
+    """Chat Completions messages: those sent (``input``), the answer (``output``)."""
+    sent = seq(json_of(attrs.get("input")))
+    answers = seq(json_of(attrs.get("output")))
+    system: list[Text] = []
+    inputs: list[Said] = []
+    for message in sent:
+        role = string(get(message, "role"))
+        text = message_text(get(message, "content"))
+        if role in _SYSTEM_ROLES:
+            system.append(text)
+        elif role == "assistant":
+            inputs.append(_assistant(message, text))
+        elif role == "tool":
+            call_id = string(get(message, "tool_call_id"))
+            inputs.append(ToolSaid(call_id=call_id, content=text[0], skipped=text[1]))
+        else:
+            inputs.append(UserSaid(*text))
+    outputs = [
+        _assistant(answer, message_text(get(answer, "content")))
+        for answer in answers[:1]
+    ]
+    captured = "input" in attrs or "output" in attrs
+    return system_of(system), inputs, outputs, max(0, len(answers) - 1), captured
+
+
+def _assistant(message: object, text: Text) -> AssistantSaid:
+    fields = message if isinstance(message, dict) else {}
+    return AssistantSaid(text[0], openai_calls(fields), text[1])
+
+
+def _responses_content(attrs: Mapping[str, object]) -> Content:
+    """Responses items: those sent (``raw_input``), the response's output."""
+    response = json_of(attrs.get("response"))
+    system: list[Text] = []
+    instructions = get(response, "instructions")
+    if isinstance(instructions, str) and instructions:
+        system.append((instructions, ()))
+    raw = attrs.get("raw_input")
+    sent = json_of(raw)
+    if isinstance(raw, str) and not (
+        isinstance(sent, list) and all(isinstance(i, dict) for i in sent)
+    ):
+        text = [{"type": "input_text", "text": raw}]  # the SDK's text input
+        sent = [{"role": "user", "content": text}]
+    items = seq(sent)
+    inputs = _items_said(items, system)
+    outputs = [
+        s
+        for s in _items_said(seq(get(response, "output")), system)
+        if isinstance(s, AssistantSaid)
+    ]
+    return system_of(system), inputs, outputs[:1], max(0, len(outputs) - 1), True
+
+
+def _items_said(items: Sequence[object], system: list[Text]) -> list[Said]:
+    """Responses items as messages, in order (system ones added to ``system``)."""
+    said: list[Said | _Turn] = []
+    turn: _Turn | None = None  # the assistant's message being gathered
+    for item in items:
+        kind = string(get(item, "type"))
+        role = string(get(item, "role"))
+        if kind in ("", "message") and role and role != "assistant":
+            text = message_text(get(item, "content"))
+            if role in _SYSTEM_ROLES:
+                system.append(text)
+            else:
+                turn = None
+                said.append(UserSaid(*text))
+            continue
+        if kind == "function_call_output":
+            turn = None
+            output = message_text(get(item, "output"))
+            call_id = string(get(item, "call_id"))
+            said.append(ToolSaid(call_id=call_id, content=output[0], skipped=output[1]))
+            continue
+        if turn is None:
+            turn = _Turn()
+            said.append(turn)
+        turn.add(item, kind)
+    return [s.said() if isinstance(s, _Turn) else s for s in said]
+
+
+class _Turn:
+    """An assistant message gathered from consecutive Responses items."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.calls: list[ToolCallSaid] = []
+        self.skipped: list[str] = []
+
+    def add(self, item: object, kind: str) -> None:
+        """Add an assistant message's text, a function call, or another item."""
+        if kind in ("", "message"):
+            text, skipped = message_text(get(item, "content"))
+            if text:
+                self.texts.append(text)
+            self.skipped += skipped
+        elif kind == "function_call":
+            call = ToolCallSaid(
+                id=string(get(item, "call_id")),
+                name=string(get(item, "name")),
+                arguments=arguments_text(get(item, "arguments")),
+            )
+            self.calls.append(call)
+        else:
+            self.skipped.append(kind)
+
+    def said(self) -> AssistantSaid:
+        """The message gathered."""
+        return AssistantSaid(
+            "\n".join(self.texts), tuple(self.calls), tuple(self.skipped)
+        )
