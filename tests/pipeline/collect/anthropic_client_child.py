@@ -22,9 +22,8 @@ import anthropic
 import logfire
 from anthropic.types import Message
 from openinference.instrumentation.anthropic import AnthropicInstrumentor
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from tests.pipeline.collect.logfire_client_child import logfire_exporting
 from tests.pipeline.collect.openai_client_child import STREAM_ENV
 from tests.pipeline.collect.spans import exporter_provider
 
@@ -80,20 +79,11 @@ def _client(anthropic_url: str) -> anthropic.Anthropic:
 
 
 def _logfire(otlp_url: str, anthropic_url: str, *, streamed: bool) -> str:
-    exporter = OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces")
-    logfire.configure(
-        send_to_logfire=False,
-        service_name="claude-app",
-        console=False,
-        additional_span_processors=[BatchSpanProcessor(exporter)],
-    )
-    client = _client(anthropic_url)
-    logfire.instrument_anthropic(client)
-    with logfire.span("weather request"):
-        call = round_trip(client, streamed=streamed)
-    logfire.force_flush()
-    logfire.shutdown()
-    return call
+    with logfire_exporting(otlp_url, "claude-app"):
+        client = _client(anthropic_url)
+        logfire.instrument_anthropic(client)
+        with logfire.span("weather request"):
+            return round_trip(client, streamed=streamed)
 
 
 def _openinference(otlp_url: str, anthropic_url: str, *, streamed: bool) -> str:

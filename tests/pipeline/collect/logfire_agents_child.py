@@ -30,9 +30,8 @@ from agents import (
 )
 from agents.items import TResponseInputItem
 from openai import AsyncOpenAI
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from tests.pipeline.collect.logfire_client_child import logfire_exporting
 from tests.pipeline.collect.openai_client_child import API_ENV
 
 
@@ -73,22 +72,14 @@ async def chat(model: Model) -> list[str]:
 
 def main(otlp_url: str, openai_url: str) -> None:
     """Run the conversation with the spans exported; print the first call's id."""
-    exporter = OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces")
-    logfire.configure(
-        send_to_logfire=False,
-        service_name="weather-agent",
-        console=False,
-        additional_span_processors=[BatchSpanProcessor(exporter)],
-    )
-    logfire.instrument_openai_agents()
     client = AsyncOpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     if os.environ.get(API_ENV) == "responses":  # the SDK's default model
         model: Model = OpenAIResponsesModel(model="gpt-4o", openai_client=client)
     else:
         model = OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
-    calls = asyncio.run(chat(model))
-    logfire.force_flush()
-    logfire.shutdown()
+    with logfire_exporting(otlp_url, "weather-agent"):
+        logfire.instrument_openai_agents()
+        calls = asyncio.run(chat(model))
     print(json.dumps({"call": calls[0], "calls": calls}))
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import logfire
 import openai
@@ -25,23 +27,33 @@ from tests.pipeline.collect.openai_client_child import (
 )
 
 
-def main(otlp_url: str, openai_url: str) -> None:
-    """Run the round trip and the picture question, then flush the spans."""
+@contextmanager
+def logfire_exporting(otlp_url: str, service: str) -> Iterator[None]:
+    """Logfire configured to send nothing to its own service and its spans to
+    ``otlp_url`` by the SDK's OTLP exporter; flushed and shut down after."""
     exporter = OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces")
     logfire.configure(
         send_to_logfire=False,
-        service_name="weather-app",
+        service_name=service,
         console=False,
         additional_span_processors=[BatchSpanProcessor(exporter)],
     )
-    client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
-    logfire.instrument_openai(client)
-    with logfire.span("weather request"):
-        messages, call = asked_round_trip(client)
-        messages.append({"role": "user", "content": PICTURE})
-        client.chat.completions.create(model="gpt-4o", messages=messages)
-    logfire.force_flush()
-    logfire.shutdown()
+    try:
+        yield
+    finally:
+        logfire.force_flush()
+        logfire.shutdown()
+
+
+def main(otlp_url: str, openai_url: str) -> None:
+    """Run the round trip and the picture question, then flush the spans."""
+    with logfire_exporting(otlp_url, "weather-app"):
+        client = openai.OpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
+        logfire.instrument_openai(client)
+        with logfire.span("weather request"):
+            messages, call = asked_round_trip(client)
+            messages.append({"role": "user", "content": PICTURE})
+            client.chat.completions.create(model="gpt-4o", messages=messages)
     print(json.dumps({"call": call}))
 
 

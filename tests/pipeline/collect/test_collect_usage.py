@@ -75,6 +75,15 @@ def _usage(call: ModelCalled) -> tuple[int, ...]:
 
 _GENAI_CALL = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
 
+USAGE_NAMES = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.reasoning.output_tokens",
+)
+"""The conventions' names of the counts :func:`_usage` gives, in its order."""
+
 CONVENTIONS = {
     "genai": {
         **_GENAI_CALL,
@@ -180,14 +189,9 @@ def test_each_convention_s_cache_and_reasoning_counts_are_recorded_and_priced(
 def test_parts_are_read_within_their_whole_or_beside_it(
     sent: tuple[object, ...], recorded: tuple[int, ...], tmp_path: Path
 ) -> None:
-    names = (
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.cache_read.input_tokens",
-        "gen_ai.usage.cache_creation.input_tokens",
-        "gen_ai.usage.reasoning.output_tokens",
+    call = _recorded(
+        tmp_path, {**_GENAI_CALL, **dict(zip(USAGE_NAMES, sent, strict=True))}
     )
-    call = _recorded(tmp_path, {**_GENAI_CALL, **dict(zip(names, sent, strict=True))})
     assert _usage(call) == recorded
 
 
@@ -256,14 +260,7 @@ _COUNTS = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(sent=st.tuples(*[_COUNTS] * 5))
 def test_recorded_parts_stay_within_their_whole(sent: tuple[object, ...]) -> None:
-    names = (
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.cache_read.input_tokens",
-        "gen_ai.usage.cache_creation.input_tokens",
-        "gen_ai.usage.reasoning.output_tokens",
-    )
-    attributes = {k: v for k, v in zip(names, sent, strict=True) if v is not None}
+    attributes = {k: v for k, v in zip(USAGE_NAMES, sent, strict=True) if v is not None}
     with tempfile.TemporaryDirectory() as folder:
         call = _recorded(Path(folder), {**_GENAI_CALL, **attributes})
     input_tokens, output_tokens, cached, written, reasoning = _usage(call)
