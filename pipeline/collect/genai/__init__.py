@@ -68,6 +68,7 @@ from turnledger.pipeline.collect.genai.logfire_agents import (
     agents_content,
     agents_kind,
     is_agents_call,
+    with_agents_usage,
 )
 from turnledger.pipeline.collect.genai.openinference import (
     CURRENT_MESSAGES,
@@ -257,7 +258,7 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         without_inputs = bool(found[2]) and AI_SDK_MESSAGES not in attrs
     elif is_agents_call(attrs):
         names = GENAI_NAMES
-        attrs = with_raw_reasoning(attrs)
+        attrs = with_agents_usage(attrs)
         found = agents_content(attrs)
         without_inputs = False
     else:

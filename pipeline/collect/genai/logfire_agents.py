@@ -21,7 +21,11 @@ template of its own, with the SDK's span data as attributes and
   the text the model was sent.
 
 The SDK's other spans (agent, turn, task, handoff, guardrail) hold no message:
-the other readers count them, as of no known shape.
+the other readers count them, as of no known shape. A call's usage is its
+``gen_ai.usage.*``, else the SDK's own ``usage`` (:func:`with_agents_usage`).
+With the SDK's ``trace_include_sensitive_data`` off, Logfire sends the inputs
+and outputs as JSON ``null``: not captured (a call's usage alone, a tool run
+without its arguments and result).
 
 Responses items are read as the API has them: a ``message`` item by its role
 (``system`` and ``developer`` ones are system instructions), its text parts
@@ -48,6 +52,7 @@ from turnledger.pipeline.collect.genai.said import (
     ToolSaid,
     UserSaid,
     message_text,
+    no_content,
     system_of,
 )
 from turnledger.pipeline.collect.genai.values import (
@@ -72,19 +77,23 @@ _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
 def _agents_span(attrs: Mapping[str, object]) -> str:
-    """The message template of one of Logfire's Agents SDK spans, else ``""``."""
+    """The message template of one of Logfire's Agents SDK spans, else ``""``.
+
+    A Responses API span of Logfire's OpenAI client instrumentation has the
+    same template, and the request's ``request_data``: it is not one.
+    """
     if "logfire.span_type" not in attrs or attrs.get("gen_ai.system") != "openai":
         return ""
-    return string(attrs.get("logfire.msg_template"))
+    template = string(attrs.get("logfire.msg_template"))
+    if template.startswith(RESPONSES_TEMPLATE):
+        return "" if "request_data" in attrs else RESPONSES_TEMPLATE
+    return template
 
 
 def agents_kind(attrs: Mapping[str, object]) -> tuple[SpanKind, str] | None:
-    """A Chat Completions call's span is a call, a function span a tool run.
-
-    ``None`` for any other span (a Responses call's span names its operation).
-    """
+    """A model call's span is a call, a function span a tool run; else ``None``."""
     template = _agents_span(attrs)
-    if template == CHAT_TEMPLATE and "gen_ai.operation.name" not in attrs:
+    if template in (CHAT_TEMPLATE, RESPONSES_TEMPLATE):
         return "chat", "chat"
     if template == FUNCTION_TEMPLATE:
         return "tool", "execute_tool"
@@ -93,10 +102,7 @@ def agents_kind(attrs: Mapping[str, object]) -> tuple[SpanKind, str] | None:
 
 def is_agents_call(attrs: Mapping[str, object]) -> bool:
     """Whether a model call span is one of Logfire's Agents SDK spans (module doc)."""
-    template = _agents_span(attrs)
-    return template == CHAT_TEMPLATE or (
-        template.startswith(RESPONSES_TEMPLATE) and "response" in attrs
-    )
+    return _agents_span(attrs) in (CHAT_TEMPLATE, RESPONSES_TEMPLATE)
 
 
 def agents_content(attrs: Mapping[str, object]) -> Content:
@@ -106,25 +112,70 @@ def agents_content(attrs: Mapping[str, object]) -> Content:
     return _responses_content(attrs)
 
 
+def with_agents_usage(attrs: Mapping[str, object]) -> Mapping[str, object]:
+    """A call span's attributes, with the usage the SDK's ``usage`` holds.
+
+    The SDK's usage (``input_tokens``, ``output_tokens``, their details'
+    ``cached_tokens``, ``cache_write_tokens`` and ``reasoning_tokens``) under
+    the conventions' names, where the span does not name a count itself: a
+    Responses call's span holds no other when the SDK keeps the response out
+    of its traces, and a Chat Completions one holds no cache or reasoning
+    count.
+    """
+    usage = json_of(attrs.get("usage"))
+    if not isinstance(usage, dict):
+        return attrs
+    inputs = get(usage, "input_tokens_details")
+    outputs = get(usage, "output_tokens_details")
+    found = {
+        "gen_ai.usage.input_tokens": usage.get("input_tokens"),
+        "gen_ai.usage.output_tokens": usage.get("output_tokens"),
+        "gen_ai.usage.cache_read.input_tokens": get(inputs, "cached_tokens"),
+        "gen_ai.usage.cache_creation.input_tokens": get(inputs, "cache_write_tokens"),
+        "gen_ai.usage.reasoning.output_tokens": get(outputs, "reasoning_tokens"),
+    }
+    return {
+        **{k: v for k, v in found.items() if v is not None and k not in attrs},
+        **attrs,
+    }
+
+
 def agents_tool(attrs: Mapping[str, object], *, failed: bool) -> ToolRun:
-    """A function span's run: its name, arguments and result, without a call id."""
-    output = attrs.get("output")
+    """A function span's run: its name, arguments and result, without a call id.
+
+    An ``input`` or ``output`` the SDK kept out of its traces (sent as JSON
+    ``null``) is not captured.
+    """
+    arguments = _sent(attrs, "input")
+    output = _sent(attrs, "output")
     error = json_of(attrs.get("error"))
     reason = string(get(get(error, "data"), "error")) or string(get(error, "message"))
     return ToolRun(
         call_id="",
         name=string(attrs.get("name")),
-        arguments=None if "input" not in attrs else arguments_text(attrs["input"]),
+        arguments=None if arguments is None else arguments_text(arguments),
         result=None if output is None else as_text(json_of(output)),
         success=not failed,
         error=(reason or "error") if failed else None,
     )
 
 
+def _sent(attrs: Mapping[str, object], key: str) -> object:
+    """An attribute's value; ``None`` when absent or JSON ``null``.
+
+    With ``trace_include_sensitive_data`` off, the SDK keeps a span's inputs
+    and outputs out, and Logfire sends them as ``null``.
+    """
+    value = attrs.get(key)
+    return None if value == "null" else value
+
+
 def _chat_content(attrs: Mapping[str, object]) -> Content:
     """Chat Completions messages: those sent (``input``), the answer (``output``)."""
-    sent = seq(json_of(attrs.get("input")))
-    answers = seq(json_of(attrs.get("output")))
+    sent = seq(json_of(_sent(attrs, "input")))
+    answers = seq(json_of(_sent(attrs, "output")))
+    if not sent and not answers:
+        return no_content()
     system: list[Text] = []
     inputs: list[Said] = []
     for message in sent:
@@ -143,8 +194,7 @@ def _chat_content(attrs: Mapping[str, object]) -> Content:
         _assistant(answer, message_text(get(answer, "content")))
         for answer in answers[:1]
     ]
-    captured = "input" in attrs or "output" in attrs
-    return system_of(system), inputs, outputs, max(0, len(answers) - 1), captured
+    return system_of(system), inputs, outputs, max(0, len(answers) - 1), True
 
 
 def _assistant(message: object, text: Text) -> AssistantSaid:
@@ -154,12 +204,14 @@ def _assistant(message: object, text: Text) -> AssistantSaid:
 
 def _responses_content(attrs: Mapping[str, object]) -> Content:
     """Responses items: those sent (``raw_input``), the response's output."""
-    response = json_of(attrs.get("response"))
+    response = json_of(_sent(attrs, "response"))
+    raw = _sent(attrs, "raw_input")
+    if raw is None and not isinstance(response, dict):
+        return no_content()
     system: list[Text] = []
     instructions = get(response, "instructions")
     if isinstance(instructions, str) and instructions:
         system.append((instructions, ()))
-    raw = attrs.get("raw_input")
     sent = json_of(raw)
     if isinstance(raw, str) and not (
         isinstance(sent, list) and all(isinstance(i, dict) for i in sent)

@@ -8,7 +8,8 @@ answers), then the conversation goes on with "And Oslo?", where the tool
 raises: the SDK sends the model its error message, and the model answers.
 The model is the SDK's Chat Completions one, its Responses one with
 ``WEATHER_API=responses``, through the real ``openai`` client to the fake
-server.
+server. With ``WEATHER_SENSITIVE=0`` the runs keep their inputs and outputs
+out of their traces (``trace_include_sensitive_data=False``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agents import (
     Model,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
+    RunConfig,
     Runner,
     function_tool,
     trace,
@@ -33,6 +35,8 @@ from openai import AsyncOpenAI
 
 from tests.pipeline.collect.logfire_client_child import logfire_exporting
 from tests.pipeline.collect.openai_client_child import API_ENV
+
+SENSITIVE_ENV = "WEATHER_SENSITIVE"
 
 
 @function_tool
@@ -53,15 +57,20 @@ async def chat(model: Model) -> list[str]:
         tools=[get_weather],
     )
     calls: list[str] = []
+    config = RunConfig(
+        trace_include_sensitive_data=os.environ.get(SENSITIVE_ENV) != "0"
+    )
     with trace("weather chat"):
-        first = await Runner.run(agent, "Weather in Paris?")
+        first = await Runner.run(agent, "Weather in Paris?", run_config=config)
         calls += [
             item.raw_item.call_id  # type: ignore[union-attr]
             for item in first.new_items
             if item.type == "tool_call_item"
         ]
         more: list[TResponseInputItem] = [{"role": "user", "content": "And Oslo?"}]
-        second = await Runner.run(agent, first.to_input_list() + more)
+        second = await Runner.run(
+            agent, first.to_input_list() + more, run_config=config
+        )
         calls += [
             item.raw_item.call_id  # type: ignore[union-attr]
             for item in second.new_items

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.conftest import Ledger, audit_json, run_client, said_in
+from tests.pipeline.collect.logfire_agents_child import SENSITIVE_ENV
 from tests.pipeline.collect.openai_client_child import API_ENV
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.collect.spans import json_request, json_span
@@ -40,7 +41,11 @@ from turnledger.pipeline.collect.genai.logfire_agents import (
     CHAT_TEMPLATE,
     FUNCTION_TEMPLATE,
 )
-from turnledger.pipeline.collected import part_not_recorded
+from turnledger.pipeline.collected import (
+    NOT_RECORDED,
+    WITHOUT_RESULT,
+    part_not_recorded,
+)
 from turnledger.pipeline.sessions import list_sessions
 
 CHILD = Path(__file__).with_name("logfire_agents_child.py")
@@ -60,16 +65,11 @@ CHAT = [
 ]
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
-def test_an_agents_sdk_run_under_logfire_records_its_conversation(
-    ledger: Ledger, api: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Each model call and tool run is recorded: the tool spans' results (the
-    failed one a failure, with the text the model was sent) answer their
-    calls, the SDK's instructions are the system prompt, and the usage is
-    each call's. The SDK's agent, turn, task and trace spans are counted."""
+def _run(ledger: Ledger, api: str, *, sensitive: bool = True) -> str:
+    """The child's conversation through ``api``'s model; its session's key."""
     first = ToolUse("call_w1", "get_weather", {"city": "Paris"})
     second = ToolUse("call_w2", "get_weather", {"city": "Oslo"})
+    env = {API_ENV: api, SENSITIVE_ENV: "1" if sensitive else "0"}
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
         if api == "responses":
             llm.queue_responses(
@@ -85,22 +85,42 @@ def test_an_agents_sdk_run_under_logfire_records_its_conversation(
                 openai_tool_calls(second, usage=(90, 10)),
                 openai_text("No data for Oslo.", usage=(110, 5)),
             )
-        run_client(CHILD, llm.openai_base_url, url, {API_ENV: api})
+        run_client(CHILD, llm.openai_base_url, url, env)
         llm.assert_drained()
         assert app.refused == 0
     (session,) = list_sessions(ledger.store)
-    assert said_in(ledger, session.key) == CHAT
+    return session.key
+
+
+def _usage(ledger: Ledger) -> list[tuple[str, int, int]]:
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    return [
+        (e.model, e.input_tokens, e.output_tokens)
+        for e in events
+        if isinstance(e, ModelCalled)
+    ]
+
+
+USAGE = [("gpt-4o", 50, 10), ("gpt-4o", 70, 6), ("gpt-4o", 90, 10), ("gpt-4o", 110, 5)]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_agents_sdk_run_under_logfire_records_its_conversation(
+    ledger: Ledger, api: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each model call and tool run is recorded: the tool spans' results (the
+    failed one a failure, with the text the model was sent) answer their
+    calls, the SDK's instructions are the system prompt, and the usage is
+    each call's. The SDK's agent, turn, task and trace spans are counted."""
+    key = _run(ledger, api)
+    assert said_in(ledger, key) == CHAT
+    (session,) = list_sessions(ledger.store)
     events = [r.event for r in ledger.store.read_stream(session.stream_id)]
     assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
         "You answer weather questions."
     ]
-    calls = [e for e in events if isinstance(e, ModelCalled)]
-    assert [(c.model, c.input_tokens, c.output_tokens) for c in calls] == [
-        ("gpt-4o", 50, 10),
-        ("gpt-4o", 70, 6),
-        ("gpt-4o", 90, 10),
-        ("gpt-4o", 110, 5),
-    ]
+    assert _usage(ledger) == USAGE
     results = [e for e in events if isinstance(e, ToolResultRecorded)]
     assert [(r.call_id, r.provenance, r.success) for r in results] == [
         ("call_w1", "executed", True),
@@ -112,6 +132,21 @@ def test_an_agents_sdk_run_under_logfire_records_its_conversation(
         [],
         {},
     )
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_run_keeping_its_data_out_of_its_traces_records_usage_only(
+    ledger: Ledger, api: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``trace_include_sensitive_data`` off, Logfire sends the spans'
+    inputs and outputs as ``null``: the calls are recorded with their usage
+    only (a Responses call's from the SDK's usage), the tool runs without
+    their results, nothing written that was not said, and audit says so."""
+    key = _run(ledger, api, sensitive=False)
+    assert said_in(ledger, key) == []
+    assert _usage(ledger) == USAGE
+    skipped = audit_json(ledger, key, capsys)["skipped"]
+    assert skipped == {NOT_RECORDED: 4, WITHOUT_RESULT: 2}
 
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -377,3 +412,33 @@ def test_any_agents_span_values_record_or_are_refused_typed(
         contextlib.suppress(InvalidEventError),
     ):
         Recorder(store).record([span])
+
+
+def test_the_sdk_s_usage_gives_the_counts_the_span_does_not_name(
+    ledger: Ledger,
+) -> None:
+    """A Chat Completions call's span names its input and output tokens only:
+    the cache and reasoning counts come from the SDK's ``usage``; a count
+    the span names is kept."""
+    usage = {
+        "requests": 1,
+        "input_tokens": 999,
+        "output_tokens": 999,
+        "input_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 5},
+        "output_tokens_details": {"reasoning_tokens": 2},
+    }
+    span = {
+        **_chat_span([{"role": "user", "content": "Hi"}], []),
+        "usage": json.dumps(usage),
+    }
+    _record(ledger, span)
+    (call,) = [
+        r.event for r in ledger.store.iter_all() if isinstance(r.event, ModelCalled)
+    ]
+    assert (
+        call.input_tokens,
+        call.output_tokens,
+        call.cached_input_tokens,
+        call.cache_write_tokens,
+        call.reasoning_tokens,
+    ) == (30, 4, 10, 5, 2)
