@@ -28,6 +28,8 @@ A span with ``ai.operationId`` and no ``gen_ai.operation.name`` is the Vercel
 AI SDK's: its provider calls (:data:`.ai_sdk.AI_SDK_CALLS`) are model calls read by
 :mod:`.ai_sdk`, its ``ai.toolCall`` spans tool runs, its other operations
 known.
+A span with ``mcp.method.name`` (the conventions' MCP spans, a server's
+``tools/call`` one an ``execute_tool`` span) is counted (:data:`MCP_METHOD`).
 A call with none of them has no content (usage only); so has a call whose
 messages come as their structure alone (parts without text, arguments or
 results, as some instrumentations send them with capture off), or whose
@@ -175,6 +177,15 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     return SpanReading(kind=kind, label=label, conversation=conversation)
 
 
+MCP_METHOD: Final = "mcp.method.name"
+"""The attribute of the conventions' MCP spans: a client's request, or a
+server's handling of one (``tools/call`` an ``execute_tool`` span without a
+call id). They are counted, not recorded: the conversation the tool call
+belongs to is the model's, in the agent's spans; the MCP server's span of it,
+exported by another service or with the call's content opted out, would be
+a run of no call, or the same run twice."""
+
+
 def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, str]:
     """A span's kind and the label it is counted by, from its attributes and status.
 
@@ -195,6 +206,8 @@ def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, st
         return "known", STREAM_REQUEST
     if op in CHAT_OPERATIONS or (op == "" and openllmetry_call(attrs)):
         return "chat", op or string(attrs.get("llm.request.type")) or "chat"
+    if method := string(attrs.get(MCP_METHOD)):
+        return "known", f"mcp {method[:64]}"
     if op == "execute_tool":
         return "tool", op
     if op in KNOWN_OPERATIONS:
