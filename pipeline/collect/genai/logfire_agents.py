@@ -32,14 +32,19 @@ Responses items are read as the API has them: a ``message`` item by its role
 (``input_text``, ``output_text``) as text, another part counted by its type;
 a ``function_call`` item a tool call, a ``function_call_output`` its result.
 An assistant message and the function calls and reasoning items after it are
-one assistant message (one response's output is one), a ``reasoning`` or any
-other item of the model's counted in it by its type.
+one assistant message (one response's output is one), a ``reasoning`` item or
+a hosted tool's call (``web_search_call``...) counted in it by its type; an
+item of the client's that is neither a message nor a function's result (a
+hosted tool's output, an ``item_reference``) is counted on the message before
+it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Final
+
+import msgspec
 
 from turnledger.pipeline.collect.genai.events import openai_calls
 from turnledger.pipeline.collect.genai.readings import SpanKind, ToolRun
@@ -228,8 +233,35 @@ def _responses_content(attrs: Mapping[str, object]) -> Content:
     return system_of(system), inputs, outputs[:1], max(0, len(outputs) - 1), True
 
 
+_RESULTS: Final = frozenset({"function_call_output", "custom_tool_call_output"})
+"""The items holding a function's result (for its ``call_id``)."""
+
+_CALLS: Final = frozenset({"function_call", "custom_tool_call"})
+"""The items holding a function call: its ``arguments`` (a custom tool's
+``input``)."""
+
+
+def _models(kind: str) -> bool:
+    """Whether an item of this type is the model's own (part of its message).
+
+    A message, a function call, a reasoning item, a hosted tool's call (web
+    search, file search, a computer, code interpreter, MCP...).
+    """
+    return kind in (
+        "",
+        "message",
+        "reasoning",
+        "mcp_list_tools",
+        "mcp_approval_request",
+    ) or kind.endswith("_call")
+
+
 def _items_said(items: Sequence[object], system: list[Text]) -> list[Said]:
-    """Responses items as messages, in order (system ones added to ``system``)."""
+    """Responses items as messages, in order (system ones added to ``system``).
+
+    An item of the client's neither a message nor a result (a hosted tool's
+    output, an ``item_reference``) is counted on the message before it.
+    """
     said: list[Said | _Turn] = []
     turn: _Turn | None = None  # the assistant's message being gathered
     for item in items:
@@ -242,18 +274,27 @@ def _items_said(items: Sequence[object], system: list[Text]) -> list[Said]:
             else:
                 turn = None
                 said.append(UserSaid(*text))
-            continue
-        if kind == "function_call_output":
+        elif kind in _RESULTS:
             turn = None
             output = message_text(get(item, "output"))
             call_id = string(get(item, "call_id"))
             said.append(ToolSaid(call_id=call_id, content=output[0], skipped=output[1]))
-            continue
-        if turn is None:
-            turn = _Turn()
-            said.append(turn)
-        turn.add(item, kind)
+        elif _models(kind):
+            if turn is None:
+                turn = _Turn()
+                said.append(turn)
+            turn.add(item, kind)
+        elif said:
+            said[-1] = _counted(said[-1], kind or "untyped")
     return [s.said() if isinstance(s, _Turn) else s for s in said]
+
+
+def _counted(message: Said | _Turn, kind: str) -> Said | _Turn:
+    """The message with one more item counted in it (not recorded)."""
+    if isinstance(message, _Turn):
+        message.skipped.append(kind)
+        return message
+    return msgspec.structs.replace(message, skipped=(*message.skipped, kind))
 
 
 class _Turn:
@@ -271,11 +312,12 @@ class _Turn:
             if text:
                 self.texts.append(text)
             self.skipped += skipped
-        elif kind == "function_call":
+        elif kind in _CALLS:
+            arguments = get(item, "arguments" if kind == "function_call" else "input")
             call = ToolCallSaid(
                 id=string(get(item, "call_id")),
                 name=string(get(item, "name")),
-                arguments=arguments_text(get(item, "arguments")),
+                arguments=arguments_text(arguments),
             )
             self.calls.append(call)
         else:

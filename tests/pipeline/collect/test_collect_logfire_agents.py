@@ -46,7 +46,7 @@ from turnledger.pipeline.collected import (
     WITHOUT_RESULT,
     part_not_recorded,
 )
-from turnledger.pipeline.sessions import list_sessions
+from turnledger.pipeline.sessions import list_sessions, load_history
 
 CHILD = Path(__file__).with_name("logfire_agents_child.py")
 
@@ -442,3 +442,63 @@ def test_the_sdk_s_usage_gives_the_counts_the_span_does_not_name(
         call.cache_write_tokens,
         call.reasoning_tokens,
     ) == (30, 4, 10, 5, 2)
+
+
+def test_hosted_tools_and_custom_tools_items(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A custom tool's call and output are a call and its result; a hosted
+    tool's call is counted in the model's message, its output and an item
+    reference on the message before them: none invents a message."""
+    raw_input = [
+        {"type": "message", "role": "user", "content": "Search and run."},
+        {"type": "item_reference", "id": "msg_0"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {
+            "type": "custom_tool_call",
+            "call_id": "call_c",
+            "name": "shell",
+            "input": "ls",
+        },
+        {"type": "custom_tool_call_output", "call_id": "call_c", "output": "a.txt"},
+        {"type": "computer_call_output", "call_id": "call_x", "output": {}},
+    ]
+    output = [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Done."}],
+        }
+    ]
+    posted = [
+        json_span(
+            TRACE, "00f067aa0ba90201", _responses_span(raw_input, output, None), start=1
+        )
+    ]
+    Recorder(ledger.store).record(
+        decode_json(json.dumps(json_request(posted)).encode())
+    )
+    (session,) = list_sessions(ledger.store)
+    messages = [
+        e.message for e in load_history(ledger.store, session.stream_id).entries
+    ]
+    assert [
+        (
+            m.role,
+            m.text,
+            [(c.id, c.name, c.arguments) for c in m.tool_calls],
+            [(r.call_id, r.content) for r in m.tool_results],
+        )
+        for m in messages
+    ] == [
+        ("user", "Search and run.", [], []),
+        ("assistant", "", [("call_c", "shell", "ls")], []),
+        ("tool", "", [], [("call_c", "a.txt")]),
+        ("assistant", "Done.", [], []),
+    ]
+    skipped = audit_json(ledger, session.key, capsys)["skipped"]
+    assert {k: v for k, v in skipped.items() if "part" in k} == {
+        part_not_recorded("item_reference"): 1,
+        part_not_recorded("web_search_call"): 1,
+        part_not_recorded("computer_call_output"): 1,
+    }
