@@ -9,8 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -53,6 +55,12 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> object:
     exporter does), its ids turned into hex as OTLP/JSON has them.
     """
     return _hex_ids(MessageToDict(encode_spans(spans)))
+
+
+def otlp_logs_json(records: Sequence[ReadableLogRecord]) -> object:
+    """Finished log records as the OTLP/HTTP log exporter would send them, as
+    OTLP/JSON (as :func:`otlp_json` writes spans)."""
+    return _hex_ids(MessageToDict(encode_logs(records)))
 
 
 def text(content: str) -> dict[str, str]:
