@@ -14,6 +14,7 @@ from typing import Final, TypeAlias
 
 import msgspec
 
+from turnledger.pipeline.collect.genai.events import openai_calls
 from turnledger.pipeline.collect.genai.said import (
     NO_PARTS_TEXT,
     NO_TEXT,
@@ -38,6 +39,7 @@ from turnledger.pipeline.collect.genai.values import (
     seq,
     string,
 )
+from turnledger.pipeline.collected import NO_PARTS
 
 
 class _Part(msgspec.Struct, gc=False):
@@ -54,10 +56,17 @@ class _Part(msgspec.Struct, gc=False):
 
 
 class _Message(msgspec.Struct, gc=False):
-    """A message of the current form: its role and parts."""
+    """A message of the current form: its role and parts.
+
+    And two fields of OpenAI's message some instrumentations add beside its
+    parts (LiteLLM's): an assistant message's ``tool_calls`` (``{id,
+    function: {name, arguments}}``), a tool message's ``tool_call_id``.
+    """
 
     role: str = ""
     parts: list[_Part | str] = msgspec.field(default_factory=list)
+    tool_calls: object = None
+    tool_call_id: object = None
 
 
 _MESSAGES: Final = msgspec.json.Decoder(list[_Message])
@@ -202,7 +211,37 @@ def _continued(
 def _read(message: _Message) -> _Read:
     if message.role == "system":
         return _typed_texts(message.parts), []
-    return None, _said_of_typed(message.role, message.parts)
+    said = _said_of_typed(message.role, message.parts)
+    if message.tool_calls is not None or message.tool_call_id is not None:
+        said = _with_openai_fields(
+            message.role, said, message.tool_calls, message.tool_call_id
+        )
+    return None, said
+
+
+def _with_openai_fields(
+    role: str, said: list[Said], tool_calls: object, tool_call_id: object
+) -> list[Said]:
+    """What a message says, with the OpenAI fields sent beside its parts.
+
+    An assistant message without ``tool_call`` parts makes the calls of its
+    ``tool_calls``; a ``tool`` message without ``tool_call_response`` parts is
+    the result of its ``tool_call_id``, its text the content.
+    """
+    match said:
+        case [AssistantSaid(calls=()) as only] if role == "assistant":
+            calls = openai_calls({"tool_calls": tool_calls})
+            if calls:
+                return [AssistantSaid(only.text, calls, _no_parts_dropped(only))]
+        case [UserSaid() as only] if role == "tool" and string(tool_call_id):
+            call_id = string(tool_call_id)
+            return [ToolSaid(call_id=call_id, content=only.text, skipped=only.skipped)]
+    return said
+
+
+def _no_parts_dropped(said: AssistantSaid) -> tuple[str, ...]:
+    """A message's skipped part types but "no parts": its calls are its content."""
+    return tuple(kind for kind in said.skipped if kind != NO_PARTS)
 
 
 def _instruction_texts(value: object) -> list[Text]:
