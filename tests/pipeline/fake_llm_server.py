@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, NamedTuple, Self, TypeAlias
 
-Route: TypeAlias = Literal["openai", "responses", "anthropic"]
+Route: TypeAlias = Literal["openai", "responses", "anthropic", "gemini"]
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 SLOW_SECONDS = 5.0
@@ -527,6 +527,55 @@ def anthropic_prompt_too_long() -> Reply:
     )
 
 
+# Reply builders: Gemini generateContent.
+
+
+def _gemini_answer(
+    parts: list[dict[str, Any]], finish: str, usage: tuple[int, ...] | None
+) -> Reply:
+    body: dict[str, Any] = {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": finish}
+        ],
+        "modelVersion": "gemini-test",
+        "responseId": f"resp_gemini{next(_ids)}",
+    }
+    if usage is not None:
+        prompt, candidates, *more = usage
+        metadata = {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": candidates,
+            "totalTokenCount": prompt + candidates + sum(more[1:2]),
+        }
+        if more:
+            metadata["cachedContentTokenCount"] = more[0]
+        if len(more) > 1:
+            metadata["thoughtsTokenCount"] = more[1]
+        body["usageMetadata"] = metadata
+    return Reply(body=body)
+
+
+def gemini_text(text: str, *, usage: tuple[int, ...] | None = None) -> Reply:
+    """A ``generateContent`` answer of one text part.
+
+    ``usage``: ``(prompt, candidates[, cached[, thoughts]])`` token counts, as
+    ``usageMetadata`` has them (thoughts are counted apart from candidates,
+    and in the total).
+    """
+    return _gemini_answer([{"text": text}], "STOP", usage)
+
+
+def gemini_function_calls(
+    *calls: ToolUse, usage: tuple[int, ...] | None = None
+) -> Reply:
+    """A ``generateContent`` answer of ``functionCall`` parts (``id`` as sent)."""
+    parts = [
+        {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
+        for call in calls
+    ]
+    return _gemini_answer(parts, "STOP", usage)
+
+
 # Reply builders: any route.
 
 
@@ -555,6 +604,8 @@ def _route_of(path: str) -> Route | None:
         return "responses"
     if path.endswith("/messages"):
         return "anthropic"
+    if path.endswith(":generateContent"):
+        return "gemini"
     return None
 
 
@@ -601,6 +652,7 @@ class FakeLLMServer:
             "openai": deque(),
             "responses": deque(),
             "anthropic": deque(),
+            "gemini": deque(),
         }
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
@@ -665,6 +717,10 @@ class FakeLLMServer:
         """Queue replies for ``.../messages``, played in order."""
         self._queue("anthropic", replies)
 
+    def queue_gemini(self, *replies: ReplySource) -> None:
+        """Queue replies for ``.../models/MODEL:generateContent``, played in order."""
+        self._queue("gemini", replies)
+
     def _queue(self, route: Route, replies: tuple[ReplySource, ...]) -> None:
         with self._lock:
             self._queues[route].extend(replies)
@@ -726,7 +782,13 @@ class FakeLLMServer:
             return reply.body
         body = reply.body
         # Like the real APIs, an answer names the model it was asked for.
-        if reply.status < 300 and isinstance(body, dict) and "model" not in body:
+        # (Gemini names it in the URL, its answer in modelVersion.)
+        if (
+            reply.status < 300
+            and isinstance(body, dict)
+            and "model" not in body
+            and recorded.route != "gemini"
+        ):
             requested = (
                 recorded.body.get("model") if isinstance(recorded.body, dict) else None
             )
