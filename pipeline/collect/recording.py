@@ -1,8 +1,9 @@
 """GenAI spans and log events into ledger appends: one atomic append per batch.
 
 A session is the span's ``gen_ai.conversation.id`` (or that of another span
-of the same trace in the batch), else its trace id; its agent is the
-resource's ``service.name``. Each session's state (head version, the spans
+of the same trace in the batch), else its trace id; a conversation id naming
+a response recorded before is that response's session (:mod:`.links`); its
+agent is the resource's ``service.name``. Each session's state (head version, the spans
 already recorded, its messages so far, the open turn, the system prompt) is
 folded from its stream when first seen and is current before every batch, so
 spans of one trace arriving in several batches continue the same session, and
@@ -37,15 +38,17 @@ events), by another exporter, before or after the span. A batch of log records
 (:meth:`Recorder.record_logs`) records a session's GenAI content events in one
 ``item.recorded`` of kind ``log_events`` (each event whole, with a print that
 knows it when sent again), in the session of their ``gen_ai.conversation.id``,
-else of their trace. The events of a span not recorded yet are parked there:
+else the one their trace's spans went to (:mod:`.links`), else their trace's. The events of a span not recorded yet are parked there:
 the span reads them when it comes, as it reads its own events. Those of a span
 recorded without content (or with what parked ones said) are recorded at once,
 the messages the session does not hold yet and the reply, and the item lists
 the span as ``applied`` (``audit`` then no longer counts it as without
 content). Those of a span recorded with its own content are only kept. Events
-that say nothing (content capture off) are counted, not recorded. A span whose
-session is a ``gen_ai.conversation.id`` its log records do not carry is not
-joined to them, nor is a span never sent: they stay in the session of its trace.
+that say nothing (content capture off) are counted, not recorded. Log records
+that come before their span, when its session is not its trace's (a
+``gen_ai.conversation.id`` the records do not carry, a response continued),
+are not joined to it, nor are those of a span never sent: they stay in the
+session of their trace.
 
 Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
 all of it or nothing, durable when it returns.
@@ -72,6 +75,7 @@ from turnledger.pipeline.collect.genai import (
     SpanReading,
     read_span,
 )
+from turnledger.pipeline.collect.links import SessionLinks
 from turnledger.pipeline.collect.session import UNKNOWN, SessionBatch, SessionState
 from turnledger.pipeline.collected import LoggedEvent
 from turnledger.policies.pricing import ModelPrice
@@ -199,6 +203,7 @@ class Recorder:
         self.pricing = dict(pricing or {})
         self.agent = agent
         self._inputs = InputCache()
+        self._links = SessionLinks()
         self._states: dict[UUID, SessionState] = {}
         self._lock = threading.Lock()
         # The ledger's last position when every cached state was last known
@@ -231,21 +236,14 @@ class Recorder:
         readings = [(span, read_span(span, self._inputs)) for span in spans]
         known: Counter[str] = Counter()
         unknown: Counter[str] = Counter()
-        conversations = {
-            span.trace_id: r.conversation for span, r in readings if r.conversation
-        }
+        sessions = self._sessions(readings)
         grouped: dict[tuple[str, str], list[tuple[Span, SpanReading]]] = {}
-        cleaned: dict[str, str] = {}  # a batch's spans share a few names
-        for span, reading in readings:
+        for (span, reading), session in zip(readings, sessions, strict=True):
             if reading.kind == "known":
                 known[reading.label] += 1
             elif reading.kind == "unknown":
                 unknown[reading.label] += 1
-            else:
-                conversation = reading.conversation or conversations.get(span.trace_id)
-                session = self._session_of(
-                    cleaned, conversation, span.trace_id, span.service
-                )
+            elif session is not None:
                 grouped.setdefault(session, []).append((span, reading))
         builders: list[SessionBatch] = []
         for (agent, key), members in grouped.items():
@@ -372,7 +370,7 @@ class Recorder:
                 outcome[index] = OUTSIDE_SPANS
                 continue
             conversation = record.attributes.get("gen_ai.conversation.id")
-            session = self._session_of(
+            session = self._linked(
                 cleaned,
                 conversation if isinstance(conversation, str) else None,
                 record.trace_id,
@@ -383,6 +381,56 @@ class Recorder:
                 (index, _logged(record))
             )
         return grouped
+
+    def _sessions(
+        self, readings: Sequence[tuple[Span, SpanReading]]
+    ) -> list[tuple[str, str] | None]:
+        """The session of each span recorded (``None`` for a span only counted).
+
+        Its conversation (``gen_ai.conversation.id``, ``session.id``), else
+        the first one a span of its trace names (in the order the spans
+        began), else its trace; a conversation id naming a response recorded
+        before is that response's session, and a trace whose spans went to
+        another session than its own before follows them there
+        (:class:`~.links.SessionLinks`). Spans are taken in the order they
+        began, so a continuation finds the response it continues in the batch.
+        """
+        order = sorted(
+            range(len(readings)),
+            key=lambda i: (readings[i][0].start_ns, readings[i][0].end_ns),
+        )
+        conversations: dict[str, str] = {}
+        for i in order:
+            span, reading = readings[i]
+            if reading.conversation:
+                conversations.setdefault(span.trace_id, reading.conversation)
+        cleaned: dict[str, str] = {}  # a batch's spans share a few names
+        found: list[tuple[str, str] | None] = [None] * len(readings)
+        for i in order:
+            span, reading = readings[i]
+            if reading.kind in ("known", "unknown"):
+                continue
+            conversation = reading.conversation or conversations.get(span.trace_id)
+            found[i] = session = self._linked(
+                cleaned, conversation, span.trace_id, span.service
+            )
+            self._links.note(span, reading, session)
+        return found
+
+    def _linked(
+        self,
+        cleaned: dict[str, str],
+        conversation: str | None,
+        trace_id: str,
+        service: str,
+    ) -> tuple[str, str]:
+        """The session of a conversation or trace, following the links."""
+        linked = self._links.continued(conversation)
+        if linked is None and conversation is None:
+            linked = self._links.of_trace(trace_id)
+        if linked is not None:
+            return linked
+        return self._session_of(cleaned, conversation, trace_id, service)
 
     def _session_of(
         self,
