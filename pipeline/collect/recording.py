@@ -38,8 +38,9 @@ events), by another exporter, before or after the span. A batch of log records
 (:meth:`Recorder.record_logs`) records a session's GenAI content events in one
 ``item.recorded`` of kind ``log_events`` (each event whole, with a print that
 knows it when sent again), in the session of their ``gen_ai.conversation.id``,
-else the one their trace's spans went to (:mod:`.links`), else their trace's. The events of a span not recorded yet are parked there:
-the span reads them when it comes, as it reads its own events. Those of a span
+else the one their trace's spans went to (:mod:`.links`), else their trace's.
+The events of a span not recorded yet are parked there: the span reads them
+when it comes, as it reads its own events. Those of a span
 recorded without content (or with what parked ones said) are recorded at once,
 the messages the session does not hold yet and the reply, and the item lists
 the span as ``applied`` (``audit`` then no longer counts it as without
