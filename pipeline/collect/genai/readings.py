@@ -192,11 +192,12 @@ def count_of(attrs: Mapping[str, object], keys: Sequence[str]) -> int:
     negative, non-finite or larger than :data:`~ledger.numbers.MAX_INTEGER`
     one reads as 0 (not reported).
     """
-    value = None
     for key in keys:
         value = attrs.get(key)
         if value is not None:
             break
+    else:
+        return 0  # none sent (most spans: no cache or reasoning count)
     count = 0
     if isinstance(value, bool):
         return 0
