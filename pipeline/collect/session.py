@@ -51,6 +51,7 @@ from turnledger.pipeline.collected import (
     LISTED,
     LOGS_KIND,
     LOGS_LISTED,
+    NO_PARTS,
     SPANS_KIND,
     LoggedEvent,
     LogsListed,
@@ -399,6 +400,12 @@ class SessionBatch:
         if called:
             self._emit(self._model_called(call, turn))
         for said in call.outputs:
+            if not said.text and not said.calls and NO_PARTS in said.skipped:
+                # An answer sent without parts (LiteLLM's asking for a tool):
+                # counted, not recorded as an empty message; the next call's
+                # input brings it, with its calls.
+                self.skipped.update(said.skipped)
+                continue
             self._assistant(said, turn)
         self.counts["extra_choices"] += call.extra_choices
         return turn

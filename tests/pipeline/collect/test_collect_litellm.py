@@ -39,15 +39,13 @@ def test_a_litellm_run_records_each_call_s_conversation(
     """The second call's session is the round trip, its result the tool's.
     The first call's answer asked for the tool, but LiteLLM sent that message
     without parts (the call only in ``gen_ai.completion.0.function_call.*``,
-    without its id): it is recorded empty, and audit says so."""
+    without its id): it is not recorded as an empty message, and audit says
+    its content is not there."""
     assert main(["--db", ledger.url, "import", str(FIXTURE), "--json"]) == 0
     capsys.readouterr()
     histories = {s.key: said_in(ledger, s.key) for s in list_sessions(ledger.store)}
     first, second = sorted(histories, key=lambda key: len(histories[key]))
-    assert histories[first] == [
-        ("user", "Weather in Paris?", (), ()),
-        ("assistant", "", (), ()),
-    ]
+    assert histories[first] == [("user", "Weather in Paris?", (), ())]
     assert histories[second] == ROUND_TRIP
     assert audit_json(ledger, first, capsys)["skipped"] == {MESSAGE_NOT_RECORDED: 1}
     assert audit_json(ledger, second, capsys)["skipped"] == {}
@@ -107,3 +105,43 @@ def test_parts_say_first_and_the_openai_fields_only_what_they_do_not(
         ("tool", "", (), (("call_1", "sky", False),)),
         ("assistant", "Done.", (), ()),
     ]
+
+
+@pytest.mark.parametrize("batches", [1, 2])
+def test_an_answer_without_parts_leaves_its_message_to_the_next_input(
+    ledger: Ledger, batches: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In one trace, the answer sent without parts is counted, and the next
+    call's input records the message with its calls, once."""
+    user = {"role": "user", "parts": [text("Weather in Paris?")]}
+    asked = {"role": "assistant", "parts": [], "tool_calls": [CALL]}
+    result = {"role": "tool", "parts": [text("18C")], "tool_call_id": "call_1"}
+    first = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([user]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [], "finish_reason": "tool_calls"}]
+        ),
+    }
+    second = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([user, asked, result]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [text("18C in Paris.")]}]
+        ),
+    }
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    spans = [
+        json_span(trace, "00f067aa0ba90201", first, start=1),
+        json_span(trace, "00f067aa0ba90202", second, start=2),
+    ]
+    recorder = Recorder(ledger.store)
+    for part in [spans] if batches == 1 else [[spans[0]], [spans[1]]]:
+        recorder.record(decode_json(json.dumps(json_request(part)).encode()))
+    assert said_in(ledger, trace) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "", (("call_1", "look", {}),), ()),
+        ("tool", "", (), (("call_1", "18C", False),)),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+    assert audit_json(ledger, trace, capsys)["skipped"] == {MESSAGE_NOT_RECORDED: 1}
