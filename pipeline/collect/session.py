@@ -41,7 +41,6 @@ from turnledger.pipeline.collect.genai import (
     ToolCallSaid,
     ToolRun,
     ToolSaid,
-    Usage,
     UserSaid,
     carries_content,
     read_call,
@@ -415,7 +414,7 @@ class SessionBatch:
             turn_id=turn,
             provider=call.provider[:200],
             model=call.model[:200],
-            **_usage(call)._asdict(),
+            **call.usage._asdict(),
             cost_usd=self._cost(call),
             duration_ms=call.duration_ms,
             success=call.success,
@@ -645,23 +644,11 @@ class SessionBatch:
     def _cost(self, call: ModelCall) -> float:
         if call.model not in self.pricing:
             return 0.0  # unpriced: what price_usage answers, without its work
-        usage = TokenUsage(model=call.model, **_usage(call)._asdict())
+        usage = TokenUsage(model=call.model, **call.usage._asdict())
         try:
             return price_usage(usage, self.pricing).cost_usd
         except PricingError:
             return 0.0
-
-
-def _usage(call: ModelCall) -> Usage:
-    """A call's token counts, each part within its whole (as pricing clamps them)."""
-    cached = min(call.cached_input_tokens, call.input_tokens)
-    return Usage(
-        input_tokens=call.input_tokens,
-        output_tokens=call.output_tokens,
-        cached_input_tokens=cached,
-        cache_write_tokens=min(call.cache_write_tokens, call.input_tokens - cached),
-        reasoning_tokens=min(call.reasoning_tokens, call.output_tokens),
-    )
 
 
 _HIDDEN: Final = {"u": "U", "a": "A"}

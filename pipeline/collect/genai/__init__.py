@@ -298,15 +298,10 @@ def read_call(span: Span, cache: InputCache | None = None, key: str = "") -> Mod
         if failed
         else None
     )
-    usage = usage_of(attrs, names)
     return ModelCall(
         model=first_of(attrs, names.model),
         provider=first_of(attrs, names.provider),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cached_input_tokens=usage.cached_input_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
+        usage=usage_of(attrs, names),
         duration_ms=_duration_ms(span),
         success=not failed,
         error=error,

@@ -22,18 +22,31 @@ from turnledger.pipeline.collect.genai.values import (
 )
 
 
+class Usage(NamedTuple):
+    """A call's token counts (the ledger's ``model.called`` meaning).
+
+    The input tokens are the whole prompt, of which the cache reads and
+    writes; the output tokens the whole completion, of which the reasoning.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+
+
+NO_USAGE: Final = Usage(0, 0, 0, 0, 0)
+"""A call that reported no token count."""
+
+
 class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A model call span, read.
 
     Attributes:
         model: The response model, else the request model.
         provider: ``gen_ai.provider.name`` (or the older ``gen_ai.system``).
-        input_tokens: Prompt tokens, the cached ones included (see
-            :func:`usage_of`).
-        output_tokens: Completion tokens, the reasoning ones included.
-        cached_input_tokens: Prompt tokens read from the provider's cache.
-        cache_write_tokens: Prompt tokens written to the provider's cache.
-        reasoning_tokens: Completion tokens spent on reasoning (thinking).
+        usage: Its token counts (:func:`usage_of`).
         duration_ms: End minus start.
         success: Whether the span's status is not an error.
         error: The error type or status message of a failed call.
@@ -55,11 +68,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     model: str = ""
     provider: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    usage: Usage = NO_USAGE
     duration_ms: float = 0.0
     success: bool = True
     error: str | None = None
@@ -140,20 +149,6 @@ GENAI_NAMES: Final = Names(
 )
 
 
-class Usage(NamedTuple):
-    """A call's token counts (the ledger's ``model.called`` meaning).
-
-    The input tokens are the whole prompt, of which the cache reads and
-    writes; the output tokens the whole completion, of which the reasoning.
-    """
-
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int
-    cache_write_tokens: int
-    reasoning_tokens: int
-
-
 def usage_of(attrs: Mapping[str, object], names: Names) -> Usage:
     """A call's usage, as the span reports it under a convention's ``names``.
 
@@ -163,7 +158,8 @@ def usage_of(attrs: Mapping[str, object], names: Names) -> Usage:
     output tokens. A span whose cache reads and writes together exceed its
     input tokens reports them beside its input, as Anthropic's API does: its
     whole prompt is then their sum. A reasoning count above the output tokens
-    is added to them likewise. Otherwise the counts are kept as sent.
+    is added to them likewise. Otherwise the counts are kept as sent, each
+    part within its whole (as pricing clamps them).
     """
     input_tokens = count_of(attrs, names.input_tokens)
     output_tokens = count_of(attrs, names.output_tokens)
@@ -174,6 +170,9 @@ def usage_of(attrs: Mapping[str, object], names: Names) -> Usage:
         input_tokens = min(input_tokens + cached + written, MAX_INTEGER)
     if reasoning > output_tokens:
         output_tokens = min(output_tokens + reasoning, MAX_INTEGER)
+    cached = min(cached, input_tokens)
+    written = min(written, input_tokens - cached)
+    reasoning = min(reasoning, output_tokens)
     return Usage(input_tokens, output_tokens, cached, written, reasoning)
 
 
