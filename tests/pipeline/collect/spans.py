@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -45,6 +46,14 @@ def _hex_ids(value: object) -> object:
         k: base64.b64decode(v).hex() if k in _IDS else _hex_ids(v)
         for k, v in value.items()
     }
+
+
+def post_json(url: str, body: bytes, signal: str = "traces") -> httpx.Response:
+    """POST an OTLP/JSON request body to a receiver's ``/v1/traces`` (or
+    ``/v1/logs`` for ``signal="logs"``); its answer."""
+    return httpx.post(
+        f"{url}/v1/{signal}", content=body, headers={"content-type": "application/json"}
+    )
 
 
 def otlp_json(spans: Sequence[ReadableSpan]) -> object:

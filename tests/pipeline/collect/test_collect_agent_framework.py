@@ -13,12 +13,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
 from tests.pipeline.collect.receiver import running
-from tests.pipeline.collect.spans import chat_attributes, json_request, json_span, text
+from tests.pipeline.collect.spans import (
+    chat_attributes,
+    json_request,
+    json_span,
+    post_json,
+    text,
+)
 from turnledger.ledger.events import ModelCalled
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
@@ -43,12 +48,7 @@ CHAT = [
 
 def _post(url: str, path: Path) -> None:
     signal = "traces" if path == SPANS else "logs"
-    answer = httpx.post(
-        f"{url}/v1/{signal}",
-        content=path.read_bytes(),
-        headers={"content-type": "application/json"},
-    )
-    assert answer.status_code == 200
+    assert post_json(url, path.read_bytes(), signal).status_code == 200
 
 
 def _the_conversation(ledger: Ledger, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -28,6 +27,7 @@ from tests.pipeline.collect.spans import (
     chat_attributes,
     json_request,
     json_span,
+    post_json,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
@@ -285,7 +285,7 @@ def test_a_vercel_ai_sdk_run_records_its_conversations(
             assert report["skipped"] == {"span of operation ai.generateText": 2}
             assert report["coverage"]["mapped"] == 4
         else:
-            answer = _post(url, body)
+            answer = post_json(url, body)
             assert answer.status_code == 200
             assert "rejected_spans" not in answer.json().get("partialSuccess", {})
         round_trip = [
@@ -317,11 +317,5 @@ def test_a_vercel_ai_sdk_run_records_its_conversations(
         )
         assert usage == [(50, 10), (70, 6), (90, 4)]
         before = ledger.store.max_position()
-        assert _post(url, body).status_code == 200
+        assert post_json(url, body).status_code == 200
         assert ledger.store.max_position() == before
-
-
-def _post(url: str, body: bytes) -> httpx.Response:
-    return httpx.post(
-        f"{url}/v1/traces", content=body, headers={"content-type": "application/json"}
-    )

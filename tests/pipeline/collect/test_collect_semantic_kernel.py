@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
 from tests.pipeline.collect.receiver import running
+from tests.pipeline.collect.spans import post_json
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.sessions import list_sessions
@@ -48,12 +48,7 @@ CHAT = [
 
 def _post(url: str, path: Path) -> None:
     signal = "traces" if path == SPANS else "logs"
-    answer = httpx.post(
-        f"{url}/v1/{signal}",
-        content=path.read_bytes(),
-        headers={"content-type": "application/json"},
-    )
-    assert answer.status_code == 200
+    assert post_json(url, path.read_bytes(), signal).status_code == 200
 
 
 @pytest.mark.parametrize("via", ["import", "collect"])

@@ -16,12 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.pipeline.collect.conftest import Ledger, audit_json, said_in
 from tests.pipeline.collect.receiver import running
-from tests.pipeline.collect.spans import json_request, json_span
+from tests.pipeline.collect.spans import json_request, json_span, post_json
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
@@ -50,12 +49,6 @@ as the result (``status: error``), which the history shows after ``Error: ``."""
 COUNTED = {"execute_event_loop_cycle": 4, "invoke_agent": 2}
 
 
-def _post(url: str, body: bytes) -> httpx.Response:
-    return httpx.post(
-        f"{url}/v1/traces", content=body, headers={"content-type": "application/json"}
-    )
-
-
 def _record(ledger: Ledger, path: Path, via: str, capsys: Any) -> None:
     """Import the file, or post it to a receiver (and again: nothing is written)."""
     if via == "import":
@@ -67,11 +60,11 @@ def _record(ledger: Ledger, path: Path, via: str, capsys: Any) -> None:
         assert report["coverage"]["mapped"] == 6
         return
     with running(ledger.store) as (url, _app):
-        answer = _post(url, path.read_bytes())
+        answer = post_json(url, path.read_bytes())
         assert answer.status_code == 200
         assert "rejected_spans" not in answer.json().get("partialSuccess", {})
         before = ledger.store.max_position()
-        assert _post(url, path.read_bytes()).status_code == 200
+        assert post_json(url, path.read_bytes()).status_code == 200
         assert ledger.store.max_position() == before
 
 
