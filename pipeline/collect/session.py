@@ -94,11 +94,10 @@ class SessionState:
         self.failed: dict[str, str] = {}
         self.open_turn: str | None = None
         self.system: str | None = None
-        # The last model call's input messages read, their prints, and its tool
-        # results without an id (see SessionBatch._inputs).
+        # The last model call's input messages read, and their prints (see
+        # SessionBatch._inputs).
         self.said: tuple[Said, ...] = ()
         self.said_prints: list[_Print] = []
-        self.said_without_id: list[ToolSaid] = []
         # GenAI log events: those of spans not recorded yet, by span id, and
         # the prints of every one recorded (so one sent again is known).
         self.parked: dict[str, tuple[SpanEvent, ...]] = {}
@@ -197,6 +196,8 @@ class SessionState:
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
+        if call_id == UNKNOWN:  # a result without an id: found again by its print
+            self.seen.append(("r", event.error or event.output, ()))
         self.pending.pop(call_id, None)
         self.failed.pop(call_id, None)
         if call_id not in self.names:
@@ -426,21 +427,25 @@ class SessionBatch:
 
         Those after the overlap (:func:`_overlap`), and, before it, those a
         client put ahead of the messages the session holds (a summary of
-        earlier turns, retrieved context) that the session does not hold.
+        earlier turns, retrieved context) that the session does not hold. A
+        tool result with an id is recorded unless the session holds its
+        call's; one without an id is placed by the overlap, as a message is.
         """
         state = self.state
-        walked, spoken, start, before = self._unwalked(span, inputs)
+        walked, spoken, start, before = self._unwalked(inputs)
         known = set(state.seen) if before else set()
         users = 0
         for said in walked:
-            if isinstance(said, ToolSaid):
+            if isinstance(said, ToolSaid) and said.call_id:
                 if said.call_id not in state.results:
                     self._result(said, self._turn(span), provenance="imported")
                 continue
             spoken += 1
             if spoken <= start and (spoken > before or _print(said) in known):
                 continue
-            if isinstance(said, UserSaid):
+            if isinstance(said, ToolSaid):
+                self._result(said, self._turn(span), provenance="imported")
+            elif isinstance(said, UserSaid):
                 if self.state.open_turn is not None:
                     self._emit(TurnCompleted(turn_id=self.state.open_turn))
                 users += 1
@@ -457,44 +462,35 @@ class SessionBatch:
                 self._assistant(said, self._turn(span))
 
     def _unwalked(
-        self, span: Span, inputs: tuple[Said, ...]
+        self, inputs: tuple[Said, ...]
     ) -> tuple[Sequence[Said], int, int, int]:
         """What of ``inputs`` to walk, its spoken messages before it, the overlap.
 
         The overlap (:func:`_overlap`) is where the spoken messages (user and
-        assistant) of ``inputs`` the session holds already end, and how many
-        come before those (a client's own head: a summary, context). A call's input
-        usually repeats the session's previous call's input (``state.said``)
-        and adds to it. When the overlap covers that head, the head is not
-        walked again: its messages are all in the session, and its tool
-        results were recorded when first seen, by their ids, which stay in
-        ``state.results``; only those without an id are looked at again, as a
-        walk would. Otherwise all of ``inputs`` is walked.
+        assistant, and tool results without an id) of ``inputs`` the session
+        holds already end, and how many come before those (a client's own
+        head: a summary, context). A call's input usually repeats the
+        session's previous call's input (``state.said``) and adds to it. When
+        the overlap covers that head, the head is not walked again: its
+        messages are all in the session, and its tool results with an id were
+        recorded when first seen, by their ids, which stay in
+        ``state.results``. Otherwise all of ``inputs`` is walked.
         """
         state = self.state
         head = len(state.said)
         walked: Sequence[Said] = inputs
         spoken = 0
         if head and inputs[:head] == state.said:
-            prints = state.said_prints + [
-                _print(s) for s in inputs[head:] if not isinstance(s, ToolSaid)
-            ]
+            prints = state.said_prints + _prints(inputs[head:])
             start, before = _overlap(state.seen, prints)
             if start >= len(state.said_prints):
-                for said in state.said_without_id:
-                    if said.call_id not in state.results:
-                        self._result(said, self._turn(span), provenance="imported")
                 walked = inputs[head:]
                 spoken = len(state.said_prints)
         else:
-            prints = [_print(s) for s in inputs if not isinstance(s, ToolSaid)]
+            prints = _prints(inputs)
             start, before = _overlap(state.seen, prints)
-        without_id = [s for s in walked if isinstance(s, ToolSaid) and not s.call_id]
-        if walked is not inputs:
-            without_id = state.said_without_id + without_id
         state.said = inputs
         state.said_prints = prints
-        state.said_without_id = without_id
         return walked, spoken, start, before
 
     def _assistant(self, said: AssistantSaid, turn: str) -> None:
@@ -656,7 +652,12 @@ _HIDDEN: Final = {"u": "U", "a": "A"}
 (:data:`~.genai.REDACTED`), by the role of a message held: such a print
 matches a held message of that role and calls, whatever its text (the session
 may hold the text, from the output that said it)."""
-_HIDDEN_ROLES: Final = frozenset(_HIDDEN.values())
+_PARTLESS: Final = "N"
+"""The role of the print of an assistant message sent without parts (its
+instrumentation could not write them: a legacy function call, LiteLLM's call):
+such a print matches a held assistant message of any text and calls."""
+
+_HIDDEN_ROLES: Final = frozenset({*_HIDDEN.values(), _PARTLESS})
 
 
 def _same_arguments(made: str, ran: str) -> bool:
@@ -669,19 +670,33 @@ def _same_arguments(made: str, ran: str) -> bool:
         return False
 
 
-def _print(said: UserSaid | AssistantSaid) -> _Print:
+def _prints(inputs: Sequence[Said]) -> list[_Print]:
+    """The prints of the spoken messages: all but tool results with an id."""
+    return [_print(s) for s in inputs if type(s) is not ToolSaid or not s.call_id]
+
+
+def _print(said: Said) -> _Print:
+    if isinstance(said, ToolSaid):
+        return ("r", said.content, ())  # a result without an id
     hidden = REDACTED_PART in said.skipped
     if type(said) is UserSaid:
         return ("U" if hidden else "u", said.text, ())
     calls = said.calls  # type: ignore[union-attr]
+    if not calls and not said.text and NO_PARTS in said.skipped:
+        return (_PARTLESS, "", ())
     ids = tuple([c.id or UNKNOWN for c in calls]) if calls else ()
     return ("A" if hidden else "a", said.text, ids)
 
 
 def _same(held: Sequence[_Print], sent: Sequence[_Print]) -> bool:
-    """Whether ``sent`` is ``held``, a hidden text matching any text."""
+    """Whether ``sent`` is ``held`` (a hidden text matching any text).
+
+    An assistant message sent without parts matches any assistant message.
+    """
     return len(held) == len(sent) and all(
-        h == s or (_HIDDEN.get(h[0]) == s[0] and h[2] == s[2])
+        h == s
+        or (_HIDDEN.get(h[0]) == s[0] and h[2] == s[2])
+        or (s[0] == _PARTLESS and h[0] in ("a", "A"))
         for h, s in zip(held, sent, strict=True)
     )
 

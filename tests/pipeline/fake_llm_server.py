@@ -225,6 +225,19 @@ def openai_tool_calls(
     return _openai_completion(message, finish_reason, usage, model)
 
 
+def openai_function_call(
+    name: str, arguments: Any = None, *, usage: UsageTuple | None = None
+) -> Reply:
+    """A Chat Completions answer of OpenAI's legacy function calling.
+
+    The message's ``function_call`` (``{name, arguments}``, no id), as the API
+    answers a request naming ``functions``.
+    """
+    function = {"name": name, "arguments": _arguments_text(arguments)}
+    message = {"role": "assistant", "content": None, "function_call": function}
+    return _openai_completion(message, "function_call", usage, None)
+
+
 def openai_error(
     status: int,
     message: str,
@@ -568,9 +581,19 @@ def gemini_text(text: str, *, usage: tuple[int, ...] | None = None) -> Reply:
 def gemini_function_calls(
     *calls: ToolUse, usage: tuple[int, ...] | None = None
 ) -> Reply:
-    """A ``generateContent`` answer of ``functionCall`` parts (``id`` as sent)."""
+    """A ``generateContent`` answer of ``functionCall`` parts.
+
+    Each with its ``id`` as given; without one when the id is empty (as the
+    Gemini API mostly answers).
+    """
     parts = [
-        {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
+        {
+            "functionCall": {
+                **({"id": call.id} if call.id else {}),
+                "name": call.name,
+                "args": call.arguments,
+            }
+        }
         for call in calls
     ]
     return _gemini_answer(parts, "STOP", usage)

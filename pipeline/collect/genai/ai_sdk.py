@@ -17,6 +17,7 @@ from turnledger.pipeline.collect.genai.readings import (
 )
 from turnledger.pipeline.collect.genai.said import (
     NO_PARTS_TEXT,
+    SYSTEM_ROLES,
     AssistantSaid,
     Content,
     Said,
@@ -125,7 +126,7 @@ def ai_sdk_content(attrs: Mapping[str, object]) -> Content:
             parts: Sequence[object] = [{"type": "text", "text": content}]
         else:
             parts = seq(content)
-        if role == "system":
+        if role in SYSTEM_ROLES:
             system.append(_ai_sdk_texts(parts))
         else:
             inputs.extend(_ai_sdk_said(role, parts))

@@ -16,8 +16,11 @@ import msgspec
 
 from turnledger.pipeline.collect.genai.events import openai_calls
 from turnledger.pipeline.collect.genai.said import (
+    ASSISTANT_ROLES,
     NO_PARTS_TEXT,
     NO_TEXT,
+    SYSTEM_ROLES,
+    TOOL_ROLES,
     AssistantSaid,
     Content,
     Said,
@@ -58,15 +61,17 @@ class _Part(msgspec.Struct, gc=False):
 class _Message(msgspec.Struct, gc=False):
     """A message of the current form: its role and parts.
 
-    And two fields of OpenAI's message some instrumentations add beside its
-    parts (LiteLLM's): an assistant message's ``tool_calls`` (``{id,
-    function: {name, arguments}}``), a tool message's ``tool_call_id``.
+    And fields of OpenAI's message some instrumentations add beside its
+    parts: an assistant message's ``tool_calls`` (``{id, function: {name,
+    arguments}}``), a tool message's ``tool_call_id`` (LiteLLM's), a legacy
+    ``function`` message's ``name`` (Logfire's).
     """
 
     role: str = ""
     parts: list[_Part | str] = msgspec.field(default_factory=list)
     tool_calls: object = None
     tool_call_id: object = None
+    name: object = None
 
 
 _MESSAGES: Final = msgspec.json.Decoder(list[_Message])
@@ -209,14 +214,23 @@ def _continued(
 
 
 def _read(message: _Message) -> _Read:
-    if message.role == "system":
+    if message.role in SYSTEM_ROLES:
         return _typed_texts(message.parts), []
     said = _said_of_typed(message.role, message.parts)
     if message.tool_calls is not None or message.tool_call_id is not None:
         said = _with_openai_fields(
             message.role, said, message.tool_calls, message.tool_call_id
         )
+    if message.name is not None and message.role in TOOL_ROLES:
+        said = [_named(s, string(message.name)) for s in said]
     return None, said
+
+
+def _named(said: Said, name: str) -> Said:
+    """A tool's result named by its message's ``name`` when its part named none."""
+    if isinstance(said, ToolSaid) and not said.name:
+        return msgspec.structs.replace(said, name=name)
+    return said
 
 
 def _with_openai_fields(
@@ -229,13 +243,12 @@ def _with_openai_fields(
     the result of its ``tool_call_id``, its text the content.
     """
     match said:
-        case [AssistantSaid(calls=()) as only] if role == "assistant":
+        case [AssistantSaid(calls=()) as only] if role in ASSISTANT_ROLES:
             calls = openai_calls({"tool_calls": tool_calls})
             if calls:
                 return [AssistantSaid(only.text, calls, _no_parts_dropped(only))]
-        case [UserSaid() as only] if role == "tool" and string(tool_call_id):
-            call_id = string(tool_call_id)
-            return [ToolSaid(call_id=call_id, content=only.text, skipped=only.skipped)]
+        case [ToolSaid(call_id="") as only] if string(tool_call_id):
+            return [msgspec.structs.replace(only, call_id=string(tool_call_id))]
     return said
 
 
@@ -282,7 +295,7 @@ def current_content(
             role = string(get(message, "role"))
             parts = seq(get(message, "parts"))
             carry = carry or _parts_carry(parts)
-            if role == "system":
+            if role in SYSTEM_ROLES:
                 system_texts.append(parts_text(parts))
             else:
                 inputs.extend(_said_of_parts(role, parts))
@@ -331,9 +344,10 @@ def _said_of_typed(role: str, parts: list[_Part | str]) -> list[Said]:
     if len(parts) == 1:  # most messages: one text part
         part = parts[0]
         if type(part) is _Part and part.type == "text" and type(part.content) is str:
-            if role == "assistant":
+            if role in ASSISTANT_ROLES:
                 return [AssistantSaid(part.content)]
-            return [UserSaid(part.content)]
+            if role not in TOOL_ROLES:
+                return [UserSaid(part.content)]
     calls: list[ToolCallSaid] = []
     results: list[ToolSaid] = []
     others: list[_Part | str] = []

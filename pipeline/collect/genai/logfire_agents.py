@@ -49,6 +49,8 @@ import msgspec
 from turnledger.pipeline.collect.genai.events import openai_calls
 from turnledger.pipeline.collect.genai.readings import SpanKind, ToolRun
 from turnledger.pipeline.collect.genai.said import (
+    SYSTEM_ROLES,
+    TOOL_ROLES,
     AssistantSaid,
     Content,
     Said,
@@ -77,8 +79,6 @@ FUNCTION_TEMPLATE: Final = "Function: {name}"
 
 RESPONSES_TEMPLATE: Final = "Responses API"
 """The start of the message template of a call through the SDK's Responses model."""
-
-_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
 def _agents_span(attrs: Mapping[str, object]) -> str:
@@ -186,11 +186,11 @@ def _chat_content(attrs: Mapping[str, object]) -> Content:
     for message in sent:
         role = string(get(message, "role"))
         text = message_text(get(message, "content"))
-        if role in _SYSTEM_ROLES:
+        if role in SYSTEM_ROLES:
             system.append(text)
         elif role == "assistant":
             inputs.append(_assistant(message, text))
-        elif role == "tool":
+        elif role in TOOL_ROLES:
             call_id = string(get(message, "tool_call_id"))
             inputs.append(ToolSaid(call_id=call_id, content=text[0], skipped=text[1]))
         else:
@@ -269,7 +269,7 @@ def _items_said(items: Sequence[object], system: list[Text]) -> list[Said]:
         role = string(get(item, "role"))
         if kind in ("", "message") and role and role != "assistant":
             text = message_text(get(item, "content"))
-            if role in _SYSTEM_ROLES:
+            if role in SYSTEM_ROLES:
                 system.append(text)
             else:
                 turn = None

@@ -20,8 +20,11 @@ from turnledger.pipeline.collect.genai.readings import (
     SpanKind,
 )
 from turnledger.pipeline.collect.genai.said import (
+    ASSISTANT_ROLES,
     NO_PARTS_TEXT,
     NO_TEXT,
+    SYSTEM_ROLES,
+    TOOL_ROLES,
     AssistantSaid,
     Content,
     Said,
@@ -185,7 +188,7 @@ def openinference_content(attrs: Mapping[str, object]) -> Content:
         carry = carry or bool(text[0]) or bool(calls)
         if side == "output":
             outputs.append(AssistantSaid(text[0], calls, text[1]))
-        elif role == "system":
+        elif role in SYSTEM_ROLES:
             system.append(text)
         else:
             inputs.append(_oi_said(role, row, text, calls))
@@ -199,11 +202,12 @@ def _oi_said(
 ) -> Said:
     """An input message of a role other than the system's."""
     words, skipped = text
-    if role == "assistant":
+    if role in ASSISTANT_ROLES:
         return AssistantSaid(words, calls, skipped)
-    if role == "tool":
+    if role in TOOL_ROLES:
         call_id = string(row.get("tool_call_id"))
-        return ToolSaid(call_id=call_id, content=words, skipped=skipped)
+        name = string(row.get("name"))
+        return ToolSaid(call_id=call_id, content=words, name=name, skipped=skipped)
     return UserSaid(words, skipped)
 
 
@@ -236,11 +240,22 @@ def _oi_text(row: Mapping[str, object], calls: Sequence[ToolCallSaid]) -> Text:
 def _oi_calls(row: Mapping[str, object]) -> tuple[ToolCallSaid, ...]:
     """A message's tool calls: ``tool_calls.M.tool_call.*``, else its calls' parts.
 
-    A part that is a call is ``contents.M.tool_call.*`` (OpenInference's
-    Anthropic instrumentation sends a ``tool_use`` block so, beside the same
-    call in ``tool_calls``): the message's call, never a part left out.
+    Else its one call of OpenAI's legacy function calling, without an id
+    (``function_call_name``, ``function_call_arguments_json``). A part that
+    is a call is ``contents.M.tool_call.*`` (OpenInference's Anthropic
+    instrumentation sends a ``tool_use`` block so, beside the same call in
+    ``tool_calls``): the message's call, never a part left out.
     """
     found = _oi_calls_in(row, "tool_calls.") or _oi_calls_in(row, "contents.")
+    if not found and "function_call_name" in row:
+        # OpenAI's legacy function calling: one call, without an id.
+        arguments = row.get("function_call_arguments_json")
+        found = {
+            0: {
+                "function.name": row["function_call_name"],
+                "function.arguments": arguments,
+            }
+        }
     return calls_of(found, "function.name", "function.arguments")
 
 

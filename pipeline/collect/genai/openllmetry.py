@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from typing import Final
 
 from turnledger.pipeline.collect.genai.said import (
+    ASSISTANT_ROLES,
+    SYSTEM_ROLES,
+    TOOL_ROLES,
     AssistantSaid,
     Content,
     Said,
@@ -61,13 +64,15 @@ def openllmetry_content(attrs: Mapping[str, object]) -> Content:
                 extra += 1
             else:
                 outputs.append(AssistantSaid(text, calls, skipped))
-        elif role == "system":
+        elif role in SYSTEM_ROLES:
             system.append((text, skipped))
-        elif role == "assistant":
+        elif role in ASSISTANT_ROLES:
             inputs.append(AssistantSaid(text, calls, skipped))
-        elif role == "tool":
+        elif role in TOOL_ROLES:
             call_id = string(row.get("tool_call_id"))
-            inputs.append(ToolSaid(call_id=call_id, content=as_text(json_of(content))))
+            text = as_text(json_of(content))
+            name = string(row.get("name"))
+            inputs.append(ToolSaid(call_id=call_id, content=text, name=name))
         else:
             inputs.append(UserSaid(text, skipped))
     return system_of(system), inputs, outputs, extra, True

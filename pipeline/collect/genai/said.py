@@ -109,6 +109,22 @@ def system_of(texts: Sequence[Text]) -> System:
 NO_TEXT: Final[Text] = ("", ())
 
 
+SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+"""The roles of system instructions: OpenAI's ``developer`` is its newer name
+for them (its clients and the instrumentations send the role as the
+application gave it)."""
+
+
+ASSISTANT_ROLES: Final = frozenset({"assistant", "model"})
+"""The roles of the model's messages: ``model`` is Gemini's own name for it
+(OpenInference's Google GenAI instrumentation sends it)."""
+
+
+TOOL_ROLES: Final = frozenset({"tool", "function"})
+"""The roles of a tool's result: ``function`` is OpenAI's legacy function
+calling's (a result named by its function, without a call id)."""
+
+
 NO_PARTS_TEXT: Final[Text] = ("", (NO_PARTS,))
 """A message sent without any part: no text, and its content counted missing."""
 
@@ -116,15 +132,19 @@ NO_PARTS_TEXT: Final[Text] = ("", (NO_PARTS,))
 def said_of(
     role: str, text: Text, calls: list[ToolCallSaid], results: list[ToolSaid]
 ) -> list[Said]:
-    """What one message says.
+    """What one message says (``role``: not a system role, :data:`SYSTEM_ROLES`).
 
     A message holding tool results is those results, and a user message of
     its text when it is a user's and has text too. What else it holds is then
     the last result's ``skipped`` (counted when that result is recorded):
     parts without text, and the text of a message of another role (a tool
-    message's text besides its results).
+    message's text besides its results). A message of a tool's role
+    (:data:`TOOL_ROLES`) holding none is one result without a call id, its
+    text the result: never a user's words.
     """
     words, skipped = text
+    if not results and role in TOOL_ROLES:
+        return [ToolSaid(call_id="", content=words, skipped=skipped)]
     if results:
         found: list[Said] = list(results)
         if words and role == "user":
@@ -135,7 +155,7 @@ def said_of(
         if skipped:
             found[-1] = msgspec.structs.replace(results[-1], skipped=skipped)
         return found
-    if role == "assistant":
+    if role in ASSISTANT_ROLES:
         return [AssistantSaid(words, tuple(calls), skipped)]
     return [UserSaid(words, skipped)]
 

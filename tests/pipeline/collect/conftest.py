@@ -46,12 +46,17 @@ def _ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
 
 
 def run_client(
-    child: Path, llm_url: str, otlp_url: str, env: dict[str, str], *args: str
+    child: Path,
+    llm_url: str,
+    otlp_url: str,
+    env: dict[str, str],
+    *args: str,
+    call: str = "call_w1",
 ) -> None:
     """Run an instrumented client child against the fake LLM server.
 
     The child gets no ``OTEL_``, ``TRACELOOP_`` or ``OPENINFERENCE_`` setting of this process,
-    only ``env``; it prints ``{"call": id}`` of the tool call it made.
+    only ``env``; it prints ``{"call": id}`` of the tool call it made (``call``).
     """
     clean = {
         k: v
@@ -68,7 +73,7 @@ def run_client(
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["call"] == "call_w1"
+    assert json.loads(done.stdout)["call"] == call
 
 
 def said_in(ledger: Ledger, key: str) -> list[tuple[object, ...]]:

@@ -1,8 +1,8 @@
 """A Google GenAI (Gemini) client instrumented by the contrib's instrumentation.
 
-Run as a child process (the instrumentation reads its settings from the
-environment when it is imported): ``python gemini_client_child.py OTLP_URL
-GEMINI_URL``. A function-calling round trip through the real ``google-genai``
+Or by OpenInference's. Run as a child process (the instrumentation reads its
+settings from the environment when it is imported): ``python
+gemini_client_child.py OTLP_URL GEMINI_URL [openinference]``. A function-calling round trip through the real ``google-genai``
 client to the fake server's ``generateContent`` (automatic function calling
 off: the application sends the function's response back), both calls under
 one span of the application's (one trace); the spans are exported over
@@ -17,6 +17,7 @@ import sys
 
 from google import genai
 from google.genai import types
+from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor
 from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
 
 from tests.pipeline.collect.spans import exporter_provider
@@ -31,10 +32,13 @@ WEATHER = types.FunctionDeclaration(
 )
 
 
-def main(otlp_url: str, gemini_url: str) -> None:
+def main(otlp_url: str, gemini_url: str, instrumentation: str = "") -> None:
     """Run the round trip with the spans exported to ``otlp_url``; print the call's id."""
     with exporter_provider(otlp_url, "gemini-app") as provider:
-        GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
+        if instrumentation == "openinference":
+            GoogleGenAIInstrumentor().instrument(tracer_provider=provider)
+        else:
+            GoogleGenAiSdkInstrumentor().instrument(tracer_provider=provider)
         client = genai.Client(
             api_key="k", http_options=types.HttpOptions(base_url=gemini_url)
         )
@@ -66,8 +70,8 @@ def main(otlp_url: str, gemini_url: str) -> None:
             client.models.generate_content(
                 model="gemini-test", contents=contents, config=config
             )
-    print(json.dumps({"call": call.id}))
+    print(json.dumps({"call": call.id or ""}))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

@@ -52,7 +52,8 @@ STREAM_ENV = "WEATHER_STREAM"
 
 API_ENV = "WEATHER_API"
 """With this set to ``responses``, the children's round trip goes through the
-Responses API (:func:`responses_round_trip`)."""
+Responses API (:func:`responses_round_trip`); with ``legacy``, OpenAI's legacy
+function calling and a developer message (:func:`legacy_round_trip`)."""
 
 
 def streaming() -> bool:
@@ -64,7 +65,36 @@ def asked_round_trip(client: openai.OpenAI) -> tuple[list[dict[str, object]], st
     """The round trip this child's environment asks for (:data:`STREAM_ENV`, :data:`API_ENV`)."""
     if os.environ.get(API_ENV) == "responses":
         return responses_round_trip(client)
+    if os.environ.get(API_ENV) == "legacy":
+        return legacy_round_trip(client)
     return round_trip(client, stream=streaming())
+
+
+def legacy_round_trip(
+    client: openai.OpenAI,
+) -> tuple[list[dict[str, object]], str]:
+    """:func:`round_trip` as an application of the legacy API writes it.
+
+    The instructions are a ``developer`` message; the function is offered in
+    ``functions``, the model answers with a ``function_call`` (no id), and its
+    result goes back as a ``function`` message naming it. Returns the
+    conversation and an empty call id (the legacy API has none).
+    """
+    functions: list[Any] = [TOOLS[0]["function"]]
+    messages: list[dict[str, object]] = [
+        {"role": "developer", "content": "You answer weather questions."},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
+    first = client.chat.completions.create(
+        model="gpt-4o", messages=messages, functions=functions
+    )
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "function", "name": "get_weather", "content": "18C"})
+    second = client.chat.completions.create(
+        model="gpt-4o", messages=messages, functions=functions
+    )
+    messages.append({"role": "assistant", "content": second.choices[0].message.content})
+    return messages, ""
 
 
 RESPONSES_TOOLS = [

@@ -27,13 +27,14 @@ from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
     ToolUse,
     UsageTuple,
+    openai_function_call,
     openai_stream,
     openai_text,
     openai_tool_calls,
     responses_text,
     responses_tool_calls,
 )
-from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.collect.coverage import STREAMED, file_coverage
@@ -95,7 +96,12 @@ def _queue(llm: FakeLLMServer, mode: str, *, details: bool = False) -> None:
     call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
     asked: UsageTuple = (50, 10, 20, 4) if details else (50, 10)
     answered: UsageTuple = (70, 6, 30, 2) if details else (70, 6)
-    if mode == "responses":
+    if mode == "legacy":
+        llm.queue_openai(
+            openai_function_call("get_weather", {"city": "Paris"}, usage=asked),
+            openai_text("18C in Paris.", usage=answered),
+        )
+    elif mode == "responses":
         llm.queue_responses(
             responses_tool_calls(call, usage=asked),
             responses_text("18C in Paris.", usage=answered),
@@ -123,11 +129,18 @@ def _record(
     env = {
         **client.env,
         STREAM_ENV: "1" if mode == "streamed" else "0",
-        API_ENV: "responses" if mode == "responses" else "chat",
+        API_ENV: mode if mode in ("responses", "legacy") else "chat",
     }
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
         _queue(llm, mode, details=details)
-        run_client(HERE / client.child, llm.openai_base_url, url, env, *client.args)
+        run_client(
+            HERE / client.child,
+            llm.openai_base_url,
+            url,
+            env,
+            *client.args,
+            call="" if mode == "legacy" else "call_w1",
+        )
         llm.assert_drained()
         assert app.refused == 0
     (session,) = list_sessions(ledger.store)
@@ -322,3 +335,71 @@ def test_cached_and_reasoning_tokens_are_recorded_as_the_spans_say(
     recorded = _record(ledger, CLIENTS[name], capsys, mode, details=True)
     assert [c[2:4] for c in recorded.calls] == [(50, 10), (70, 6), (90, 3)]
     assert recorded.details == DETAILS.get(f"{name}-{mode}", DETAILS[name])
+
+
+ASKED = ("user", "Weather in Paris?", (), ())
+CALLED = ("assistant", "", (("unknown", "get_weather", {"city": "Paris"}),), ())
+PARTLESS = ("assistant", "", (), ())
+RESULT = ("tool", "", (), (("unknown", "18C", False),))
+ANSWERED = ("assistant", "18C in Paris.", (), ())
+PICTURE = [
+    ("user", "And what is in this picture?", (), ()),
+    ("assistant", "A cat.", (), ()),
+]
+
+LEGACY = {
+    "openai-v2": [
+        ASKED,
+        PARTLESS,
+        RESULT,
+        ANSWERED,
+        ("user", "", (), ()),
+        ("assistant", "A cat.", (), ()),
+    ],
+    "openllmetry": [ASKED, CALLED, ANSWERED, ("assistant", "A cat.", (), ())],
+    "openinference": [ASKED, CALLED, RESULT, ANSWERED, *PICTURE],
+    "logfire": [ASKED, PARTLESS, RESULT, ANSWERED, *PICTURE],
+}
+"""What each client's spans of the legacy round trip record. OpenInference
+sends the function call (``function_call_name``); OpenLLMetry 0.62.4 the
+answer's call, then neither the call nor the ``function`` message in the next
+input, and no input of the picture's call; openai-v2 2.4b0 and Logfire write
+the assistant's call as a message without parts (counted), and openai-v2 the
+picture's question too."""
+
+
+LEGACY_TOOLS = {
+    "openai-v2": ["unknown"],
+    "openllmetry": [],
+    "openinference": ["get_weather"],
+    "logfire": ["get_weather"],
+}
+"""The tool each result is recorded of: the ``function`` message's ``name``
+where the spans keep it."""
+
+
+@pytest.mark.parametrize("name", sorted(CLIENTS))
+def test_legacy_function_calling_and_a_developer_message(
+    ledger: Ledger, name: str
+) -> None:
+    """OpenAI's legacy function calling, instructions in a ``developer``
+    message: the instructions are the system prompt, the ``function`` message
+    one result (its function's name where the spans say it), recorded once
+    however many inputs repeat it; neither is ever the user's words."""
+    client = CLIENTS[name]
+    env = {**client.env, STREAM_ENV: "0", API_ENV: "legacy"}
+    with FakeLLMServer() as llm, running(ledger.store) as (url, app):
+        _queue(llm, "legacy")
+        run_client(
+            HERE / client.child, llm.openai_base_url, url, env, *client.args, call=""
+        )
+        llm.assert_drained()
+        assert app.refused == 0
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    assert said_in(ledger, session.key) == LEGACY[name]
+    results = [e.tool for e in events if isinstance(e, ToolResultRecorded)]
+    assert results == LEGACY_TOOLS[name]

@@ -83,3 +83,36 @@ def test_a_gemini_round_trip_records_its_conversation_and_usage(
         "You answer weather questions."
     ]
     assert skipped == {}
+
+
+def test_openinferences_gemini_spans_record_the_models_messages_as_its_own(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenInference's Google GenAI instrumentation names the model's messages
+    by Gemini's own role, ``model``: they are the assistant's (its call, then
+    its answer), not the user's words. The Gemini API answered the call without
+    an id (as it mostly does): the call and its result are recorded without
+    one, once each, and paired."""
+    with FakeLLMServer() as llm, running(ledger.store) as (url, app):
+        llm.queue_gemini(
+            gemini_function_calls(
+                ToolUse("", "get_weather", {"city": "Paris"}), usage=(50, 10)
+            ),
+            gemini_text("18C in Paris.", usage=(70, 6)),
+        )
+        run_client(CHILD, llm.url, url, {}, "openinference", call="")
+        llm.assert_drained()
+        assert app.refused == 0
+    (session,) = list_sessions(ledger.store)
+    assert said_in(ledger, session.key) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "", (("unknown", "get_weather", {"city": "Paris"}),), ()),
+        ("tool", "", (), (("unknown", '{"result": "18C"}', False),)),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if isinstance(e, SystemPromptSet)] == [
+        "You answer weather questions."
+    ]
+    report = audit_json(ledger, session.key, capsys)
+    assert (report["violations"], report["skipped"]) == ([], {})

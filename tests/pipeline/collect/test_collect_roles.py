@@ -1,0 +1,230 @@
+"""Each message recorded as said by whom it was said: roles, and results without ids.
+
+Hand-made spans in the GenAI current form and in OpenLLMetry's and
+OpenInference's indexed attributes: a ``developer`` message is the system
+instructions (OpenAI's newer name for them), a ``tool`` or legacy ``function``
+message without a call id is a tool's result (never the user's words), and a
+result without an id the inputs repeat call after call is recorded once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+
+import pytest
+
+from tests.pipeline.collect.conftest import Ledger, said_in
+from tests.pipeline.collect.spans import chat_attributes, json_request, json_span
+from turnledger.ledger.events import SystemPromptSet, ToolResultRecorded
+from turnledger.pipeline.collect import Recorder, decode_json
+from turnledger.pipeline.sessions import list_sessions
+
+
+def text(role: str, words: str) -> dict[str, object]:
+    """A message of one text part, in the current form."""
+    return {"role": role, "parts": [{"type": "text", "content": words}]}
+
+
+QUESTION = text("user", "Weather in Paris?")
+ANSWER = text("assistant", "18C in Paris.")
+
+
+def _record(ledger: Ledger, calls: list[Mapping[str, object]]) -> str:
+    """Each call a span of one trace, in order, one batch each; the session's key."""
+    trace = uuid.uuid4().hex
+    recorder = Recorder(ledger.store)
+    for n, attrs in enumerate(calls, start=1):
+        span = json_span(trace, f"00f067aa0ba902{n:02x}", attrs, start=n)
+        recorder.record(decode_json(json.dumps(json_request([span])).encode()))
+    return trace
+
+
+def _system(ledger: Ledger) -> list[str]:
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    return [e.text for e in events if isinstance(e, SystemPromptSet)]
+
+
+def _results(ledger: Ledger) -> list[tuple[str, str, str]]:
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    return [
+        (e.call_id, e.tool, e.output)
+        for e in events
+        if isinstance(e, ToolResultRecorded)
+    ]
+
+
+def test_a_developer_message_is_the_system_instructions(ledger: Ledger) -> None:
+    developer = text("developer", "Be terse.")
+    key = _record(
+        ledger, [chat_attributes(inputs=[developer, QUESTION], outputs=[ANSWER])]
+    )
+    assert _system(ledger) == ["Be terse."]
+    assert said_in(ledger, key) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+
+
+ASKED = {
+    "role": "assistant",
+    "parts": [
+        {
+            "type": "tool_call",
+            "id": "call_w1",
+            "name": "get_weather",
+            "arguments": {"city": "Paris"},
+        }
+    ],
+}
+"""The model's call, with its id."""
+
+RESULTS = {
+    "tool message of text": text("tool", "18C"),
+    "function message": text("function", "18C"),
+    "response part without an id": {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "", "response": "18C"}],
+    },
+}
+"""A tool's result sent without its call's id, as the instrumentations send it
+(openai-v2 writes a ``function`` message as text parts; OpenLLMetry a ``tool``
+message without ``tool_call_id`` as a response part of an empty id)."""
+
+
+@pytest.mark.parametrize("result", sorted(RESULTS))
+def test_a_tool_result_without_an_id_is_recorded_once_as_a_result(
+    ledger: Ledger, result: str
+) -> None:
+    """The next calls' inputs repeat it: it is still the one result it was."""
+    sent = RESULTS[result]
+    then = text("user", "And in Lyon?")
+    key = _record(
+        ledger,
+        [
+            chat_attributes(inputs=[QUESTION], outputs=[ASKED]),
+            chat_attributes(inputs=[QUESTION, ASKED, sent], outputs=[ANSWER]),
+            chat_attributes(
+                inputs=[QUESTION, ASKED, sent, ANSWER, then], outputs=[ANSWER]
+            ),
+        ],
+    )
+    assert _results(ledger) == [("unknown", "unknown", "18C")]
+    assert said_in(ledger, key) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+        ("tool", "", (), (("unknown", "18C", False),)),
+        ("assistant", "18C in Paris.", (), ()),
+        ("user", "And in Lyon?", (), ()),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+
+
+def test_the_same_result_again_is_recorded_again(ledger: Ledger) -> None:
+    """Two calls answered alike: two results, each once."""
+    sent = RESULTS["tool message of text"]
+    again = {**ASKED, "parts": [{**ASKED["parts"][0], "id": "call_w2"}]}
+    history = [QUESTION, ASKED, sent, ANSWER, text("user", "Again?"), again, sent]
+    _record(
+        ledger,
+        [
+            chat_attributes(inputs=history[:3], outputs=[ANSWER]),
+            chat_attributes(inputs=history, outputs=[ANSWER]),
+            chat_attributes(inputs=[*history, ANSWER], outputs=[ANSWER]),
+        ],
+    )
+    assert _results(ledger) == [("unknown", "unknown", "18C")] * 2
+
+
+def _indexed(prefix: str, rows: list[Mapping[str, str]]) -> dict[str, object]:
+    """Indexed message attributes (``prefix.N.field``), OpenLLMetry's or
+    OpenInference's."""
+    return {
+        f"{prefix}.{n}.{field}": value
+        for n, row in enumerate(rows)
+        for field, value in row.items()
+    }
+
+
+LEGACY_ROWS = [
+    {"role": "developer", "content": "Be terse."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "function", "name": "get_weather", "content": "18C"},
+]
+"""A legacy function calling conversation's input, flattened."""
+
+
+FORMS = {
+    "openllmetry": {
+        "gen_ai.operation.name": "chat",
+        **_indexed("gen_ai.prompt", LEGACY_ROWS),
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "18C in Paris.",
+    },
+    "openinference": {
+        "openinference.span.kind": "LLM",
+        **_indexed(
+            "llm.input_messages",
+            [{f"message.{k}": v for k, v in row.items()} for row in LEGACY_ROWS],
+        ),
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "18C in Paris.",
+    },
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_indexed_forms_read_developer_and_function_messages(
+    ledger: Ledger, form: str
+) -> None:
+    """The function's result names its function; the developer's words are the
+    system instructions."""
+    key = _record(ledger, [FORMS[form]])
+    assert _system(ledger) == ["Be terse."]
+    assert _results(ledger) == [("unknown", "get_weather", "18C")]
+    assert said_in(ledger, key) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("tool", "", (), (("unknown", "18C", False),)),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+
+
+PARTLESS = {"role": "assistant", "parts": []}
+"""An assistant message its instrumentation wrote without parts (a legacy
+function call, a call LiteLLM cannot write)."""
+
+
+def test_an_assistant_message_without_parts_stands_for_the_one_held(
+    ledger: Ledger,
+) -> None:
+    """The session holds the call the first answer made; the next input sends
+    that message without parts: no empty message is added after it. One the
+    session does not hold is recorded (empty, and counted)."""
+    result = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "call_w1", "response": "18C"}],
+    }
+    then = text("user", "And in Lyon?")
+    key = _record(
+        ledger,
+        [
+            chat_attributes(inputs=[QUESTION], outputs=[ASKED]),
+            chat_attributes(inputs=[QUESTION, PARTLESS, result], outputs=[ANSWER]),
+            chat_attributes(
+                inputs=[QUESTION, PARTLESS, result, ANSWER, then, PARTLESS],
+                outputs=[ANSWER],
+            ),
+        ],
+    )
+    assert said_in(ledger, key) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+        ("tool", "", (), (("call_w1", "18C", False),)),
+        ("assistant", "18C in Paris.", (), ()),
+        ("user", "And in Lyon?", (), ()),
+        ("assistant", "", (), ()),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
