@@ -78,10 +78,11 @@ class SpansListed(msgspec.Struct):
     the message parts left out of the messages recorded (they hold no text),
     with counts, the ids of the model call spans that held their answer but
     no input message, and of those that held the messages sent but no answer,
-    and ``[span id, call id, error]`` of each tool span recorded without its
+    ``[span id, call id, error]`` of each tool span recorded without its
     result: ``error`` is its run's error when the run failed and its call is
     known (the result a later model call's input holds is that failure), else
-    ``""``.
+    ``""``; and the ids of the responses of the model calls recorded
+    (``gen_ai.response.id``: a later call naming one continues this session).
     """
 
     spans: list[tuple[str, str, str]]
@@ -92,6 +93,7 @@ class SpansListed(msgspec.Struct):
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
     without_result: list[tuple[str, str, str]] = msgspec.field(default_factory=list)
+    responses: list[str] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)

@@ -10,27 +10,34 @@ session each trace's spans went to when it was not the trace's own (a
 conversation's, or one continued), so that the log records of a trace (which
 name no conversation) follow its spans.
 
-The links live as long as the recorder (one receiver's run, one import): a
-continuation whose response was recorded before a restart opens a session of
-its own, named by that response's id. A trace whose spans come in several
+The links are the ledger's: each batch's ``item.recorded`` of its spans in a
+session lists their traces and their responses' ids (``responses``), and the
+recorder reads them back (:meth:`SessionLinks.learn`) from the sessions other
+writers, and its own runs before, recorded: a continuation whose response was
+recorded before a restart, by another receiver or in another imported file
+continues that response's session. A trace whose spans come in several
 batches follows a link from the batch the link is seen in.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeVar
+from uuid import UUID
 
+from turnledger.ledger.events import ItemRecorded, SessionOpened
+from turnledger.ledger.store import EventStore
 from turnledger.pipeline.collect.decode import Span
-from turnledger.pipeline.collect.genai import SpanReading
+from turnledger.pipeline.collect.genai import RESPONSE_ID, SpanReading
 from turnledger.pipeline.collect.genai.values import string
+from turnledger.pipeline.collected import FRAMEWORK, LISTED, SPANS_KIND
 
 Session = tuple[str, str]
 """A session's agent and key."""
 
+_Key = TypeVar("_Key", str, UUID)
+
 MAX_LINKS: Final = 65_536
 """Links of each kind kept (the oldest beyond it are forgotten)."""
-
-RESPONSE_ID: Final = "gen_ai.response.id"
 
 
 class SessionLinks:
@@ -38,8 +45,10 @@ class SessionLinks:
 
     def __init__(self, size: int = MAX_LINKS) -> None:
         self.size = size
+        self.position = 0  # the ledger's position the links were read up to
         self._responses: dict[str, Session] = {}
         self._traces: dict[str, Session] = {}
+        self._opened: dict[UUID, Session] = {}  # the sessions of streams read
 
     def continued(self, conversation: str | None) -> Session | None:
         """The session of the response a conversation id names, if recorded."""
@@ -58,8 +67,53 @@ class SessionLinks:
         if session[1] != span.trace_id:
             _put(self._traces, span.trace_id, session, self.size)
 
+    def opened(self, stream: UUID, session: Session) -> None:
+        """Remember whose a session's stream is (one the recorder wrote to)."""
+        _put(self._opened, stream, session, self.size)
 
-def _put(links: dict[str, Session], key: str, session: Session, size: int) -> None:
+    def follow(self, store: EventStore, last: int) -> None:
+        """Read the links the ledger's batches recorded up to position ``last``.
+
+        Those after :attr:`position` (the recorder moves it past its own
+        writes, whose links it noted): each ``item.recorded`` of a batch's
+        spans in a session, by whichever writer. The first call reads the
+        whole ledger's.
+        """
+        if last <= self.position:
+            return
+        kinds = (SessionOpened, ItemRecorded)
+        for recorded in store.iter_all(after=self.position, until=last, types=kinds):
+            match recorded.event:
+                case SessionOpened(agent=agent, session_key=key):
+                    _put(self._opened, recorded.stream_id, (agent, key), self.size)
+                case ItemRecorded(framework=framework, kind=kind, fields=fields) if (
+                    framework == FRAMEWORK and kind == SPANS_KIND
+                ):
+                    session = self._session(store, recorded.stream_id)
+                    if session is not None:
+                        self._learn(session, fields)
+        self.position = last
+
+    def _session(self, store: EventStore, stream: UUID) -> Session | None:
+        found = self._opened.get(stream)
+        if found is None:
+            opened = store.read_stream(stream, limit=1, types=(SessionOpened,))
+            if opened and isinstance(event := opened[0].event, SessionOpened):
+                found = (event.agent, event.session_key)
+                _put(self._opened, stream, found, self.size)
+        return found
+
+    def _learn(self, session: Session, fields: str) -> None:
+        """Remember where a batch's spans recorded in ``session`` went."""
+        listed = LISTED.decode(fields)
+        for response in listed.responses:
+            _put(self._responses, response, session, self.size)
+        for trace_id, _span_id, _label in listed.spans:
+            if session[1] != trace_id:
+                _put(self._traces, trace_id, session, self.size)
+
+
+def _put(links: dict[_Key, Session], key: _Key, session: Session, size: int) -> None:
     links.pop(key, None)
     links[key] = session  # the most recent last
     if len(links) > size:

@@ -10,7 +10,9 @@ spans of one trace arriving in several batches continue the same session, and
 a span delivered twice (an exporter's retry) is recorded once. A batch reads a
 known session from its stream again only when another writer may have
 appended since the recorder's own last write (the ledger's last position says
-so); a stale state could not write anyway, its append would be refused.
+so); a stale state could not write anyway, its append would be refused. The
+links to the sessions responses and traces went to are read from the ledger
+so too: the whole ledger's at the first batch, then what others wrote.
 
 What a span records:
 
@@ -481,9 +483,12 @@ class Recorder:
                 positions
             )
             self._known = max(positions) if alone else -1
+            if alone:  # its links are noted already
+                self._links.position = max(positions)
         for state in states:
             self._states.pop(state.stream, None)
             self._states[state.stream] = state  # the most recently used last
+            self._links.opened(state.stream, (state.agent, state.key))
         while len(self._states) > MAX_SESSIONS:
             del self._states[next(iter(self._states))]  # read again when it returns
         return tuple(
@@ -510,6 +515,7 @@ class Recorder:
         if last != self._known:
             self._epoch += 1
             self._known = last
+        self._links.follow(self.store, last)
         return last
 
     def _state(self, agent: str, key: str) -> SessionState:

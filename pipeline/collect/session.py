@@ -34,6 +34,7 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.collect.decode import Span, SpanEvent
 from turnledger.pipeline.collect.genai import (
     REDACTED_PART,
+    RESPONSE_ID,
     AssistantSaid,
     ModelCall,
     Said,
@@ -45,6 +46,7 @@ from turnledger.pipeline.collect.genai import (
     carries_content,
     read_call,
 )
+from turnledger.pipeline.collect.genai.values import string
 from turnledger.pipeline.collected import (
     FRAMEWORK,
     LISTED,
@@ -248,6 +250,7 @@ class SessionBatch:
         self.without_inputs: list[str] = []
         self.without_outputs: list[str] = []
         self.without_result: list[tuple[str, str, str]] = []
+        self.responses: list[str] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -285,6 +288,10 @@ class SessionBatch:
                 self.without_result.append((span.span_id, call_id, error))
                 self.counts["without_result"] += 1
         self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
+        if reading.kind == "chat" and (
+            response := string(span.attributes.get(RESPONSE_ID))
+        ):
+            self.responses.append(response)
         self.state.span_ids.add(span.span_id)
         self.last_turn = turn
         self.counts["mapped"] += 1
@@ -350,6 +357,7 @@ class SessionBatch:
             without_inputs=unasked,
             without_outputs=unanswered,
             without_result=self.without_result,
+            responses=self.responses,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 

@@ -119,6 +119,7 @@ __all__ = [
     "OPENINFERENCE_KIND",
     "REDACTED",
     "REDACTED_PART",
+    "RESPONSE_ID",
     "TEXT_PARTS",
     "AssistantSaid",
     "InputCache",
@@ -178,6 +179,9 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
 
 
 MCP_METHOD: Final = "mcp.method.name"
+
+RESPONSE_ID: Final = "gen_ai.response.id"
+"""A model call's response id (a later call may name it as its conversation)."""
 """The attribute of the conventions' MCP spans: a client's request, or a
 server's handling of one (``tools/call`` an ``execute_tool`` span without a
 call id). They are counted, not recorded: the conversation the tool call

@@ -104,16 +104,72 @@ def _record(recorder: Recorder, *spans: dict) -> None:
 
 
 def test_a_call_naming_a_response_continues_its_session(ledger: Ledger) -> None:
-    """Across batches and traces, within one recorder; a recorder that did not
-    see the response (a restart) opens a session named by its id."""
-    recorder = Recorder(ledger.store)
-    _record(recorder, _call("one", 1, None, "resp_1"))
-    _record(recorder, _call("two", 2, "resp_1", "resp_2"))
-    _record(recorder, _call("three", 3, "conv_x", "resp_3"))
-    assert sorted(s.key for s in list_sessions(ledger.store)) == sorted(
-        [f"{1:032x}", "conv_x"]
-    )
-    _record(Recorder(ledger.store), _call("four", 4, "resp_2", "resp_4"))
+    """Across batches and traces, within one recorder; another recorder of the
+    ledger (a second receiver), and one made after (a restart), follow the
+    links read from the ledger: the responses the others recorded, and the
+    session a trace's spans went to."""
+    first, other = Recorder(ledger.store), Recorder(ledger.store)
+    _record(first, _call("one", 1, None, "resp_1"))
+    _record(first, _call("two", 2, "resp_1", "resp_2"))
+    _record(first, _call("three", 3, "conv_x", "resp_3"))
+    _record(other, _call("four", 4, "resp_2", "resp_4"))
+    _record(first, _call("five", 5, "resp_4", "resp_5"))
+    restarted = Recorder(ledger.store)
+    _record(restarted, _call("six", 6, "resp_5", "resp_6"))
+    later = chat_attributes(inputs=[{"role": "user", "parts": [text("seven")]}])
+    # A later span of the trace of "six", naming no conversation: where its
+    # trace's spans went.
+    _record(Recorder(ledger.store), json_span(f"{6:032x}", f"{7:016x}", later, start=7))
     keys = {s.key: said_in(ledger, s.key) for s in list_sessions(ledger.store)}
-    assert [m[1] for m in keys[f"{1:032x}"]] == ["one", "two"]
-    assert [m[1] for m in keys["resp_2"]] == ["four"]
+    assert sorted(keys) == sorted([f"{1:032x}", "conv_x"])
+    assert [m[1] for m in keys[f"{1:032x}"]] == [
+        "one",
+        "two",
+        "four",
+        "five",
+        "six",
+        "seven",
+    ]
+
+
+def _one_trace(trace: str) -> bytes:
+    """The fixture's spans of one trace (one run), as a file of their own."""
+    document = json.loads(SPANS.read_text())
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            scope["spans"] = [s for s in scope["spans"] if s["traceId"] == trace]
+    return json.dumps(document).encode()
+
+
+def test_each_run_imported_from_a_file_of_its_own_is_one_session(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second run continues the first one's last response, imported before."""
+    traces = dict.fromkeys(
+        span["traceId"]
+        for resource in json.loads(SPANS.read_text())["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    )
+    assert len(traces) == 2
+    for n, trace in enumerate(traces):
+        path = tmp_path / f"run-{n}.json"
+        path.write_bytes(_one_trace(trace))
+        assert main(["--db", ledger.url, "import", str(path), "--json"]) == 0
+    capsys.readouterr()
+    assert len(list_sessions(ledger.store)) == 1
+    _the_conversation(ledger, capsys)
+
+
+def test_log_records_follow_their_trace_after_a_restart(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spans posted to one receiver, the log records to another started after."""
+    with running(ledger.store) as (url, app):
+        _post(url, SPANS)
+        assert app.refused == 0
+    with running(ledger.store) as (url, app):
+        _post(url, LOGS)
+        assert app.refused == 0
+    assert len(list_sessions(ledger.store)) == 1
+    _the_conversation(ledger, capsys)
