@@ -1,9 +1,10 @@
-"""An Anthropic client instrumented by Logfire or by OpenInference.
+"""An Anthropic client instrumented by Logfire, OpenInference or OpenLLMetry.
 
 Run as a child process: ``python anthropic_client_child.py OTLP_URL
 ANTHROPIC_URL INSTRUMENTATION``, ``INSTRUMENTATION`` one of ``logfire``
-(``logfire.instrument_anthropic``) and ``openinference``
-(``openinference-instrumentation-anthropic``). A tool round trip through the
+(``logfire.instrument_anthropic``), ``openinference``
+(``openinference-instrumentation-anthropic``) and ``openllmetry``
+(``opentelemetry-instrumentation-anthropic``, content on). A tool round trip through the
 real ``anthropic`` client to the fake server: the model says a text and asks
 for the tool in one message, the tool's result goes back as a
 ``tool_result`` block, the model answers. Each call is streamed
@@ -22,6 +23,9 @@ import anthropic
 import logfire
 from anthropic.types import Message
 from openinference.instrumentation.anthropic import AnthropicInstrumentor
+from opentelemetry.instrumentation.anthropic import (
+    AnthropicInstrumentor as OpenLLMetryInstrumentor,
+)
 
 from tests.pipeline.collect.logfire_client_child import logfire_exporting
 from tests.pipeline.collect.openai_client_child import STREAM_ENV
@@ -94,9 +98,22 @@ def _openinference(otlp_url: str, anthropic_url: str, *, streamed: bool) -> str:
             return round_trip(_client(anthropic_url), streamed=streamed)
 
 
+def _openllmetry(otlp_url: str, anthropic_url: str, *, streamed: bool) -> str:
+    os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+    with exporter_provider(otlp_url, "claude-app") as provider:
+        OpenLLMetryInstrumentor().instrument(tracer_provider=provider)
+        tracer = provider.get_tracer("weather-app")
+        with tracer.start_as_current_span("weather request"):
+            return round_trip(_client(anthropic_url), streamed=streamed)
+
+
 def main(otlp_url: str, anthropic_url: str, instrumentation: str) -> None:
     """Run the round trip under ``instrumentation``; print the call's id."""
-    instrument = {"logfire": _logfire, "openinference": _openinference}
+    instrument = {
+        "logfire": _logfire,
+        "openinference": _openinference,
+        "openllmetry": _openllmetry,
+    }
     streamed = os.environ.get(STREAM_ENV) == "1"
     call = instrument[instrumentation](otlp_url, anthropic_url, streamed=streamed)
     print(json.dumps({"call": call}))
