@@ -81,8 +81,12 @@ class SpansListed(msgspec.Struct):
     ``[span id, call id, error]`` of each tool span recorded without its
     result: ``error`` is its run's error when the run failed and its call is
     known (the result a later model call's input holds is that failure), else
-    ``""``; and the ids of the responses of the model calls recorded
-    (``gen_ai.response.id``: a later call naming one continues this session).
+    ``""``; the ids of the responses of the model calls recorded
+    (``gen_ai.response.id``: a later call naming one continues this session);
+    and ``[call id, tool, arguments]`` of each tool run without a call id that
+    answered no call the session held (recorded under its span's id; a call of
+    that tool and those arguments, the run's one or its Python call's, found
+    later is its call).
     """
 
     spans: list[tuple[str, str, str]]
@@ -94,6 +98,7 @@ class SpansListed(msgspec.Struct):
     without_outputs: list[str] = msgspec.field(default_factory=list)
     without_result: list[tuple[str, str, str]] = msgspec.field(default_factory=list)
     responses: list[str] = msgspec.field(default_factory=list)
+    unpaired: list[tuple[str, str, list[str]]] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)

@@ -114,6 +114,11 @@ class SessionState:
         self.result_at: dict[str, tuple[int, ToolResultRecorded]] = {}
         self.early: set[str] = set()  # results recorded before any call of theirs
         self.stand_ins: dict[str, int] = {}
+        # Tool runs without a call id recorded before any call matched them:
+        # their tool and arguments, by the span's call id (SessionBatch._tool).
+        self.unpaired: dict[str, tuple[str, tuple[str, ...]]] = {}
+        # Calls the model made without an id: their tool and arguments.
+        self.idless: set[tuple[str, str]] = set()
 
     def copy(self) -> SessionState:
         """A copy a batch advances (kept only once its append is durable)."""
@@ -131,6 +136,8 @@ class SessionState:
         other.result_at = dict(self.result_at)
         other.early = set(self.early)
         other.stand_ins = dict(self.stand_ins)
+        other.unpaired = dict(self.unpaired)
+        other.idless = set(self.idless)
         return other
 
     def fold(self, recorded: Iterable[tuple[int, Event]]) -> None:
@@ -175,6 +182,9 @@ class SessionState:
         for _span_id, call_id, error in listed.without_result:
             if error and call_id not in self.results:
                 self.failed[call_id] = error
+        for call_id, tool, arguments in listed.unpaired:
+            if call_id in self.result_at:  # not placed after its call since
+                self.unpaired[call_id] = (tool, tuple(arguments))
 
     def unsay(self, call_id: str) -> None:
         """Forget the print of the message a tool span made for its call.
@@ -193,7 +203,9 @@ class SessionState:
         self.seen.append(("a", event.text, tuple(c.id for c in calls) if calls else ()))
         for call in calls:
             self.names[call.id] = call.name
-            if call.id not in self.results and call.id != UNKNOWN:
+            if call.id == UNKNOWN:
+                self.idless.add((call.name, call.arguments))
+            elif call.id not in self.results:
                 self.pending[call.id] = (call.name, call.arguments)
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
@@ -211,6 +223,7 @@ class SessionState:
         for call_id, (version, _event) in list(self.result_at.items()):
             if version in gone:
                 self.early.discard(call_id)
+                self.unpaired.pop(call_id, None)
                 del self.result_at[call_id]
         for call_id, version in list(self.stand_ins.items()):
             if version in gone:
@@ -251,6 +264,7 @@ class SessionBatch:
         self.without_outputs: list[str] = []
         self.without_result: list[tuple[str, str, str]] = []
         self.responses: list[str] = []
+        self.unpaired: list[tuple[str, str, list[str]]] = []
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -358,6 +372,7 @@ class SessionBatch:
             without_outputs=unanswered,
             without_result=self.without_result,
             responses=self.responses,
+            unpaired=self.unpaired,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 
@@ -513,14 +528,19 @@ class SessionBatch:
         """Take out of the history what tool spans recorded before this message.
 
         A tool span that came before the model call's message (which came
-        later, by log events) recorded the call's result, and the call itself
+        later, by log events, or by the next call's input when the call's
+        span holds no answer) recorded the call's result, and the call itself
         when it said the arguments. Both are removed from the history
         (``items.removed``: the ledger keeps them); the results are returned,
-        to be recorded again after the message that asked for them.
+        to be recorded again after the message that asked for them. A run
+        without a call id that matched no call then (its result recorded under
+        its span's id) is the call's when it is the one such run of the call's
+        tool and arguments (as :meth:`_paired` pairs one after its call): its
+        result is recorded again, as the call's.
         """
         state = self.state
         early: list[ToolResultRecorded] = []
-        if not (state.stand_ins or state.early) or not said.calls:
+        if not (state.stand_ins or state.early or state.unpaired) or not said.calls:
             return early  # the usual case: the model's message came first
         for call in said.calls:
             versions = []
@@ -530,6 +550,10 @@ class SessionBatch:
             if result is not None and (stand_in is not None or call.id in state.early):
                 versions.append(result[0])
                 early.append(result[1])
+            elif result is None and (run := self._run_of(call, said.calls)):
+                version, ran = state.result_at[run]
+                versions.append(version)
+                early.append(msgspec.structs.replace(ran, call_id=call.id))
             for version in versions:
                 self._emit(
                     ItemsRemoved(
@@ -617,7 +641,37 @@ class SessionBatch:
             is_error=failed,
         )
         self._result(said, turn, provenance="executed")
+        if not known and run.name and run.arguments is not None:
+            sent = [run.arguments] + ([run.called_with] if run.called_with else [])
+            if not any(
+                tool == run.name and _same_arguments(made, ran)
+                for tool, made in self.state.idless
+                for ran in sent
+            ):  # else the call it ran was said, without an id: none comes later
+                self.state.unpaired[call_id] = (run.name, tuple(sent))
+                self.unpaired.append((call_id, run.name, sent))
         return call_id, ""
+
+    def _run_of(self, call: ToolCallSaid, calls: Sequence[ToolCallSaid]) -> str:
+        """The call id of the one unpaired run of a call's tool and arguments.
+
+        ``""`` when none, or when several runs or several of the message's
+        ``calls`` are alike: not guessed.
+        """
+        if not self.state.unpaired or not call.id or call.id in self.state.results:
+            return ""
+        found = [
+            run
+            for run, (tool, sent) in self.state.unpaired.items()
+            if tool == call.name
+            and any(_same_arguments(call.arguments, a) for a in sent)
+        ]
+        alike = [
+            c
+            for c in calls
+            if c.name == call.name and _same_arguments(c.arguments, call.arguments)
+        ]
+        return found[0] if len(found) == 1 and len(alike) == 1 else ""
 
     def _paired(self, run: ToolRun) -> str:
         """The id of the one call a tool run without an id answers, else ``""``.

@@ -1,7 +1,10 @@
-"""An OpenAI Agents SDK run instrumented by OpenInference.
+"""An OpenAI Agents SDK run instrumented by OpenInference (or OpenLLMetry).
 
 Run as a child process (the instrumentation takes the SDK's trace processors
-over): ``python openinference_agents_child.py OTLP_URL OPENAI_URL``. An agent
+over): ``python openinference_agents_child.py OTLP_URL OPENAI_URL
+[openllmetry]``; with ``openllmetry``, OpenLLMetry's
+``opentelemetry-instrumentation-openai-agents`` instruments it instead (content
+on). An agent
 with one tool answers "Weather in Paris?" through the SDK's chat completions
 model (its Responses model, the SDK's default, with ``WEATHER_API=responses``)
 and the real ``openai`` client against the fake server (the model asks
@@ -28,6 +31,9 @@ from agents import (
 from openai import AsyncOpenAI
 from openinference.instrumentation import using_session
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+from opentelemetry.instrumentation.openai_agents import (
+    OpenAIAgentsInstrumentor as OpenLLMetryInstrumentor,
+)
 from opentelemetry.sdk.trace import TracerProvider
 
 from tests.pipeline.collect.openai_client_child import API_ENV
@@ -42,9 +48,13 @@ def get_weather(city: str) -> str:
     return "18C" if city == "Paris" else "unknown"
 
 
-def run(provider: TracerProvider, openai_url: str) -> str:
+def run(provider: TracerProvider, openai_url: str, instrumentation: str = "") -> str:
     """Run the agent once; return its tool call's id."""
-    OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
+    if instrumentation == "openllmetry":
+        os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+        OpenLLMetryInstrumentor().instrument(tracer_provider=provider)
+    else:
+        OpenAIAgentsInstrumentor().instrument(tracer_provider=provider)
     client = AsyncOpenAI(base_url=openai_url, api_key="sk-test", max_retries=0)
     if os.environ.get(API_ENV) == "responses":  # the SDK's default model
         model: Model = OpenAIResponsesModel(model="gpt-4o", openai_client=client)
@@ -66,12 +76,12 @@ def run(provider: TracerProvider, openai_url: str) -> str:
     return calls[0]
 
 
-def main(otlp_url: str, openai_url: str) -> None:
+def main(otlp_url: str, openai_url: str, instrumentation: str = "") -> None:
     """Run it with the spans exported to ``otlp_url``; print the call's id."""
     with exporter_provider(otlp_url, "weather-agent") as provider:
-        call = run(provider, openai_url)
+        call = run(provider, openai_url, instrumentation)
     print(json.dumps({"call": call}))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

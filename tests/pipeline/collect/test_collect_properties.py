@@ -204,6 +204,7 @@ def _agent_spans(
     arguments: bool = True,
     unique: bool = False,
     ids: bool = True,
+    answered: bool = True,
 ) -> list[dict]:
     """An agent's spans: tool round trips, each chat span carrying its input.
 
@@ -212,7 +213,8 @@ def _agent_spans(
     result for its call is that failure); with
     ``unique``, a call id names one call (a step's ids get its number);
     without ``ids``, a tool span says its call's name and arguments, not its
-    id. A call's arguments name its id.
+    id; without ``answered``, a chat span holds no answer (the next one's input
+    brings it). A call's arguments name its id.
     """
     history: list[dict[str, object]] = []
     spans: list[dict[str, object]] = []
@@ -222,8 +224,9 @@ def _agent_spans(
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": "gpt-4o",
             "gen_ai.input.messages": inputs,
-            "gen_ai.output.messages": json.dumps([output]),
         }
+        if answered:
+            attrs["gen_ai.output.messages"] = json.dumps([output])
         spans.append(
             json_span(TRACE, f"{len(spans) + 1:016x}", attrs, start=len(spans))
         )
@@ -379,6 +382,70 @@ def test_tool_spans_without_call_ids_record_what_spans_with_them_do(
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         expected = _recorded(Path(one), with_ids, restart=False)
         assert _recorded(Path(two), bare, restart=True) == expected
+
+
+def _histories(folder: Path, batches: list[list[dict]], *, restart: bool) -> list:
+    """What each session recorded holds, message by message."""
+    with open_store(str(folder / f"histories-{restart}.db")) as store:
+        recorder = Recorder(store)
+        for batch in batches:
+            if restart:
+                recorder = Recorder(store)
+            _send(recorder, batch)
+        return [
+            [
+                (
+                    e.message.role,
+                    e.message.text,
+                    [(c.id, c.name) for c in e.message.tool_calls],
+                    [
+                        (r.call_id, r.content, r.is_error)
+                        for r in e.message.tool_results
+                    ],
+                )
+                for e in load_history(store, session.stream_id).entries
+            ]
+            for session in list_sessions(store)
+        ]
+
+
+_KEPT_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["q", "again"]),
+        st.lists(st.sampled_from(["call_1", "call_2", ""]), max_size=2, unique=True),
+        st.sampled_from([False, True, True]),
+        st.sampled_from(["whole", "system", "spaced"]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=6,
+)
+"""Steps whose runs do not fail and whose inputs keep every message: a run
+failed without its result, or a call no input brings (a client that cut it),
+is known by its id alone."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(_KEPT_STEPS, _CUTS, _RETRIED, st.booleans())
+def test_a_tool_run_before_its_call_is_known_records_what_its_call_id_does(
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+    restart: bool,
+) -> None:
+    """Model call spans without their answer (the next call's input brings the
+    model's message): tool spans without their call's id record the history
+    spans carrying the ids do, each run's result after the message asking for
+    it, whatever the cuts, the retries and restarts between batches. (Not a
+    failed run's: without its result nor its id, nothing says which call's
+    result is the failure.)"""
+    with_ids = _batches(_agent_spans(steps, unique=True, answered=False), cuts, retried)
+    bare = _batches(
+        _agent_spans(steps, unique=True, ids=False, answered=False), cuts, retried
+    )
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        expected = _histories(Path(one), with_ids, restart=False)
+        assert _histories(Path(two), bare, restart=restart) == expected
 
 
 def _recorded_by_two(folder: Path, batches: list[list[dict]], turns: list[int]) -> list:

@@ -228,3 +228,122 @@ def test_an_assistant_message_without_parts_stands_for_the_one_held(
         ("assistant", "", (), ()),
         ("assistant", "18C in Paris.", (), ()),
     ]
+
+
+def _tool_run(arguments: str, result: str) -> dict[str, object]:
+    """A tool span without the call's id (its name, arguments and result)."""
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.arguments": arguments,
+        "gen_ai.tool.call.result": result,
+    }
+
+
+def _asked(*calls: tuple[str, str]) -> dict[str, object]:
+    """The model's message asking for ``get_weather`` (id, city) calls."""
+    return {
+        "role": "assistant",
+        "parts": [
+            {
+                "type": "tool_call",
+                "id": call_id,
+                "name": "get_weather",
+                "arguments": {"city": city},
+            }
+            for call_id, city in calls
+        ],
+    }
+
+
+def _tool_said(call_id: str, content: str) -> dict[str, object]:
+    return {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": call_id, "response": content}],
+    }
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["one-recorder", "restarted"])
+@pytest.mark.parametrize("batches", [1, 3])
+def test_a_run_before_its_call_is_known_is_that_calls_result(
+    ledger: Ledger, batches: int, *, restart: bool
+) -> None:
+    """The model's call span holds no answer, so the tool's span (without the
+    call's id) finds no call: its result is recorded under the span's id. The
+    next call's input brings the model's message: the one run of its tool and
+    arguments is its result, placed after it (the input's copy of the result
+    is not recorded again)."""
+    trace = uuid.uuid4().hex
+    asked = _asked(("call_w1", "Paris"))
+    spans = [
+        json_span(
+            trace, "00f067aa0ba90201", chat_attributes(inputs=[QUESTION]), start=1
+        ),
+        json_span(
+            trace, "00f067aa0ba90202", _tool_run('{"city": "Paris"}', "18C"), start=2
+        ),
+        json_span(
+            trace,
+            "00f067aa0ba90203",
+            chat_attributes(
+                inputs=[QUESTION, asked, _tool_said("call_w1", "18C")],
+                outputs=[ANSWER],
+            ),
+            start=3,
+        ),
+    ]
+    recorder = Recorder(ledger.store)
+    for batch in [spans] if batches == 1 else [[s] for s in spans]:
+        if restart:
+            recorder = Recorder(ledger.store)
+        recorder.record(decode_json(json.dumps(json_request(batch)).encode()))
+    assert said_in(ledger, trace) == [
+        ("user", "Weather in Paris?", (), ()),
+        ("assistant", "", (("call_w1", "get_weather", {"city": "Paris"}),), ()),
+        ("tool", "", (), (("call_w1", "18C", False),)),
+        ("assistant", "18C in Paris.", (), ()),
+    ]
+    assert [r[0] for r in _results(ledger)] == ["otlp-00f067aa0ba90202", "call_w1"]
+
+
+@pytest.mark.parametrize(
+    ("runs", "calls"),
+    [
+        ((("Paris", "18C"), ("Paris", "19C")), (("call_w1", "Paris"),)),
+        ((("Paris", "18C"),), (("call_w1", "Paris"), ("call_w2", "Paris"))),
+        ((("Rome", "9C"),), (("call_w1", "Paris"),)),
+    ],
+    ids=["two-runs-alike", "two-calls-alike", "other-arguments"],
+)
+def test_a_run_is_not_guessed_to_be_a_calls(
+    ledger: Ledger,
+    runs: tuple[tuple[str, str], ...],
+    calls: tuple[tuple[str, str], ...],
+) -> None:
+    """Two runs alike, two calls alike, or none alike: the runs keep their
+    spans' ids, and the calls' results are those the input brings."""
+    trace = uuid.uuid4().hex
+    spans = [
+        json_span(
+            trace, "00f067aa0ba90201", chat_attributes(inputs=[QUESTION]), start=1
+        ),
+        *(
+            json_span(
+                trace,
+                f"00f067aa0ba9021{n}",
+                _tool_run(json.dumps({"city": city}), result),
+                start=2 + n,
+            )
+            for n, (city, result) in enumerate(runs)
+        ),
+    ]
+    sent = [_tool_said(call_id, "sent") for call_id, _city in calls]
+    then = chat_attributes(inputs=[QUESTION, _asked(*calls), *sent], outputs=[ANSWER])
+    spans.append(json_span(trace, "00f067aa0ba90209", then, start=9))
+    Recorder(ledger.store).record(decode_json(json.dumps(json_request(spans)).encode()))
+    recorded = _results(ledger)
+    assert [r[0] for r in recorded] == [
+        *(f"otlp-00f067aa0ba9021{n}" for n in range(len(runs))),
+        *(call_id for call_id, _city in calls),
+    ]
+    assert [r[2] for r in recorded[len(runs) :]] == ["sent"] * len(calls)
