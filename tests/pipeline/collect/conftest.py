@@ -19,6 +19,8 @@ from tests.pipeline.fake_llm_server import (
     ToolUse,
     openai_text,
     openai_tool_calls,
+    responses_text,
+    responses_tool_calls,
 )
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.cli import main
@@ -120,3 +122,20 @@ def weather_server(*more: Reply) -> Iterator[FakeLLMServer]:
             *more,
         )
         yield server
+
+
+def queue_round_trip(llm: FakeLLMServer, api: str) -> None:
+    """An agent's tool round trip's answers (a call of ``call_w1``, then the
+    answer) through the Responses API (``api`` ``responses``), else Chat
+    Completions."""
+    call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
+    if api == "responses":
+        llm.queue_responses(
+            responses_tool_calls(call, usage=(50, 10)),
+            responses_text("18C in Paris.", usage=(70, 6)),
+        )
+    else:
+        llm.queue_openai(
+            openai_tool_calls(call, usage=(50, 10)),
+            openai_text("18C in Paris.", usage=(70, 6)),
+        )

@@ -25,6 +25,7 @@ import pytest
 from tests.pipeline.collect.conftest import (
     Ledger,
     audit_json,
+    queue_round_trip,
     run_client,
     said_in,
     weather_server,
@@ -50,8 +51,6 @@ from tests.pipeline.fake_llm_server import (
     anthropic_tool_use,
     openai_text,
     openai_tool_calls,
-    responses_text,
-    responses_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.pipeline.cli import main
@@ -301,18 +300,8 @@ def test_an_agents_sdk_run_pairs_its_tool_spans_with_their_calls(
     same with its Responses model (the SDK's default), its instructions the
     system prompt.
     """
-    call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
     with FakeLLMServer() as llm, running(ledger.store) as (url, _app):
-        if api == "responses":
-            llm.queue_responses(
-                responses_tool_calls(call, usage=(50, 10)),
-                responses_text("18C in Paris.", usage=(70, 6)),
-            )
-        else:
-            llm.queue_openai(
-                openai_tool_calls(call, usage=(50, 10)),
-                openai_text("18C in Paris.", usage=(70, 6)),
-            )
+        queue_round_trip(llm, api)
         run_client(AGENTS_CHILD, llm.openai_base_url, url, {API_ENV: api})
         llm.assert_drained()
     (session,) = list_sessions(ledger.store)

@@ -21,6 +21,7 @@ import pytest
 from tests.pipeline.collect.conftest import (
     Ledger,
     audit_json,
+    queue_round_trip,
     run_client,
     said_in,
     weather_server,
@@ -29,11 +30,7 @@ from tests.pipeline.collect.openai_client_child import API_ENV
 from tests.pipeline.collect.receiver import running
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
-    ToolUse,
     openai_text,
-    openai_tool_calls,
-    responses_text,
-    responses_tool_calls,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet, ToolResultRecorded
 from turnledger.pipeline.cli import main
@@ -112,18 +109,8 @@ def test_an_openai_agents_sdk_run_pairs_its_tool_run_with_the_call_found_later(
     sent, and the next input names the call by its item's id (``fc_...``),
     where the answer and the result name it by its ``call_id``: the session
     holds the call twice, one of them without a result."""
-    call = ToolUse("call_w1", "get_weather", {"city": "Paris"})
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
-        if api == "responses":
-            llm.queue_responses(
-                responses_tool_calls(call, usage=(50, 10)),
-                responses_text("18C in Paris.", usage=(70, 6)),
-            )
-        else:
-            llm.queue_openai(
-                openai_tool_calls(call, usage=(50, 10)),
-                openai_text("18C in Paris.", usage=(70, 6)),
-            )
+        queue_round_trip(llm, api)
         run_client(
             AGENTS_CHILD, llm.openai_base_url, url, {API_ENV: api}, "openllmetry"
         )
