@@ -68,9 +68,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
         sock = bind(args.host, args.port)
         port = sock.getsockname()[1]
         url = base_url(args.host, sock)
-        app = CollectApp(
-            Recorder(store, pricing=pricing), token=token, max_body=args.max_body
-        )
+        recorder = Recorder(store, pricing=pricing)
+        recorder.catch_up()  # the links the ledger holds, before the first batch
+        app = CollectApp(recorder, token=token, max_body=args.max_body)
         if args.json:
             print_json(
                 {

@@ -215,6 +215,18 @@ class Recorder:
         self._known = -1
         self._epoch = 0
 
+    def catch_up(self) -> None:
+        """Read the session links the ledger holds now (the first batch would).
+
+        A receiver does it before it listens: on a large ledger, reading the
+        whole ledger's links (every batch's listing) takes a while.
+
+        Raises:
+            StoreUnavailableError: The database failed.
+        """
+        with self._lock:
+            self._moved()
+
     def record(
         self, spans: Sequence[Span], *, duplicates: list[str] | None = None
     ) -> BatchReport:

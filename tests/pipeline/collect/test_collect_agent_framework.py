@@ -11,7 +11,9 @@ followed as links to the responses they name, the two runs are one session.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from tests.pipeline.collect.spans import (
     post_json,
     text,
 )
+from turnledger.ledger.envelope import Recorded
 from turnledger.ledger.events import ModelCalled
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
@@ -173,3 +176,23 @@ def test_log_records_follow_their_trace_after_a_restart(
         assert app.refused == 0
     assert len(list_sessions(ledger.store)) == 1
     _the_conversation(ledger, capsys)
+
+
+def test_a_receiver_reads_the_links_before_it_listens(ledger: Ledger) -> None:
+    """``catch_up`` reads them (``collect`` calls it before listening): its
+    first batch then reads nothing of them, and continues the response."""
+    _record(Recorder(ledger.store), _call("one", 1, None, "resp_1"))
+    restarted = Recorder(ledger.store)
+    restarted.catch_up()
+    reads: list[object] = []
+    iter_all = ledger.store.iter_all
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[Recorded]:
+        reads.append(kwargs.get("types"))
+        return iter_all(*args, **kwargs)
+
+    ledger.store.iter_all = counted  # type: ignore[method-assign]
+    _record(restarted, _call("two", 2, "resp_1", "resp_2"))
+    assert reads == []
+    (session,) = list_sessions(ledger.store)
+    assert [m[1] for m in said_in(ledger, session.key)] == ["one", "two"]
