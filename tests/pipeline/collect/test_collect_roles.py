@@ -10,14 +10,19 @@ result without an id the inputs repeat call after call is recorded once.
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.pipeline.collect.conftest import Ledger, said_in
 from tests.pipeline.collect.spans import chat_attributes, json_request, json_span
 from turnledger.ledger.events import SystemPromptSet, ToolResultRecorded
+from turnledger.ledger.store import open_store
 from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.sessions import list_sessions
 
@@ -347,3 +352,51 @@ def test_a_run_is_not_guessed_to_be_a_calls(
         *(call_id for call_id, _city in calls),
     ]
     assert [r[2] for r in recorded[len(runs) :]] == ["sent"] * len(calls)
+
+
+_ROLES = ("system", "developer", "user", "assistant", "model", "tool", "function")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_ROLES), st.booleans()), min_size=1, max_size=8)
+)
+def test_every_message_is_recorded_as_said_by_its_role(
+    sent: list[tuple[str, bool]],
+) -> None:
+    """Whatever the roles, in whatever order, a message is the system prompt,
+    the user's, the model's or a tool's result by its role alone: each text
+    recorded once, where its role says (a tool's text sent as a response
+    part without an id, or as a text part)."""
+    messages: list[dict[str, object]] = []
+    for n, (role, as_response) in enumerate(sent):
+        words = f"{role} {n}"
+        if role in ("tool", "function") and as_response:
+            part = {"type": "tool_call_response", "id": "", "response": words}
+            messages.append({"role": role, "parts": [part]})
+        else:
+            messages.append(text(role, words))
+    expected = {
+        "system": [w for r, w in _words(sent) if r in ("system", "developer")],
+        "user": [w for r, w in _words(sent) if r == "user"],
+        "assistant": [w for r, w in _words(sent) if r in ("assistant", "model")],
+        "tool": [w for r, w in _words(sent) if r in ("tool", "function")],
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        url = str(Path(folder) / "ledger.db")
+        with open_store(url) as store:
+            ledger = Ledger(store, url)
+            key = _record(ledger, [chat_attributes(inputs=messages)])
+            system = _system(ledger)
+            said = said_in(ledger, key)
+    assert system == (["\n".join(expected["system"])] if expected["system"] else [])
+    found = {
+        "user": [m[1] for m in said if m[0] == "user"],
+        "assistant": [m[1] for m in said if m[0] == "assistant"],
+        "tool": [r[1] for m in said for r in m[3]],
+    }
+    assert found == {k: v for k, v in expected.items() if k != "system"}
+
+
+def _words(sent: list[tuple[str, bool]]) -> list[tuple[str, str]]:
+    return [(role, f"{role} {n}") for n, (role, _) in enumerate(sent)]
