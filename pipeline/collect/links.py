@@ -12,7 +12,7 @@ name no conversation) follow its spans.
 
 The links are the ledger's: each batch's ``item.recorded`` of its spans in a
 session lists their traces and their responses' ids (``responses``), and the
-recorder reads them back (:meth:`SessionLinks.learn`) from the sessions other
+recorder reads them back (:meth:`SessionLinks.follow`) from the sessions other
 writers, and its own runs before, recorded: a continuation whose response was
 recorded before a restart, by another receiver or in another imported file
 continues that response's session. A trace whose spans come in several
@@ -27,8 +27,7 @@ from uuid import UUID
 from turnledger.ledger.events import ItemRecorded, SessionOpened
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.collect.decode import Span
-from turnledger.pipeline.collect.genai import RESPONSE_ID, SpanReading
-from turnledger.pipeline.collect.genai.values import string
+from turnledger.pipeline.collect.genai import SpanReading
 from turnledger.pipeline.collected import FRAMEWORK, LISTED, SPANS_KIND
 
 Session = tuple[str, str]
@@ -60,10 +59,8 @@ class SessionLinks:
 
     def note(self, span: Span, reading: SpanReading, session: Session) -> None:
         """Remember where a span went: its response's session, its trace's."""
-        if reading.kind == "chat" and (
-            found := string(span.attributes.get(RESPONSE_ID))
-        ):
-            _put(self._responses, found, session, self.size)
+        if reading.response:
+            _put(self._responses, reading.response, session, self.size)
         if session[1] != span.trace_id:
             _put(self._traces, span.trace_id, session, self.size)
 

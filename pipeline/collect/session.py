@@ -34,7 +34,6 @@ from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.collect.decode import Span, SpanEvent
 from turnledger.pipeline.collect.genai import (
     REDACTED_PART,
-    RESPONSE_ID,
     AssistantSaid,
     ModelCall,
     Said,
@@ -46,7 +45,6 @@ from turnledger.pipeline.collect.genai import (
     carries_content,
     read_call,
 )
-from turnledger.pipeline.collect.genai.values import string
 from turnledger.pipeline.collected import (
     FRAMEWORK,
     LISTED,
@@ -302,10 +300,8 @@ class SessionBatch:
                 self.without_result.append((span.span_id, call_id, error))
                 self.counts["without_result"] += 1
         self.listed.append((span.trace_id, span.span_id, reading.label[:200]))
-        if reading.kind == "chat" and (
-            response := string(span.attributes.get(RESPONSE_ID))
-        ):
-            self.responses.append(response)
+        if reading.response:
+            self.responses.append(reading.response)
         self.state.span_ids.add(span.span_id)
         self.last_turn = turn
         self.counts["mapped"] += 1
@@ -642,14 +638,12 @@ class SessionBatch:
         )
         self._result(said, turn, provenance="executed")
         if not known and run.name and run.arguments is not None:
-            sent = [run.arguments] + ([run.called_with] if run.called_with else [])
+            sent = _sent(run.arguments, run.called_with)
             if not any(
-                tool == run.name and _same_arguments(made, ran)
-                for tool, made in self.state.idless
-                for ran in sent
+                _answers(run.name, sent, tool, made) for tool, made in self.state.idless
             ):  # else the call it ran was said, without an id: none comes later
-                self.state.unpaired[call_id] = (run.name, tuple(sent))
-                self.unpaired.append((call_id, run.name, sent))
+                self.state.unpaired[call_id] = (run.name, sent)
+                self.unpaired.append((call_id, run.name, list(sent)))
         return call_id, ""
 
     def _run_of(self, call: ToolCallSaid, calls: Sequence[ToolCallSaid]) -> str:
@@ -663,13 +657,12 @@ class SessionBatch:
         found = [
             run
             for run, (tool, sent) in self.state.unpaired.items()
-            if tool == call.name
-            and any(_same_arguments(call.arguments, a) for a in sent)
+            if _answers(tool, sent, call.name, call.arguments)
         ]
         alike = [
             c
             for c in calls
-            if c.name == call.name and _same_arguments(c.arguments, call.arguments)
+            if _answers(c.name, (c.arguments,), call.name, call.arguments)
         ]
         return found[0] if len(found) == 1 and len(alike) == 1 else ""
 
@@ -687,15 +680,11 @@ class SessionBatch:
         """
         if not run.name or run.arguments is None:
             return ""
-        sent = (
-            [run.arguments]
-            if run.called_with is None
-            else [run.arguments, run.called_with]
-        )
+        sent = _sent(run.arguments, run.called_with)
         found = [
             call_id
             for call_id, (name, arguments) in self.state.pending.items()
-            if name == run.name and any(_same_arguments(arguments, a) for a in sent)
+            if _answers(run.name, sent, name, arguments)
         ]
         return found[0] if len(found) == 1 else ""
 
@@ -720,6 +709,24 @@ instrumentation could not write them: a legacy function call, LiteLLM's call):
 such a print matches a held assistant message of any text and calls."""
 
 _HIDDEN_ROLES: Final = frozenset({*_HIDDEN.values(), _PARTLESS})
+
+
+def _sent(arguments: str, called_with: str | None) -> tuple[str, ...]:
+    """What a tool run was sent: its arguments, and its Python call's.
+
+    The keyword arguments of the tool's Python call count when its
+    instrumentation recorded them (``called_with``).
+    """
+    return (arguments,) if called_with is None else (arguments, called_with)
+
+
+def _answers(tool: str, sent: Sequence[str], name: str, arguments: str) -> bool:
+    """Whether a run of ``tool`` sent ``sent`` ran the call ``name(arguments)``.
+
+    The same tool, and the call's very arguments among what the run was sent
+    (:func:`_sent`, :func:`_same_arguments`).
+    """
+    return tool == name and any(_same_arguments(arguments, a) for a in sent)
 
 
 def _same_arguments(made: str, ran: str) -> bool:

@@ -119,7 +119,6 @@ __all__ = [
     "OPENINFERENCE_KIND",
     "REDACTED",
     "REDACTED_PART",
-    "RESPONSE_ID",
     "TEXT_PARTS",
     "AssistantSaid",
     "InputCache",
@@ -170,6 +169,7 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
             label=label,
             call=read_call(span, cache, conversation or span.trace_id),
             conversation=conversation,
+            response=string(attrs.get(RESPONSE_ID)),
         )
     if kind == "tool":
         return SpanReading(
@@ -179,15 +179,16 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
 
 
 MCP_METHOD: Final = "mcp.method.name"
-
-RESPONSE_ID: Final = "gen_ai.response.id"
-"""A model call's response id (a later call may name it as its conversation)."""
 """The attribute of the conventions' MCP spans: a client's request, or a
 server's handling of one (``tools/call`` an ``execute_tool`` span without a
 call id). They are counted, not recorded: the conversation the tool call
 belongs to is the model's, in the agent's spans; the MCP server's span of it,
 exported by another service or with the call's content opted out, would be
 a run of no call, or the same run twice."""
+
+
+RESPONSE_ID: Final = "gen_ai.response.id"
+"""A model call's response id (a later call may name it as its conversation)."""
 
 
 def classify(attrs: Mapping[str, object], *, failed: bool) -> tuple[SpanKind, str]:

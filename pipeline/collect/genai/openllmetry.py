@@ -70,9 +70,9 @@ def openllmetry_content(attrs: Mapping[str, object]) -> Content:
             inputs.append(AssistantSaid(text, calls, skipped))
         elif role in TOOL_ROLES:
             call_id = string(row.get("tool_call_id"))
-            text = as_text(json_of(content))
+            result = as_text(json_of(content))
             name = string(row.get("name"))
-            inputs.append(ToolSaid(call_id=call_id, content=text, name=name))
+            inputs.append(ToolSaid(call_id=call_id, content=result, name=name))
         else:
             inputs.append(UserSaid(text, skipped))
     return system_of(system), inputs, outputs, extra, True

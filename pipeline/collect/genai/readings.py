@@ -111,6 +111,7 @@ class SpanReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     call: ModelCall | None = None
     tool: ToolRun | None = None
     conversation: str | None = None
+    response: str = ""  # a model call's gen_ai.response.id
 
 
 class Names(NamedTuple):
