@@ -130,7 +130,9 @@ class LogsListed(msgspec.Struct):
     recorded (without content) whose content they brought, the types of the
     message parts left out of the messages recorded, with counts, the ids of
     the spans whose events held their answer but no input message, and of
-    those whose events held the messages sent but no answer.
+    those whose events held the messages sent but no answer; ``joined``: the
+    spans whose events this session held, parked, and their span's session
+    took (it lists them among its own events).
     """
 
     events: list[LoggedEvent]
@@ -138,6 +140,7 @@ class LogsListed(msgspec.Struct):
     skipped: dict[str, int] = msgspec.field(default_factory=dict)
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
+    joined: list[str] = msgspec.field(default_factory=list)
 
 
 LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)

@@ -8,7 +8,9 @@ the session the response was recorded in. :class:`SessionLinks` remembers the
 session each call's response (``gen_ai.response.id``) went to, and the
 session each trace's spans went to when it was not the trace's own (a
 conversation's, or one continued), so that the log records of a trace (which
-name no conversation) follow its spans.
+name no conversation) follow its spans; and the session holding a span's log
+records that came before it (parked in the session of their trace), so that
+the span's own session takes them when the span comes.
 
 The links are the ledger's: each batch's ``item.recorded`` of its spans in a
 session lists their traces and their responses' ids (``responses``), and the
@@ -16,11 +18,13 @@ recorder reads them back (:meth:`SessionLinks.follow`) from the sessions other
 writers, and its own runs before, recorded: a continuation whose response was
 recorded before a restart, by another receiver or in another imported file
 continues that response's session. A trace whose spans come in several
-batches follows a link from the batch the link is seen in.
+batches follows a link from the batch the link is seen in. The ``log_events``
+items say which spans' events a session parked, and which it handed over.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, TypeVar
 from uuid import UUID
 
@@ -28,7 +32,13 @@ from turnledger.ledger.events import ItemRecorded, SessionOpened
 from turnledger.ledger.store import EventStore
 from turnledger.pipeline.collect.decode import Span
 from turnledger.pipeline.collect.genai import SpanReading
-from turnledger.pipeline.collected import FRAMEWORK, LISTED, SPANS_KIND
+from turnledger.pipeline.collected import (
+    FRAMEWORK,
+    LISTED,
+    LOGS_KIND,
+    LOGS_LISTED,
+    SPANS_KIND,
+)
 
 Session = tuple[str, str]
 """A session's agent and key."""
@@ -48,6 +58,7 @@ class SessionLinks:
         self._responses: dict[str, Session] = {}
         self._traces: dict[str, Session] = {}
         self._opened: dict[UUID, Session] = {}  # the sessions of streams read
+        self._parked: dict[str, Session] = {}  # where a span's early logs wait
 
     def continued(self, conversation: str | None) -> Session | None:
         """The session of the response a conversation id names, if recorded."""
@@ -64,6 +75,19 @@ class SessionLinks:
         if session[1] != span.trace_id:
             _put(self._traces, span.trace_id, session, self.size)
 
+    def parked_in(self, span_id: str) -> Session | None:
+        """The session holding a span's log events parked (not read yet), if any."""
+        return self._parked.get(span_id)
+
+    def park(self, span_id: str, session: Session) -> None:
+        """Remember that a session parked a span's log events."""
+        _put(self._parked, span_id, session, self.size)
+
+    def unpark(self, span_ids: Iterable[str]) -> None:
+        """Forget spans' parked events: each span read them, or took them."""
+        for span_id in span_ids:
+            self._parked.pop(span_id, None)
+
     def opened(self, stream: UUID, session: Session) -> None:
         """Remember whose a session's stream is (one the recorder wrote to)."""
         _put(self._opened, stream, session, self.size)
@@ -73,8 +97,8 @@ class SessionLinks:
 
         Those after :attr:`position` (the recorder moves it past its own
         writes, whose links it noted): each ``item.recorded`` of a batch's
-        spans in a session, by whichever writer. The first call reads the
-        whole ledger's.
+        spans or log events in a session, by whichever writer. The first call
+        reads the whole ledger's.
         """
         if last <= self.position:
             return
@@ -89,6 +113,12 @@ class SessionLinks:
                     session = self._session(store, recorded.stream_id)
                     if session is not None:
                         self._learn(session, fields)
+                case ItemRecorded(framework=framework, kind=kind, fields=fields) if (
+                    framework == FRAMEWORK and kind == LOGS_KIND
+                ):
+                    session = self._session(store, recorded.stream_id)
+                    if session is not None:
+                        self._learn_logs(session, fields)
         self.position = last
 
     def _session(self, store: EventStore, stream: UUID) -> Session | None:
@@ -105,9 +135,24 @@ class SessionLinks:
         listed = LISTED.decode(fields)
         for response in listed.responses:
             _put(self._responses, response, session, self.size)
-        for trace_id, _span_id, _label in listed.spans:
+        for trace_id, span_id, _label in listed.spans:
+            self._parked.pop(span_id, None)  # the span read its parked events
             if session[1] != trace_id:
                 _put(self._traces, trace_id, session, self.size)
+
+    def _learn_logs(self, session: Session, fields: str) -> None:
+        """Remember the spans whose log events a batch left in ``session``.
+
+        Those of spans the session already recorded are noted too: a session
+        finds its parked events by its state (:meth:`parked_in` may name one
+        holding none, which hands over nothing).
+        """
+        listed = LOGS_LISTED.decode(fields)
+        for entry in listed.events:
+            if entry.span_id not in listed.applied:
+                _put(self._parked, entry.span_id, session, self.size)
+        for span_id in listed.joined:
+            self._parked.pop(span_id, None)
 
 
 def _put(links: dict[_Key, Session], key: _Key, session: Session, size: int) -> None:

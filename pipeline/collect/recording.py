@@ -50,8 +50,10 @@ content). Those of a span recorded with its own content are only kept. Events
 that say nothing (content capture off) are counted, not recorded. Log records
 that come before their span, when its session is not its trace's (a
 ``gen_ai.conversation.id`` the records do not carry, a response continued),
-are not joined to it, nor are those of a span never sent: they stay in the
-session of their trace.
+are kept in the session of their trace, parked; when the span comes, its
+session takes them (listed in its own ``log_events`` item, the trace's
+session's listing them as ``joined``) and the span reads them. Those of a
+span never sent stay in the session of their trace.
 
 Everything of one batch goes in one :meth:`~ledger.store.EventStore.append_atomic`:
 all of it or nothing, durable when it returns.
@@ -260,15 +262,19 @@ class Recorder:
                 unknown[reading.label] += 1
             elif session is not None:
                 grouped.setdefault(session, []).append((span, reading))
-        builders: list[SessionBatch] = []
-        for (agent, key), members in grouped.items():
-            builder = SessionBatch(self._state(agent, key).copy(), self.pricing)
+        batches: dict[tuple[str, str], SessionBatch] = {}
+        for session, members in grouped.items():
+            builder = self._batch(batches, session)
             members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
             for span, reading in members:
+                self._join(batches, builder, span.span_id)
                 builder.add(span, reading)
+        builders = list(batches.values())
+        for builder in builders:
             builder.finish()
-            builders.append(builder)
         written = self._write(before, builders)
+        for builder in builders:
+            self._links.unpark(s[1] for s in builder.listed)  # they read theirs
         totals = Counter[str]()
         parts = Counter[str]()
         found: list[str] = []
@@ -291,6 +297,33 @@ class Recorder:
             sessions=written,
             events=sum(w.events for w in written),
         ), found
+
+    def _batch(
+        self, batches: dict[tuple[str, str], SessionBatch], session: tuple[str, str]
+    ) -> SessionBatch:
+        """The batch of a session (begun from its state when first asked for)."""
+        found = batches.get(session)
+        if found is None:
+            state = self._state(*session).copy()
+            found = batches[session] = SessionBatch(state, self.pricing)
+        return found
+
+    def _join(
+        self,
+        batches: dict[tuple[str, str], SessionBatch],
+        builder: SessionBatch,
+        span_id: str,
+    ) -> None:
+        """Bring a span's log events parked in another session to its own.
+
+        They came first, to the session of their trace; the span went to
+        another (a ``gen_ai.conversation.id`` the records do not carry).
+        """
+        holder = self._links.parked_in(span_id)
+        if holder is not None and holder != (builder.state.agent, builder.state.key):
+            events = self._batch(batches, holder).give(span_id)
+            if events:
+                builder.join(span_id, events)
 
     def record_logs(
         self, records: Sequence[LogRecord], *, outcomes: list[str] | None = None
@@ -351,6 +384,9 @@ class Recorder:
             if builder.logged:
                 builders.append(builder)
         written = self._write(before, builders)
+        for builder in builders:
+            for span_id in builder.parked:
+                self._links.park(span_id, (builder.state.agent, builder.state.key))
         return LogsReport(
             records=len(records),
             parked=counts["parked"],
@@ -477,6 +513,7 @@ class Recorder:
                 continue
             state = builder.state
             ids = [s[1] for s in builder.listed] + [e.print for e in builder.logged]
+            ids += [f"joined:{span_id}" for span_id in builder.joined]
             digest = hashlib.sha256(",".join(sorted(ids)).encode()).hexdigest()
             appends.append(
                 Append(

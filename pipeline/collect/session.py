@@ -100,7 +100,7 @@ class SessionState:
         self.said_prints: list[_Print] = []
         # GenAI log events: those of spans not recorded yet, by span id, and
         # the prints of every one recorded (so one sent again is known).
-        self.parked: dict[str, tuple[SpanEvent, ...]] = {}
+        self.parked: dict[str, tuple[LoggedEvent, ...]] = {}
         self.log_prints: set[str] = set()
         # Spans whose content comes by log events: recorded without content,
         # or with what log events parked before them said.
@@ -164,7 +164,7 @@ class SessionState:
             case ItemRecorded(framework="otlp", kind="spans", fields=fields):
                 self._spans(LISTED.decode(fields))
             case ItemRecorded(framework="otlp", kind="log_events", fields=fields):
-                self.fold_logs(LOGS_LISTED.decode(fields).events)
+                self._logs(LOGS_LISTED.decode(fields))
             case _:
                 return
 
@@ -183,6 +183,11 @@ class SessionState:
         for call_id, tool, arguments in listed.unpaired:
             if call_id in self.result_at:  # not placed after its call since
                 self.unpaired[call_id] = (tool, tuple(arguments))
+
+    def _logs(self, listed: LogsListed) -> None:
+        self.fold_logs(listed.events)
+        for span_id in listed.joined:  # its span's session took them
+            self.parked.pop(span_id, None)
 
     def unsay(self, call_id: str) -> None:
         """Forget the print of the message a tool span made for its call.
@@ -203,8 +208,14 @@ class SessionState:
             self.names[call.id] = call.name
             if call.id == UNKNOWN:
                 self.idless.add((call.name, call.arguments))
-            elif call.id not in self.results:
-                self.pending[call.id] = (call.name, call.arguments)
+                continue
+            if call.id in self.results:
+                # An answered call's id named again: a call of its own (ADK
+                # names a call by its tool and place when the model gave it
+                # no id: get_weather_0 at every turn), whose result is to come.
+                self.results.discard(call.id)
+                self.failed.pop(call.id, None)
+            self.pending[call.id] = (call.name, call.arguments)
 
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
@@ -232,10 +243,9 @@ class SessionState:
         for entry in logged:
             self.log_prints.add(entry.print)
             if entry.span_id not in self.span_ids:
-                event = span_event(entry)
                 self.parked[entry.span_id] = (
                     *self.parked.get(entry.span_id, ()),
-                    event,
+                    entry,
                 )
 
 
@@ -263,6 +273,8 @@ class SessionBatch:
         self.without_result: list[tuple[str, str, str]] = []
         self.responses: list[str] = []
         self.unpaired: list[tuple[str, str, list[str]]] = []
+        self.parked: list[str] = []  # spans whose log events the batch parked
+        self.joined: list[str] = []  # spans whose parked events another took
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
         if state.version == 0:
@@ -286,7 +298,8 @@ class SessionBatch:
         parked = self.state.parked.pop(span.span_id, ())
         if parked and reading.call is not None and not reading.call.content:
             # Its messages came first, as log events in its context.
-            with_logs = msgspec.structs.replace(span, events=(*span.events, *parked))
+            logged = tuple(span_event(entry) for entry in parked)
+            with_logs = msgspec.structs.replace(span, events=(*span.events, *logged))
             reading = msgspec.structs.replace(reading, call=read_call(with_logs))
             self.from_logs.append(span.span_id)
             self.state.by_logs.add(span.span_id)
@@ -328,7 +341,8 @@ class SessionBatch:
         self.logged.extend(fresh)
         state.log_prints.update(entry.print for entry in fresh)
         if span_id not in state.span_ids:
-            state.parked[span_id] = (*state.parked.get(span_id, ()), *events)
+            state.parked[span_id] = (*state.parked.get(span_id, ()), *fresh)
+            self.parked.append(span_id)
             self.counts["parked"] += len(fresh)
             return True
         if span_id not in state.by_logs:
@@ -341,18 +355,43 @@ class SessionBatch:
         self.counts["applied"] += len(fresh)
         return True
 
+    def give(self, span_id: str) -> tuple[LoggedEvent, ...]:
+        """Hand over a span's parked log events to the span's own session.
+
+        They came before the span, and went to the session of their trace;
+        the span went to another (its ``gen_ai.conversation.id``, which the
+        log records do not carry). The item lists the span as ``joined``.
+        """
+        events = self.state.parked.pop(span_id, ())
+        if events:
+            self.joined.append(span_id)
+        return events
+
+    def join(self, span_id: str, events: Sequence[LoggedEvent]) -> None:
+        """Take a span's log events another session held (:meth:`give`).
+
+        Parked here for the span (added next) to read, and listed in the
+        item as this session's own (a copy: sent again, they are known).
+        """
+        state = self.state
+        state.parked[span_id] = (*state.parked.get(span_id, ()), *events)
+        state.log_prints.update(entry.print for entry in events)
+        self.logged.extend(events)
+        self.counts["joined"] += len(events)
+
     def finish(self) -> None:
         """List the spans or log events recorded (one ``item.recorded``)."""
         # What the batch left out goes in its one item: the log events' or the spans'.
         skipped = dict(sorted(self.skipped.items()))
         unasked, unanswered = self.without_inputs, self.without_outputs
-        if self.logged:
+        if self.logged or self.joined:
             logs = LogsListed(
                 events=self.logged,
                 applied=self.applied,
                 skipped=skipped,
                 without_inputs=unasked,
                 without_outputs=unanswered,
+                joined=self.joined,
             )
             self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
             skipped, unasked, unanswered = {}, [], []
@@ -374,9 +413,13 @@ class SessionBatch:
 
     def _item(self, kind: str, fields: str) -> None:
         # Not folded into the state again: add() and logs() put it there already.
+        turn = self.last_turn
+        if not turn:  # a batch of log events alone
+            first = self.logged[0].span_id if self.logged else self.joined[0]
+            turn = self._turn_of(first)
         self.events.append(
             ItemRecorded(
-                turn_id=self.last_turn or self._turn_of(self.logged[0].span_id),
+                turn_id=turn,
                 framework=FRAMEWORK,
                 kind=kind,
                 fields=fields,
@@ -448,15 +491,19 @@ class SessionBatch:
         client put ahead of the messages the session holds (a summary of
         earlier turns, retrieved context) that the session does not hold. A
         tool result with an id is recorded unless the session holds its
-        call's; one without an id is placed by the overlap, as a message is.
+        call's (see :func:`_answered_before`); one without an id is placed by
+        the overlap, as a message is.
         """
         state = self.state
         walked, spoken, start, before = self._unwalked(inputs)
         known = set(state.seen) if before else set()
         users = 0
-        for said in walked:
+        called: set[str] = set()  # the ids of the calls recorded from walked
+        for at, said in enumerate(walked):
             if isinstance(said, ToolSaid) and said.call_id:
-                if said.call_id not in state.results:
+                if said.call_id not in state.results and (
+                    said.call_id in called or not _answered_before(walked, at)
+                ):
                     self._result(said, self._turn(span), provenance="imported")
                 continue
             spoken += 1
@@ -479,6 +526,7 @@ class SessionBatch:
                 self.skipped.update(said.skipped)
             else:
                 self._assistant(said, self._turn(span))
+                called.update(c.id for c in said.calls)
 
     def _unwalked(
         self, inputs: tuple[Said, ...]
@@ -607,9 +655,14 @@ class SessionBatch:
         not known) and, for a run of a known call that failed without its
         result, its error (for the result a later input holds), else ``""``.
         """
-        known = run.call_id or self._paired(run)
+        known = run.call_id
+        if not known or known not in self.state.names:
+            # Without an id, or with one no message of the model's named (ADK
+            # sends its own, adk-<uuid>, where the messages hold the model's):
+            # the one call made that the run answers, when there is one.
+            known = self._paired(run) or known
         call_id = known or f"otlp-{span.span_id}"
-        said_by_span = run.call_id and run.call_id not in self.state.names
+        said_by_span = known and known not in self.state.names
         if run.arguments is not None and said_by_span:
             # Only this span says the call was made (the model call asking for
             # it was recorded without content): its message, carrying the call.
@@ -709,6 +762,21 @@ instrumentation could not write them: a legacy function call, LiteLLM's call):
 such a print matches a held assistant message of any text and calls."""
 
 _HIDDEN_ROLES: Final = frozenset({*_HIDDEN.values(), _PARTLESS})
+
+
+def _answered_before(walked: Sequence[Said], at: int) -> bool:
+    """Whether the result at ``at`` answered an earlier call of its id.
+
+    So when a call of that id comes after it: an id named again by a later
+    call (ADK's ``get_weather_0``) answers the last call only. Inputs that
+    hold the session's earlier calls of an id, and their results, are walked
+    past those results.
+    """
+    call_id = walked[at].call_id  # type: ignore[union-attr]
+    return any(
+        type(said) is AssistantSaid and any(c.id == call_id for c in said.calls)
+        for said in walked[at + 1 :]
+    )
 
 
 def _sent(arguments: str, called_with: str | None) -> tuple[str, ...]:

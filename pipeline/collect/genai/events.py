@@ -4,7 +4,8 @@ The previous form's ``gen_ai.*.message`` and ``gen_ai.choice`` span events,
 and the current form's ``gen_ai.client.inference.operation.details`` event
 (both also sent as log records). A message's content (a choice's message) that
 is Converse content blocks, as Strands Agents sends it, is read as those
-blocks (:mod:`.strands`).
+blocks (:mod:`.strands`); one that is a Gemini ``Content`` object, as ADK's
+previous form sends it, as that object (:mod:`.gemini`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from collections.abc import Mapping
 from typing import Final
 
 from turnledger.pipeline.collect.decode import Span, SpanEvent
+from turnledger.pipeline.collect.genai.gemini import (
+    ELIDED,
+    gemini_answer,
+    gemini_content,
+    gemini_said,
+    gemini_text,
+)
 from turnledger.pipeline.collect.genai.said import (
     AssistantSaid,
     Content,
@@ -97,7 +105,8 @@ def carries_content(event: SpanEvent) -> bool:
         if converse_blocks(message) is not None:
             return True
         fields = message if isinstance(message, dict) else fields
-    if fields.get("content") is not None:
+    content = fields.get("content")
+    if content is not None and content != ELIDED:
         return True
     return any(
         get(get(call, "function"), "arguments") is not None
@@ -116,31 +125,53 @@ def events_content(span: Span) -> Content:
         body = json_of(attrs.get("body"))
         fields: Mapping[str, object] = body if isinstance(body, dict) else attrs
         content = json_of(fields.get("content"))  # decoded once, read below
-        blocks = converse_blocks(content)
+        if content == ELIDED:
+            continue  # content capture off (ADK): nothing said here
         match event.name:
-            case "gen_ai.system.message" if blocks is not None:
-                system.append(blocks_text(blocks))
             case "gen_ai.system.message":
-                system.append(message_text(content))
-            case name if name in _BLOCK_ROLES and blocks is not None:
-                inputs += blocks_said(_BLOCK_ROLES[name], blocks)
-            case "gen_ai.user.message":
-                inputs.append(UserSaid(*message_text(content)))
-            case "gen_ai.assistant.message":
-                text, skipped = message_text(content)
-                inputs.append(AssistantSaid(text, openai_calls(fields), skipped))
-            case "gen_ai.tool.message":
-                call_id = string(fields.get("id")) or string(fields.get("tool_call_id"))
-                text = as_text(content)
-                inputs.append(ToolSaid(call_id=call_id, content=text))
+                system.append(_system_text(content))
             case "gen_ai.choice":
                 if outputs:
                     extra += 1
                     continue
                 outputs.append(_choice(fields))
-            case _:
-                continue
+            case name:
+                inputs += _message_said(name, fields, content)
     return system_of(system), inputs, outputs, extra, True
+
+
+def _system_text(content: object) -> Text:
+    """A system message event's text: Converse blocks, a ``Content``, or its content."""
+    blocks = converse_blocks(content)
+    if blocks is not None:
+        return blocks_text(blocks)
+    gemini = gemini_content(content)
+    if gemini is not None:
+        return gemini_text(gemini)
+    return message_text(content)
+
+
+def _message_said(
+    name: str, fields: Mapping[str, object], content: object
+) -> list[Said]:
+    """What a user, assistant or tool message event says (another event: nothing)."""
+    blocks = converse_blocks(content)
+    if name in _BLOCK_ROLES and blocks is not None:
+        return blocks_said(_BLOCK_ROLES[name], blocks)
+    gemini = gemini_content(content) if name in _BLOCK_ROLES else None
+    if gemini is not None:
+        return gemini_said(gemini)
+    match name:
+        case "gen_ai.user.message":
+            return [UserSaid(*message_text(content))]
+        case "gen_ai.assistant.message":
+            text, skipped = message_text(content)
+            return [AssistantSaid(text, openai_calls(fields), skipped)]
+        case "gen_ai.tool.message":
+            call_id = string(fields.get("id")) or string(fields.get("tool_call_id"))
+            return [ToolSaid(call_id=call_id, content=as_text(content))]
+        case _:
+            return []
 
 
 def _choice(fields: Mapping[str, object]) -> AssistantSaid:
@@ -150,6 +181,9 @@ def _choice(fields: Mapping[str, object]) -> AssistantSaid:
     if blocks is not None:
         return answer_of(blocks)
     inner = message if isinstance(message, dict) else fields
+    gemini = gemini_content(json_of(inner.get("content")))
+    if gemini is not None:
+        return gemini_answer(gemini)
     text, skipped = message_text(inner.get("content"))
     return AssistantSaid(text, openai_calls(inner), skipped)
 

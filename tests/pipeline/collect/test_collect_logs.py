@@ -39,6 +39,7 @@ from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import (
     LogRecord,
     Recorder,
+    Span,
     decode_json,
     decode_logs_json,
 )
@@ -301,3 +302,61 @@ def test_a_body_that_does_not_decode_is_refused_whole(ledger: Ledger) -> None:
     assert "traceId of 32 hex digits" in wrong.json()["message"]
     assert elsewhere.status_code == 404
     assert ledger.store.max_position() == 0
+
+
+CONVERSATION = "support-42"
+
+
+def _conversation_span() -> list[Span]:
+    """The call's span naming its conversation, which its log records do not."""
+    attrs = {**_usage_only(), "gen_ai.conversation.id": CONVERSATION}
+    request = json_request([json_span(TRACE, SPAN, attrs, start=10)])
+    return decode_json(json.dumps(request).encode())
+
+
+def _said_in(ledger: Ledger, key: str) -> list[tuple[str, str]]:
+    (session,) = [s for s in list_sessions(ledger.store) if s.key == key]
+    return [
+        (e.message.role, e.message.text)
+        for e in load_history(ledger.store, session.stream_id).entries
+    ]
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_records_before_a_span_of_another_session_join_it(
+    ledger: Ledger, restarted: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Log records that came before their span, which went to its conversation.
+
+    The records name no conversation: they wait in their trace's session. The
+    span's session takes them when the span comes (by the same receiver, or
+    a restarted one: the ledger says where they wait), the span reads them,
+    and the trace's session lists them as joined. Sent again, they are known.
+    Fails without the join: the conversation held the usage alone.
+    """
+    first = Recorder(ledger.store)
+    assert first.record_logs(_logs(0, 3)).parked == 3
+    recorder = Recorder(ledger.store) if restarted else first
+    assert recorder.record(_conversation_span()).without_content == 0
+    assert _said_in(ledger, CONVERSATION) == [("user", "Hi?"), ("assistant", "Hello.")]
+    assert _said_in(ledger, TRACE) == []  # it holds the records, joined
+    written = ledger.store.max_position()
+    again = Recorder(ledger.store).record_logs(_logs(0, 3))
+    assert (again.duplicates, again.applied, again.events) == (3, 0, 0)
+    assert ledger.store.max_position() == written
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "audit", CONVERSATION, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == {}
+
+
+def test_records_split_around_a_span_of_another_session_complete_it(
+    ledger: Ledger,
+) -> None:
+    """The records before the span join it; those after it follow its trace there."""
+    recorder = Recorder(ledger.store)
+    recorder.record_logs(_logs(0, 2))
+    recorder.record(_conversation_span())
+    assert _said_in(ledger, CONVERSATION) == [("user", "Hi?")]
+    late = Recorder(ledger.store).record_logs(_logs(2, 3))
+    assert (late.applied, late.parked) == (1, 0)
+    assert _said_in(ledger, CONVERSATION) == [("user", "Hi?"), ("assistant", "Hello.")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -425,6 +426,52 @@ failed without its result, or a call no input brings (a client that cut it),
 is known by its id alone."""
 
 
+def _unpaired(history: list) -> list[str]:
+    """What breaks the pairing of a history: a result of no call made and
+    unanswered, a call left unanswered (by id; a call without one included)."""
+    open_calls: Counter[str] = Counter()
+    broken: list[str] = []
+    for _role, _text, calls, results in history:
+        for call_id, _name in calls:
+            open_calls[call_id] += 1
+        for call_id, _content, _error in results:
+            if open_calls[call_id]:
+                open_calls[call_id] -= 1
+            else:
+                broken.append(f"result of {call_id}")
+    broken += [f"call {c}" for c, n in sorted(open_calls.items()) for _ in range(n)]
+    return broken
+
+
+@settings(max_examples=40, deadline=None)
+@given(_KEPT_STEPS, _CUTS, _RETRIED, st.booleans())
+def test_a_call_id_named_again_is_a_call_of_its_own(
+    steps: list[tuple[str, list[str], bool | str, str, bool]],
+    cuts: list[int],
+    retried: list[int],
+    restart: bool,
+) -> None:
+    """Turns whose calls reuse the ids of earlier turns' (ADK names a call the
+    model gave no id by its tool and place: get_weather_0 at every turn): each
+    call's result is recorded once, after it, whatever the cuts, the retries
+    and a receiver restarted between batches. Fails when an answered id named
+    again is not a call of its own (the later results were dropped). Each
+    input carries the answer sent (one edited reads as said, its own test's),
+    and each call an id (a run of a call made without one is not paired)."""
+    steps = [
+        (words, [c for c in calls if c], run, form, False)
+        for words, calls, run, form, _ in steps
+    ]
+    named = [c for _, calls, *_ in steps for c in calls]
+    assume(len(set(named)) < len(named))  # some id is named again
+    batches = _batches(_agent_spans(steps), cuts, retried)
+    with tempfile.TemporaryDirectory() as folder:
+        (history,) = _histories(Path(folder), batches, restart=restart)
+    assert _unpaired(history) == []
+    made = sum(len(calls) for _, calls, *_ in steps)
+    assert sum(len(calls) for _, _, calls, _ in history) == made
+
+
 @settings(max_examples=40, deadline=None)
 @given(_KEPT_STEPS, _CUTS, _RETRIED, st.booleans())
 def test_a_tool_run_before_its_call_is_known_records_what_its_call_id_does(
@@ -766,8 +813,14 @@ def test_content_sent_as_log_events_records_what_content_on_spans_records(
     at the end: the session's history is what the same spans carrying their
     content record, each message once; and a receiver restarted for every
     batch records the same events as one that remembers. Every call has an id (a tool span's
-    result without one cannot be placed after a call said later)."""
-    steps = [(w, [c or "call_3" for c in calls], *rest) for w, calls, *rest in steps]
+    result without one cannot be placed after a call said later), one of its own: a
+    run of an id named again, before the model's message naming it again comes,
+    finds that id answered (the next input's result is recorded, what the model was
+    sent; see test_collect_adk)."""
+    steps = [
+        (w, [f"{c or 'call_3'}.{i}" for i, c in enumerate(calls)], *rest)
+        for w, calls, *rest in steps
+    ]
     spans = _agent_spans(steps, arguments=arguments, unique=True)
     bare, records = _apart(spans)
     span_batches = _batches(bare, span_cuts, [])

@@ -1,0 +1,214 @@
+"""Google's Agent Development Kit under its own telemetry, into ``collect``.
+
+A real ADK agent (:mod:`.adk_agent_child`) asks the fake Gemini server twice
+for the same tool, in two turns of one ADK session. ADK (2.13) sends its
+spans, and its log records, in one of two forms:
+
+- its current form (the default): the GenAI conventions' current form, the
+  messages on the span (``SPAN_ONLY``), in the details log record
+  (``EVENT_ONLY``) or both. When the model gives a call no id (as the Gemini
+  API mostly does), ADK's telemetry names it by its tool and place,
+  ``get_weather_0``: the same id at each turn. Its tool spans carry ADK's own
+  call id (``adk-<uuid>``), which no message holds.
+- its previous form (``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1``): the previous
+  form's message events as log records, each message's content the
+  ``google-genai`` ``Content`` object, without ids (ADK takes its own out
+  before calling the model); with content capture off, each says
+  ``<elided>``.
+
+Each turn's call and result are recorded once, paired; with content capture
+off, the four calls' usage only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.collect.conftest import Ledger, audit_json, run_client, said_in
+from tests.pipeline.collect.receiver import running
+from tests.pipeline.collect.spans import chat_attributes, json_request, json_span, text
+from tests.pipeline.fake_llm_server import (
+    FakeLLMServer,
+    ToolUse,
+    gemini_function_calls,
+    gemini_text,
+)
+from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.pipeline.collect import Recorder, decode_json
+from turnledger.pipeline.collected import NOT_RECORDED, WITHOUT_RESULT
+from turnledger.pipeline.sessions import list_sessions
+
+CHILD = Path(__file__).with_name("adk_agent_child.py")
+TRACE = "5bf92f3577b34da6a3ce929d0e0e4736"
+
+CURRENT = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+PREVIOUS = {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"}
+CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+FORMS = {
+    "current_span": {**CURRENT, CAPTURE: "SPAN_ONLY"},
+    "current_event": {**CURRENT, CAPTURE: "EVENT_ONLY"},
+    "current_both": {**CURRENT, CAPTURE: "SPAN_AND_EVENT"},
+    "previous": {**PREVIOUS, CAPTURE: "true"},
+    "current_off": {},
+    "previous_off": PREVIOUS,
+}
+
+SYSTEM = 'You answer weather questions.\n\nYou are an agent. Your internal name is "weather".'
+
+
+def _queue(llm: FakeLLMServer) -> None:
+    """Both turns' answers: a call of the tool (no id), then the words."""
+    paris = ToolUse("", "get_weather", {"city": "Paris"})
+    llm.queue_gemini(
+        gemini_function_calls(paris, usage=(50, 10)),
+        gemini_text("18C in Paris.", usage=(70, 6)),
+        gemini_function_calls(paris, usage=(90, 10)),
+        gemini_text("Still 18C in Paris.", usage=(110, 6)),
+    )
+
+
+def _said(ledger: Ledger, key: str) -> list[tuple[object, ...]]:
+    """The history, each result's content as its JSON value (ADK spaces it or not)."""
+    return [
+        (role, text, calls, tuple((i, json.loads(c), e) for i, c, e in results))
+        for role, text, calls, results in said_in(ledger, key)
+    ]
+
+
+def _turns(call_id: str) -> list[tuple[object, ...]]:
+    asked = ("assistant", "", ((call_id, "get_weather", {"city": "Paris"}),), ())
+    answered = ("tool", "", (), ((call_id, {"result": "18C"}, False),))
+    return [
+        ("user", "Weather in Paris?", (), ()),
+        asked,
+        answered,
+        ("assistant", "18C in Paris.", (), ()),
+        ("user", "And now?", (), ()),
+        asked,
+        answered,
+        ("assistant", "Still 18C in Paris.", (), ()),
+    ]
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_an_adk_agent_records_each_turn_s_call_and_result_once(
+    ledger: Ledger, form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each turn's call and its result, once, paired, in every form.
+
+    Fails without reading a call's id named again as a call of its own (the
+    second turn's result was dropped as the first's), without pairing a tool
+    span by its tool and arguments when its id is ADK's own (each call was
+    recorded twice), and without reading the ``Content`` objects and
+    ``<elided>`` of the previous form (their JSON, or the words, were
+    recorded as messages).
+    """
+    env = {"GOOGLE_API_KEY": "test-key", **FORMS[form]}
+    with FakeLLMServer() as llm, running(ledger.store) as (url, app):
+        _queue(llm)
+        run_client(CHILD, llm.url, url, env, call="")
+        llm.assert_drained()
+        assert app.refused == 0
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    usage = [
+        (e.input_tokens, e.output_tokens) for e in events if type(e) is ModelCalled
+    ]
+    assert usage == [(50, 10), (70, 6), (90, 10), (110, 6)]
+    audit = audit_json(ledger, session.key, capsys)
+    assert audit["violations"] == []
+    if form.endswith("_off"):
+        assert said_in(ledger, session.key) == []
+        assert audit["skipped"][NOT_RECORDED] == 4
+        return
+    assert [e.text for e in events if type(e) is SystemPromptSet] == [SYSTEM]
+    # The current form names a call without an id by its tool and place.
+    assert _said(ledger, session.key) == _turns(
+        "unknown" if form == "previous" else "get_weather_0"
+    )
+    # The spans of the runs hold their results unless only the logs hold
+    # content (EVENT_ONLY) or ADK's own attributes hold it (the previous form).
+    held = form in ("current_span", "current_both")
+    assert (WITHOUT_RESULT in audit["skipped"]) is not held
+
+
+def test_an_adk_agent_s_logs_before_its_spans(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The previous form's log records sent before the spans they belong to.
+
+    The records name no conversation (the spans name ADK's session): they wait
+    in each turn's trace's session, and the conversation's session takes them
+    when the spans come. Fails without that join (the conversation held the
+    usage alone).
+    """
+    env = {"GOOGLE_API_KEY": "test-key", **FORMS["previous"]}
+    with FakeLLMServer() as llm, running(ledger.store) as (url, app):
+        _queue(llm)
+        run_client(CHILD, llm.url, url, env, "logs-first", call="")
+        assert app.refused == 0
+    sessions = list_sessions(ledger.store)
+    (session,) = [s for s in sessions if "-" in s.key]  # ADK's session id
+    assert _said(ledger, session.key) == _turns("unknown")
+    audit = audit_json(ledger, session.key, capsys)
+    assert (audit["violations"], audit["skipped"]) == ([], {WITHOUT_RESULT: 2})
+    traces = [s for s in sessions if s is not session]
+    assert len(traces) == 2  # a turn's trace each: they held the records
+    assert all(said_in(ledger, s.key) == [] for s in traces)
+
+
+def _call(city: str) -> dict[str, object]:
+    part = {"type": "tool_call", "id": "get_weather_0", "name": "get_weather"}
+    return {"role": "assistant", "parts": [{**part, "arguments": {"city": city}}]}
+
+
+def _result(weather: str) -> dict[str, object]:
+    part = {"type": "tool_call_response", "id": "get_weather_0", "response": weather}
+    return {"role": "tool", "parts": [part]}
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_call_id_named_again_gets_its_own_result(
+    ledger: Ledger, restarted: bool
+) -> None:
+    """Hand-made spans in ADK's current form: the second turn calls the tool
+    by the first turn's id, for another city, and gets another result. The last
+    call's input holds both results under that id: the first answered the
+    first call, the second answers the second, whether the receiver walks only
+    what the input adds or (restarted) the whole input."""
+    asked = text("Weather in Paris?")
+    first = [{"role": "user", "parts": [asked]}, _call("Paris"), _result("18C")]
+    second = [
+        *first,
+        {"role": "assistant", "parts": [text("18C.")]},
+        {"role": "user", "parts": [text("And Oslo?")]},
+    ]
+    calls = [
+        (first[:1], _call("Paris")),
+        (first, {"role": "assistant", "parts": [text("18C.")]}),
+        (second, _call("Oslo")),
+        ([*second, _call("Oslo"), _result("12C")], second[2]),
+    ]
+    spans = [
+        json_span(
+            TRACE,
+            f"{i + 1:016x}",
+            chat_attributes(inputs=inputs, outputs=[output]),
+            start=i * 10,
+        )
+        for i, (inputs, output) in enumerate(calls)
+    ]
+    recorder = Recorder(ledger.store)
+    for span in spans:
+        if restarted:
+            recorder = Recorder(ledger.store)
+        recorder.record(decode_json(json.dumps(json_request([span])).encode()))
+    said = said_in(ledger, TRACE)
+    assert [(role, results) for role, _, _, results in said if results] == [
+        ("tool", (("get_weather_0", "18C", False),)),
+        ("tool", (("get_weather_0", "12C", False),)),
+    ]
