@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from turnledger.pipeline.collect.genai import classify, model_traffic
+from turnledger.pipeline.collect.genai import adk_carried, model_traffic, span_kind
 from turnledger.pipeline.collect.genai.logfire import STREAM_REQUEST
 from turnledger.pipeline.collected import (
     NOT_RECORDED,
@@ -82,8 +82,9 @@ def refused_span(spans: Sequence[Span]) -> str:
     The first span of no known shape that holds model traffic, named by its
     place in the file, its id and label, and what it holds.
     """
+    wrappers = adk_carried(spans)
     for number, span in enumerate(spans, 1):
-        kind, label = classify(span.attributes, failed=span.failed)
+        kind, label = span_kind(span, wrappers)
         if kind == "unknown" and (held := model_traffic(span)) is not None:
             return f"{_where(number, span, label)} holds {held}"[:300]
     return ""
@@ -98,16 +99,17 @@ def file_coverage(spans: Sequence[Span], duplicates: Sequence[str]) -> Coverage:
             already recorded); of the spans sharing an id, the last are the
             duplicates.
     """
+    wrappers = adk_carried(spans)
     recordable = Counter(
         span.span_id
         for span in spans
-        if classify(span.attributes, failed=span.failed)[0] in ("chat", "tool")
+        if span_kind(span, wrappers)[0] in ("chat", "tool")
     )
     fresh = recordable - Counter(duplicates)  # per id: the first ones are mapped
     reasons: Counter[str] = Counter()
     first = ""
     for number, span in enumerate(spans, 1):
-        kind, label = classify(span.attributes, failed=span.failed)
+        kind, label = span_kind(span, wrappers)
         if kind == "known":
             reason = STREAMED if label == STREAM_REQUEST else NO_MESSAGES
         elif kind == "unknown":

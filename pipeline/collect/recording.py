@@ -78,7 +78,7 @@ from turnledger.pipeline.collect.genai import (
     CONTENT_EVENTS,
     InputCache,
     SpanReading,
-    read_span,
+    read_spans,
 )
 from turnledger.pipeline.collect.links import SessionLinks
 from turnledger.pipeline.collect.session import UNKNOWN, SessionBatch, SessionState
@@ -250,7 +250,7 @@ class Recorder:
     def _record(self, spans: Sequence[Span]) -> tuple[BatchReport, list[str]]:
         """Record a batch; return its report and its duplicates' ids."""
         before = self._moved()
-        readings = [(span, read_span(span, self._inputs)) for span in spans]
+        readings = read_spans(spans, self._inputs)
         known: Counter[str] = Counter()
         unknown: Counter[str] = Counter()
         sessions = self._sessions(readings)

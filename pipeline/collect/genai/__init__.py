@@ -30,6 +30,11 @@ AI SDK's: its provider calls (:data:`.ai_sdk.AI_SDK_CALLS`) are model calls read
 known.
 A span with ``mcp.method.name`` (the conventions' MCP spans, a server's
 ``tools/call`` one an ``execute_tool`` span) is counted (:data:`MCP_METHOD`).
+Google ADK's ``call_llm`` span (its previous form) is its model call's record:
+the call span under it in the same batch reads its request and response when
+it has no content of its own, and it is counted (:mod:`.adk`,
+:func:`read_spans`); without that call span in the batch, it is of no known
+shape.
 A call with none of them has no content (usage only); so has a call whose
 messages come as their structure alone (parts without text, arguments or
 results, as some instrumentations send them with capture off), or whose
@@ -40,10 +45,18 @@ not text: their types are counted (``skipped``), never written as text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from turnledger.pipeline.collect.decode import Span
+from turnledger.pipeline.collect.genai.adk import (
+    CARRIED,
+    LLM_REQUEST,
+    LLM_RESPONSE,
+    adk_content,
+    carried,
+    with_request,
+)
 from turnledger.pipeline.collect.genai.ai_sdk import (
     AI_SDK_MESSAGES,
     AI_SDK_NAMES,
@@ -131,11 +144,14 @@ __all__ = [
     "ToolSaid",
     "Usage",
     "UserSaid",
+    "adk_carried",
     "carries_content",
     "classify",
     "model_traffic",
     "read_call",
     "read_span",
+    "read_spans",
+    "span_kind",
 ]
 
 CHAT_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content"})
@@ -176,6 +192,44 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
             kind=kind, label=label, tool=read_tool(span), conversation=conversation
         )
     return SpanReading(kind=kind, label=label, conversation=conversation)
+
+
+def read_spans(
+    spans: Sequence[Span], cache: InputCache | None = None
+) -> list[tuple[Span, SpanReading]]:
+    """:func:`read_span` of each span of a batch, each as it was read.
+
+    ADK's ``call_llm`` spans whose model call span is in the batch are counted
+    (:data:`~.adk.CARRIED`), and that call span reads their request and
+    response (:func:`~.adk.with_request`).
+    """
+    wrappers = adk_carried(spans)
+    if not wrappers:
+        return [(span, read_span(span, cache)) for span in spans]
+    found: list[tuple[Span, SpanReading]] = []
+    for span in spans:
+        if span.span_id in wrappers:
+            found.append((span, SpanReading(kind="known", label=CARRIED)))
+            continue
+        wrapper = wrappers.get(span.parent_id)
+        if wrapper is not None and span_kind(span)[0] == "chat":
+            span = with_request(span, wrapper)  # noqa: PLW2901 - the span as read
+        found.append((span, read_span(span, cache)))
+    return found
+
+
+def adk_carried(spans: Sequence[Span]) -> dict[str, Span]:
+    """ADK's ``call_llm`` spans whose model call span is among ``spans``, by id."""
+    return carried(spans, (s for s in spans if span_kind(s)[0] == "chat"))
+
+
+def span_kind(
+    span: Span, wrappers: Mapping[str, Span] | None = None
+) -> tuple[SpanKind, str]:
+    """A span's kind and label (:func:`classify`); counted when one of ``wrappers``."""
+    if wrappers and span.span_id in wrappers:
+        return "known", CARRIED
+    return classify(span.attributes, failed=span.failed)
 
 
 MCP_METHOD: Final = "mcp.method.name"
@@ -338,10 +392,12 @@ def _content(
         or "gen_ai.system_instructions" in attrs
     ):
         return current_content(attrs, cache, key)
-    if any(e.name in MESSAGE_EVENTS for e in span.events):
-        if not any(carries_content(e) for e in span.events):
-            return no_content()  # capture off: events, no content
+    if any(e.name in MESSAGE_EVENTS for e in span.events) and any(
+        carries_content(e) for e in span.events
+    ):  # with capture off, the events say nothing: read on
         return events_content(span)
     if "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
         return openllmetry_content(attrs)
+    if LLM_REQUEST in attrs or LLM_RESPONSE in attrs:
+        return adk_content(attrs)  # its ADK call_llm span's (see .adk)
     return no_content()

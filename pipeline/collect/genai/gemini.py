@@ -17,6 +17,7 @@ content: they are not what was said (:func:`~.events.carries_content`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias
 
@@ -58,16 +59,16 @@ def gemini_content(value: object) -> GeminiContent | None:
     """A ``Content`` object's role and parts, or ``None`` when not one.
 
     One is an object of a ``parts`` array (and a ``role``), each part an
-    object of Gemini's part fields (not a ``type``: the conventions' parts).
+    object without a ``type`` (the conventions' parts have one), one of them
+    at least of Gemini's part fields.
     """
     parts = get(value, "parts")
     if not isinstance(parts, (list, tuple)) or not parts:
         return None
-    for part in parts:
-        if not isinstance(part, dict) or "type" in part:
-            return None
-        if not any(field in part for field in _PART_FIELDS):
-            return None
+    if not all(isinstance(part, dict) and "type" not in part for part in parts):
+        return None
+    if not any(field in part for part in parts for field in _PART_FIELDS):
+        return None
     return string(get(value, "role")), parts
 
 
@@ -113,9 +114,15 @@ def gemini_answer(content: GeminiContent) -> AssistantSaid:
     return said if isinstance(said, AssistantSaid) else AssistantSaid("")
 
 
+INLINE_SUMMARY: Final = re.compile(r"<inline_data: [^,<>]*, [0-9]+ bytes>")
+"""The words ADK writes for a part's inline data in the response it records."""
+
+
 def _kind(part: Mapping[str, object]) -> tuple[str, object]:
     """A part that is neither a call nor a response: its type, and its words."""
     text = part.get("text")
+    if isinstance(text, str) and INLINE_SUMMARY.fullmatch(text):
+        return "inline_data", None  # ADK's words for it: not text
     if isinstance(text, str):
         return ("reasoning" if part.get("thought") else "text"), text
     for field in _PART_FIELDS[3:]:

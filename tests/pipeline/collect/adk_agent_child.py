@@ -11,14 +11,18 @@ go to the receiver by the SDK's OTLP exporters, the spans first (the logs
 first with ``logs-first``). The telemetry's form and content capture come
 from the parent's environment (``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN``,
 ``OTEL_SEMCONV_STABILITY_OPT_IN``,
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``).
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``,
+``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS``). With ``ADK_SPANS_FILE`` set, the
+spans are also written there, as one OTLP/JSON trace request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+from pathlib import Path
 
 from opentelemetry import _logs, trace
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -27,7 +31,12 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+
+from tests.pipeline.collect.spans import otlp_json
 
 QUESTIONS = ("Weather in Paris?", "And now?")
 NEVER = 600_000  # ms: nothing is exported before the flushes below
@@ -73,6 +82,8 @@ def main(otlp_url: str, gemini_url: str, order: str = "spans-first") -> None:
             schedule_delay_millis=NEVER,
         )
     )
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
     trace.set_tracer_provider(provider)
     loggers = LoggerProvider(resource=resource)
     loggers.add_log_record_processor(
@@ -88,6 +99,9 @@ def main(otlp_url: str, gemini_url: str, order: str = "spans-first") -> None:
         flushed.force_flush()
     for flushed in flushes:
         flushed.shutdown()
+    if file := os.environ.get("ADK_SPANS_FILE"):
+        document = otlp_json(kept.get_finished_spans())
+        Path(file).write_text(json.dumps(document), encoding="utf-8")
     print(json.dumps({"call": ""}))
 
 

@@ -10,14 +10,16 @@ spans, and its log records, in one of two forms:
   API mostly does), ADK's telemetry names it by its tool and place,
   ``get_weather_0``: the same id at each turn. Its tool spans carry ADK's own
   call id (``adk-<uuid>``), which no message holds.
-- its previous form (``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1``): the previous
-  form's message events as log records, each message's content the
-  ``google-genai`` ``Content`` object, without ids (ADK takes its own out
-  before calling the model); with content capture off, each says
-  ``<elided>``.
+- its previous form (``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1``): each call's
+  ``call_llm`` span holds the request and the response as JSON (unless
+  ``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false``), its ``generate_content``
+  child the usage, and the previous form's message events go as log records,
+  each message's content the ``google-genai`` ``Content`` object (with content
+  capture off, each says ``<elided>``); no call ids (ADK takes its own out
+  before calling the model).
 
-Each turn's call and result are recorded once, paired; with content capture
-off, the four calls' usage only.
+Each turn's call and result are recorded once, paired; with no content
+captured, the four calls' usage only.
 """
 
 from __future__ import annotations
@@ -37,8 +39,16 @@ from tests.pipeline.fake_llm_server import (
     gemini_text,
 )
 from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.ledger.store import open_store
+from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
-from turnledger.pipeline.collected import NOT_RECORDED, WITHOUT_RESULT
+from turnledger.pipeline.collect.coverage import NO_MESSAGES
+from turnledger.pipeline.collect.genai.adk import CARRIED
+from turnledger.pipeline.collected import (
+    MESSAGE_NOT_RECORDED,
+    NOT_RECORDED,
+    WITHOUT_RESULT,
+)
 from turnledger.pipeline.sessions import list_sessions
 
 CHILD = Path(__file__).with_name("adk_agent_child.py")
@@ -47,14 +57,17 @@ TRACE = "5bf92f3577b34da6a3ce929d0e0e4736"
 CURRENT = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
 PREVIOUS = {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"}
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+IN_SPANS = "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS"
 
 FORMS = {
     "current_span": {**CURRENT, CAPTURE: "SPAN_ONLY"},
     "current_event": {**CURRENT, CAPTURE: "EVENT_ONLY"},
     "current_both": {**CURRENT, CAPTURE: "SPAN_AND_EVENT"},
     "previous": {**PREVIOUS, CAPTURE: "true"},
+    "previous_spans": PREVIOUS,  # the call_llm spans' content alone
+    "previous_logs": {**PREVIOUS, CAPTURE: "true", IN_SPANS: "false"},
     "current_off": {},
-    "previous_off": PREVIOUS,
+    "previous_off": {**PREVIOUS, IN_SPANS: "false"},
 }
 
 SYSTEM = 'You answer weather questions.\n\nYou are an agent. Your internal name is "weather".'
@@ -103,9 +116,10 @@ def test_an_adk_agent_records_each_turn_s_call_and_result_once(
     Fails without reading a call's id named again as a call of its own (the
     second turn's result was dropped as the first's), without pairing a tool
     span by its tool and arguments when its id is ADK's own (each call was
-    recorded twice), and without reading the ``Content`` objects and
-    ``<elided>`` of the previous form (their JSON, or the words, were
-    recorded as messages).
+    recorded twice), without reading the ``Content`` objects and ``<elided>``
+    of the previous form (their JSON, or the words, were recorded as
+    messages), and without the ``call_llm`` spans' request and response (the
+    previous form's default sent the calls' usage alone).
     """
     env = {"GOOGLE_API_KEY": "test-key", **FORMS[form]}
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
@@ -127,13 +141,42 @@ def test_an_adk_agent_records_each_turn_s_call_and_result_once(
         return
     assert [e.text for e in events if type(e) is SystemPromptSet] == [SYSTEM]
     # The current form names a call without an id by its tool and place.
+    previous = form.startswith("previous")
     assert _said(ledger, session.key) == _turns(
-        "unknown" if form == "previous" else "get_weather_0"
+        "unknown" if previous else "get_weather_0"
     )
     # The spans of the runs hold their results unless only the logs hold
     # content (EVENT_ONLY) or ADK's own attributes hold it (the previous form).
     held = form in ("current_span", "current_both")
     assert (WITHOUT_RESULT in audit["skipped"]) is not held
+
+
+@pytest.mark.parametrize("form", ["previous_spans", "previous_off"])
+def test_an_adk_file_of_the_previous_form_imports(
+    ledger: Ledger, form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's spans as an OTLP/JSON file, imported: each ``call_llm`` span is
+    counted, its call span under it recorded, with what the ``call_llm`` span
+    holds (the conversation, or nothing when ADK kept it out: usage only).
+    Fails without reading them so: the file was refused (its ``call_llm``
+    spans hold model traffic no reader understood)."""
+    spans = tmp_path / "adk-spans.json"
+    env = {"GOOGLE_API_KEY": "test-key", "ADK_SPANS_FILE": str(spans), **FORMS[form]}
+    with (
+        FakeLLMServer() as llm,
+        open_store(str(tmp_path / "received.db")) as received,
+        running(received) as (url, _app),
+    ):
+        _queue(llm)
+        run_client(CHILD, llm.url, url, env, call="")
+    capsys.readouterr()
+    assert main(["--db", ledger.url, "import", str(spans), "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    assert imported["coverage"]["reasons"][f"span {CARRIED}: {NO_MESSAGES}"] == 4
+    (session,) = list_sessions(ledger.store)
+    turns = [] if form == "previous_off" else _turns("unknown")
+    assert _said(ledger, session.key) == turns
+    assert audit_json(ledger, session.key, capsys)["violations"] == []
 
 
 def test_an_adk_agent_s_logs_before_its_spans(
@@ -212,3 +255,79 @@ def test_a_call_id_named_again_gets_its_own_result(
         ("tool", (("get_weather_0", "18C", False),)),
         ("tool", (("get_weather_0", "12C", False),)),
     ]
+
+
+def _call_llm_pair(request: object, response: object) -> list[dict[str, object]]:
+    """ADK's previous form, by hand: a call_llm span and its call span under it."""
+    wrapper = json_span(
+        TRACE,
+        "00000000000000aa",
+        {
+            "gen_ai.system": "gcp.vertex.agent",
+            "gen_ai.request.model": "gemini-test",
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 10,
+            "gcp.vertex.agent.llm_request": json.dumps(request),
+            "gcp.vertex.agent.llm_response": json.dumps(response),
+        },
+        start=0,
+        name="call_llm",
+    )
+    call = json_span(
+        TRACE,
+        "00000000000000bb",
+        {
+            "gen_ai.system": "gemini",
+            "gen_ai.operation.name": "generate_content",
+            "gen_ai.request.model": "gemini-test",
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 10,
+        },
+        start=1,
+        name="generate_content gemini-test",
+    )
+    return [wrapper, {**call, "parentSpanId": "00000000000000aa"}]
+
+
+def test_what_adk_leaves_out_of_its_call_record_is_counted(
+    ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ADK's record of a call leaves a part's inline data out of the request
+    (a message of an image alone keeps no part) and writes it in the response
+    as words: the first is a message without parts, the second an
+    ``inline_data`` part, both counted, neither text. The call is recorded
+    once, with its call span's usage; without its call span in the batch, the
+    call_llm span is of no known shape."""
+    request = {
+        "model": "gemini-test",
+        "config": {"system_instruction": "Describe pictures."},
+        "contents": [
+            {"role": "user", "parts": [{"text": "What is this?"}]},
+            {"role": "user", "parts": []},
+        ],
+    }
+    response = {
+        "content": {
+            "role": "model",
+            "parts": [
+                {"text": "A cat.", "thought": True},
+                {"text": "A cat, drawn."},
+                {"text": "<inline_data: image/png, 2048 bytes>"},
+            ],
+        }
+    }
+    pair = _call_llm_pair(request, response)
+    recorder = Recorder(ledger.store)
+    report = recorder.record(decode_json(json.dumps(json_request(pair)).encode()))
+    assert (report.mapped, report.known) == (1, {CARRIED: 1})
+    assert report.parts == {"inline_data": 1, "no parts": 1, "reasoning": 1}
+    said = said_in(ledger, TRACE)
+    assert [(role, text) for role, text, _, _ in said] == [
+        ("user", "What is this?"),
+        ("user", ""),
+        ("assistant", "A cat, drawn."),
+    ]
+    audit = audit_json(ledger, TRACE, capsys)
+    assert audit["skipped"][MESSAGE_NOT_RECORDED] == 1
+    alone = decode_json(json.dumps(json_request(pair[:1])).encode())
+    assert recorder.record(alone).unknown == {"no gen_ai.operation.name": 1}
