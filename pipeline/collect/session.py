@@ -767,10 +767,10 @@ _HIDDEN_ROLES: Final = frozenset({*_HIDDEN.values(), _PARTLESS})
 def _answered_before(walked: Sequence[Said], at: int) -> bool:
     """Whether the result at ``at`` answered an earlier call of its id.
 
-    So when a call of that id comes after it: an id named again by a later
-    call (ADK's ``get_weather_0``) answers the last call only. Inputs that
-    hold the session's earlier calls of an id, and their results, are walked
-    past those results.
+    It did when ``walked`` calls that id again after it: an id named again
+    (ADK's ``get_weather_0``) is a call of its own, answered by the result
+    after it. So a walk of an input holding a session's earlier calls of the
+    id, with their results, passes over those results.
     """
     call_id = walked[at].call_id  # type: ignore[union-attr]
     return any(
