@@ -182,14 +182,15 @@ def test_an_adk_file_of_the_previous_form_imports(
 def test_an_adk_agent_s_logs_before_its_spans(
     ledger: Ledger, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The previous form's log records sent before the spans they belong to.
+    """The previous form's log records sent before the spans they belong to
+    (the conversation in the records alone: the call_llm spans keep it out).
 
     The records name no conversation (the spans name ADK's session): they wait
     in each turn's trace's session, and the conversation's session takes them
     when the spans come. Fails without that join (the conversation held the
     usage alone).
     """
-    env = {"GOOGLE_API_KEY": "test-key", **FORMS["previous"]}
+    env = {"GOOGLE_API_KEY": "test-key", **FORMS["previous_logs"]}
     with FakeLLMServer() as llm, running(ledger.store) as (url, app):
         _queue(llm)
         run_client(CHILD, llm.url, url, env, "logs-first", call="")
