@@ -40,6 +40,8 @@ from turnledger.pipeline.collect.genai.said import (
     AssistantSaid,
     Content,
     Said,
+    System,
+    message_text,
     no_content,
     said_of,
     system_of,
@@ -90,13 +92,9 @@ def adk_content(attrs: Mapping[str, object]) -> Content:
     response = json_of(attrs.get(LLM_RESPONSE))
     contents = seq(get(request, "contents"))
     answer = gemini_content(get(response, "content"))
-    instruction = json_of(get(get(request, "config"), "system_instruction"))
+    instruction = get(get(request, "config"), "system_instruction")
     if not contents and answer is None and instruction is None:
         return no_content()  # capture off: {} and {}
-    system = gemini_content(instruction)
-    texts = [gemini_text(system)] if system is not None else []
-    if isinstance(instruction, str):
-        texts = [(instruction, ())]
     inputs: list[Said] = []
     for message in contents:
         found = gemini_content(message)
@@ -105,4 +103,18 @@ def adk_content(attrs: Mapping[str, object]) -> Content:
         elif get(message, "parts") == []:  # its parts were inline data alone
             inputs += said_of(string(get(message, "role")), NO_PARTS_TEXT, [], [])
     outputs: list[AssistantSaid] = [] if answer is None else [gemini_answer(answer)]
-    return system_of(texts), inputs, outputs, 0, True
+    return _system(instruction), inputs, outputs, 0, True
+
+
+def _system(instruction: object) -> System:
+    """The request's system instruction, as text.
+
+    A text as sent (one that reads as JSON too), a ``Content`` object's text,
+    or its parts' (a list of texts).
+    """
+    if instruction is None:
+        return None, ()
+    if isinstance(instruction, str):
+        return instruction or None, ()
+    found = gemini_content(instruction)
+    return system_of([gemini_text(found) if found else message_text(instruction)])

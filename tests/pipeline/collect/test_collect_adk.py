@@ -332,3 +332,28 @@ def test_what_adk_leaves_out_of_its_call_record_is_counted(
     assert audit["skipped"][MESSAGE_NOT_RECORDED] == 1
     alone = decode_json(json.dumps(json_request(pair[:1])).encode())
     assert recorder.record(alone).unknown == {"no gen_ai.operation.name": 1}
+
+
+@pytest.mark.parametrize(
+    ("instruction", "recorded"),
+    [
+        ('{"tone": "brief"}', '{"tone": "brief"}'),  # a text that reads as JSON
+        (["Be brief.", "Answer in French."], "Be brief.\nAnswer in French."),
+        ({"role": "user", "parts": [{"text": "Be brief."}]}, "Be brief."),
+    ],
+)
+def test_adk_s_system_instruction_is_recorded_as_sent(
+    ledger: Ledger, instruction: object, recorded: str
+) -> None:
+    """A text is recorded as sent, whatever it reads as (it was lost when it
+    read as JSON); a list of texts, and a ``Content`` object, by their text."""
+    request = {
+        "config": {"system_instruction": instruction},
+        "contents": [{"role": "user", "parts": [{"text": "Hi?"}]}],
+    }
+    response = {"content": {"role": "model", "parts": [{"text": "Hello."}]}}
+    pair = _call_llm_pair(request, response)
+    Recorder(ledger.store).record(decode_json(json.dumps(json_request(pair)).encode()))
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    assert [e.text for e in events if type(e) is SystemPromptSet] == [recorded]
