@@ -109,8 +109,7 @@ def gemini_said(content: GeminiContent) -> list[Said]:
 
 def gemini_answer(content: GeminiContent) -> AssistantSaid:
     """The model's answer of a ``Content`` object (a ``gen_ai.choice`` event's)."""
-    found = gemini_said(("model", content[1]))
-    said = found[0] if found else None
+    said = gemini_said(("model", content[1]))[0]  # said_of says one at least
     return said if isinstance(said, AssistantSaid) else AssistantSaid("")
 
 
