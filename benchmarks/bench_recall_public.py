@@ -427,19 +427,22 @@ def rate(hits: int, asked: int) -> float | None:
     return hits / asked if asked else None
 
 
-def injects(found: Sequence[MemoryEntry], config: Config, *, scored: bool) -> bool:
+def injects(
+    found: Sequence[MemoryEntry], config: Config, *, scored: bool, session: str
+) -> bool:
     """Whether a turn would get a non-empty ``[Memory context]`` block from these."""
-    return bool(injected(found, config, scored=scored))
+    return bool(injected(found, config, scored=scored, session=session))
 
 
 def injected(
-    found: Sequence[MemoryEntry], config: Config, *, scored: bool
+    found: Sequence[MemoryEntry], config: Config, *, scored: bool, session: str
 ) -> list[str]:
     """The keys of the ``[Memory context]`` block a turn would get from these.
 
-    As ``MemoryReads.recall_for_turn``: the top ``[recall] limit`` candidates
-    through the selector (floor, entry and character bounds). Unscored (raw
-    FTS5) candidates have no floor.
+    As ``MemoryReads.recall_for_turn`` in an interactive turn of ``session``:
+    the top ``[recall] limit`` candidates through the selector (floor, entry
+    and character bounds; ``conversation`` rows of that session only).
+    Unscored (raw FTS5) candidates have no floor.
     """
     settings = config.recall
     select = make_recall_selector(
@@ -448,7 +451,7 @@ def injected(
         entry_max_chars=settings.entry_max_chars,
         max_total_chars=settings.max_total_chars,
     )
-    policy = resolve_inject_policy("interactive", sessions=["bench"])
+    policy = resolve_inject_policy("interactive", sessions=[session])
     candidates = [
         RecallCandidate(
             id=e.id,
@@ -457,6 +460,7 @@ def injected(
             category=e.category,
             score=e.score if scored else None,
             agent=e.agent,
+            session=e.session,
         )
         for e in found[: bound_recall_limit(settings.limit)]
     ]
@@ -472,6 +476,7 @@ def score(
     scored: bool,
 ) -> None:
     """Ask every question (and the off-topic ones) and count."""
+    how: dict[str, Any] = {"scored": scored, "session": conversation.name}
     scores.skipped += conversation.skipped
     for question in conversation.questions:
         started = time.perf_counter()
@@ -480,11 +485,11 @@ def score(
         keys = [e.key for e in found[:TOP]]
         if question.abstain:
             scores.abstain_asked += 1
-            scores.abstained += not injects(found, config, scored=scored)
+            scores.abstained += not injects(found, config, **how)
             continue
         c = question.category
         scores.asked[c] += 1
-        block = injected(found, config, scored=scored)
+        block = injected(found, config, **how)
         scores.injected += any(k in block for k in question.evidence)
         scores.any1[c] += any(k in keys[:1] for k in question.evidence)
         scores.any10[c] += any(k in keys for k in question.evidence)
@@ -498,7 +503,7 @@ def score(
             scores.latest += new is not None and new < old
     for text in OFF_TOPIC:
         scores.off_asked += 1
-        scores.off_clean += not injects(recall(text), config, scored=scored)
+        scores.off_clean += not injects(recall(text), config, **how)
 
 
 def progress(mode: str, conversation: Conversation, scores: Scores) -> None:
@@ -512,9 +517,18 @@ def progress(mode: str, conversation: Conversation, scores: Scores) -> None:
 
 
 def run_engine(
-    mode: str, scratch: Scratch, conversations: Sequence[Conversation]
+    mode: str,
+    scratch: Scratch,
+    conversations: Sequence[Conversation],
+    category: str = "conversation",
 ) -> Scores:
-    """Store every message through the memory service, then recall every question."""
+    """Store every message through the memory service, then recall every question.
+
+    Each message is one entry of ``category``: ``conversation`` (what they are:
+    a session's messages, here the conversation's own session, recalled from
+    it) or ``core`` (session-less facts, how stops 1-47 measured: no thread
+    lends its neighbours evidence, :mod:`turnledger.policies.threads`).
+    """
     schema = ""
     if mode in POSTGRES_MODES:
         schema = f"bench_recall_{os.getpid()}_{time.monotonic_ns()}"
@@ -533,9 +547,12 @@ def run_engine(
     try:
         for conversation in conversations:
             agent = conversation.name
+            session = conversation.name if category == "conversation" else None
             for key, content in conversation.messages:
                 started = time.perf_counter()
-                service.store_entry(agent, key, content, category="core")
+                service.store_entry(
+                    agent, key, content, category=category, session=session
+                )
                 scores.store_ms.append((time.perf_counter() - started) * 1000)
             # Vectors are computed off the write path: wait for all of them
             # (the store cost is amortised over the entries, batches included).
@@ -545,10 +562,12 @@ def run_engine(
                 pass
             scores.drain_ms += (time.perf_counter() - started) * 1000
             scores.entries += len(conversation.messages)
-            service.recall(agent, "warm up query", limit=TOP)
+            service.recall(agent, "warm up query", session=session, limit=TOP)
 
-            def recall(query: str, agent: str = agent) -> list[MemoryEntry]:
-                return service.recall(agent, query, limit=TOP)
+            def recall(
+                query: str, agent: str = agent, session: str | None = session
+            ) -> list[MemoryEntry]:
+                return service.recall(agent, query, session=session, limit=TOP)
 
             score(scores, recall, conversation, config, scored=True)
             progress(mode, conversation, scores)
@@ -750,6 +769,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=("locomo", "beam"))
     parser.add_argument(
+        "--category",
+        choices=("conversation", "core"),
+        default="conversation",
+        help="the category every message is stored as (conversation: in the "
+        "conversation's session; core: session-less facts, as stops 1-47 measured)",
+    )
+    parser.add_argument(
         "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]
     )
     parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
@@ -813,7 +839,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results[mode] = (
                     run_raw(scratch, conversations)
                     if mode == "raw-fts5"
-                    else run_engine(mode, scratch, conversations)
+                    else run_engine(mode, scratch, conversations, args.category)
                 )
                 print(f"  {mode}: {time.perf_counter() - t0:.1f} s")
             report(dataset, results)

@@ -46,6 +46,7 @@ from psycopg import sql
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query, token_count
+from turnledger.policies.threads import THREAD_CATEGORY
 from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedding import (
@@ -66,6 +67,7 @@ from turnledger.projections.memory.postgres._connection import (
     PostgresConnection,
 )
 from turnledger.projections.memory.postgres._sql import (
+    BORROWERS,
     COLUMNS,
     KEYWORD,
     NEAREST,
@@ -73,7 +75,9 @@ from turnledger.projections.memory.postgres._sql import (
     PENDING_COUNT,
     PGVECTOR_SIMILARITY,
     SET_VECTOR,
+    THREAD,
     UPSERT,
+    RowKey,
     TermStats,
     Vector,
     VectorKind,
@@ -338,6 +342,8 @@ class PostgresMemory(PostgresConnection):
         }
         words = query_words(query)
         rows, stats = self._keyword_rows(words, where, params, vector)
+        threads, borrowed = self._threads(rows, where, params, vector)
+        rows += borrowed
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
         ranked = rank_candidates(
@@ -347,8 +353,47 @@ class PostgresMemory(PostgresConnection):
             query=query,
             similarity_range=getattr(self._embedder, "similarity_range", (0.0, 1.0)),
             stats=stats,
+            threads=threads,
         )
         return ranked[:limit]
+
+    def _threads(
+        self,
+        rows: Sequence[Sequence[Any]],
+        where: str,
+        params: dict[str, Any],
+        vector: Vector | None,
+    ) -> tuple[dict[RowKey, tuple[RowKey, ...]], list[tuple[Any, ...]]]:
+        """Return the candidates' thread neighbours and the rows no leg found.
+
+        Each keyword candidate's neighbours in its conversation thread
+        (:mod:`~policies.threads`), within the scope, and the rows of those
+        neighbours that are not candidates already.
+        """
+        lenders = [(row[0], row[1]) for row in rows if row[4] == THREAD_CATEGORY]
+        if not lenders:
+            return {}, []
+        agents, keys = (list(column) for column in zip(*lenders, strict=True))
+        query = self._sql(THREAD, where=where)
+        with self._transaction() as conn:
+            found = conn.execute(
+                query, params | {"lender_agents": agents, "lender_keys": keys}
+            ).fetchall()
+        threads = {
+            (agent, key): tuple((agent, n) for n in (before, after) if n is not None)
+            for agent, key, before, after in found
+        }
+        known = {(row[0], row[1]) for row in rows}
+        wanted = sorted({n for ns in threads.values() for n in ns} - known)
+        if not wanted:
+            return threads, []
+        agents, keys = (list(column) for column in zip(*wanted, strict=True))
+        query = self._sql(BORROWERS, extra=self._extra(vector), where=where)
+        with self._transaction() as conn:
+            borrowed = conn.execute(
+                query, params | {"borrower_agents": agents, "borrower_keys": keys}
+            ).fetchall()
+        return threads, borrowed
 
     def _extra(self, vector: Vector | None) -> sql.Composable:
         """The column recall reads to score a row's vector."""

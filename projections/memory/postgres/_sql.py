@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, NamedTuple, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -27,6 +27,7 @@ from turnledger.policies.relevance import (
     term_weight,
     word_tokens,
 )
+from turnledger.policies.threads import THREAD_CATEGORY, lend_along_threads
 from turnledger.projections.memory.protocol import (
     DURABLE_GLOBAL_CATEGORIES,
     MemoryEntry,
@@ -58,6 +59,9 @@ CREATE: Final = (
     "CREATE INDEX IF NOT EXISTS tl_memories_recent ON {table} (agent, updated_at)",
     """CREATE INDEX IF NOT EXISTS tl_memories_unembedded ON {table} (agent, key)
     WHERE embedding IS NULL AND superseded_by IS NULL""",
+    f"""CREATE INDEX IF NOT EXISTS tl_memories_thread ON {{table}}
+    (agent, namespace, created_at, key)
+    WHERE category = '{THREAD_CATEGORY}' AND superseded_by IS NULL""",
     "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL)",
     "INSERT INTO {meta} VALUES ('applied_position', '0') ON CONFLICT DO NOTHING",
 )
@@ -100,6 +104,27 @@ query, each window count would match the tsvector and rank again."""
 NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}}
     WHERE {{where}} AND embedding IS NOT NULL {{dims}} ORDER BY {{order}}
     LIMIT %(pool)s"""
+_SAME_THREAD: Final = f"""n.agent = m.agent AND n.namespace = m.namespace
+    AND n.session IS NOT DISTINCT FROM m.session
+    AND n.category = '{THREAD_CATEGORY}'"""
+THREAD: Final = f"""SELECT m.agent, m.key,
+    (SELECT n.key FROM {{table}} n WHERE {_SAME_THREAD}
+    AND (n.created_at, n.key) < (m.created_at, m.key) AND {{where}}
+    ORDER BY n.created_at DESC, n.key DESC LIMIT 1),
+    (SELECT n.key FROM {{table}} n WHERE {_SAME_THREAD}
+    AND (n.created_at, n.key) > (m.created_at, m.key) AND {{where}}
+    ORDER BY n.created_at, n.key LIMIT 1)
+    FROM {{table}} m WHERE m.category = '{THREAD_CATEGORY}'
+    AND (m.agent, m.key) IN (SELECT * FROM
+    unnest(%(lender_agents)s::text[], %(lender_keys)s::text[]))"""
+"""Each keyword candidate's neighbours in its conversation thread
+(:mod:`~policies.threads`: an agent's ``conversation`` rows of one session and
+namespace, in the order first stored: ``created_at``, then the key), among the
+caller's scope (``where``, whose unqualified names are the neighbour's)."""
+BORROWERS: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}}
+    WHERE {{where}} AND (agent, key) IN (SELECT * FROM
+    unnest(%(borrower_agents)s::text[], %(borrower_keys)s::text[]))"""
+"""The rows a thread lends to that no leg found, read as a vector candidate is."""
 PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
     THEN 1 - (embedding <=> %(qvec)s::vector) END"""
 Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
@@ -127,6 +152,14 @@ class _Candidate(msgspec.Struct, kw_only=True):
     length: int = 0
     counts: Counter[str] = msgspec.field(default_factory=Counter)
     similarity: float | None = None
+
+
+RowKey: TypeAlias = tuple[str, str]
+"""A row's agent and key."""
+
+
+def _key(candidate: _Candidate) -> RowKey:
+    return candidate.entry.agent, candidate.entry.key
 
 
 class TermStats(NamedTuple):
@@ -288,6 +321,7 @@ def rank_candidates(
     query: str,
     similarity_range: tuple[float, float] = (0.0, 1.0),
     stats: TermStats | None = None,
+    threads: Mapping[RowKey, Sequence[RowKey]] | None = None,
 ) -> list[MemoryEntry]:
     """Merge keyword and vector candidate rows into scored entries, ranked.
 
@@ -301,7 +335,11 @@ def rank_candidates(
       on the key and content, the average length the candidates'), the newest
       first among rows holding the same query words within
       :data:`~policies.relevance.UPDATE_BAND` of the best of them
-      (:func:`~policies.relevance.newer_first`: the newer fact wins); the
+      (:func:`~policies.relevance.newer_first`: the newer fact wins), each
+      BM25 first lent along ``threads`` (each keyword candidate's conversation
+      neighbours, :func:`~policies.threads.lend_along_threads`: a neighbour no
+      keyword found is a candidate of this leg, read as a vector candidate
+      is); the
       vector candidates by similarity; the legs fused by reciprocal rank
       (:data:`~policies.relevance.RRF_K`, equal weights), so neither leg's
       scale decides; equal places by the score, the stronger first, then the
@@ -315,9 +353,10 @@ def rank_candidates(
       vector-only candidate's 0, blended with the calibrated cosine
       (:func:`similarity`, :func:`blend`), discounted by the share of the
       query's weight no scoped row holds
-      (:func:`~policies.relevance.absent_share` on ``stats``). Rows with
-      neither a positive keyword score nor a positive vector relevance are
-      dropped.
+      (:func:`~policies.relevance.absent_share` on ``stats``); a keyword
+      score lent along a thread is the greater of the row's own and half its
+      best neighbour's. Rows with neither a positive keyword score nor a
+      positive vector relevance are dropped.
 
     With ``stats``, BM25 and the gate weigh the words it counted (the query
     words searched for); without it, every content word of the query weighs
@@ -338,12 +377,20 @@ def rank_candidates(
         w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
     }
     _keyword_scores(list(found.values()), weights, stats)
+    lent = lend_along_threads(
+        _bm25(found, weights),
+        {k: c.keyword for k, c in found.items() if c.keyword is not None},
+        threads or {},
+    )
+    for key, score in lent.scores.items():
+        if key in found:  # a borrower is read with the candidates
+            found[key].keyword = score
     kept = [
         c
         for c in found.values()
         if (c.keyword or 0.0) > 0.0 or (c.similarity or 0.0) > 0.0
     ]
-    places = _rank_places(kept, weights)
+    places = _rank_places(kept, lent.ranks)
     absent = absent_share(weights, stats.counts, stats.rows) if stats else 0.0
     scores = [blend(c.keyword or 0.0, c.similarity, absent) for c in kept]
     ranked = sorted(  # equal places: the stronger evidence, then the newer first
@@ -409,27 +456,48 @@ def _keyword_scores(
         candidate.keyword = gate.score(held, candidate.counts, candidate.length)
 
 
-def _rank_places(kept: Sequence[_Candidate], weights: dict[str, float]) -> list[float]:
+def _bm25(
+    found: Mapping[RowKey, _Candidate], weights: dict[str, float]
+) -> dict[RowKey, float]:
+    """Return each keyword candidate's BM25.
+
+    Over the words of ``weights`` (their IDF on the scope); the average length
+    is the kept keyword candidates' (those with a positive score on either leg).
+    """
+    keyword = {
+        k: c
+        for k, c in found.items()
+        if c.held is not None and ((c.keyword or 0.0) > 0 or (c.similarity or 0.0) > 0)
+    }
+    average = sum(c.length for c in keyword.values()) / max(1, len(keyword))
+    return {
+        k: sum(
+            bm25_term(weight, c.counts[w], c.length, average)
+            for w, weight in weights.items()
+            if c.counts[w] > 0
+        )
+        for k, c in keyword.items()
+    }
+
+
+def _rank_places(
+    kept: Sequence[_Candidate], bm25: Mapping[RowKey, float]
+) -> list[float]:
     """Each candidate's reciprocal-rank place: its keyword rank's, its vector's.
 
-    BM25 weighs the words of ``weights`` (their IDF on the scope).
+    The keyword leg ranks the rows ``bm25`` ranks (lent along threads).
     """
-    keyword = [i for i, c in enumerate(kept) if c.keyword is not None]
-    average = sum(kept[i].length for i in keyword) / max(1, len(keyword))
-    bm25 = {
-        i: sum(
-            bm25_term(weight, kept[i].counts[w], kept[i].length, average)
-            for w, weight in weights.items()
-            if kept[i].counts[w] > 0
-        )
-        for i in keyword
-    }
+    ranks = {i: bm25[k] for i, c in enumerate(kept) if (k := _key(c)) in bm25}
     places = [0.0] * len(kept)
     by_bm25 = sorted(
-        keyword, key=lambda i: (-bm25[i], -kept[i].entry.updated_at.timestamp())
+        ranks, key=lambda i: (-ranks[i], -kept[i].entry.updated_at.timestamp())
     )
     by_bm25 = newer_first(  # the newer fact wins among near-duplicates
-        [(i, kept[i].held, bm25[i]) for i in by_bm25],
+        # a borrower holds no word: the near-duplicate of no row
+        [
+            (i, kept[i].held if kept[i].held is not None else i, ranks[i])
+            for i in by_bm25
+        ],
         recency=lambda i: kept[i].entry.updated_at,
     )
     for rank, i in enumerate(by_bm25, 1):

@@ -55,7 +55,9 @@ from turnledger.policies.relevance import (
     term_weight,
     word_tokens,
 )
+from turnledger.policies.threads import lend_along_threads
 from turnledger.projections.memory.sqlite._scope import Scope, newest_sql, scope_sql
+from turnledger.projections.memory.sqlite._threads import entry_ids, thread_neighbours
 
 MATCH_BUDGET: Final = 1_000
 """The most scoped rows the candidate terms may cover together."""
@@ -494,20 +496,22 @@ def keyword_search(
     )[:pool]
     ids, frequencies = _frequencies(db, live, holding, first)
     matched = {r: frozenset(t for t in live if r in holding[t]) for r in first}
-    scored = [(r, bm25(r)) for r in first]
-    scored.sort(key=lambda s: (-s[1], ids[s[0]]))
-    order = newer_first(
-        [(r, matched[r], rank) for r, rank in scored if rank > 0], recency=int
-    )[:window]
+    ranks = {r: rank for r in first if (rank := bm25(r)) > 0}
     gate = KeywordGate(weights, counts, stats.rows, matched.values())
     scores = {
         r: gate.score(
             matched[r], {t: frequencies[r].get(t, 1) for t in matched[r]}, lengths[r]
         )
-        for r in order
+        for r in ranks
     }
+    lent = lend_along_threads(ranks, scores, thread_neighbours(db, ranks, scope))
+    ids |= entry_ids(db, lent.ranks.keys() - ids.keys())  # the borrowers
+    ranked = sorted(lent.ranks.items(), key=lambda s: (-s[1], ids[s[0]]))
+    order = newer_first(  # a borrower holds no term: the duplicate of no row
+        [(r, matched.get(r, r), rank) for r, rank in ranked], recency=int
+    )[:window]
     return KeywordMatches(
-        {r: (ids[r], scores[r]) for r in order if scores[r] > 0}, absent
+        {r: (ids[r], lent.scores[r]) for r in order if lent.scores[r] > 0}, absent
     )
 
 

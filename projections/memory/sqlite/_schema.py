@@ -86,6 +86,9 @@ CREATE INDEX IF NOT EXISTS memories_session
     WHERE superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS memories_agent
     ON memories (agent) WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memories_thread
+    ON memories (agent, session, namespace) WHERE superseded_by IS NULL
+    AND category = 'conversation';
 CREATE INDEX IF NOT EXISTS memories_unembedded
     ON memories (superseded_by) WHERE embedding IS NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
@@ -121,7 +124,10 @@ CREATE TABLE IF NOT EXISTS memory_tracking (
 the newest-rows walks (recent queries, ``list``, the LIKE window): they carry
 ``superseded_by`` and ``category`` so no table row is read to filter; the
 third lists the rows still waiting for their vector (in rowid order among the
-live ones), so finding them never scans the table. ``embedding`` holds a row's
+live ones), so finding them never scans the table; ``memories_thread`` walks
+a conversation thread (an agent's ``conversation`` rows of one session and
+namespace, by rowid: :mod:`~policies.threads`) straight to a row's neighbours.
+``embedding`` holds a row's
 windows' float32 vectors end to end (one window for a short text); ``tokens``
 its key and content's length in word tokens
 (:func:`~policies.relevance.token_count`), which keyword ranking reads with the
