@@ -2,9 +2,12 @@
 
 Every message of a conversation is stored as one memory entry through the real
 memory path (``MemoryService.store_entry``: a ``memory.stored`` event in the
-ledger, applied to the SQLite memory store), one agent per conversation; then
+ledger, applied to the SQLite memory store), one agent per conversation, as a
+``conversation`` row of the conversation's session (``--category core``:
+session-less ``core`` facts, which form no thread); then
 every question of the data set is recalled (``MemoryService.recall``, top 10)
-and scored against its evidence messages. Modes, side by side on the same
+and scored against its evidence messages (recalled from the conversation's
+session; a turn of that session gets the block). Modes, side by side on the same
 entries:
 
 - ``default``: the default configuration (keyword: FTS5 candidates, coverage
@@ -526,8 +529,9 @@ def run_engine(
 
     Each message is one entry of ``category``: ``conversation`` (what they are:
     a session's messages, here the conversation's own session, recalled from
-    it) or ``core`` (session-less facts, how stops 1-47 measured: no thread
-    lends its neighbours evidence, :mod:`turnledger.policies.threads`).
+    it) or ``core`` (session-less facts, as this script measured before
+    threads: no thread lends its neighbours evidence,
+    :mod:`turnledger.policies.threads`).
     """
     schema = ""
     if mode in POSTGRES_MODES:
@@ -773,7 +777,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("conversation", "core"),
         default="conversation",
         help="the category every message is stored as (conversation: in the "
-        "conversation's session; core: session-less facts, as stops 1-47 measured)",
+        "conversation's session; core: session-less facts, without threads)",
     )
     parser.add_argument(
         "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]

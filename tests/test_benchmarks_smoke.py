@@ -171,6 +171,24 @@ def test_recall_public_skips_without_data_and_runs_synthetic(tmp_path: Path):
     assert figures["goals"]
     rows = _run_all().verdict_lines({"bench_recall_public": {"output": done.stdout}})
     assert len(rows) == len(figures["goals"])
+    core = subprocess.run(  # the messages as session-less core facts
+        [
+            sys.executable,
+            script,
+            "--synthetic",
+            "--category",
+            "core",
+            "--json",
+            str(out),
+        ],
+        **run,
+        timeout=300,
+        check=False,
+    )
+    assert core.returncode == 0, core.stdout[-2000:] + core.stderr[-2000:]
+    assert (
+        json.loads(out.read_text())["recall"]["synthetic"]["default"]["answerable"] == 5
+    )
 
 
 @pytest.mark.postgres

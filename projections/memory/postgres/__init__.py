@@ -9,7 +9,9 @@ operator.
 
 Fixed from the reference: ``ts_rank_cd`` only picks the candidates (agents,
 session, time window and supersession applied inside the query, before ranking
-and limiting); they are ordered by BM25 on the scope's statistics and fused with
+and limiting); they are ordered by BM25 on the scope's statistics (a
+``conversation`` row lending half its BM25 and score to its thread neighbours,
+as on SQLite: :mod:`~turnledger.policies.threads`) and fused with
 the vector candidates by reciprocal rank
 (:func:`~turnledger.projections.memory.postgres._sql.rank_candidates`); a
 candidate's keyword score is SQLite's keyword gate (the IDF-weighted share of
@@ -46,7 +48,6 @@ from psycopg import sql
 from turnledger.ledger.envelope import Recorded
 from turnledger.policies.recall_scope import bound_recall_limit
 from turnledger.policies.relevance import is_meaningful_query, token_count
-from turnledger.policies.threads import THREAD_CATEGORY
 from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.apply import apply_one
 from turnledger.projections.memory.embedding import (
@@ -67,7 +68,6 @@ from turnledger.projections.memory.postgres._connection import (
     PostgresConnection,
 )
 from turnledger.projections.memory.postgres._sql import (
-    BORROWERS,
     COLUMNS,
     KEYWORD,
     NEAREST,
@@ -87,6 +87,7 @@ from turnledger.projections.memory.postgres._sql import (
     row_entry,
     scope_clause,
     split_url,
+    thread_lenders,
     unit_vector,
 )
 from turnledger.projections.memory.protocol import (
@@ -342,7 +343,9 @@ class PostgresMemory(PostgresConnection):
         }
         words = query_words(query)
         rows, stats = self._keyword_rows(words, where, params, vector)
-        threads, borrowed = self._threads(rows, where, params, vector)
+        threads, borrowed = self._threads(
+            rows, thread_lenders(rows, stats), where, params, vector
+        )
         rows += borrowed
         if vector is not None:
             rows += self._vector_rows(where, params, vector)
@@ -360,40 +363,35 @@ class PostgresMemory(PostgresConnection):
     def _threads(
         self,
         rows: Sequence[Sequence[Any]],
+        lenders: Sequence[RowKey],
         where: str,
         params: dict[str, Any],
         vector: Vector | None,
     ) -> tuple[dict[RowKey, tuple[RowKey, ...]], list[tuple[Any, ...]]]:
-        """Return the candidates' thread neighbours and the rows no leg found.
+        """Return the lenders' thread neighbours and the rows no leg found.
 
-        Each keyword candidate's neighbours in its conversation thread
+        Each lender's neighbours in its conversation thread
         (:mod:`~policies.threads`), within the scope, and the rows of those
-        neighbours that are not candidates already.
+        neighbours that are not among the candidates ``rows`` already.
         """
-        lenders = [(row[0], row[1]) for row in rows if row[4] == THREAD_CATEGORY]
         if not lenders:
             return {}, []
         agents, keys = (list(column) for column in zip(*lenders, strict=True))
-        query = self._sql(THREAD, where=where)
+        query = self._sql(THREAD, extra=self._extra(vector), where=where)
         with self._transaction() as conn:
             found = conn.execute(
                 query, params | {"lender_agents": agents, "lender_keys": keys}
             ).fetchall()
-        threads = {
-            (agent, key): tuple((agent, n) for n in (before, after) if n is not None)
-            for agent, key, before, after in found
-        }
+        threads: dict[RowKey, list[RowKey]] = {}
         known = {(row[0], row[1]) for row in rows}
-        wanted = sorted({n for ns in threads.values() for n in ns} - known)
-        if not wanted:
-            return threads, []
-        agents, keys = (list(column) for column in zip(*wanted, strict=True))
-        query = self._sql(BORROWERS, extra=self._extra(vector), where=where)
-        with self._transaction() as conn:
-            borrowed = conn.execute(
-                query, params | {"borrower_agents": agents, "borrower_keys": keys}
-            ).fetchall()
-        return threads, borrowed
+        borrowed: list[tuple[Any, ...]] = []
+        for lender, *neighbour in found:
+            agent, key = neighbour[0], neighbour[1]
+            threads.setdefault((agent, lender), []).append((agent, key))
+            if (agent, key) not in known:  # no leg found it: read it here
+                known.add((agent, key))
+                borrowed.append((*neighbour, None, None, None))
+        return {k: tuple(v) for k, v in threads.items()}, borrowed
 
     def _extra(self, vector: Vector | None) -> sql.Composable:
         """The column recall reads to score a row's vector."""

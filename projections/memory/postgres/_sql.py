@@ -25,6 +25,7 @@ from turnledger.policies.relevance import (
     normalize,
     reciprocal_rank,
     term_weight,
+    token_count,
     word_tokens,
 )
 from turnledger.policies.threads import THREAD_CATEGORY, lend_along_threads
@@ -107,24 +108,22 @@ NEAREST: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}
 _SAME_THREAD: Final = f"""n.agent = m.agent AND n.namespace = m.namespace
     AND n.session IS NOT DISTINCT FROM m.session
     AND n.category = '{THREAD_CATEGORY}'"""
-THREAD: Final = f"""SELECT m.agent, m.key,
-    (SELECT n.key FROM {{table}} n WHERE {_SAME_THREAD}
+THREAD: Final = f"""SELECT m.key, side.* FROM {{table}} m CROSS JOIN LATERAL (
+    (SELECT {COLUMNS}, {{extra}} FROM {{table}} n WHERE {_SAME_THREAD}
     AND (n.created_at, n.key) < (m.created_at, m.key) AND {{where}}
-    ORDER BY n.created_at DESC, n.key DESC LIMIT 1),
-    (SELECT n.key FROM {{table}} n WHERE {_SAME_THREAD}
+    ORDER BY n.created_at DESC, n.key DESC LIMIT 1)
+    UNION ALL
+    (SELECT {COLUMNS}, {{extra}} FROM {{table}} n WHERE {_SAME_THREAD}
     AND (n.created_at, n.key) > (m.created_at, m.key) AND {{where}}
-    ORDER BY n.created_at, n.key LIMIT 1)
-    FROM {{table}} m WHERE m.category = '{THREAD_CATEGORY}'
-    AND (m.agent, m.key) IN (SELECT * FROM
+    ORDER BY n.created_at, n.key LIMIT 1)) AS side
+    WHERE m.category = '{THREAD_CATEGORY}' AND (m.agent, m.key) IN (SELECT * FROM
     unnest(%(lender_agents)s::text[], %(lender_keys)s::text[]))"""
-"""Each keyword candidate's neighbours in its conversation thread
-(:mod:`~policies.threads`: an agent's ``conversation`` rows of one session and
-namespace, in the order first stored: ``created_at``, then the key), among the
-caller's scope (``where``, whose unqualified names are the neighbour's)."""
-BORROWERS: Final = f"""SELECT {COLUMNS}, {{extra}}, NULL, NULL, NULL FROM {{table}}
-    WHERE {{where}} AND (agent, key) IN (SELECT * FROM
-    unnest(%(borrower_agents)s::text[], %(borrower_keys)s::text[]))"""
-"""The rows a thread lends to that no leg found, read as a vector candidate is."""
+"""Each lender's neighbours in its conversation thread (:mod:`~policies.threads`:
+an agent's ``conversation`` rows of one session and namespace, in the order
+first stored: ``created_at``, then the key), among the caller's scope
+(``where``, whose unqualified names are the neighbour's): one row per lender
+and neighbour, the lender's key then the neighbour read as a vector candidate
+is (:data:`COLUMNS` and the vector column)."""
 PGVECTOR_SIMILARITY: Final = """CASE WHEN vector_dims(embedding) = %(dims)s
     THEN 1 - (embedding <=> %(qvec)s::vector) END"""
 Vector: TypeAlias = "np.ndarray[Any, np.dtype[np.float32]]"
@@ -403,6 +402,44 @@ def rank_candidates(
         ),
     )
     return [msgspec.structs.replace(kept[i].entry, score=scores[i]) for i in ranked]
+
+
+THREAD_LENDERS: Final = 64
+"""How many keyword candidates lend along their threads (SQLite's rescoring
+pool: the rows that can still rank once lent to)."""
+
+
+def thread_lenders(
+    rows: Sequence[Sequence[Any]], stats: TermStats | None
+) -> list[RowKey]:
+    """Return the ``conversation`` keyword candidates most likely to rank.
+
+    At most :data:`THREAD_LENDERS`, by BM25 at a frequency of 1 (the IDF of the
+    words each holds times the length's saturation, the candidates' average
+    length), as SQLite picks the pool it rescores; the candidates ``rows``
+    are the keyword query's (:data:`KEYWORD`).
+    """
+    keyword = [row for row in rows if row[-1] is not None]
+    if stats is None or not keyword:
+        return []
+    words = list(stats.counts)
+    weights = [term_weight(stats.rows, stats.counts[w]) for w in words]
+    lengths = [
+        row[-3] if row[-3] is not None else token_count(row[1], row[3])
+        for row in keyword
+    ]
+    average = sum(lengths) / len(lengths)
+    held = [
+        sum(w for w, holds in zip(weights, row[-2] or (), strict=False) if holds)
+        * bm25_term(1.0, 1, length, average)
+        for row, length in zip(keyword, lengths, strict=True)
+    ]
+    ranked = sorted(range(len(keyword)), key=lambda i: -held[i])
+    return [
+        (keyword[i][0], keyword[i][1])
+        for i in ranked
+        if keyword[i][4] == THREAD_CATEGORY
+    ][:THREAD_LENDERS]
 
 
 def _measure(

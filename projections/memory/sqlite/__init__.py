@@ -19,7 +19,9 @@ Recall (see :meth:`SQLiteMemory.recall`):
    to ``2 * limit`` rows scored by query coverage (the IDF-weighted share of
    the query's terms a row holds, comparable across queries), equal scores
    ordered by BM25; every statistic is the scope's own (row count, term
-   counts, average length), never the whole table's;
+   counts, average length), never the whole table's; a ``conversation`` row
+   lends half its BM25 and score to its neighbours in its thread (``_threads``,
+   :mod:`~policies.threads`: the reply beside a matching question is found);
 3. vector stage (in hybrid mode the query's embedding is computed, and the
    matrix searched with it, on a worker thread while the keyword stage runs):
    the query's embedding against the scope's

@@ -9,7 +9,10 @@ one-character tokens are left out (a query of nothing else matches nothing).
 Ranking and the gate are separate. Rows are ranked by BM25 (FTS5's formula,
 ``k1`` 1.2, ``b`` 0.75, on the scope's statistics), and among rows holding the
 same query terms whose BM25 is within ``UPDATE_BAND`` of the best of them,
-the newest first (the newer fact wins). A row's score, which the ``[recall]
+the newest first (the newer fact wins), after each candidate of the
+``conversation`` category has lent its thread neighbours half its BM25
+(:mod:`~policies.threads`: a neighbour no keyword found joins the candidates).
+A row's score, which the ``[recall]
 min_relevance`` floor is compared to, is its query coverage
 (:func:`~policies.relevance.keyword_score`), with two allowances for small
 scopes (:func:`~policies.relevance.gate_weights`). Every statistic is taken on
@@ -420,14 +423,18 @@ def keyword_search(
     occurs counted as a substring of the best :data:`RESCORE_POOL` (no Python
     tokenising). The order is the scope's BM25 (FTS5's ``k1`` and ``b``),
     then the entry id, the newest first among near-duplicates
-    (:func:`newer_first`). The score, which the ``[recall] min_relevance``
+    (:func:`newer_first`), each ``conversation`` candidate's BM25 first lent
+    to its thread neighbours (:func:`~policies.threads.lend_along_threads`; a
+    neighbour no keyword found is returned too, holding no term). The score,
+    which the ``[recall] min_relevance``
     floor is compared to, is the gate: :func:`~policies.relevance.keyword_score`
     (the IDF-weighted share of the query's terms found, on [0, 1]) with the
     gate's weights (:func:`~policies.relevance.gate_weights`: a term no scoped
     row holds and the terms of another subject of the query weigh in
     proportion to the scope's size, up to
-    :data:`~policies.relevance.ABSENT_FULL_ROWS` rows). Rows scoring 0 are left
-    out. Beside the rows, the share of the query's weight that no scoped row
+    :data:`~policies.relevance.ABSENT_FULL_ROWS` rows), or half a thread
+    neighbour's when that is greater. Rows scoring 0 are left out. Beside the
+    rows, the share of the query's weight that no scoped row
     holds (:func:`~policies.relevance.absent_share`), known whether or not a
     row matched: the hybrid discounts the vector leg's score by it.
 
@@ -507,7 +514,7 @@ def keyword_search(
     lent = lend_along_threads(ranks, scores, thread_neighbours(db, ranks, scope))
     ids |= entry_ids(db, lent.ranks.keys() - ids.keys())  # the borrowers
     ranked = sorted(lent.ranks.items(), key=lambda s: (-s[1], ids[s[0]]))
-    order = newer_first(  # a borrower holds no term: the duplicate of no row
+    order = newer_first(  # a borrower has no terms of its own: no row's duplicate
         [(r, matched.get(r, r), rank) for r, rank in ranked], recency=int
     )[:window]
     return KeywordMatches(
