@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import drop_schema, fresh_schema_url, require_postgres
+from tests.contracts.memory_contract import T0, put
 from turnledger.policies.threads import THREAD_SHARE, lend_along_threads
 from turnledger.projections.memory.postgres import PostgresMemory
-from turnledger.projections.memory.protocol import MemoryEntry, NewMemory
+from turnledger.projections.memory.protocol import MemoryEntry
 from turnledger.projections.memory.sqlite import SQLiteMemory
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Memory = SQLiteMemory | PostgresMemory
 
 
@@ -62,17 +62,15 @@ class Writer:
         namespace: str = "default",
         category: str = "conversation",
     ) -> None:
-        self.memory.store(
-            NewMemory(
-                agent=agent,
-                key=key,
-                content=content,
-                category=category,
-                session=session,
-                namespace=namespace,
-                entry_id=f"{agent}-{key}",
-                at=T0 + timedelta(minutes=next(self.clock)),
-            )
+        put(
+            self.memory,
+            key,
+            content,
+            agent=agent,
+            category=category,
+            session=session,
+            namespace=namespace,
+            at=T0 + timedelta(minutes=next(self.clock)),
         )
 
 

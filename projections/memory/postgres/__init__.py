@@ -379,8 +379,10 @@ class PostgresMemory(PostgresConnection):
         agents, keys = (list(column) for column in zip(*lenders, strict=True))
         query = self._sql(THREAD, extra=self._extra(vector), where=where)
         with self._transaction() as conn:
-            found = conn.execute(
-                query, params | {"lender_agents": agents, "lender_keys": keys}
+            found = conn.execute(  # never a generic plan: it scans the table
+                query,
+                params | {"lender_agents": agents, "lender_keys": keys},
+                prepare=False,
             ).fetchall()
         threads: dict[RowKey, list[RowKey]] = {}
         known = {(row[0], row[1]) for row in rows}
