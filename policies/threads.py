@@ -31,7 +31,7 @@ from 0.3 to 0.7, flat between 0.4 and 0.6, and any@1 fell on LoCoMo above 0.5.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final, Generic, NamedTuple, TypeVar
 
 from turnledger.policies.types import CONVERSATION_CATEGORY
@@ -46,44 +46,48 @@ _Row = TypeVar("_Row", bound=Hashable)
 
 
 class Lent(NamedTuple, Generic[_Row]):
-    """Ranks and scores after lending along threads.
+    """Ranks after lending along threads, and who lent to whom.
 
     Attributes:
         ranks: Every lender's and borrower's rank: its own (0 for a borrower
             that had none) plus :data:`THREAD_SHARE` of each neighbour's.
-        scores: Every lender's and borrower's score: the greater of its own
-            and :data:`THREAD_SHARE` of its best neighbour's.
+        lenders: Each row's neighbours that lent to it.
     """
 
     ranks: dict[_Row, float]
-    scores: dict[_Row, float]
+    lenders: dict[_Row, list[_Row]]
+
+    def score(self, row: _Row, own: Callable[[_Row], float]) -> float:
+        """Return the greater of ``row``'s own score and its best lender's share.
+
+        Args:
+            row: A lender or a borrower.
+            own: A row's own score, on [0, 1] (0 for a row no keyword found);
+                called for ``row`` and the rows that lent to it only.
+        """
+        lent = (THREAD_SHARE * own(lender) for lender in self.lenders.get(row, ()))
+        return max([own(row), *lent])
 
 
 def lend_along_threads(
-    ranks: Mapping[_Row, float],
-    scores: Mapping[_Row, float],
-    neighbours: Mapping[_Row, Iterable[_Row]],
+    ranks: Mapping[_Row, float], neighbours: Mapping[_Row, Iterable[_Row]]
 ) -> Lent[_Row]:
-    """Lend each candidate's rank and score to its thread neighbours.
+    """Lend each candidate's rank to its thread neighbours.
 
     Args:
         ranks: The candidates' own ranks (greater: better; none negative).
-        scores: The candidates' own scores, on [0, 1] (a candidate missing
-            here scores 0 of its own).
         neighbours: Each candidate's neighbours in its thread (none for a row
             without a thread). A neighbour may be a candidate too, or a row
             no keyword found (a borrower).
 
     Returns:
-        The ranks and scores of the candidates and of every neighbour.
+        The ranks of the candidates and of every neighbour, and who lent to
+        whom (:meth:`Lent.score` lends the scores).
     """
-    lent_ranks: dict[_Row, float] = dict(ranks)
-    lent_scores: dict[_Row, float] = {row: scores.get(row, 0.0) for row in ranks}
+    lent: dict[_Row, float] = dict(ranks)
+    lenders: dict[_Row, list[_Row]] = {}
     for row, rank in ranks.items():
-        score = scores.get(row, 0.0)
         for neighbour in neighbours.get(row, ()):
-            lent_ranks[neighbour] = lent_ranks.get(neighbour, 0.0) + THREAD_SHARE * rank
-            lent_scores[neighbour] = max(
-                lent_scores.get(neighbour, 0.0), THREAD_SHARE * score
-            )
-    return Lent(lent_ranks, lent_scores)
+            lent[neighbour] = lent.get(neighbour, 0.0) + THREAD_SHARE * rank
+            lenders.setdefault(neighbour, []).append(row)
+    return Lent(lent, lenders)

@@ -376,14 +376,10 @@ def rank_candidates(
         w: term_weight(stats.rows, stats.counts[w]) if stats else 1.0 for w in words
     }
     _keyword_scores(list(found.values()), weights, stats)
-    lent = lend_along_threads(
-        _bm25(found, weights),
-        {k: c.keyword for k, c in found.items() if c.keyword is not None},
-        threads or {},
-    )
-    for key, score in lent.scores.items():
-        if key in found:  # a borrower is read with the candidates
-            found[key].keyword = score
+    lent = lend_along_threads(_bm25(found, weights), threads or {})
+    own = {k: c.keyword or 0.0 for k, c in found.items()}
+    for key in lent.ranks.keys() & found.keys():  # a borrower is read with them
+        found[key].keyword = lent.score(key, lambda k: own.get(k, 0.0))
     kept = [
         c
         for c in found.values()

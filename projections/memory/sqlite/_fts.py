@@ -44,6 +44,7 @@ its count is estimated on the scope's newest :data:`SAMPLE_ROWS` rows. Then:
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
@@ -504,22 +505,39 @@ def keyword_search(
     ids, frequencies = _frequencies(db, live, holding, first)
     matched = {r: frozenset(t for t in live if r in holding[t]) for r in first}
     ranks = {r: rank for r in first if (rank := bm25(r)) > 0}
-    gate = KeywordGate(weights, counts, stats.rows, matched.values())
-    scores = {
-        r: gate.score(
-            matched[r], {t: frequencies[r].get(t, 1) for t in matched[r]}, lengths[r]
-        )
-        for r in ranks
-    }
-    lent = lend_along_threads(ranks, scores, thread_neighbours(db, ranks, scope))
+    lent = lend_along_threads(ranks, thread_neighbours(db, ranks, scope))
     ids |= entry_ids(db, lent.ranks.keys() - ids.keys())  # the borrowers
     ranked = sorted(lent.ranks.items(), key=lambda s: (-s[1], ids[s[0]]))
     order = newer_first(  # a borrower has no terms of its own: no row's duplicate
         [(r, matched.get(r, r), rank) for r, rank in ranked], recency=int
     )[:window]
+    gate = KeywordGate(weights, counts, stats.rows, matched.values())
+    own = _gate_scores(gate, matched, frequencies, lengths)
+    scores = {r: lent.score(r, own) for r in order}
     return KeywordMatches(
-        {r: (ids[r], lent.scores[r]) for r in order if lent.scores[r] > 0}, absent
+        {r: (ids[r], scores[r]) for r in order if scores[r] > 0}, absent
     )
+
+
+def _gate_scores(
+    gate: KeywordGate[Term],
+    matched: dict[int, frozenset[Term]],
+    frequencies: dict[int, dict[Term, int]],
+    lengths: dict[int, int],
+) -> Callable[[int], float]:
+    """Return a row's own gate score, computed once, when asked.
+
+    A row no term was matched in (a borrower) scores 0 of its own.
+    """
+
+    @functools.cache
+    def own(r: int) -> float:
+        held = matched.get(r)
+        if held is None:
+            return 0.0
+        return gate.score(held, {t: frequencies[r].get(t, 1) for t in held}, lengths[r])
+
+    return own
 
 
 def _newest_holding(
