@@ -8,7 +8,8 @@ so keyword ranking finds the question and misses the answer beside it. A
 the order they were first stored; a row's neighbours are the rows just before
 and just after it in its thread, among the rows the caller may see.
 
-Each keyword candidate lends :data:`THREAD_SHARE` of its evidence to its
+Each keyword candidate a backend ranks closely (SQLite's rescored pool,
+PostgreSQL's 64 likeliest) lends :data:`THREAD_SHARE` of its evidence to its
 neighbours (:func:`lend_along_threads`):
 
 - its **rank** (BM25): a row's rank becomes its own plus the share of each
@@ -24,9 +25,11 @@ have no thread: stored one after another, they are not about each other.
 
 :data:`THREAD_SHARE` (0.5) was chosen on the development split of the public
 benchmarks (``benchmarks/bench_recall_public.py --split dev``: LoCoMo's first
-5 conversations, BEAM's first 10), among 0.3, 0.4, 0.5, 0.6 and 0.7, keyword
-and default modes: any@10 rose by 0.05-0.07 on LoCoMo and 0.02-0.04 on BEAM
-from 0.3 to 0.7, flat between 0.4 and 0.6, and any@1 fell on LoCoMo above 0.5.
+5 conversations, BEAM's first 10), against no lending: with keywords only, at
+0.3, 0.5 and 0.7, any@10 rose by 0.05-0.07 on LoCoMo and 0.02-0.04 on BEAM,
+and LoCoMo's any@1 fell as the share grew (0.32 to 0.29 at 0.5, 0.24 at 0.7);
+in the default hybrid, at 0.4, 0.5 and 0.6, any@10 rose by 0.05 on LoCoMo and
+0.01-0.04 on BEAM, any@1 by 0.01-0.03 on both.
 """
 
 from __future__ import annotations

@@ -424,9 +424,11 @@ def keyword_search(
     occurs counted as a substring of the best :data:`RESCORE_POOL` (no Python
     tokenising). The order is the scope's BM25 (FTS5's ``k1`` and ``b``),
     then the entry id, the newest first among near-duplicates
-    (:func:`newer_first`), each ``conversation`` candidate's BM25 first lent
-    to its thread neighbours (:func:`~policies.threads.lend_along_threads`; a
-    neighbour no keyword found is returned too, holding no term). The score,
+    (:func:`newer_first`), each rescored ``conversation`` candidate's BM25
+    first lent to its thread neighbours
+    (:func:`~policies.threads.lend_along_threads`; a neighbour outside the
+    rescored pool, usually one no keyword found, is returned too, ranked and
+    scored by what it was lent alone). The score,
     which the ``[recall] min_relevance``
     floor is compared to, is the gate: :func:`~policies.relevance.keyword_score`
     (the IDF-weighted share of the query's terms found, on [0, 1]) with the
@@ -527,7 +529,8 @@ def _gate_scores(
 ) -> Callable[[int], float]:
     """Return a row's own gate score, computed once, when asked.
 
-    A row no term was matched in (a borrower) scores 0 of its own.
+    A row outside the rescored pool (a borrower: usually one that holds no
+    term) scores 0 of its own.
     """
 
     @functools.cache
