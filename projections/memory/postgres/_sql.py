@@ -161,6 +161,11 @@ def _key(candidate: _Candidate) -> RowKey:
     return candidate.entry.agent, candidate.entry.key
 
 
+def _has_evidence(candidate: _Candidate) -> bool:
+    """Whether either leg gave the candidate a positive score (it is kept)."""
+    return (candidate.keyword or 0.0) > 0.0 or (candidate.similarity or 0.0) > 0.0
+
+
 class TermStats(NamedTuple):
     """BM25's statistics of a query's words, taken on the caller's scope.
 
@@ -380,11 +385,7 @@ def rank_candidates(
     own = {k: c.keyword or 0.0 for k, c in found.items()}
     for key in lent.ranks.keys() & found.keys():  # a borrower is read with them
         found[key].keyword = lent.score(key, lambda k: own.get(k, 0.0))
-    kept = [
-        c
-        for c in found.values()
-        if (c.keyword or 0.0) > 0.0 or (c.similarity or 0.0) > 0.0
-    ]
+    kept = [c for c in found.values() if _has_evidence(c)]
     places = _rank_places(kept, lent.ranks)
     absent = absent_share(weights, stats.counts, stats.rows) if stats else 0.0
     scores = [blend(c.keyword or 0.0, c.similarity, absent) for c in kept]
@@ -498,9 +499,7 @@ def _bm25(
     is the kept keyword candidates' (those with a positive score on either leg).
     """
     keyword = {
-        k: c
-        for k, c in found.items()
-        if c.held is not None and ((c.keyword or 0.0) > 0 or (c.similarity or 0.0) > 0)
+        k: c for k, c in found.items() if c.held is not None and _has_evidence(c)
     }
     average = sum(c.length for c in keyword.values()) / max(1, len(keyword))
     return {

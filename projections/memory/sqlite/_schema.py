@@ -27,6 +27,7 @@ from typing import Any, Final
 from turnledger.ledger.file_keys import file_key
 from turnledger.ledger.sqlite.encrypted import connect_file
 from turnledger.ledger.sqlite.setup import set_wal
+from turnledger.policies.threads import THREAD_CATEGORY
 from turnledger.projections.base import LedgerHead, head_position
 from turnledger.projections.memory.embedding import EmbeddingIdentity
 from turnledger.projections.memory.protocol import MemoryEntry
@@ -60,7 +61,7 @@ CLEAR_MEMORY_REMEDY: Final = (
 )
 """What the refusal of a clear memory file with a cipher key set tells the user."""
 
-DDL: Final = """
+DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS memories (
     rowid INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
@@ -88,7 +89,7 @@ CREATE INDEX IF NOT EXISTS memories_agent
     ON memories (agent) WHERE superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS memories_thread
     ON memories (agent, session, namespace) WHERE superseded_by IS NULL
-    AND category = 'conversation';
+    AND category = '{THREAD_CATEGORY}';
 CREATE INDEX IF NOT EXISTS memories_unembedded
     ON memories (superseded_by) WHERE embedding IS NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
