@@ -86,7 +86,10 @@ class SpansListed(msgspec.Struct):
     and ``[call id, tool, arguments]`` of each tool run without a call id that
     answered no call the session held (recorded under its span's id; a call of
     that tool and those arguments, the run's one or its Python call's, found
-    later is its call).
+    later is its call); ``[span id, parent span id]`` of each model call span
+    with a parent (an ADK ``call_llm`` span sent later is that parent), and
+    the ids of the model call spans recorded before without content whose
+    content such a ``call_llm`` span of this batch carried.
     """
 
     spans: list[tuple[str, str, str]]
@@ -99,6 +102,8 @@ class SpansListed(msgspec.Struct):
     without_result: list[tuple[str, str, str]] = msgspec.field(default_factory=list)
     responses: list[str] = msgspec.field(default_factory=list)
     unpaired: list[tuple[str, str, list[str]]] = msgspec.field(default_factory=list)
+    parents: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    carried: list[str] = msgspec.field(default_factory=list)
 
 
 LISTED: Final = msgspec.json.Decoder(SpansListed)
@@ -194,6 +199,7 @@ def _left_in(store: EventStore, stream: UUID) -> Counter[str]:
             spans = LISTED.decode(event.fields)
             runs.update((span, call) for span, call, _ in spans.without_result)
             without.update(spans.without_content)
+            applied.update(spans.carried)
             left.update(spans.skipped)
             left[WITHOUT_INPUTS] += len(spans.without_inputs)
             answerless.update(spans.without_outputs)

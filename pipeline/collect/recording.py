@@ -27,11 +27,15 @@ What a span records:
   call comes later (by log events), both are taken out of the history
   (``items.removed``: the ledger keeps them) and the result is recorded again
   after that message;
+- an ADK ``call_llm`` span sent after its model call span's batch (the child
+  ends first): what its request and response say of the call when the call
+  span held no content, as log events applied to it would
+  (:mod:`.genai.adk`);
 - the batch's recorded spans of a session: one ``item.recorded`` of framework
   ``otlp``, kind ``spans``, listing each span's trace id, span id and operation
-  and the ids of those without content; that is how a later batch knows a span
-  already recorded, and how ``audit`` tells a session whose conversation is
-  not there.
+  and the ids of those without content (and each model call span's parent);
+  that is how a later batch knows a span already recorded, and how ``audit``
+  tells a session whose conversation is not there.
 
 A model call's content may come apart from its span, as log records emitted in
 its context (:data:`~.genai.CONTENT_EVENTS`: the current form's
@@ -80,6 +84,8 @@ from turnledger.pipeline.collect.genai import (
     SpanReading,
     read_spans,
 )
+from turnledger.pipeline.collect.genai.adk import CARRIED, is_call_llm
+from turnledger.pipeline.collect.genai.values import string
 from turnledger.pipeline.collect.links import SessionLinks
 from turnledger.pipeline.collect.session import UNKNOWN, SessionBatch, SessionState
 from turnledger.pipeline.collected import LoggedEvent
@@ -258,18 +264,12 @@ class Recorder:
         for (span, reading), session in zip(readings, sessions, strict=True):
             if reading.kind == "known":
                 known[reading.label] += 1
+            elif session is not None:  # recorded (or an awaited call_llm span)
+                grouped.setdefault(session, []).append((span, reading))
             elif reading.kind == "unknown":
                 unknown[reading.label] += 1
-            elif session is not None:
-                grouped.setdefault(session, []).append((span, reading))
-        batches: dict[tuple[str, str], SessionBatch] = {}
-        for session, members in grouped.items():
-            builder = self._batch(batches, session)
-            members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
-            for span, reading in members:
-                self._join(batches, builder, span.span_id)
-                builder.add(span, reading)
-        builders = list(batches.values())
+        wrappers = {s.span_id: s for s, r in readings if r.label == CARRIED}
+        builders = self._batches(grouped, known, wrappers)
         for builder in builders:
             builder.finish()
         written = self._write(before, builders)
@@ -297,6 +297,30 @@ class Recorder:
             sessions=written,
             events=sum(w.events for w in written),
         ), found
+
+    def _batches(
+        self,
+        grouped: dict[tuple[str, str], list[tuple[Span, SpanReading]]],
+        known: Counter[str],
+        wrappers: Mapping[str, Span],
+    ) -> list[SessionBatch]:
+        """Each session's batch, its spans added in the order they began.
+
+        An ADK ``call_llm`` span whose call span the session recorded before
+        is carried (:meth:`.SessionBatch.carry`) and counted in ``known``; one
+        whose call span is in the batch (``wrappers``, by id) is listed with it.
+        """
+        batches: dict[tuple[str, str], SessionBatch] = {}
+        for session, members in grouped.items():
+            builder = self._batch(batches, session)
+            members.sort(key=lambda m: (m[0].start_ns, m[0].end_ns, m[0].span_id))
+            for span, reading in members:
+                if reading.kind == "unknown":  # a call_llm span its call awaited
+                    known[CARRIED] += builder.carry(span)
+                    continue
+                self._join(batches, builder, span.span_id)
+                builder.add(span, reading, wrappers.get(span.parent_id))
+        return list(batches.values())
 
     def _batch(
         self, batches: dict[tuple[str, str], SessionBatch], session: tuple[str, str]
@@ -459,6 +483,8 @@ class Recorder:
         found: list[tuple[str, str] | None] = [None] * len(readings)
         for i in order:
             span, reading = readings[i]
+            if reading.kind == "unknown" and is_call_llm(span):
+                found[i] = self._awaited_by(cleaned, span, conversations)
             if reading.kind in ("known", "unknown"):
                 continue
             conversation = reading.conversation or conversations.get(span.trace_id)
@@ -467,6 +493,30 @@ class Recorder:
             )
             self._links.note(span, reading, session)
         return found
+
+    def _awaited_by(
+        self, cleaned: dict[str, str], wrapper: Span, conversations: dict[str, str]
+    ) -> tuple[str, str] | None:
+        """The session whose model call span an ADK ``call_llm`` span is the parent of.
+
+        Its call span (which ends first) was recorded by an earlier batch, in
+        the session the ``call_llm`` span's trace went to (or its
+        conversation's); ``None`` when no session recorded such a span (ADK
+        1.x's ``call_llm`` span, its only model span: of no known shape). One
+        the session recorded already (sent again) is its duplicate.
+        """
+        conversation = (
+            string(wrapper.attributes.get("gen_ai.conversation.id"))
+            or string(wrapper.attributes.get("session.id"))
+            or conversations.get(wrapper.trace_id)
+        )
+        session = self._linked(cleaned, conversation, wrapper.trace_id, wrapper.service)
+        state = self._state(*session)
+        if state.version == 0:  # no such session: nothing kept of it
+            self._states.pop(state.stream, None)
+            return None
+        found = wrapper.span_id in state.awaiting or wrapper.span_id in state.span_ids
+        return session if found else None  # the latter: sent again
 
     def _linked(
         self,

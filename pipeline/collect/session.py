@@ -45,6 +45,7 @@ from turnledger.pipeline.collect.genai import (
     carries_content,
     read_call,
 )
+from turnledger.pipeline.collect.genai.adk import CARRIED, with_request
 from turnledger.pipeline.collected import (
     FRAMEWORK,
     LISTED,
@@ -70,6 +71,10 @@ UNKNOWN: Final = "unknown"
 """A tool call's id or name the span did not say."""
 
 _Print: TypeAlias = tuple[str, str, tuple[str, ...]]
+
+AWAITED: Final = 256
+"""Model call spans a session remembers by their parent's id (the most recent):
+an ADK ``call_llm`` span (the parent) comes within a batch or two of its call's."""
 
 
 class SessionState:
@@ -117,6 +122,10 @@ class SessionState:
         self.unpaired: dict[str, tuple[str, tuple[str, ...]]] = {}
         # Calls the model made without an id: their tool and arguments.
         self.idless: set[tuple[str, str]] = set()
+        # Model call spans by their parent span's id (the AWAITED most recent),
+        # and whether their content is still to come: an ADK call_llm span
+        # sent after its call span's batch carries it (SessionBatch.carry).
+        self.awaiting: dict[str, tuple[str, bool]] = {}
 
     def copy(self) -> SessionState:
         """A copy a batch advances (kept only once its append is durable)."""
@@ -136,6 +145,7 @@ class SessionState:
         other.stand_ins = dict(self.stand_ins)
         other.unpaired = dict(self.unpaired)
         other.idless = set(self.idless)
+        other.awaiting = dict(self.awaiting)
         return other
 
     def fold(self, recorded: Iterable[tuple[int, Event]]) -> None:
@@ -172,6 +182,10 @@ class SessionState:
         for entry in listed.spans:
             self.span_ids.add(entry[1])
             self.parked.pop(entry[1], None)  # its span read them
+            self.awaiting.pop(entry[1], None)  # a call_llm span: it came
+        without = set(listed.without_content)
+        for span_id, parent_id in listed.parents:
+            self.await_parent(parent_id, span_id, bare=span_id in without)
         self.by_logs.update(listed.without_content)
         self.by_logs.update(listed.from_logs)
         for call_id, version in listed.stand_ins:
@@ -186,8 +200,27 @@ class SessionState:
 
     def _logs(self, listed: LogsListed) -> None:
         self.fold_logs(listed.events)
+        self.clothe(listed.applied)
         for span_id in listed.joined:  # its span's session took them
             self.parked.pop(span_id, None)
+
+    def await_parent(self, parent_id: str, span_id: str, *, bare: bool) -> None:
+        """Remember a model call span by its parent's (the :data:`AWAITED` last).
+
+        ``bare``: recorded without content (a ``call_llm`` span may bring it).
+        """
+        self.awaiting.pop(parent_id, None)
+        self.awaiting[parent_id] = (span_id, bare)
+        if len(self.awaiting) > AWAITED:
+            del self.awaiting[next(iter(self.awaiting))]
+
+    def clothe(self, span_ids: Iterable[str]) -> None:
+        """Note spans whose content log events brought: none is awaited now."""
+        dressed = set(span_ids)
+        if dressed and self.awaiting:
+            for parent_id, (span_id, bare) in list(self.awaiting.items()):
+                if bare and span_id in dressed:
+                    self.awaiting[parent_id] = (span_id, False)
 
     def unsay(self, call_id: str) -> None:
         """Forget the print of the message a tool span made for its call.
@@ -274,6 +307,8 @@ class SessionBatch:
         self.responses: list[str] = []
         self.unpaired: list[tuple[str, str, list[str]]] = []
         self.parked: list[str] = []  # spans whose log events the batch parked
+        self.parents: list[tuple[str, str]] = []  # model call spans' parents
+        self.carried: list[str] = []  # call spans a late call_llm span clothed
         self.joined: list[str] = []  # spans whose parked events another took
         self.last_turn = ""
         self.counts: Counter[str] = Counter()
@@ -287,8 +322,16 @@ class SessionBatch:
         self.state.apply(event, self.state.version + 1)
         self.state.version += 1
 
-    def add(self, span: Span, reading: SpanReading) -> None:
-        """Record one span of the session (one already recorded is counted)."""
+    def add(
+        self, span: Span, reading: SpanReading, wrapper: Span | None = None
+    ) -> None:
+        """Record one span of the session (one already recorded is counted).
+
+        ``wrapper``: the ADK ``call_llm`` span of the batch that is a model
+        call span's parent (the span read its request and response): listed
+        with it (:data:`~.genai.adk.CARRIED`), so that sent again, alone, it
+        is known.
+        """
         if span.span_id in self.state.span_ids:
             self.counts["duplicates"] += 1
             self.duplicates.append(span.span_id)
@@ -306,6 +349,12 @@ class SessionBatch:
         if reading.call is not None:
             content = reading.call.content
             turn = self._call(span, reading.call)
+            if wrapper is not None:
+                self.listed.append((wrapper.trace_id, wrapper.span_id, CARRIED))
+                self.state.span_ids.add(wrapper.span_id)
+            elif span.parent_id:
+                self.parents.append((span.span_id, span.parent_id))
+                self.state.await_parent(span.parent_id, span.span_id, bare=not content)
         elif reading.tool is not None:
             call_id, error = self._tool(span, reading.tool, turn)
             if reading.tool.result is None:
@@ -352,7 +401,41 @@ class SessionBatch:
         self.last_turn = self._said(span, read_call(span))
         if span_id not in self.applied:
             self.applied.append(span_id)
+        state.clothe((span_id,))
         self.counts["applied"] += len(fresh)
+        return True
+
+    def carry(self, wrapper: Span) -> bool:
+        """Record an ADK ``call_llm`` span sent after its call span's batch.
+
+        Its call span (a child, which ends first) was recorded from its own
+        attributes; when that held no content, what the ``call_llm`` span's
+        request and response say is recorded now (as log events applied to
+        it are), and the spans item lists the call span as ``carried``
+        (``audit`` then no longer counts it as without content). The
+        ``call_llm`` span is listed (:data:`~.genai.adk.CARRIED`): sent
+        again, it is known. One sent again is counted as a duplicate
+        (``False``: not carried again).
+        """
+        state = self.state
+        if wrapper.span_id in state.span_ids:
+            self.counts["duplicates"] += 1
+            self.duplicates.append(wrapper.span_id)
+            return False
+        span_id, bare = state.awaiting.pop(wrapper.span_id)
+        turn = self._turn(wrapper)
+        if bare:
+            span = with_request(
+                Span(trace_id=wrapper.trace_id, span_id=span_id), wrapper
+            )
+            call = read_call(span)
+            if call.content:
+                turn = self._said(span, call)
+                self.carried.append(span_id)
+                state.by_logs.discard(span_id)
+        self.listed.append((wrapper.trace_id, wrapper.span_id, CARRIED))
+        state.span_ids.add(wrapper.span_id)
+        self.last_turn = turn
         return True
 
     def give(self, span_id: str) -> tuple[LoggedEvent, ...]:
@@ -408,6 +491,8 @@ class SessionBatch:
             without_result=self.without_result,
             responses=self.responses,
             unpaired=self.unpaired,
+            parents=self.parents,
+            carried=self.carried,
         )
         self._item(SPANS_KIND, msgspec.json.encode(listed).decode())
 

@@ -9,11 +9,14 @@ OpenTelemetry's content capture says. ADK 2's ``call_llm`` span is the parent
 of the call's own ``generate_content`` span, which carries the usage again, and
 the content only by log records, when capture is on.
 
-So a ``call_llm`` span whose model call span is in the same batch (or file) is
-that call's record: the call span reads the request and the response when it
-carries no content attribute of its own (:func:`with_request`), and the
-``call_llm`` span is counted (:data:`CARRIED`). One without its call span in the
-batch stays of no known shape (ADK 1.x's only model span is not read).
+So a ``call_llm`` span is its model call's record: the call span reads the
+request and the response when it carries no content attribute of its own
+(:func:`with_request`), and the ``call_llm`` span is counted (:data:`CARRIED`).
+Its call span, a child, ends first: in the same batch (or file), or in an
+earlier batch (a simple span processor exports each span alone), whose session
+then records what the ``call_llm`` span says when its call span held no content
+(:meth:`.session.SessionBatch.carry`). One whose call span no session recorded
+stays of no known shape (ADK 1.x's only model span is not read).
 
 The request's messages are ``google-genai`` ``Content`` objects (:mod:`.gemini`);
 ADK leaves a part's inline data (an image, audio) out of the request it records,

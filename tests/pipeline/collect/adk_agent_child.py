@@ -1,14 +1,16 @@
 """A Google ADK agent under ADK's own telemetry (no instrumentation package).
 
 Run as a child process: ``python adk_agent_child.py OTLP_URL GEMINI_URL
-[logs-first]``. An ``LlmAgent`` with one function tool, on the ``Gemini``
+[logs-first | span-by-span]``. An ``LlmAgent`` with one function tool, on the ``Gemini``
 model through the real ``google-genai`` client to the fake server's
 ``generateContent``, answers "Weather in Paris?" (the model calls the tool,
 ADK runs it, the model answers), then "And now?" in the same ADK session (the
 model calls the tool again, with the same arguments). ADK sends its spans,
 and its log records, to the tracer and logger providers set globally; both
 go to the receiver by the SDK's OTLP exporters, the spans first (the logs
-first with ``logs-first``). The telemetry's form and content capture come
+first with ``logs-first``), in one request each at the end, or, with
+``span-by-span``, each span in a request of its own as it ends (a simple span
+processor's export). The telemetry's form and content capture come
 from the parent's environment (``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN``,
 ``OTEL_SEMCONV_STABILITY_OPT_IN``,
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``,
@@ -76,11 +78,11 @@ def main(otlp_url: str, gemini_url: str, order: str = "spans-first") -> None:
     """Run the chat with ADK's telemetry exported to ``otlp_url``."""
     resource = Resource({"service.name": "adk-app"})
     provider = TracerProvider(resource=resource)
+    exporter = OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces")
     provider.add_span_processor(
-        BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=f"{otlp_url}/v1/traces"),
-            schedule_delay_millis=NEVER,
-        )
+        SimpleSpanProcessor(exporter)  # each span sent alone, as it ends
+        if order == "span-by-span"
+        else BatchSpanProcessor(exporter, schedule_delay_millis=NEVER)
     )
     kept = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(kept))

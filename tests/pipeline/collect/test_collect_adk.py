@@ -38,15 +38,17 @@ from tests.pipeline.fake_llm_server import (
     gemini_function_calls,
     gemini_text,
 )
-from turnledger.ledger.events import ModelCalled, SystemPromptSet
+from turnledger.ledger.events import ItemRecorded, ModelCalled, SystemPromptSet
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import Recorder, decode_json
 from turnledger.pipeline.collect.coverage import NO_MESSAGES
 from turnledger.pipeline.collect.genai.adk import CARRIED
 from turnledger.pipeline.collected import (
+    LISTED,
     MESSAGE_NOT_RECORDED,
     NOT_RECORDED,
+    SPANS_KIND,
     WITHOUT_RESULT,
 )
 from turnledger.pipeline.sessions import list_sessions
@@ -179,6 +181,99 @@ def test_an_adk_file_of_the_previous_form_imports(
     assert audit_json(ledger, session.key, capsys)["violations"] == []
 
 
+@pytest.mark.parametrize(
+    "form",
+    ["previous_spans", "previous", "previous_logs", "previous_off", "current_span"],
+)
+def test_an_adk_agent_s_spans_sent_one_by_one(
+    ledger: Ledger, form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each span in a request of its own, as it ends (a simple span processor):
+    a ``call_llm`` span comes in the request after its call span's, which
+    was recorded with the usage alone. Its request and response are recorded
+    then (the conversation, once), it is counted as its call's record, and
+    ``audit`` no longer counts the call as without content. Fails without
+    that: the conversation was never recorded (usage only), and each
+    ``call_llm`` span was counted as of no known shape. With the log
+    records too (sent at the end), the conversation is recorded once: from
+    the ``call_llm`` spans when they hold it (the records are kept), else
+    from the records.
+    """
+    env = {"GOOGLE_API_KEY": "test-key", **FORMS[form]}
+    with FakeLLMServer() as llm, running(ledger.store) as (url, app):
+        _queue(llm)
+        run_client(CHILD, llm.url, url, env, "span-by-span", call="")
+        assert app.refused == 0
+        assert app.batches > 10  # one a span
+    (session,) = list_sessions(ledger.store)
+    events = [r.event for r in ledger.store.read_stream(session.stream_id)]
+    usage = [
+        (e.input_tokens, e.output_tokens) for e in events if type(e) is ModelCalled
+    ]
+    assert usage == [(50, 10), (70, 6), (90, 10), (110, 6)]
+    listed = [
+        label
+        for e in events
+        if type(e) is ItemRecorded and e.kind == SPANS_KIND
+        for _, _, label in LISTED.decode(e.fields).spans
+    ]
+    assert listed.count(CARRIED) == (0 if form.startswith("current") else 4)
+    audit = audit_json(ledger, session.key, capsys)
+    assert audit["violations"] == []
+    if form == "previous_off":
+        assert said_in(ledger, session.key) == []
+        assert audit["skipped"][NOT_RECORDED] == 4
+        return
+    assert NOT_RECORDED not in audit["skipped"]
+    assert [e.text for e in events if type(e) is SystemPromptSet] == [SYSTEM]
+    previous = form.startswith("previous")
+    assert _said(ledger, session.key) == _turns(
+        "unknown" if previous else "get_weather_0"
+    )
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_call_llm_span_sent_again_or_after_a_restart_is_carried_once(
+    ledger: Ledger, restarted: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's spans (the previous form, the conversation in the ``call_llm``
+    spans alone), each recorded as a batch of its own in the order they
+    ended, each ``call_llm`` span twice (an exporter's retry), by one
+    recorder or (restarted) a new one for every batch: each ``call_llm``
+    span is carried once, then known as a duplicate, and the conversation is
+    recorded once. Fails without the parents the spans item lists (restarted,
+    the recorder did not know the call spans' parents) or without the
+    ``call_llm`` spans listed (each was carried again: every message twice).
+    """
+    file = tmp_path / "adk-spans.json"
+    env = {"GOOGLE_API_KEY": "test-key", "ADK_SPANS_FILE": str(file)}
+    with (
+        FakeLLMServer() as llm,
+        open_store(str(tmp_path / "received.db")) as received,
+        running(received) as (url, _app),
+    ):
+        _queue(llm)
+        run_client(CHILD, llm.url, url, {**env, **FORMS["previous_spans"]}, call="")
+    spans = sorted(decode_json(file.read_bytes()), key=lambda s: s.end_ns)
+    recorder = Recorder(ledger.store)
+    carried, duplicates = [], 0
+    for span in spans:
+        for _ in range(2 if span.name == "call_llm" else 1):
+            if restarted:
+                recorder = Recorder(ledger.store)
+            report = recorder.record([span])
+            if span.name == "call_llm":
+                assert report.unknown == {}
+                carried.append(report.known.get(CARRIED, 0))
+            duplicates += report.duplicates
+    assert (carried, duplicates) == ([1, 0] * 4, 4)
+    (session,) = list_sessions(ledger.store)
+    assert _said(ledger, session.key) == _turns("unknown")
+    audit = audit_json(ledger, session.key, capsys)
+    assert audit["violations"] == []
+    assert NOT_RECORDED not in audit["skipped"]
+
+
 def test_an_adk_agent_s_logs_before_its_spans(
     ledger: Ledger, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -297,8 +392,9 @@ def test_what_adk_leaves_out_of_its_call_record_is_counted(
     (a message of an image alone keeps no part) and writes it in the response
     as words: the first is a message without parts, the second an
     ``inline_data`` part, both counted, neither text. The call is recorded
-    once, with its call span's usage; without its call span in the batch, the
-    call_llm span is of no known shape."""
+    once, with its call span's usage. Sent again alone, the call_llm span is
+    known (listed with its call span's: a duplicate); one whose call span no
+    session recorded (ADK 1.x's only model span) is of no known shape."""
     request = {
         "model": "gemini-test",
         "config": {"system_instruction": "Describe pictures."},
@@ -331,7 +427,11 @@ def test_what_adk_leaves_out_of_its_call_record_is_counted(
     audit = audit_json(ledger, TRACE, capsys)
     assert audit["skipped"][MESSAGE_NOT_RECORDED] == 1
     alone = decode_json(json.dumps(json_request(pair[:1])).encode())
-    assert recorder.record(alone).unknown == {"no gen_ai.operation.name": 1}
+    again = recorder.record(alone)
+    assert (again.unknown, again.duplicates, again.events) == ({}, 1, 0)
+    other = {**pair[0], "spanId": "00000000000000cc"}
+    unawaited = decode_json(json.dumps(json_request([other])).encode())
+    assert recorder.record(unawaited).unknown == {"no gen_ai.operation.name": 1}
 
 
 @pytest.mark.parametrize(
