@@ -324,6 +324,26 @@ def test_hybrid_blends_seventy_thirty(vector_memory):
     assert blend(0.5, None) == 0.5
 
 
+def test_float4_vectors_read_as_the_numbers_stored(vector_memory):
+    """The recall's connection reads a ``float4[]`` sent in binary as a float32
+    numpy array holding exactly the float32 values of what psycopg's own loader
+    reads as floats; an array that is no vector (two dimensions, a NULL, none)
+    reads as empty."""
+    values = [0.5, -1.25, 3.0e-8, 1.0e30, -0.0, 0.1]
+    literal = "ARRAY[" + ",".join(map(repr, values)) + "]::float4[]"
+    cases = f"{literal}, ARRAY[[1,2],[3,4]]::float4[], ARRAY[1,NULL]::float4[], "
+    with vector_memory._transaction() as conn:
+        row = conn.execute(
+            f"SELECT {cases} ARRAY[]::float4[], NULL::float4[]", binary=True
+        ).fetchone()
+        (as_floats,) = conn.execute(f"SELECT {literal}").fetchone()  # text: floats
+    vector, square, holed, empty, null = row
+    assert vector.dtype == np.float32  # what unit_vector made of the floats
+    assert vector.tolist() == np.asarray(as_floats, dtype=np.float32).tolist()
+    assert vector.tolist() == np.asarray(values, dtype=np.float32).tolist()
+    assert [square.size, holed.size, empty.size, null] == [0, 0, 0, None]
+
+
 def test_cosines_are_calibrated_by_the_embedders_range(postgres_url):
     """As on SQLite: a cosine under where the embedder's unrelated texts land
     is no evidence (a raw cosine would pass the 0.4 floor): the row is still

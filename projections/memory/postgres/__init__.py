@@ -383,6 +383,7 @@ class PostgresMemory(PostgresConnection):
                 query,
                 params | {"lender_agents": agents, "lender_keys": keys},
                 prepare=False,
+                binary=True,  # the vectors as numpy arrays (Float32Vectors)
             ).fetchall()
         threads: dict[RowKey, list[RowKey]] = {}
         known = {(row[0], row[1]) for row in rows}
@@ -435,7 +436,9 @@ class PostgresMemory(PostgresConnection):
             where=where,
         )
         with self._transaction() as conn:
-            found = conn.execute(query, params | _word_params(words)).fetchall()
+            found = conn.execute(
+                query, params | _word_params(words), binary=True
+            ).fetchall()
         if not found:
             rows = self._rows_where(where, params)
             return [], TermStats(rows=rows, counts=dict.fromkeys(words, 0))
@@ -462,7 +465,7 @@ class PostgresMemory(PostgresConnection):
             order=sql.SQL(order),
         )
         with self._transaction() as conn:
-            return conn.execute(query, params).fetchall()
+            return conn.execute(query, params, binary=True).fetchall()
 
     def get(self, key: str, *, agents: Sequence[str]) -> MemoryEntry | None:
         """Return the live row with that key, the first agent in ``agents`` winning."""

@@ -4,20 +4,27 @@
 :class:`~turnledger.projections.memory.postgres.PostgresMemory` that talks to the
 server: one autocommit connection in UTC with a lock timeout (the busy timeout,
 :data:`LOCK_TIMEOUT_MS`) and ``synchronous_commit`` off, reopened when it broke,
-used under a re-entrant lock; schema-qualified SQL templates; and the migration
-that creates the schema, picks the vector column (pgvector when the extension can
-be created, ``float4[]`` otherwise) and clears vectors another embedder made.
+used under a re-entrant lock, reading ``float4[]`` vectors sent in binary as
+numpy arrays (:class:`Float32Vectors`); schema-qualified SQL templates; and the
+migration that creates the schema, picks the vector column (pgvector when the
+extension can be created, ``float4[]`` otherwise) and clears vectors another
+embedder made.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
+import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 
 from turnledger.projections.memory.embedding import Embedder
 from turnledger.projections.memory.postgres._sql import (
@@ -34,6 +41,32 @@ Connection: TypeAlias = "psycopg.Connection[tuple[Any, ...]]"
 
 LOCK_TIMEOUT_MS = 5000
 """How long a statement waits for a row or table lock (the busy timeout)."""
+
+_FLOAT4_ARRAY_OID: Final = 1021
+_ELEMENTS: Final = np.dtype([("length", ">i4"), ("value", ">f4")])
+
+
+class Float32Vectors(Loader):
+    """Reads a ``float4[]`` sent in binary as a float32 numpy array.
+
+    psycopg's own loader builds a Python float per element (a recall reads a
+    few hundred 384-float vectors: most of its time). PostgreSQL's binary
+    array is a header (dimensions, a null flag, the element type, each
+    dimension's size and lower bound), then each element's length and its
+    big-endian bytes, read here as one numpy view. An array of another shape
+    than one dimension, or holding a ``NULL``, is no vector of ours: it reads
+    as an empty array (no similarity).
+    """
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """Return the elements of one array."""
+        dimensions, has_null = struct.unpack_from(">ii", data)
+        if dimensions != 1 or has_null:
+            return np.empty(0, dtype=np.float32)
+        elements = np.frombuffer(data, dtype=_ELEMENTS, offset=20)
+        return elements["value"].astype(np.float32)
 
 
 class PostgresConnection:
@@ -54,6 +87,7 @@ class PostgresConnection:
         # A view is rebuilt from the ledger, and its effects commit together with
         # its position, so a lost tail after a server crash is replayed, never torn.
         conn.execute("SET synchronous_commit = off")
+        conn.adapters.register_loader(_FLOAT4_ARRAY_OID, Float32Vectors)
         return conn
 
     @contextmanager
