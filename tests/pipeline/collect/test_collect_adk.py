@@ -243,7 +243,7 @@ def test_a_call_llm_span_sent_again_or_after_a_restart_is_carried_once(
     span is carried once, then known as a duplicate, and the conversation is
     recorded once. Fails without the parents the spans item lists (restarted,
     the recorder did not know the call spans' parents) or without the
-    ``call_llm`` spans listed (each was carried again: every message twice).
+    ``call_llm`` spans listed (each sent again was of no known shape).
     """
     file = tmp_path / "adk-spans.json"
     env = {"GOOGLE_API_KEY": "test-key", "ADK_SPANS_FILE": str(file)}
