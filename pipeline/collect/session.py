@@ -188,6 +188,7 @@ class SessionState:
             self.await_parent(parent_id, span_id, bare=span_id in without)
         self.by_logs.update(listed.without_content)
         self.by_logs.update(listed.from_logs)
+        self.by_logs.difference_update(listed.carried)  # a call_llm span gave it
         for call_id, version in listed.stand_ins:
             self.stand_ins[call_id] = version
             self.unsay(call_id)

@@ -31,7 +31,14 @@ import pytest
 
 from tests.pipeline.collect.conftest import Ledger, audit_json, run_client, said_in
 from tests.pipeline.collect.receiver import running
-from tests.pipeline.collect.spans import chat_attributes, json_request, json_span, text
+from tests.pipeline.collect.spans import (
+    chat_attributes,
+    json_log,
+    json_logs_request,
+    json_request,
+    json_span,
+    text,
+)
 from tests.pipeline.fake_llm_server import (
     FakeLLMServer,
     ToolUse,
@@ -41,7 +48,7 @@ from tests.pipeline.fake_llm_server import (
 from turnledger.ledger.events import ItemRecorded, ModelCalled, SystemPromptSet
 from turnledger.ledger.store import open_store
 from turnledger.pipeline.cli import main
-from turnledger.pipeline.collect import Recorder, decode_json
+from turnledger.pipeline.collect import Recorder, decode_json, decode_logs_json
 from turnledger.pipeline.collect.coverage import NO_MESSAGES
 from turnledger.pipeline.collect.genai.adk import CARRIED
 from turnledger.pipeline.collected import (
@@ -272,6 +279,36 @@ def test_a_call_llm_span_sent_again_or_after_a_restart_is_carried_once(
     audit = audit_json(ledger, session.key, capsys)
     assert audit["violations"] == []
     assert NOT_RECORDED not in audit["skipped"]
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_log_events_after_a_carried_call_are_kept_not_recorded_again(
+    ledger: Ledger, restarted: bool
+) -> None:
+    """The call span alone (its usage), then its ``call_llm`` span (the
+    conversation recorded), then log events of the call saying the answer
+    again: kept, not recorded again, by the same recorder or a restarted one.
+    Fails without the stream's fold knowing the call carried (restarted: the
+    answer was recorded twice)."""
+    request = {"contents": [{"role": "user", "parts": [{"text": "Hi?"}]}]}
+    response = {"content": {"role": "model", "parts": [{"text": "Hello."}]}}
+    pair = _call_llm_pair(request, response)
+    recorder = Recorder(ledger.store)
+    for part in (pair[1:], pair[:1]):
+        recorder.record(decode_json(json.dumps(json_request(part)).encode()))
+    said = said_in(ledger, TRACE)
+    assert [(role, text) for role, text, _, _ in said] == [
+        ("user", "Hi?"),
+        ("assistant", "Hello."),
+    ]
+    if restarted:
+        recorder = Recorder(ledger.store)
+    answer = {"index": 0, "message": {"role": "assistant", "content": "Hello."}}
+    logs = [json_log(TRACE, "00000000000000bb", "gen_ai.choice", answer)]
+    body = json.dumps(json_logs_request(logs)).encode()
+    report = recorder.record_logs(decode_logs_json(body))
+    assert (report.applied, report.span_had_content) == (0, 1)
+    assert said_in(ledger, TRACE) == said
 
 
 def test_an_adk_agent_s_logs_before_its_spans(
