@@ -292,7 +292,7 @@ class Recorder:
             without_outputs=sum(len(b.without_outputs) for b in builders),
             extra_choices=totals["extra_choices"],
             parts=dict(sorted(parts.items())),
-            known=dict(known),
+            known=dict(+known),  # none left at 0
             unknown=dict(unknown),
             sessions=written,
             events=sum(w.events for w in written),
@@ -308,7 +308,8 @@ class Recorder:
 
         An ADK ``call_llm`` span whose call span the session recorded before
         is carried (:meth:`.SessionBatch.carry`) and counted in ``known``; one
-        whose call span is in the batch (``wrappers``, by id) is listed with it.
+        whose call span is in the batch (``wrappers``, by id) is listed with it
+        (counted in ``known`` already, unless both were sent again).
         """
         batches: dict[tuple[str, str], SessionBatch] = {}
         for session, members in grouped.items():
@@ -319,7 +320,8 @@ class Recorder:
                     known[CARRIED] += builder.carry(span)
                     continue
                 self._join(batches, builder, span.span_id)
-                builder.add(span, reading, wrappers.get(span.parent_id))
+                if builder.add(span, reading, wrappers.get(span.parent_id)):
+                    known[CARRIED] -= 1  # sent again with its call span
         return list(batches.values())
 
     def _batch(

@@ -325,18 +325,17 @@ class SessionBatch:
 
     def add(
         self, span: Span, reading: SpanReading, wrapper: Span | None = None
-    ) -> None:
+    ) -> bool:
         """Record one span of the session (one already recorded is counted).
 
         ``wrapper``: the ADK ``call_llm`` span of the batch that is a model
         call span's parent (the span read its request and response): listed
-        with it (:data:`~.genai.adk.CARRIED`), so that sent again, alone, it
-        is known.
+        with it (:data:`~.genai.adk.CARRIED`), so that sent again, it is
+        known. Returns whether ``wrapper`` was sent again with it (counted as
+        a duplicate, not as carried).
         """
         if span.span_id in self.state.span_ids:
-            self.counts["duplicates"] += 1
-            self.duplicates.append(span.span_id)
-            return
+            return self._sent_again(span, wrapper)
         turn = self._turn(span)
         content = True
         parked = self.state.parked.pop(span.span_id, ())
@@ -372,6 +371,16 @@ class SessionBatch:
             self.without.append(span.span_id)
             self.state.by_logs.add(span.span_id)
             self.counts["without_content"] += 1
+        return False
+
+    def _sent_again(self, span: Span, wrapper: Span | None = None) -> bool:
+        """Count a span recorded before; whether its ``wrapper`` was too."""
+        again = [span.span_id]
+        if wrapper is not None and wrapper.span_id in self.state.span_ids:
+            again.append(wrapper.span_id)
+        self.counts["duplicates"] += len(again)
+        self.duplicates.extend(again)
+        return len(again) == 2
 
     def logs(self, trace_id: str, span_id: str, fresh: Sequence[LoggedEvent]) -> bool:
         """Record a span's new GenAI log events; whether any of them holds content.
@@ -420,8 +429,7 @@ class SessionBatch:
         """
         state = self.state
         if wrapper.span_id in state.span_ids:
-            self.counts["duplicates"] += 1
-            self.duplicates.append(wrapper.span_id)
+            self._sent_again(wrapper)
             return False
         span_id, bare = state.awaiting.pop(wrapper.span_id)
         turn = self._turn(wrapper)

@@ -429,9 +429,10 @@ def test_what_adk_leaves_out_of_its_call_record_is_counted(
     (a message of an image alone keeps no part) and writes it in the response
     as words: the first is a message without parts, the second an
     ``inline_data`` part, both counted, neither text. The call is recorded
-    once, with its call span's usage. Sent again alone, the call_llm span is
-    known (listed with its call span's: a duplicate); one whose call span no
-    session recorded (ADK 1.x's only model span) is of no known shape."""
+    once, with its call span's usage. Sent again, with its call span or
+    alone, the call_llm span is known (listed with its call span's: a
+    duplicate); one whose call span no session recorded (ADK 1.x's only model
+    span) is of no known shape."""
     request = {
         "model": "gemini-test",
         "config": {"system_instruction": "Describe pictures."},
@@ -463,6 +464,8 @@ def test_what_adk_leaves_out_of_its_call_record_is_counted(
     ]
     audit = audit_json(ledger, TRACE, capsys)
     assert audit["skipped"][MESSAGE_NOT_RECORDED] == 1
+    whole = recorder.record(decode_json(json.dumps(json_request(pair)).encode()))
+    assert (whole.known, whole.duplicates, whole.events) == ({}, 2, 0)
     alone = decode_json(json.dumps(json_request(pair[:1])).encode())
     again = recorder.record(alone)
     assert (again.unknown, again.duplicates, again.events) == ({}, 1, 0)
