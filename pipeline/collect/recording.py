@@ -82,10 +82,10 @@ from turnledger.pipeline.collect.genai import (
     CONTENT_EVENTS,
     InputCache,
     SpanReading,
+    conversation_of,
     read_spans,
 )
 from turnledger.pipeline.collect.genai.adk import CARRIED, is_call_llm
-from turnledger.pipeline.collect.genai.values import string
 from turnledger.pipeline.collect.links import SessionLinks
 from turnledger.pipeline.collect.session import UNKNOWN, SessionBatch, SessionState
 from turnledger.pipeline.collected import LoggedEvent
@@ -507,10 +507,8 @@ class Recorder:
         1.x's ``call_llm`` span, its only model span: of no known shape). One
         the session recorded already (sent again) is its duplicate.
         """
-        conversation = (
-            string(wrapper.attributes.get("gen_ai.conversation.id"))
-            or string(wrapper.attributes.get("session.id"))
-            or conversations.get(wrapper.trace_id)
+        conversation = conversation_of(wrapper.attributes) or conversations.get(
+            wrapper.trace_id
         )
         session = self._linked(cleaned, conversation, wrapper.trace_id, wrapper.service)
         state = self._state(*session)

@@ -350,8 +350,7 @@ class SessionBatch:
             content = reading.call.content
             turn = self._call(span, reading.call)
             if wrapper is not None:
-                self.listed.append((wrapper.trace_id, wrapper.span_id, CARRIED))
-                self.state.span_ids.add(wrapper.span_id)
+                self._list_carrier(wrapper)
             elif span.parent_id:
                 self.parents.append((span.span_id, span.parent_id))
                 self.state.await_parent(span.parent_id, span.span_id, bare=not content)
@@ -442,10 +441,14 @@ class SessionBatch:
                 turn = self._said(span, call)
                 self.carried.append(span_id)
                 state.by_logs.discard(span_id)
-        self.listed.append((wrapper.trace_id, wrapper.span_id, CARRIED))
-        state.span_ids.add(wrapper.span_id)
+        self._list_carrier(wrapper)
         self.last_turn = turn
         return True
+
+    def _list_carrier(self, wrapper: Span) -> None:
+        """List a ``call_llm`` span that carried its call: sent again, it is known."""
+        self.listed.append((wrapper.trace_id, wrapper.span_id, CARRIED))
+        self.state.span_ids.add(wrapper.span_id)
 
     def give(self, span_id: str) -> tuple[LoggedEvent, ...]:
         """Hand over a span's parked log events to the span's own session.

@@ -147,6 +147,7 @@ __all__ = [
     "adk_carried",
     "carries_content",
     "classify",
+    "conversation_of",
     "model_traffic",
     "read_call",
     "read_span",
@@ -174,11 +175,7 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
     if kind == "unknown":
         return SpanReading(kind=kind, label=label)
     attrs = span.attributes
-    conversation = (
-        string(attrs.get("gen_ai.conversation.id"))
-        or string(attrs.get("session.id"))
-        or None
-    )
+    conversation = conversation_of(attrs)
     if kind == "chat":
         return SpanReading(
             kind=kind,
@@ -192,6 +189,15 @@ def read_span(span: Span, cache: InputCache | None = None) -> SpanReading:
             kind=kind, label=label, tool=read_tool(span), conversation=conversation
         )
     return SpanReading(kind=kind, label=label, conversation=conversation)
+
+
+def conversation_of(attrs: Mapping[str, object]) -> str | None:
+    """The conversation a span names (``gen_ai.conversation.id``, ``session.id``)."""
+    return (
+        string(attrs.get("gen_ai.conversation.id"))
+        or string(attrs.get("session.id"))
+        or None
+    )
 
 
 def read_spans(
