@@ -72,24 +72,25 @@ class SpansListed(msgspec.Struct):
     """The ``fields`` of a ``spans`` item.
 
     ``[trace id, span id, operation]`` of each span recorded, the ids of those
-    recorded without content, of those whose content log events sent before
-    them gave, ``[call id, version]`` of each message a tool span made for its
-    call (the model's own message was not in the ledger yet), the types of
-    the message parts left out of the messages recorded (they hold no text),
-    with counts, the ids of the model call spans that held their answer but
-    no input message, and of those that held the messages sent but no answer,
-    ``[span id, call id, error]`` of each tool span recorded without its
-    result: ``error`` is its run's error when the run failed and its call is
-    known (the result a later model call's input holds is that failure), else
-    ``""``; the ids of the responses of the model calls recorded
-    (``gen_ai.response.id``: a later call naming one continues this session);
-    and ``[call id, tool, arguments]`` of each tool run without a call id that
-    answered no call the session held (recorded under its span's id; a call of
-    that tool and those arguments, the run's one or its Python call's, found
-    later is its call); ``[span id, parent span id]`` of each model call span
-    with a parent (an ADK ``call_llm`` span sent later is that parent), and
-    the ids of the model call spans recorded before without content whose
-    content such a ``call_llm`` span of this batch carried.
+    recorded without content, of those whose content log events sent before them
+    gave, ``[call id, version]`` of each message a tool span made for its call
+    (the model's own message was not in the ledger yet), the types of the
+    message parts left out of the messages recorded (they hold no text), with
+    counts, the ids of the model call spans that held their answer but no input
+    message, and of those that held the messages sent but no answer, ``[span id,
+    call id, error]`` of each tool span recorded without its result: ``error``
+    is its run's error when the run failed, its call is known and, at the
+    batch's end, that failure still awaits its result (the result a later model
+    call's input holds is that failure; not when the batch held that result, or
+    its call made again), else ``""``; the ids of the responses of the model
+    calls recorded (``gen_ai.response.id``: a later call naming one continues
+    this session); and ``[call id, tool, arguments]`` of each tool run without a
+    call id that answered no call the session held (recorded under its span's
+    id; a call of that tool and those arguments, the run's one or its Python
+    call's, found later is its call); ``[span id, parent span id]`` of each
+    model call span with a parent (an ADK ``call_llm`` span sent later is that
+    parent), and the ids of the model call spans recorded before without content
+    whose content such a ``call_llm`` span of this batch carried.
     """
 
     spans: list[tuple[str, str, str]]

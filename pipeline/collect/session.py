@@ -500,7 +500,12 @@ class SessionBatch:
             skipped=skipped,
             without_inputs=unasked,
             without_outputs=unanswered,
-            without_result=self.without_result,
+            without_result=[
+                # A failure a later input's result is still to be read as: one
+                # this batch answered, or whose call it saw made again, is not.
+                (span, call, error if self.state.failed.get(call) == error else "")
+                for span, call, error in self.without_result
+            ],
             responses=self.responses,
             unpaired=self.unpaired,
             parents=self.parents,

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from tests.pipeline.collect.spans import json_request, json_span, text
@@ -331,6 +331,14 @@ def _recorded(folder: Path, batches: list[list[dict]], *, restart: bool) -> list
 
 @settings(max_examples=40, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
+@example(  # a failure answered, its call made again in that batch: the new one succeeds
+    steps=[
+        ("q", ["call_1", "call_1"], "failed", "whole", False),
+        ("q", ["call_1"], False, "whole", False),
+    ],
+    cuts=[2, 4],
+    retried=[],
+)
 def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
     steps: list[tuple[str, list[str], bool | str, str, bool]],
     cuts: list[int],
