@@ -24,7 +24,11 @@ entries:
   modes print a skip line);
 - ``raw-fts5``: what a user could build by hand: a plain SQLite FTS5 table of
   the same entries, ``bm25`` over an OR of the question's words, top 10, no
-  floor (it injects whatever it finds).
+  floor (it injects whatever it finds);
+- ``raw-fts5-content`` and ``raw-fts5-porter``: the same over the question's
+  content words only (the engine's stop words left out), with the engine's
+  tokenizer (``unicode61 remove_diacritics 2``) and with FTS5's stemming one
+  (``porter`` over it): what merging word forms would change.
 
 Figures, per data set and category (LoCoMo's categories, BEAM's question
 types): any@1 / any@10 (an evidence message in the top k) and all@10 (every
@@ -99,7 +103,7 @@ from turnledger.policies.recall_scope import (
     bound_recall_limit,
     resolve_inject_policy,
 )
-from turnledger.policies.relevance import word_tokens
+from turnledger.policies.relevance import content_terms, word_tokens
 from turnledger.projections.memory.protocol import MemoryEntry
 
 ENV = "TURNLEDGER_BENCH_DATA"
@@ -112,7 +116,15 @@ MODES = (
     "postgres-keyword",
     "postgres",
     "raw-fts5",
+    "raw-fts5-content",
+    "raw-fts5-porter",
 )
+RAW_MODES: Final[dict[str, tuple[str, Callable[[str], Sequence[str]]]]] = {
+    "raw-fts5": ("unicode61", word_tokens),
+    "raw-fts5-content": ("unicode61 remove_diacritics 2", content_terms),
+    "raw-fts5-porter": ("porter unicode61 remove_diacritics 2", content_terms),
+}
+"""Each raw FTS5 mode's tokenizer and the words of a question it searches for."""
 POSTGRES_ENV = "TURNLEDGER_BENCH_POSTGRES_URL"
 POSTGRES_MODES = {
     "postgres-keyword": '[embedding]\nprovider = "none"\n',
@@ -591,10 +603,19 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
-    """The hand-built baseline: FTS5, bm25 over an OR of the question's words."""
+def run_raw(
+    scratch: Scratch, conversations: Sequence[Conversation], mode: str = "raw-fts5"
+) -> Scores:
+    """The hand-built baseline: FTS5, bm25 over an OR of the question's words.
+
+    ``mode``: which of :data:`RAW_MODES` (the tokenizer, the words searched for).
+    """
+    tokenizer, words_of = RAW_MODES[mode]
     db = sqlite3.connect(scratch.fresh(".raw.db"))
-    db.execute("CREATE VIRTUAL TABLE raw USING fts5(agent UNINDEXED, key, content)")
+    db.execute(
+        "CREATE VIRTUAL TABLE raw USING fts5(agent UNINDEXED, key, content, "
+        f"tokenize = '{tokenizer}')"
+    )
     scores = Scores()
     config = Config()
     now = datetime.now(UTC)
@@ -612,7 +633,7 @@ def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
             def recall(
                 query: str, agent: str = agent, contents: dict[str, str] = contents
             ) -> list[MemoryEntry]:
-                words = dict.fromkeys(word_tokens(query))
+                words = dict.fromkeys(words_of(query))
                 if not words:
                     return []
                 match = " OR ".join(f'"{w}"' for w in words)
@@ -635,7 +656,7 @@ def run_raw(scratch: Scratch, conversations: Sequence[Conversation]) -> Scores:
                 ]
 
             score(scores, recall, conversation, config, scored=False)
-            progress("raw-fts5", conversation, scores)
+            progress(mode, conversation, scores)
     finally:
         db.close()
     return scores
@@ -652,16 +673,17 @@ def report(dataset: str, results: dict[str, Scores]) -> None:
     """One table per data set: a row per category and mode, then the totals."""
     print(f"\n== {dataset} ==")
     categories = sorted({c for s in results.values() for c in s.asked})
-    print(f"{'category':<26}{'mode':<12}{'n':>5}  any@1  any@10  all@10")
+    w = max(12, *(len(mode) + 2 for mode in results))  # the mode column's width
+    print(f"{'category':<26}{'mode':<{w}}{'n':>5}  any@1  any@10  all@10")
     for c in categories:
         for mode, s in results.items():
             n = s.asked[c]
             print(
-                f"{c:<26}{mode:<12}{n:>5}  {pct(s.any1[c] / n)}   {pct(s.any10[c] / n)}"
-                f"    {pct(s.all10[c] / n)}"
+                f"{c:<26}{mode:<{w}}{n:>5}  {pct(s.any1[c] / n)}"
+                f"   {pct(s.any10[c] / n)}    {pct(s.all10[c] / n)}"
             )
     print(
-        f"\n{'mode':<12}{'any@1':>6}{'any@10':>8}{'all@10':>8}{'abstain':>9}"
+        f"\n{'mode':<{w}}{'any@1':>6}{'any@10':>8}{'all@10':>8}{'abstain':>9}"
         f"{'latest':>8}{'offtopic':>9}{'inject':>8}{'p50ms':>8}{'p95ms':>8}"
         f"{'store ms':>10}{'entries':>9}"
     )
@@ -669,7 +691,7 @@ def report(dataset: str, results: dict[str, Scores]) -> None:
         d = s.as_dict()
         store = d["store_ms_per_entry"]
         print(
-            f"{mode:<12}{pct(d['any@1']):>6}{pct(d['any@10']):>8}{pct(d['all@10']):>8}"
+            f"{mode:<{w}}{pct(d['any@1']):>6}{pct(d['any@10']):>8}{pct(d['all@10']):>8}"
             f"{pct(d['abstention']):>9}{pct(d['latest_over_old']):>8}"
             f"{pct(d['off_topic_clean']):>9}{pct(d['evidence_injected']):>8}"
             f"{d['recall_p50_ms']:>8.2f}"
@@ -707,7 +729,7 @@ def goal_lines(dataset: str, results: dict[str, Scores]) -> list[dict[str, Any]]
         )
 
     for mode, s in results.items():
-        if mode == "raw-fts5":
+        if mode in RAW_MODES:
             continue
         d = s.as_dict()
         tag = f"{dataset} {mode}"
@@ -841,8 +863,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 t0 = time.perf_counter()
                 results[mode] = (
-                    run_raw(scratch, conversations)
-                    if mode == "raw-fts5"
+                    run_raw(scratch, conversations, mode)
+                    if mode in RAW_MODES
                     else run_engine(mode, scratch, conversations, args.category)
                 )
                 print(f"  {mode}: {time.perf_counter() - t0:.1f} s")

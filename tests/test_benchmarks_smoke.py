@@ -191,6 +191,24 @@ def test_recall_public_skips_without_data_and_runs_synthetic(tmp_path: Path):
     )
 
 
+def test_recall_public_porter_mode_merges_word_forms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The stemming mode finds a message by another form of the question's
+    words, which the same search over the engine's tokenizer does not."""
+    monkeypatch.syspath_prepend(str(HERE))
+    bench = pytest.importorskip("bench_recall_public")
+    harness = pytest.importorskip("_harness")
+    messages = [("m0", "user: I adopted a grey cat"), ("m1", "user: hello there")]
+    question = bench.Question("who adopts cats", "single", ("m0",))
+    conversations = [bench.Conversation("c", messages, [question])]
+    found = {}
+    with harness.Scratch("porter", parent=tmp_path) as scratch:
+        for mode in ("raw-fts5-content", "raw-fts5-porter"):
+            found[mode] = bench.run_raw(scratch, conversations, mode).any10["single"]
+    assert found == {"raw-fts5-content": 0, "raw-fts5-porter": 1}
+
+
 @pytest.mark.postgres
 def test_recall_public_runs_the_postgres_modes_in_a_dropped_schema(tmp_path: Path):
     """The PostgreSQL memory store's modes: figures, then their schema gone;
