@@ -10,6 +10,11 @@ on open. Followers are woken after the commit, by a NOTIFY of its own.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
 import psycopg
 import pytest
 
@@ -116,11 +121,30 @@ def test_an_old_row_trigger_is_replaced_on_open(postgres_url: str):
         assert "turnledger_contiguous_rows" in names
 
 
+@contextmanager
+def _own_database(url: str) -> Iterator[str]:
+    """A database of its own for the test (then dropped): its URL, ``url``'s schema.
+
+    A channel is the database's: other tests' ledgers (other schemas of the
+    test database, written by other workers) notify the same channel name.
+    """
+    parts = urlsplit(url)
+    name = f"tl_notify_{uuid.uuid4().hex[:12]}"
+    admin = urlunsplit(parts._replace(query=""))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def test_each_write_wakes_listeners(postgres_url: str):
     """A write that commits rows sends a NOTIFY on the ledger's channel."""
-    with open_store(postgres_url) as store:
+    with _own_database(postgres_url) as url, open_store(url) as store:
         channel = store.backend._recorder.channel_name
-        with psycopg.connect(_server(postgres_url), autocommit=True) as listener:
+        with psycopg.connect(_server(url), autocommit=True) as listener:
             listener.execute(f'LISTEN "{channel}"')
             store.append(new_stream(), turn_events("t1"), expected_version=0)
             woken = list(listener.notifies(timeout=30, stop_after=1))
