@@ -4,8 +4,9 @@
 ``schema`` parameter); :func:`trigger_statements` is the DDL added to the
 library's table: triggers refusing UPDATE, DELETE, TRUNCATE and version gaps
 (one check per INSERT or COPY statement), and the idempotency-key and seal
-tables; :class:`Recorder` is the library's application recorder with that DDL
-and its notification selection capped at the settled position;
+tables; :class:`Recorder` is the library's application recorder with that DDL,
+its notification selection capped at the settled position and its schema's
+own LISTEN/NOTIFY channel (:func:`channel_for`);
 :class:`WakingSubscription` is the library's LISTEN/NOTIFY subscription, also
 woken every second (library issue #305).
 """
@@ -13,6 +14,7 @@ woken every second (library issue #305).
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -37,6 +39,27 @@ from turnledger.ledger.postgres.write import (
 
 TABLE: Final = "turnledger_events"
 """The events table (the library's layout)."""
+
+MAX_IDENTIFIER: Final = 63
+"""PostgreSQL's longest identifier, in bytes (a longer one is cut to it)."""
+
+
+def channel_for(schema: str) -> str:
+    """Return the LISTEN/NOTIFY channel of the ledger in ``schema``.
+
+    A channel belongs to the database, not to a schema: were every schema's
+    ledger to use one name, each write would wake the followers of every
+    ledger in the database. The ``public`` schema's is the library's
+    (``turnledger_events``); another schema's adds the schema's name
+    (``turnledger_events_<schema>``), or, when that is longer than PostgreSQL
+    keeps an identifier, a CRC-32 of it (``turnledger_events_<8 hex digits>``).
+    """
+    if schema == "public":
+        return TABLE
+    channel = f"{TABLE}_{schema}"
+    if len(channel.encode()) <= MAX_IDENTIFIER:
+        return channel
+    return f"{TABLE}_{zlib.crc32(schema.encode()):08x}"
 
 
 class PostgresURL:
@@ -184,11 +207,16 @@ class Recorder(PostgresApplicationRecorder):
 
     An unbounded notification selection (what the library's subscription pulls)
     stops at the settled position, so a follower never reads past a row that a
-    writer still in flight may commit below it.
+    writer still in flight may commit below it. Its channel is its schema's
+    (:func:`channel_for`): a write to another schema's ledger wakes no
+    follower of this one.
     """
 
     def __init__(self, datastore: PostgresDatastore) -> None:
         super().__init__(datastore, events_table_name=TABLE)
+        # The schema's own channel (the library names it by the table alone):
+        # what a write notifies and what a subscription listens to.
+        self.channel_name = channel_for(datastore.schema)
         self.sql_create_statements.extend(trigger_statements(datastore.schema, TABLE))
         self.settled: Callable[[], int] | None = None
 

@@ -21,6 +21,7 @@ import pytest
 from tests.contracts.store_contract import new_stream, turn_events
 from turnledger.ledger.chain import HEADER_SIZE
 from turnledger.ledger.errors import ConcurrencyError, StoreUnavailableError
+from turnledger.ledger.postgres.recorder import MAX_IDENTIFIER, channel_for
 from turnledger.ledger.store import open_store
 from turnledger.ledger.verify import verify
 
@@ -148,6 +149,35 @@ def test_each_write_wakes_listeners(postgres_url: str):
             listener.execute(f'LISTEN "{channel}"')
             store.append(new_stream(), turn_events("t1"), expected_version=0)
             woken = list(listener.notifies(timeout=30, stop_after=1))
+        assert [n.channel for n in woken] == [channel]
+
+
+def test_each_schema_has_its_own_channel():
+    """The public schema keeps the library's name; another adds its own name,
+    or a hash of it when the name would pass PostgreSQL's 63 bytes."""
+    assert channel_for("public") == "turnledger_events"
+    assert channel_for("tenant_a") == "turnledger_events_tenant_a"
+    long_a, long_b = "t" * 60 + "a", "t" * 60 + "b"
+    channels = {channel_for(long_a), channel_for(long_b)}
+    assert len(channels) == 2  # cut to 63 bytes, they would be one
+    assert all(len(c) <= MAX_IDENTIFIER for c in channels)
+    assert channel_for(long_a) == channel_for(long_a)
+
+
+def test_a_write_wakes_no_follower_of_another_schema(postgres_url: str):
+    """Two ledgers in two schemas of one database: a write to one notifies its
+    own channel only. Fails with one channel for every schema (each write woke
+    the followers of every ledger in the database)."""
+    with _own_database(postgres_url) as url:
+        other = url.replace("schema=", "schema=other_")
+        with open_store(url) as store, open_store(other) as neighbour:
+            channel = store.backend._recorder.channel_name
+            with psycopg.connect(_server(url), autocommit=True) as listener:
+                listener.execute(f'LISTEN "{channel}"')
+                neighbour.append(new_stream(), turn_events("t1"), expected_version=0)
+                assert list(listener.notifies(timeout=0.5)) == []
+                store.append(new_stream(), turn_events("t1"), expected_version=0)
+                woken = list(listener.notifies(timeout=30, stop_after=1))
         assert [n.channel for n in woken] == [channel]
 
 
