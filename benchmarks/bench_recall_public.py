@@ -69,7 +69,13 @@ Without it the script prints one skip line and exits 0.
     TURNLEDGER_BENCH_DATA=/work/bench-data .venv/bin/python \\
         benchmarks/bench_recall_public.py --modes transformer raw-fts5 \\
         --limit-conversations 2 --json out.json
+    TURNLEDGER_BENCH_DATA=/work/bench-data .venv/bin/python \
+        benchmarks/bench_recall_public.py --first 20 --modes default keyword
     .venv/bin/python benchmarks/bench_recall_public.py --synthetic   # smoke
+
+``--first N`` stores only each conversation's first N messages (a new user's
+small store) and asks the questions answered in them, the unanswerable ones and
+the off-topic ones.
 """
 
 from __future__ import annotations
@@ -781,14 +787,56 @@ rest."""
 
 
 def pick(
-    datasets: dict[str, list[Conversation]], split: str | None, limit: int | None
+    datasets: dict[str, list[Conversation]],
+    split: str | None,
+    limit: int | None,
+    first: int | None = None,
 ) -> dict[str, list[Conversation]]:
-    """Return the ``--split`` part of each data set, then its first ``limit``."""
+    """Return the ``--split`` part of each data set, then its first ``limit``,
+    each cut to its ``first`` messages (:func:`first_messages`)."""
     if split == "dev":
         datasets = {k: v[: DEV_CONVERSATIONS.get(k)] for k, v in datasets.items()}
     elif split == "held-out":
         datasets = {k: v[DEV_CONVERSATIONS.get(k, 0) :] for k, v in datasets.items()}
-    return {k: v[:limit] for k, v in datasets.items()} if limit else datasets
+    if limit:
+        datasets = {k: v[:limit] for k, v in datasets.items()}
+    return first_messages(datasets, first) if first else datasets
+
+
+def first_messages(
+    datasets: dict[str, list[Conversation]], first: int
+) -> dict[str, list[Conversation]]:
+    """Each conversation cut to its ``first`` messages: a small store.
+
+    The questions kept are those whose evidence all lies in those messages,
+    and the unanswerable ones (no answer in the whole conversation is none in
+    its beginning); the others are not asked.
+    """
+    cut: dict[str, list[Conversation]] = {}
+    for name, conversations in datasets.items():
+        cut[name] = []
+        for c in conversations:
+            messages = c.messages[:first]
+            keys = {key for key, _ in messages}
+            questions = [
+                q
+                for q in c.questions
+                if q.abstain or all(k in keys for k in q.evidence)
+            ]
+            cut[name].append(Conversation(c.name, messages, questions, c.skipped))
+    return cut
+
+
+def _messages(text: str) -> int:
+    """``--first``: a count of messages, at least 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        msg = f"expected a count of messages of at least 1, found {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return count
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -805,6 +853,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--modes", nargs="+", choices=MODES, default=["default", "raw-fts5"]
     )
     parser.add_argument("--limit-conversations", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--first",
+        type=_messages,
+        default=None,
+        metavar="N",
+        help="store only each conversation's first N messages (a small store), "
+        "asking the questions answered in them and the unanswerable ones",
+    )
     parser.add_argument(
         "--split",
         choices=("dev", "held-out"),
@@ -829,7 +885,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"module docstring for the layout)"
             )
             return 0
-    datasets = pick(datasets, args.split, args.limit_conversations)
+    datasets = pick(datasets, args.split, args.limit_conversations, args.first)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load1 = os.getloadavg()[0]
     package = str(Path(turnledger.__file__).resolve().parent)

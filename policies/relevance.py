@@ -192,7 +192,28 @@ query term with the row). In a small store a missing word ("use" in "which
 editor do I use", one entry) says little, and "my editor and my shell" is
 answered by two rows; in a large one both are the best sign that the row is
 about something else (not counting other subjects at any size took LoCoMo
-abstention on the development split, ``--split dev``, from 57% to 26%)."""
+abstention on the development split, ``--split dev``, from 57% to 26%). A
+question most of whose words no row holds is not one the store knows: then
+its missing words count fully at any size (:func:`mostly_unheld`)."""
+
+
+def mostly_unheld(counts: Mapping[_Term, int], terms: Collection[_Term]) -> bool:
+    """Return whether no scoped row holds more than half of the query's ``terms``.
+
+    Then the keyword gate counts the terms no row holds fully, however small
+    the scope (:func:`gate_weights`): the allowance forgives a missing word, not
+    a missing question. In a store of seven messages, "how fast does a cheetah
+    run" found "our deploys run on Thursday evenings" at 0.78, "fast" and
+    "cheetah" weighing 7/100 of their weight; measured on the first 5 and 20
+    messages of each public conversation (``bench_recall_public.py --first``),
+    see the memory guide.
+
+    Args:
+        counts: How many of the scope's rows hold each term.
+        terms: The query's terms.
+    """
+    unheld = sum(1 for t in terms if counts.get(t, 0) <= 0)
+    return unheld * 2 > len(terms)
 
 
 def other_subjects(
@@ -226,9 +247,10 @@ def gate_weights(
     Each query term's weight (:func:`term_weight`), in full, except for a term
     no scoped row holds (``counts`` 0) and a term of another subject
     (``others``, :func:`other_subjects`): those weigh in proportion to the
-    scope's ``rows``, in full from :data:`ABSENT_FULL_ROWS` rows. SQLite and
-    PostgreSQL score their keyword candidates with these
-    (:func:`keyword_score`).
+    scope's ``rows``, in full from :data:`ABSENT_FULL_ROWS` rows; a term no
+    scoped row holds weighs in full at any size when no row holds most of the
+    query's terms (:func:`mostly_unheld`). SQLite and PostgreSQL score their
+    keyword candidates with these (:func:`keyword_score`).
 
     Args:
         weights: Each query term's weight.
@@ -237,8 +259,9 @@ def gate_weights(
         others: The terms of the query's other subjects, for this row.
     """
     partial = min(1.0, rows / ABSENT_FULL_ROWS)
+    unheld = 1.0 if mostly_unheld(counts, weights.keys()) else partial
     return {
-        t: w * (partial if counts.get(t, 0) <= 0 or t in others else 1.0)
+        t: w * (unheld if counts.get(t, 0) <= 0 else partial if t in others else 1.0)
         for t, w in weights.items()
     }
 
@@ -405,7 +428,11 @@ def absent_share(
     ``sum(weights of terms counted 0) / sum(weights)``, times the scope's
     ``rows`` over :data:`ABSENT_FULL_ROWS` (at most 1), as the keyword gate
     counts such a term (:func:`gate_weights`): in a small store a missing word
-    says little.
+    says little. Unlike the gate, a question most of whose terms no row holds
+    (:func:`mostly_unheld`) gets the same allowance: the vectors may find
+    its paraphrase (counting those terms fully here too cost four injected
+    answers in small public stores and spared one off-topic question of
+    3,000).
 
     Args:
         weights: Each query term's weight (:func:`term_weight` on the scope).

@@ -209,6 +209,22 @@ def test_recall_public_porter_mode_merges_word_forms(
     assert found == {"raw-fts5-content": 0, "raw-fts5-porter": 1}
 
 
+def test_recall_public_first_messages_keeps_the_questions_they_answer(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """``--first N``: each conversation's first N messages, the questions whose
+    evidence all lies in them, and the unanswerable ones."""
+    monkeypatch.syspath_prepend(str(HERE))
+    bench = pytest.importorskip("bench_recall_public")
+    (conversation,) = bench.first_messages(bench.synthetic(), 3)["synthetic"]
+    assert [key for key, _ in conversation.messages] == ["m0", "m1", "m2"]
+    assert [(q.text, q.abstain) for q in conversation.questions] == [
+        ("what is my cat called", False),
+        ("when do deploys run", False),
+        ("what did the florist charge for the tulips", True),
+    ]
+
+
 @pytest.mark.postgres
 def test_recall_public_runs_the_postgres_modes_in_a_dropped_schema(tmp_path: Path):
     """The PostgreSQL memory store's modes: figures, then their schema gone;

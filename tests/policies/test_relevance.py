@@ -16,6 +16,7 @@ from turnledger.policies.relevance import (
     discount_absent,
     gate_weights,
     keyword_score,
+    mostly_unheld,
     other_subjects,
     term_strength,
 )
@@ -122,16 +123,23 @@ def test_the_gate_discounts_only_absent_words_and_other_subjects_in_small_scopes
     weights, counts, rows, held, subjects
 ):
     """Every weight is kept or scaled by rows / ABSENT_FULL_ROWS; only a word no
-    row holds or another subject's word is scaled, and from ABSENT_FULL_ROWS
-    rows nothing is; the score taken with them stays on [0, 1]."""
+    row holds or another subject's word is scaled, a word no row holds only
+    while rows hold at least half of the query's words, and from
+    ABSENT_FULL_ROWS rows nothing is; the score taken with them stays on
+    [0, 1]."""
     others = other_subjects(held, subjects)
     assert not others & held
     assert all(any(t in s for s in subjects if not s & held) for t in others)
     gate = gate_weights(weights, counts, rows, others)
     assert gate.keys() == weights.keys()
     share = min(1.0, rows / ABSENT_FULL_ROWS)
+    unheld = [t for t in weights if counts.get(t, 0) <= 0]
+    assert mostly_unheld(counts, weights.keys()) == (len(unheld) * 2 > len(weights))
     for term, weight in weights.items():
-        discounted = counts.get(term, 0) <= 0 or term in others
+        if term in unheld:
+            discounted = not mostly_unheld(counts, weights.keys())
+        else:
+            discounted = term in others
         assert gate[term] == pytest.approx(weight * share if discounted else weight)
     if rows >= ABSENT_FULL_ROWS:
         assert gate == weights

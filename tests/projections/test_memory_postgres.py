@@ -22,6 +22,7 @@ from tests.contracts.keyword_gate import assert_scores_are_sqlites, gate_cases
 from tests.contracts.memory_contract import T0, MemoryContract, keys, put
 from tests.projections.test_memory_recall_gate import (
     FILLER,
+    assert_a_small_store_knows_what_it_does_not_hold,
     assert_unheard_words_are_discounted,
     block,
 )
@@ -623,6 +624,12 @@ def test_a_question_whose_rarest_word_no_row_holds_injects_nothing(postgres_url)
         assert_unheard_words_are_discounted(memory)
     finally:
         memory.close()
+
+
+def test_a_small_store_knows_what_it_does_not_hold(keyword_memory):
+    """As on SQLite: a question most of whose words no row holds injects
+    nothing in a small store; a question about a row still injects it."""
+    assert_a_small_store_knows_what_it_does_not_hold(keyword_memory)
 
 
 def test_the_guides_editor_example_and_an_unrelated_question(keyword_memory):

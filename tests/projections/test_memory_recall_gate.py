@@ -122,6 +122,53 @@ def test_the_guides_editor_example_injects_its_entry():
     memory.close()
 
 
+SMALL_STORE = (
+    "I adopted a grey cat called Pixel last spring",
+    "Pixel is a lovely name for a cat.",
+    "our deploys run on Thursday evenings after the freeze",
+    "the staging database lives on a host named heron",
+    "the API answers in about 400ms on average",
+    "my sister Ines moved to Rotterdam in May",
+)
+
+
+def assert_a_small_store_knows_what_it_does_not_hold(memory) -> None:
+    """In a store of six rows, a question most of whose words no row holds
+    injects nothing on its one shared word; a question about a row still
+    injects it. Fails with the small-store allowance for every missing word:
+    "our deploys run on Thursday evenings" scored 0.78 for the cheetah
+    ("fast" and "cheetah" weighing 6/100 of their weight)."""
+    for i, text in enumerate(SMALL_STORE):
+        put(memory, f"m{i}", text)
+    if hasattr(memory, "embed_pending"):
+        memory.embed_pending()
+    for question in (
+        "how fast does a cheetah run",
+        "which composer wrote the rite of spring",
+    ):
+        assert block(memory.recall(question, agents=["ops"])) == "", question
+    assert "deploys run on Thursday" in block(
+        memory.recall("when do our deploys run", agents=["ops"])
+    )
+    assert "moved to Rotterdam" in block(
+        memory.recall("where did my sister Ines move", agents=["ops"])
+    )
+
+
+def test_a_small_store_knows_what_it_does_not_hold():
+    memory = SQLiteMemory(":memory:")
+    assert_a_small_store_knows_what_it_does_not_hold(memory)
+    memory.close()
+
+
+def test_a_small_store_knows_what_it_does_not_hold_with_the_static_model():
+    memory = SQLiteMemory(
+        ":memory:", embedder=StaticEmbedder(), background_vectors=False
+    )
+    assert_a_small_store_knows_what_it_does_not_hold(memory)
+    memory.close()
+
+
 def test_a_question_about_two_subjects_injects_both():
     """Each subject's entry answers its half of the question: both are shown."""
     memory = SQLiteMemory(":memory:")
