@@ -198,7 +198,7 @@ its missing words count fully at any size (:func:`mostly_unheld`)."""
 
 
 def mostly_unheld(counts: Mapping[_Term, int], terms: Collection[_Term]) -> bool:
-    """Return whether no scoped row holds more than half of the query's ``terms``.
+    """Return whether more than half of the query's ``terms`` are in no scoped row.
 
     Then the keyword gate counts the terms no row holds fully, however small
     the scope (:func:`gate_weights`): the allowance forgives a missing word, not
@@ -248,9 +248,10 @@ def gate_weights(
     no scoped row holds (``counts`` 0) and a term of another subject
     (``others``, :func:`other_subjects`): those weigh in proportion to the
     scope's ``rows``, in full from :data:`ABSENT_FULL_ROWS` rows; a term no
-    scoped row holds weighs in full at any size when no row holds most of the
-    query's terms (:func:`mostly_unheld`). SQLite and PostgreSQL score their
-    keyword candidates with these (:func:`keyword_score`).
+    scoped row holds weighs in full at any size when more than half of the
+    query's terms are in no scoped row (:func:`mostly_unheld`). SQLite and
+    PostgreSQL score their keyword candidates with these
+    (:func:`keyword_score`).
 
     Args:
         weights: Each query term's weight.
