@@ -101,6 +101,7 @@ from _harness import Scratch, Series, percentile
 
 import turnledger
 from turnledger.ledger.store import open_store
+from turnledger.pipeline.cli.common import count
 from turnledger.pipeline.config import Config, parse_config
 from turnledger.pipeline.memory import MemoryService
 from turnledger.policies.recall import make_recall_selector
@@ -828,15 +829,12 @@ def first_messages(
 
 
 def _messages(text: str) -> int:
-    """``--first``: a count of messages, at least 1."""
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
+    """``--first``: a count of messages (the CLI's :func:`count`), at least 1."""
+    messages = count(text)
+    if messages < 1:
         msg = f"expected a count of messages of at least 1, found {text!r}"
         raise argparse.ArgumentTypeError(msg)
-    return count
+    return messages
 
 
 def main(argv: Sequence[str] | None = None) -> int:
