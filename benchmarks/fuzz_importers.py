@@ -53,6 +53,7 @@ from pathlib import Path
 import msgspec
 import yaml
 from _harness import installed
+from _mutations import Mutations, dump, splice
 
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.events import (
@@ -110,57 +111,7 @@ VALUES = [
 # -- inputs ----------------------------------------------------------------------
 
 
-def _scalar(rng: random.Random) -> object:
-    pick = rng.randrange(9)
-    if pick == 0:
-        return None
-    if pick == 1:
-        return rng.random() < 0.5
-    if pick == 2:
-        return rng.choice([0, -1, 2**63, -(2**64), 10**30, 1.5, -0.0])
-    if pick == 3:
-        return "".join(
-            chr(rng.randrange(0x20, 0x3000)) for _ in range(rng.randrange(6))
-        )
-    if pick == 4:
-        return rng.choice(WORDS)
-    return rng.choice(VALUES)
-
-
-def _value(rng: random.Random, depth: int = 0) -> object:
-    if depth >= 4 or rng.random() < 0.35:
-        return _scalar(rng)
-    if rng.random() < 0.4:
-        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
-    return {rng.choice(WORDS): _value(rng, depth + 1) for _ in range(rng.randrange(5))}
-
-
-def _mutate(rng: random.Random, value: object, depth: int = 0) -> object:
-    """Replace one node (reached by a random path) with a random value."""
-    if depth > 6 or rng.random() < 0.15:
-        return _value(rng)
-    if isinstance(value, dict) and value:
-        key = rng.choice(list(value))
-        if rng.random() < 0.1:
-            return {k: v for k, v in value.items() if k != key}  # drop a key
-        return value | {key: _mutate(rng, value[key], depth + 1)}
-    if isinstance(value, list) and value:
-        i = rng.randrange(len(value))
-        if rng.random() < 0.1:
-            return value[:i] + value[i + 1 :] + value[:1]  # drop one, repeat one
-        return [*value[:i], _mutate(rng, value[i], depth + 1), *value[i + 1 :]]
-    return _value(rng)
-
-
-def _splice(rng: random.Random, data: bytes) -> bytes:
-    at = rng.randrange(len(data) + 1)
-    noise = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
-    cut = rng.randrange(9)
-    return data[:at] + noise + data[at + cut :]
-
-
-def _dump(value: object) -> bytes:
-    return json.dumps(value, default=str).encode()
+MUTATIONS = Mutations(WORDS, VALUES)
 
 
 @dataclass
@@ -184,7 +135,7 @@ class Seeds:
                 (CORPUS / "pydantic-ai").glob("*.yaml"), key=lambda p: p.stat().st_size
             )
             seeds.cassettes = [yaml.safe_load(p.read_bytes()) for p in cassettes[:6]]
-        seeds.lines = seeds.lines or [_dump(FALLBACK_LINE)]
+        seeds.lines = seeds.lines or [dump(FALLBACK_LINE)]
         seeds.files = seeds.files or [(b"\n".join(seeds.lines), ".jsonl")]
         seeds.cassettes = seeds.cassettes or [{"interactions": []}]
         return seeds
@@ -266,43 +217,45 @@ def gen_bytes(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
 
 def gen_json(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     del seeds
-    return _dump(_value(rng)), ".json"
+    return dump(MUTATIONS.value(rng)), ".json"
 
 
 def gen_jsonl(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     del seeds
-    return b"\n".join(_dump(_value(rng)) for _ in range(rng.randrange(1, 6))), ".jsonl"
+    return b"\n".join(
+        dump(MUTATIONS.value(rng)) for _ in range(rng.randrange(1, 6))
+    ), ".jsonl"
 
 
 def gen_corpus_lines(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     lines = [rng.choice(seeds.lines) for _ in range(rng.randrange(1, 7))]
     i = rng.randrange(len(lines))
     try:
-        lines[i] = _dump(_mutate(rng, json.loads(lines[i])))
+        lines[i] = dump(MUTATIONS.mutate(rng, json.loads(lines[i])))
     except ValueError:
-        lines[i] = _splice(rng, lines[i])
+        lines[i] = splice(rng, lines[i])
     return b"\n".join(lines), ".jsonl"
 
 
 def gen_corpus_bytes(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     data, suffix = rng.choice(seeds.files)
     for _ in range(rng.randrange(1, 4)):
-        data = _splice(rng, data)
+        data = splice(rng, data)
     return data, suffix
 
 
 def gen_cassette(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     cassette = rng.choice(seeds.cassettes)
     for _ in range(rng.randrange(1, 3)):
-        cassette = _mutate(rng, cassette)
-    return _dump(cassette), ".yaml"
+        cassette = MUTATIONS.mutate(rng, cassette)
+    return dump(cassette), ".yaml"
 
 
 def gen_export(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:
     data, suffix = rng.choice(seeds.exports)
     if rng.random() < 0.2:
-        return _splice(rng, data), suffix
-    return _dump(_mutate(rng, json.loads(data))), suffix
+        return splice(rng, data), suffix
+    return dump(MUTATIONS.mutate(rng, json.loads(data))), suffix
 
 
 def gen_yaml_aliases(rng: random.Random, seeds: Seeds) -> tuple[bytes, str]:

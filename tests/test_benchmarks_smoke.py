@@ -255,6 +255,22 @@ def test_recall_public_judges_the_transformer_by_its_own_goals(
     }
 
 
+def test_fuzz_collect_reaches_both_the_decoder_and_the_recorder(tmp_path: Path):
+    """The OTLP fuzzer's quick run: from every seed request some bodies are
+    recorded and some refused at decoding, and nothing crashed."""
+    out = tmp_path / "fuzz.json"
+    done = _quick(tmp_path, "fuzz_collect", "--json", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    seeds = {key.rsplit(":", 1)[0] for key in figures["outcomes"]}
+    assert len(seeds) >= 10  # the fixtures' requests and the SDK's own
+    for seed in seeds:
+        assert figures["outcomes"].get(f"{seed}:recorded", 0) > 0, seed
+    assert sum(v for k, v in figures["outcomes"].items() if "undecodable" in k) > 0
+    assert figures["crashes"] == 0
+    assert figures["events"] > 0
+
+
 class _Letters:
     """An embedder of our Protocol: a text's vector counts its letters a, b, c;
     its windows are the parts between ``|``."""

@@ -319,7 +319,7 @@ class Recorder:
                 if reading.kind == "unknown":  # a call_llm span its call awaited
                     known[CARRIED] += builder.carry(span)
                     continue
-                self._join(batches, builder, span.span_id)
+                self._join(batches, builder, span)
                 if builder.add(span, reading, wrappers.get(span.parent_id)):
                     known[CARRIED] -= 1  # sent again with its call span
         return list(batches.values())
@@ -338,18 +338,18 @@ class Recorder:
         self,
         batches: dict[tuple[str, str], SessionBatch],
         builder: SessionBatch,
-        span_id: str,
+        span: Span,
     ) -> None:
         """Bring a span's log events parked in another session to its own.
 
         They came first, to the session of their trace; the span went to
         another (a ``gen_ai.conversation.id`` the records do not carry).
         """
-        holder = self._links.parked_in(span_id)
+        holder = self._links.parked_in(span.span_id)
         if holder is not None and holder != (builder.state.agent, builder.state.key):
-            events = self._batch(batches, holder).give(span_id)
+            events = self._batch(batches, holder).give(span.span_id)
             if events:
-                builder.join(span_id, events)
+                builder.join(span, events)
 
     def record_logs(
         self, records: Sequence[LogRecord], *, outcomes: list[str] | None = None
@@ -562,17 +562,15 @@ class Recorder:
             if not builder.events:
                 continue
             state = builder.state
+            expected = state.version - len(builder.events)
             ids = [s[1] for s in builder.listed] + [e.print for e in builder.logged]
             ids += [f"joined:{span_id}" for span_id in builder.joined]
             digest = hashlib.sha256(",".join(sorted(ids)).encode()).hexdigest()
-            appends.append(
-                Append(
-                    state.stream,
-                    builder.events,
-                    state.version - len(builder.events),
-                    f"otlp:{state.stream.hex}:{digest}",
-                )
-            )
+            # The key names this append at its place in the stream: a session
+            # may list the same ids again later (a span joining records parked
+            # for it a second time), which is another append, to be written.
+            key = f"otlp:{state.stream.hex}:{expected}:{digest}"
+            appends.append(Append(state.stream, builder.events, expected, key))
             states.append(state)
         if appends:
             written = self.store.append_atomic(appends)

@@ -462,17 +462,23 @@ class SessionBatch:
             self.joined.append(span_id)
         return events
 
-    def join(self, span_id: str, events: Sequence[LoggedEvent]) -> None:
+    def join(self, span: Span, events: Sequence[LoggedEvent]) -> None:
         """Take a span's log events another session held (:meth:`give`).
 
         Parked here for the span (added next) to read, and listed in the
-        item as this session's own (a copy: sent again, they are known).
+        item as this session's own (a copy: sent again, they are known). A
+        span this session recorded before (sent again) takes them as events
+        coming after it (:meth:`logs`): what they say is recorded now when
+        its content comes by log events.
         """
+        self.counts["joined"] += len(events)
         state = self.state
-        state.parked[span_id] = (*state.parked.get(span_id, ()), *events)
+        if span.span_id in state.span_ids:
+            self.logs(span.trace_id, span.span_id, events)
+            return
+        state.parked[span.span_id] = (*state.parked.get(span.span_id, ()), *events)
         state.log_prints.update(entry.print for entry in events)
         self.logged.extend(events)
-        self.counts["joined"] += len(events)
 
     def finish(self) -> None:
         """List the spans or log events recorded (one ``item.recorded``)."""

@@ -360,3 +360,45 @@ def test_records_split_around_a_span_of_another_session_complete_it(
     late = Recorder(ledger.store).record_logs(_logs(2, 3))
     assert (late.applied, late.parked) == (1, 0)
     assert _said_in(ledger, CONVERSATION) == [("user", "Hi?"), ("assistant", "Hello.")]
+
+
+def test_a_span_joining_records_again_writes_its_second_join(ledger: Ledger) -> None:
+    """Records of a span parked in one session, taken by the span sent again,
+    twice: the second join is written, as the first was, and what the records
+    say is recorded, as when records come after their span.
+
+    Each join is one append to the session that held the records, listing
+    the span as ``joined``. The second's idempotency key was the first's (the
+    same span joined), so the ledger answered it with the first append and
+    wrote nothing, while the batch reported it written: the records parked
+    the second time stayed parked for a restarted receiver. And a span sent
+    again parked the records it took, never to read them: the user's message
+    was not in the conversation. Found by ``benchmarks/fuzz_collect.py``
+    (records whose trace id is not their span's, so that they wait in another
+    trace's session).
+    """
+    other = "0" * 31 + "1"  # the records' trace: not the span's
+
+    def parked(first: int, last: int) -> list[LogRecord]:
+        records = _records(first, last)
+        for record in records:
+            record["traceId"] = other
+        return decode_logs_json(json.dumps(json_logs_request(records)).encode())
+
+    recorder = Recorder(ledger.store)
+    assert recorder.record_logs(parked(0, 1)).parked == 1
+    recorder.record(_conversation_span())
+    assert recorder.record_logs(parked(1, 2)).parked == 1
+    before = ledger.store.max_position()
+    report = recorder.record(_conversation_span())  # sent again: takes the record
+    assert ledger.store.max_position() - before == report.events
+    (session,) = [s for s in list_sessions(ledger.store) if s.key == other]
+    joins = [
+        json.loads(r.event.fields)["joined"]
+        for r in ledger.store.read_stream(session.stream_id)
+        if getattr(r.event, "kind", "") == "log_events"
+    ]
+    assert [j for j in joins if j] == [[SPAN], [SPAN]]
+    restarted = Recorder(ledger.store).record(_conversation_span())
+    assert restarted.events == 0  # nothing waits for it any more
+    assert _said_in(ledger, CONVERSATION) == [("user", "Hi?")]
