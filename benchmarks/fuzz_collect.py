@@ -23,11 +23,17 @@ or sends the previous case's body again (a retry). One body in twenty has a few
 bytes spliced in, and one in ten goes as protobuf (the request re-encoded, then
 spliced).
 
+Every case is also taken by a receiver restarted for each batch, into a ledger
+of its own: it knows only what it reads from its ledger, and must write what
+the long-lived one writes (the same events, in the same streams, at the same
+versions), or refuse what it refuses.
+
 Outcomes, per case: ``recorded``; ``undecodable`` (a ``CollectError``: the
 receiver answers 400); ``refused`` (a ``LedgerError`` from recording: 400 or
 503); or ``crash``: any other exception, a recorded batch whose ledger grew by
-other than the events its report counts, or a refused one whose ledger grew at
-all. At the end of each run, ``verify`` must find the ledger whole.
+other than the events its report counts, a refused one whose ledger grew at
+all, or a restarted receiver that wrote otherwise. At the end of each run,
+``verify`` must find both ledgers whole.
 
 On the first crash its body is saved as ``fuzz-collect-<seed>-<case>.json``
 (or ``.pb``, in ``--out``), with the exception and the run's seed printed, and
@@ -58,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from _mutations import Mutations, dump, splice
 from google.protobuf.json_format import MessageToDict, ParseDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -431,11 +438,17 @@ class Tally:
 
 
 class Receiver:
-    """A ledger and the receiver recording into it (batch after batch)."""
+    """A ledger and the receiver recording into it (batch after batch).
 
-    def __init__(self, path: Path) -> None:
+    ``restarted``: a new receiver for every batch (nothing in memory: what it
+    knows, it reads from the ledger).
+    """
+
+    def __init__(self, path: Path, *, restarted: bool = False) -> None:
         self.store: EventStore = open_store(str(path), synchronous="OFF")
         self.recorder = Recorder(self.store)
+        self.restarted = restarted
+        self.before = 0
 
     def take(self, case: Case) -> tuple[str, int, str | None]:
         """Decode and record a case; its outcome, events and any problem.
@@ -452,7 +465,9 @@ class Receiver:
                 spans = (decode_protobuf if case.protobuf else decode_json)(case.body)
         except CollectError:
             return "undecodable", 0, None
-        before = self.store.max_position()
+        before = self.before = self.store.max_position()
+        if self.restarted:
+            self.recorder = Recorder(self.store)
         try:
             report = (
                 self.recorder.record_logs(records)
@@ -469,6 +484,13 @@ class Receiver:
             return "recorded", grown, f"{said} {grown}"
         return "recorded", grown, None
 
+    def written(self) -> list[tuple[str, int, bytes]]:
+        """What the last case wrote: each event's stream, version and payload."""
+        return [
+            (str(r.stream_id), r.version, msgspec.json.encode(r.event))
+            for r in self.store.iter_all(after=self.before)
+        ]
+
     def finish(self) -> str | None:
         """Check the whole ledger; return a problem, if any."""
         report = verify(self.store)
@@ -483,31 +505,42 @@ def run(args: argparse.Namespace, seeds: Sequence[Seed], tally: Tally) -> None:
     rng = random.Random(args.seed)
     previous: Case | None = None
     with tempfile.TemporaryDirectory(prefix="fuzz_collect_") as tmp:
-        receiver = None
+        receivers: tuple[Receiver, Receiver] | None = None
         for number in range(args.cases):
             if number % args.run == 0:
-                if receiver is not None:
-                    _finish(receiver, previous, tally)
-                receiver = Receiver(Path(tmp) / f"run{number}.db")
+                if receivers is not None:
+                    _finish(receivers, previous, tally)
+                receivers = (
+                    Receiver(Path(tmp) / f"run{number}.db"),
+                    Receiver(Path(tmp) / f"run{number}-restarted.db", restarted=True),
+                )
             if previous is not None and rng.random() < 0.05:  # a retry
                 case = Case(number, previous.seed, previous.body, previous.protobuf,
                             previous.logs)  # fmt: skip
             else:
                 case = make_case(rng, number, seeds)
-            _take(receiver, case, tally)
+            if receivers is not None:
+                _take(receivers, case, tally)
             previous = case
-        if receiver is not None:
-            _finish(receiver, previous, tally)
+        if receivers is not None:
+            _finish(receivers, previous, tally)
 
 
-def _take(receiver: Receiver | None, case: Case, tally: Tally) -> None:
-    if receiver is None:
-        return
+def _take(receivers: tuple[Receiver, Receiver], case: Case, tally: Tally) -> None:
+    """Take a case by the receiver and by the restarted one; compare them."""
+    live, restarted = receivers
     try:
-        outcome, events, problem = receiver.take(case)
+        outcome, events, problem = live.take(case)
+        again, _, other = restarted.take(case)
     except Exception as e:  # noqa: BLE001 - any other exception is the finding
         tally.crash(case, f"{type(e).__name__}: {e}"[:500], traceback.format_exc(-8))
         return
+    problem = problem or other
+    if problem is None and (again != outcome or live.written() != restarted.written()):
+        problem = (
+            f"a restarted receiver recorded otherwise ({again}, not {outcome}): "
+            f"{_difference(live.written(), restarted.written())}"
+        )
     if problem is not None:
         tally.crash(case, problem, "")
         return
@@ -515,10 +548,23 @@ def _take(receiver: Receiver | None, case: Case, tally: Tally) -> None:
     tally.events += events
 
 
-def _finish(receiver: Receiver, last: Case | None, tally: Tally) -> None:
-    problem = receiver.finish()
-    if problem is not None and last is not None:
-        tally.crash(last, f"after the run: {problem}", "")
+def _difference(
+    live: list[tuple[str, int, bytes]], restarted: list[tuple[str, int, bytes]]
+) -> str:
+    """The first event the two receivers wrote otherwise."""
+    for i, (a, b) in enumerate(zip(live, restarted, strict=False)):
+        if a != b:
+            return f"event {i}: {a[2][:300]!r} against {b[2][:300]!r}"
+    return f"{len(live)} events against {len(restarted)}"
+
+
+def _finish(
+    receivers: tuple[Receiver, Receiver], last: Case | None, tally: Tally
+) -> None:
+    for receiver in receivers:
+        problem = receiver.finish()
+        if problem is not None and last is not None:
+            tally.crash(last, f"after the run: {problem}", "")
 
 
 # -- reporting -------------------------------------------------------------------

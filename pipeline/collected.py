@@ -138,7 +138,10 @@ class LogsListed(msgspec.Struct):
     the spans whose events held their answer but no input message, and of
     those whose events held the messages sent but no answer; ``joined``: the
     spans whose events this session held, parked, and their span's session
-    took (it lists them among its own events).
+    took (it lists them among its own events); ``parked``: the spans whose
+    events the batch parked here, their span not recorded in this session yet
+    (``None`` in an item written before they were listed: then the spans of
+    the events not ``applied``).
     """
 
     events: list[LoggedEvent]
@@ -147,6 +150,7 @@ class LogsListed(msgspec.Struct):
     without_inputs: list[str] = msgspec.field(default_factory=list)
     without_outputs: list[str] = msgspec.field(default_factory=list)
     joined: list[str] = msgspec.field(default_factory=list)
+    parked: list[str] | None = None
 
 
 LOGS_LISTED: Final = msgspec.json.Decoder(LogsListed)

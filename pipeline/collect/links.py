@@ -141,16 +141,22 @@ class SessionLinks:
                 _put(self._traces, trace_id, session, self.size)
 
     def _learn_logs(self, session: Session, fields: str) -> None:
-        """Remember the spans whose log events a batch left in ``session``.
+        """Remember the spans whose log events a batch parked in ``session``.
 
-        Those of spans the session already recorded are noted too: a session
-        finds its parked events by its state (:meth:`parked_in` may name one
-        holding none, which hands over nothing).
+        An item written before it listed them (``parked`` absent) names the
+        spans of its events not applied: those of spans the session already
+        recorded are noted too, and a session finds its parked events by its
+        state (:meth:`parked_in` may name one holding none, which hands over
+        nothing; or name it in place of the session that does hold them).
         """
         listed = LOGS_LISTED.decode(fields)
-        for entry in listed.events:
-            if entry.span_id not in listed.applied:
-                _put(self._parked, entry.span_id, session, self.size)
+        parked = listed.parked
+        if parked is None:
+            parked = [
+                e.span_id for e in listed.events if e.span_id not in listed.applied
+            ]
+        for span_id in parked:
+            _put(self._parked, span_id, session, self.size)
         for span_id in listed.joined:
             self._parked.pop(span_id, None)
 

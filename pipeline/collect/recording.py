@@ -275,6 +275,7 @@ class Recorder:
         written = self._write(before, builders)
         for builder in builders:
             self._links.unpark(s[1] for s in builder.listed)  # they read theirs
+            self._links.unpark(builder.joined)  # another session took them
         totals = Counter[str]()
         parts = Counter[str]()
         found: list[str] = []

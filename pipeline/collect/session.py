@@ -88,6 +88,7 @@ class SessionState:
         self.epoch = -1  # the recorder's epoch when last read from its stream
         self.span_ids: set[str] = set()
         self.seen: list[_Print] = []
+        self.seen_at: list[int] = []  # the version of each print's event
         self.results: set[str] = set()
         self.names: dict[str, str] = {}
         # Calls made (with an id) and not answered yet: their name and
@@ -133,6 +134,7 @@ class SessionState:
         other.__dict__.update(self.__dict__)
         other.span_ids = set(self.span_ids)
         other.seen = list(self.seen)
+        other.seen_at = list(self.seen_at)
         other.results = set(self.results)
         other.names = dict(self.names)
         other.pending = dict(self.pending)
@@ -159,12 +161,12 @@ class SessionState:
             return  # the most frequent event, and nothing to fold
         match event:
             case TurnStarted(turn_id=turn, user_input=text):
-                self.seen.append(("u", text, ()))
+                self._saw(("u", text, ()), version)
                 self.open_turn = turn
             case TurnCompleted():
                 self.open_turn = None
             case AssistantMessage():
-                self._message(event)
+                self._message(event, version)
             case ToolResultRecorded():
                 self._result(event, version)
             case ItemsRemoved(framework="otlp", first_version=low, last_version=high):
@@ -191,7 +193,7 @@ class SessionState:
         self.by_logs.difference_update(listed.carried)  # a call_llm span gave it
         for call_id, version in listed.stand_ins:
             self.stand_ins[call_id] = version
-            self.unsay(call_id)
+            self.unsay(call_id, version)
         for _span_id, call_id, error in listed.without_result:
             if error and call_id not in self.results:
                 self.failed[call_id] = error
@@ -223,21 +225,28 @@ class SessionState:
                 if bare and span_id in dressed:
                     self.awaiting[parent_id] = (span_id, False)
 
-    def unsay(self, call_id: str) -> None:
+    def unsay(self, call_id: str, version: int) -> None:
         """Forget the print of the message a tool span made for its call.
 
         The model did not say it: the inputs that follow hold the model's own
-        message, which the prints match against.
+        message, which the prints match against. ``version``: the message's
+        (the model's own message, said later, prints the same).
         """
         made: _Print = ("a", "", (call_id,))
         for i in range(len(self.seen) - 1, -1, -1):
-            if self.seen[i] == made:
-                del self.seen[i]
+            if self.seen_at[i] == version and self.seen[i] == made:
+                del self.seen[i], self.seen_at[i]
                 return
 
-    def _message(self, event: AssistantMessage) -> None:
+    def _saw(self, said: _Print, version: int) -> None:
+        self.seen.append(said)
+        self.seen_at.append(version)
+
+    def _message(self, event: AssistantMessage, version: int) -> None:
         calls = event.tool_calls
-        self.seen.append(("a", event.text, tuple(c.id for c in calls) if calls else ()))
+        self._saw(
+            ("a", event.text, tuple(c.id for c in calls) if calls else ()), version
+        )
         for call in calls:
             self.names[call.id] = call.name
             if call.id == UNKNOWN:
@@ -254,7 +263,7 @@ class SessionState:
     def _result(self, event: ToolResultRecorded, version: int) -> None:
         call_id = event.call_id
         if call_id == UNKNOWN:  # a result without an id: found again by its print
-            self.seen.append(("r", event.error or event.output, ()))
+            self._saw(("r", event.error or event.output, ()), version)
         self.pending.pop(call_id, None)
         self.failed.pop(call_id, None)
         if call_id not in self.names:
@@ -263,6 +272,10 @@ class SessionState:
         self.results.add(call_id)
 
     def _removed(self, gone: range) -> None:
+        if self.seen_at and self.seen_at[-1] >= gone.start:  # their prints too
+            kept = [i for i, at in enumerate(self.seen_at) if at not in gone]
+            self.seen = [self.seen[i] for i in kept]
+            self.seen_at = [self.seen_at[i] for i in kept]
         for call_id, (version, _event) in list(self.result_at.items()):
             if version in gone:
                 self.early.discard(call_id)
@@ -493,6 +506,7 @@ class SessionBatch:
                 without_inputs=unasked,
                 without_outputs=unanswered,
                 joined=self.joined,
+                parked=list(dict.fromkeys(self.parked)),
             )
             self._item(LOGS_KIND, msgspec.json.encode(logs).decode())
             skipped, unasked, unanswered = {}, [], []
@@ -502,7 +516,13 @@ class SessionBatch:
             spans=self.listed,
             without_content=self.without,
             from_logs=self.from_logs,
-            stand_ins=self.stand_ins,
+            # The stand-ins and runs still awaiting the model's message at the
+            # batch's end (what a receiver folding this item last must hold).
+            stand_ins=[
+                (call, version)
+                for call, version in self.stand_ins
+                if self.state.stand_ins.get(call) == version
+            ],
             skipped=skipped,
             without_inputs=unasked,
             without_outputs=unanswered,
@@ -513,7 +533,7 @@ class SessionBatch:
                 for span, call, error in self.without_result
             ],
             responses=self.responses,
-            unpaired=self.unpaired,
+            unpaired=[run for run in self.unpaired if run[0] in self.state.unpaired],
             parents=self.parents,
             carried=self.carried,
         )
@@ -778,7 +798,7 @@ class SessionBatch:
             call = ToolCallSaid(id=call_id, name=run.name, arguments=run.arguments)
             self._message(AssistantSaid(text="", calls=(call,)), turn)
             self.state.stand_ins[call_id] = self.state.version
-            self.state.unsay(call_id)
+            self.state.unsay(call_id, self.state.version)
             self.stand_ins.append((call_id, self.state.version))
         if call_id in self.state.results:
             return call_id, ""

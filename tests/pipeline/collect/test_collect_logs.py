@@ -34,7 +34,14 @@ from tests.pipeline.collect.spans import (
     json_span,
     text,
 )
-from turnledger.ledger.events import AssistantMessage, ModelCalled, TurnStarted
+from turnledger.ledger.events import (
+    AssistantMessage,
+    ItemRecorded,
+    ModelCalled,
+    SessionOpened,
+    TurnStarted,
+)
+from turnledger.ledger.ids import session_stream_id
 from turnledger.pipeline.cli import main
 from turnledger.pipeline.collect import (
     LogRecord,
@@ -44,6 +51,7 @@ from turnledger.pipeline.collect import (
     decode_logs_json,
 )
 from turnledger.pipeline.collect.coverage import NOT_RECORDED, WITHOUT_INPUTS
+from turnledger.pipeline.collect.links import SessionLinks
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -402,3 +410,77 @@ def test_a_span_joining_records_again_writes_its_second_join(ledger: Ledger) -> 
     restarted = Recorder(ledger.store).record(_conversation_span())
     assert restarted.events == 0  # nothing waits for it any more
     assert _said_in(ledger, CONVERSATION) == [("user", "Hi?")]
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_records_parked_elsewhere_are_taken_after_later_ones_of_their_span(
+    ledger: Ledger, restarted: bool
+) -> None:
+    """A span's record waits in another trace's session; a later record of the
+    span goes to the span's own session. Sent again, the span takes the one
+    that waits, whether its receiver remembers or was restarted.
+
+    A restarted receiver read where records wait from every ``log_events``
+    item, taking each listed event's span as parked there unless applied: the
+    span's own session's item (the span had its content: the record only
+    kept), read last, hid the session that held the record, and the span sent
+    again took nothing. Items now list the spans whose events they parked.
+    Found by ``benchmarks/fuzz_collect.py``.
+    """
+    other = "0" * 31 + "1"  # the first record's trace: not the span's
+    attrs = {
+        **chat_attributes(inputs=[{"role": "user", "parts": [text("Hi?")]}]),
+        "gen_ai.conversation.id": CONVERSATION,
+    }
+    span = decode_json(
+        json.dumps(json_request([json_span(TRACE, SPAN, attrs, start=10)])).encode()
+    )
+    waiting = _records(0, 1)
+    waiting[0]["traceId"] = other
+    first = Recorder(ledger.store)
+    first.record(span)
+    first.record_logs(decode_logs_json(json.dumps(json_logs_request(waiting)).encode()))
+    assert first.record_logs(_logs(2, 3)).span_had_content == 1  # kept with the span
+    recorder = Recorder(ledger.store) if restarted else first
+    assert recorder.record(span).duplicates == 1  # sent again: takes the record
+    (holder,) = [s for s in list_sessions(ledger.store) if s.key == other]
+    joined = [
+        json.loads(r.event.fields)["joined"]
+        for r in ledger.store.read_stream(holder.stream_id)
+        if getattr(r.event, "kind", "") == "log_events"
+    ]
+    assert joined == [[], [SPAN]]
+
+
+def test_an_item_written_before_parked_spans_were_listed_still_says_where(
+    ledger: Ledger,
+) -> None:
+    """A ``log_events`` item without ``parked`` (written by an older receiver)
+    is read as before: the spans of its events not applied wait there."""
+    event = {
+        "span_id": SPAN,
+        "name": "gen_ai.user.message",
+        "time_ns": 1,
+        "attributes": {},
+        "body": {"content": "Hi?"},
+        "print": "p1",
+    }
+    fields = {"events": [event], "applied": [], "joined": []}  # no "parked"
+    stream = session_stream_id("support-bot", TRACE)
+    ledger.store.append(
+        stream,
+        [
+            SessionOpened(agent="support-bot", session_key=TRACE, channel="otlp"),
+            ItemRecorded(
+                turn_id=f"otlp-{SPAN}",
+                framework="otlp",
+                kind="log_events",
+                fields=json.dumps(fields),
+                typed=True,
+            ),
+        ],
+        expected_version=0,
+    )
+    links = SessionLinks()
+    links.follow(ledger.store, ledger.store.max_position())
+    assert links.parked_in(SPAN) == ("support-bot", TRACE)

@@ -356,6 +356,73 @@ def test_a_receiver_remembering_conversations_records_what_a_restarted_one_does(
     assert kept == fresh
 
 
+def test_a_tool_span_placed_after_its_call_in_one_batch_is_folded_as_written(
+    tmp_path: Path,
+) -> None:
+    """A tool span before the model's message asking for its call, both in
+    one batch: the message the span made for the call is taken out again in
+    that batch. A receiver folding the batch (restarted) then knows what the
+    one that wrote it knows, and records a later span alike.
+
+    The batch's item listed the call's stand-in message as awaiting the
+    model's, though the batch had placed it: folded last, it came back, and
+    a restarted receiver took the call said later as the model's own,
+    taking the result out and placing it again, where the one that wrote the
+    batch recorded the message alone. Found by ``benchmarks/fuzz_collect.py``.
+    """
+    trace = "a" * 32
+    user = {"role": "user", "parts": [text("Weather in Paris?")]}
+    call = {
+        "role": "assistant",
+        "parts": [
+            {
+                "type": "tool_call",
+                "id": "call_1",
+                "name": "get_weather",
+                "arguments": {"city": "Paris"},
+            }
+        ],
+    }
+    result = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "call_1", "response": "18C"}],
+    }
+
+    def chat(span: str, start: int, inputs: list, output: dict) -> dict:
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": json.dumps(inputs),
+            "gen_ai.output.messages": json.dumps([output]),
+        }
+        return json_span(trace, span, attrs, start=start)
+
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "call_1",
+        "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+        "gen_ai.tool.call.result": "18C",
+    }
+    answer = {"role": "assistant", "parts": [text("18C in Paris.")]}
+    batches = [
+        [  # the tool span first, then the call answering with its result
+            json_span(trace, "1" * 16, tool, start=10, name="execute_tool"),
+            chat("2" * 16, 20, [user, call, result], answer),
+        ],
+        [chat("3" * 16, 5, [user], call)],  # the call asking for it, sent late
+    ]
+    kept = _recorded(tmp_path, batches, restart=False)
+    fresh = _recorded(tmp_path, batches, restart=True)
+    assert kept == fresh
+    with open_store(str(tmp_path / "state.db")) as store:  # what each knows
+        live = Recorder(store)
+        _send(live, batches[0])
+        (written,) = live._states.values()
+        folded = Recorder(store)._state(written.agent, written.key)
+        assert (folded.seen, folded.stand_ins) == (written.seen, written.stand_ins)
+
+
 @settings(max_examples=30, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
 def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
