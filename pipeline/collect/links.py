@@ -19,7 +19,9 @@ writers, and its own runs before, recorded: a continuation whose response was
 recorded before a restart, by another receiver or in another imported file
 continues that response's session. A trace whose spans come in several
 batches follows a link from the batch the link is seen in. The ``log_events``
-items say which spans' events a session parked, and which it handed over.
+items say which spans' events a session parked, and which it handed over. A
+receiver learns its own batches' links from what each wrote, as it would read
+them back: a span sent again, or a batch refused, changes none.
 """
 
 from __future__ import annotations
@@ -59,21 +61,55 @@ class SessionLinks:
         self._traces: dict[str, Session] = {}
         self._opened: dict[UUID, Session] = {}  # the sessions of streams read
         self._parked: dict[str, Session] = {}  # where a span's early logs wait
+        # What the batch being mapped noted (its own spans' responses and
+        # traces, for its later spans): kept only as far as it is written.
+        self._noted: dict[str, Session] = {}
+        self._noted_traces: dict[str, Session] = {}
 
     def continued(self, conversation: str | None) -> Session | None:
         """The session of the response a conversation id names, if recorded."""
-        return None if conversation is None else self._responses.get(conversation)
+        if conversation is None:
+            return None
+        return self._noted.get(conversation) or self._responses.get(conversation)
 
     def of_trace(self, trace_id: str) -> Session | None:
         """The session a trace's spans went to, when not the trace's own."""
-        return self._traces.get(trace_id)
+        return self._noted_traces.get(trace_id) or self._traces.get(trace_id)
 
     def note(self, span: Span, reading: SpanReading, session: Session) -> None:
-        """Remember where a span went: its response's session, its trace's."""
+        """Note where a span of the batch being mapped goes, for its later spans.
+
+        Kept for that batch only: what it writes is learned once written
+        (:meth:`written`), as from the ledger; a span sent again, or a batch
+        refused, leaves the links as they were.
+        """
         if reading.response:
-            _put(self._responses, reading.response, session, self.size)
+            self._noted[reading.response] = session
         if session[1] != span.trace_id:
-            _put(self._traces, span.trace_id, session, self.size)
+            self._noted_traces[span.trace_id] = session
+
+    def forget_noted(self) -> None:
+        """Drop what the batch being mapped noted (its end, written or not)."""
+        self._noted.clear()
+        self._noted_traces.clear()
+
+    def written(
+        self,
+        session: Session,
+        spans: Iterable[tuple[str, str, str]],
+        responses: Iterable[str],
+    ) -> None:
+        """Learn what a batch wrote of a session, as from its item in the ledger.
+
+        ``spans``: its spans (trace id, span id, label); ``responses``: their
+        responses' ids.
+        """
+        for response in responses:
+            _put(self._responses, response, session, self.size)
+        for trace_id, span_id, _label in spans:
+            self._parked.pop(span_id, None)  # the span read its parked events
+            if session[1] != trace_id:
+                _put(self._traces, trace_id, session, self.size)
 
     def parked_in(self, span_id: str) -> Session | None:
         """The session holding a span's log events parked (not read yet), if any."""
@@ -133,12 +169,7 @@ class SessionLinks:
     def _learn(self, session: Session, fields: str) -> None:
         """Remember where a batch's spans recorded in ``session`` went."""
         listed = LISTED.decode(fields)
-        for response in listed.responses:
-            _put(self._responses, response, session, self.size)
-        for trace_id, span_id, _label in listed.spans:
-            self._parked.pop(span_id, None)  # the span read its parked events
-            if session[1] != trace_id:
-                _put(self._traces, trace_id, session, self.size)
+        self.written(session, listed.spans, listed.responses)
 
     def _learn_logs(self, session: Session, fields: str) -> None:
         """Remember the spans whose log events a batch parked in ``session``.

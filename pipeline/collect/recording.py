@@ -272,9 +272,14 @@ class Recorder:
         builders = self._batches(grouped, known, wrappers)
         for builder in builders:
             builder.finish()
-        written = self._write(before, builders)
+        try:
+            written = self._write(before, builders)
+        finally:
+            self._links.forget_noted()
         for builder in builders:
-            self._links.unpark(s[1] for s in builder.listed)  # they read theirs
+            if builder.events:  # what its item says, as a restarted one reads it
+                session = (builder.state.agent, builder.state.key)
+                self._links.written(session, builder.listed, builder.responses)
             self._links.unpark(builder.joined)  # another session took them
         totals = Counter[str]()
         parts = Counter[str]()

@@ -423,6 +423,48 @@ def test_a_tool_span_placed_after_its_call_in_one_batch_is_folded_as_written(
         assert (folded.seen, folded.stand_ins) == (written.seen, written.stand_ins)
 
 
+def test_a_response_sent_again_leaves_its_link_where_the_ledger_has_it(
+    tmp_path: Path,
+) -> None:
+    """A call's response recorded in one session, then (its span sent under
+    another trace) in another: a continuation naming it goes to the latter,
+    even after the first batch was sent again, as the ledger's items say.
+
+    The receiver noted where each span of a batch went while mapping it,
+    spans sent again (written nowhere) included: the resend moved the link
+    back, and the continuation went elsewhere than a restarted receiver's.
+    Found by ``benchmarks/fuzz_collect.py``.
+    """
+
+    def chat(trace: str, span: str, start: int, **ids: str) -> dict:
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [text(f"q{start}")]}]
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [text(f"a{start}")]}]
+            ),
+        }
+        if "conversation" in ids:
+            attrs["gen_ai.conversation.id"] = ids["conversation"]
+        if "response" in ids:
+            attrs["gen_ai.response.id"] = ids["response"]
+        return json_span(trace, span, attrs, start=start)
+
+    first = [chat("a" * 32, "1" * 16, 10, conversation="conv", response="resp_1")]
+    batches = [
+        first,
+        [chat("b" * 32, "1" * 16, 10, response="resp_1")],  # under another trace
+        first,  # sent again: nothing written
+        [chat("c" * 32, "2" * 16, 20, conversation="resp_1")],  # continues it
+    ]
+    kept = _recorded(tmp_path, batches, restart=False)
+    fresh = _recorded(tmp_path, batches, restart=True)
+    assert kept == fresh
+
+
 @settings(max_examples=30, deadline=None)
 @given(_STEPS, _CUTS, _RETRIED)
 def test_a_tool_spans_arguments_add_nothing_when_the_model_call_said_the_call(
