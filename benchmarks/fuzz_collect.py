@@ -64,10 +64,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import msgspec
 from _mutations import Mutations, dump, splice
-from google.protobuf.json_format import MessageToDict, ParseDict
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
 )
@@ -75,6 +76,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
+from tests.pipeline.collect.spans import otlp_json
 from turnledger.ledger.errors import LedgerError
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.ledger.verify import verify
@@ -162,21 +164,9 @@ def load_seeds() -> list[Seed]:
     from bench_collect import Spans  # noqa: PLC0415 - the benchmark's agent
 
     for i, batch in enumerate(Spans(24).batches(3)):
-        document = MessageToDict(encode_spans(batch))
-        seeds.append(Seed(f"sdk-current-{i}", _hex_ids(document), logs=False))
+        document: Any = otlp_json(batch)
+        seeds.append(Seed(f"sdk-current-{i}", document, logs=False))
     return seeds
-
-
-def _hex_ids(value: Any) -> Any:
-    """Protobuf's JSON mapping writes ids in base64; OTLP/JSON has them in hex."""
-    if isinstance(value, list):
-        return [_hex_ids(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    return {
-        k: base64.b64decode(v).hex() if k in IDS else _hex_ids(v)
-        for k, v in value.items()
-    }
 
 
 def _base64_ids(value: Any) -> Any:

@@ -14,7 +14,15 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from tests.pipeline.collect.spans import json_request, json_span, text
+from tests.pipeline.collect.spans import (
+    ANSWER,
+    CALL,
+    RESULT,
+    USER,
+    json_request,
+    json_span,
+    text,
+)
 from turnledger.ledger.errors import InvalidEventError
 from turnledger.ledger.store import EventStore, open_store
 from turnledger.pipeline.collect import CollectError, Recorder, decode_json, recording
@@ -371,22 +379,6 @@ def test_a_tool_span_placed_after_its_call_in_one_batch_is_folded_as_written(
     batch recorded the message alone. Found by ``benchmarks/fuzz_collect.py``.
     """
     trace = "a" * 32
-    user = {"role": "user", "parts": [text("Weather in Paris?")]}
-    call = {
-        "role": "assistant",
-        "parts": [
-            {
-                "type": "tool_call",
-                "id": "call_1",
-                "name": "get_weather",
-                "arguments": {"city": "Paris"},
-            }
-        ],
-    }
-    result = {
-        "role": "tool",
-        "parts": [{"type": "tool_call_response", "id": "call_1", "response": "18C"}],
-    }
 
     def chat(span: str, start: int, inputs: list, output: dict) -> dict:
         attrs = {
@@ -402,15 +394,14 @@ def test_a_tool_span_placed_after_its_call_in_one_batch_is_folded_as_written(
         "gen_ai.tool.name": "get_weather",
         "gen_ai.tool.call.id": "call_1",
         "gen_ai.tool.call.arguments": '{"city": "Paris"}',
-        "gen_ai.tool.call.result": "18C",
+        "gen_ai.tool.call.result": "18C, sunny",
     }
-    answer = {"role": "assistant", "parts": [text("18C in Paris.")]}
     batches = [
         [  # the tool span first, then the call answering with its result
             json_span(trace, "1" * 16, tool, start=10, name="execute_tool"),
-            chat("2" * 16, 20, [user, call, result], answer),
+            chat("2" * 16, 20, [USER, CALL, RESULT], ANSWER),
         ],
-        [chat("3" * 16, 5, [user], call)],  # the call asking for it, sent late
+        [chat("3" * 16, 5, [USER], CALL)],  # the call asking for it, sent late
     ]
     kept = _recorded(tmp_path, batches, restart=False)
     fresh = _recorded(tmp_path, batches, restart=True)
