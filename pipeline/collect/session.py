@@ -669,13 +669,16 @@ class SessionBatch:
         the overlap covers that head, the head is not walked again: its
         messages are all in the session, and its tool results with an id were
         recorded when first seen, by their ids, which stay in
-        ``state.results``. Otherwise all of ``inputs`` is walked.
+        ``state.results`` (unless a call's id was named again since: a call
+        of its own, whose result is to come; then the head is walked, as a
+        receiver that did not read the previous input walks it). Otherwise
+        all of ``inputs`` is walked.
         """
         state = self.state
         head = len(state.said)
         walked: Sequence[Said] = inputs
         spoken = 0
-        if head and inputs[:head] == state.said:
+        if head and inputs[:head] == state.said and _results_held(state):
             prints = state.said_prints + _prints(inputs[head:])
             start, before = _overlap(state.seen, prints)
             if start >= len(state.said_prints):
@@ -890,6 +893,18 @@ instrumentation could not write them: a legacy function call, LiteLLM's call):
 such a print matches a held assistant message of any text and calls."""
 
 _HIDDEN_ROLES: Final = frozenset({*_HIDDEN.values(), _PARTLESS})
+
+
+def _results_held(state: SessionState) -> bool:
+    """Whether the session holds the results the last input read gave by id.
+
+    None of those calls was named again since (a call of its own).
+    """
+    return all(
+        said.call_id in state.results
+        for said in state.said
+        if isinstance(said, ToolSaid) and said.call_id
+    )
 
 
 def _answered_before(walked: Sequence[Said], at: int) -> bool:

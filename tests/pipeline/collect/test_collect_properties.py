@@ -35,6 +35,7 @@ from turnledger.pipeline.collected import PART_NOT_RECORDED, not_recorded
 from turnledger.pipeline.sessions import list_sessions, load_history
 
 TRACE = "5b8efff798038103d269b633813fc60c"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "otlp"
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -412,6 +413,37 @@ def test_a_tool_span_placed_after_its_call_in_one_batch_is_folded_as_written(
         (written,) = live._states.values()
         folded = Recorder(store)._state(written.agent, written.key)
         assert (folded.seen, folded.stand_ins) == (written.seen, written.stand_ins)
+
+
+def test_a_call_id_named_again_after_its_result_is_read_alike_when_restarted(
+    tmp_path: Path,
+) -> None:
+    """The model names a call's id again after its result (a call of its own);
+    a later input repeats the last one, the old result in it: a receiver that
+    read the last input records what a restarted one does.
+
+    The receiver skipped the repeated head of an input, its tool results
+    having been recorded by their ids; the id named again was no longer among
+    them, and a restarted receiver, walking the whole input, recorded the old
+    result as the new call's. The requests are the ones
+    ``benchmarks/fuzz_collect.py --seed 7`` found it with (Semantic Kernel's
+    recorded spans and log events, mutated), cut to the six it needs.
+    """
+    requests = json.loads((FIXTURES / "fuzz-said-again.json").read_text())
+    found = []
+    for restart in (False, True):
+        with open_store(str(tmp_path / f"ledger-{restart}.db")) as store:
+            recorder = Recorder(store)
+            for request in requests:
+                if restart:
+                    recorder = Recorder(store)
+                body = json.dumps(request["request"]).encode()
+                if request["signal"] == "logs":
+                    recorder.record_logs(decode_logs_json(body))
+                else:
+                    recorder.record(decode_json(body))
+            found.append(_everything(store))
+    assert found[0] == found[1]
 
 
 def test_a_response_sent_again_leaves_its_link_where_the_ledger_has_it(
