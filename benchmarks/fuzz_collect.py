@@ -159,7 +159,11 @@ def load_seeds() -> list[Seed]:
     seeds = []
     for path in sorted(FIXTURES.glob("*.json")):
         document = json.loads(path.read_text(encoding="utf-8"))
-        seeds.append(Seed(path.stem, document, "resourceLogs" in document))
+        if isinstance(document, dict) and document.keys() & {
+            "resourceSpans",
+            "resourceLogs",
+        }:  # a request (not another fixture: a list of them)
+            seeds.append(Seed(path.stem, document, "resourceLogs" in document))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_collect import Spans  # noqa: PLC0415 - the benchmark's agent
 
