@@ -32,8 +32,11 @@ Outcomes, per case: ``recorded``; ``undecodable`` (a ``CollectError``: the
 receiver answers 400); ``refused`` (a ``LedgerError`` from recording: 400 or
 503); or ``crash``: any other exception, a recorded batch whose ledger grew by
 other than the events its report counts, a refused one whose ledger grew at
-all, or a restarted receiver that wrote otherwise. At the end of each run,
-``verify`` must find both ledgers whole.
+all, or a restarted receiver that wrote otherwise. Every tenth JSON case is also
+imported as a file (``turnledger import``'s ``import_otlp_file``) into a third
+ledger: a refusal (``CollectError``, ``InputFileError``, ``LedgerError``) writes
+nothing, an import grows the ledger by the events it says it wrote. At the end
+of each run, ``verify`` must find the three ledgers whole.
 
 On the first crash its body is saved as ``fuzz-collect-<seed>-<case>.json``
 (or ``.pb``, in ``--out``), with the exception and the run's seed printed, and
@@ -87,8 +90,11 @@ from turnledger.pipeline.collect import (
     decode_protobuf,
 )
 from turnledger.pipeline.collect.decode import decode_logs_json, decode_logs_protobuf
+from turnledger.pipeline.import_files import import_otlp_file
+from turnledger.pipeline.inputs import InputFileError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "otlp"
+MAX_FILE = 16 * 1024 * 1024
 IDS = ("traceId", "spanId", "parentSpanId")
 GENAI_KEYS = (
     "gen_ai.operation.name",
@@ -419,6 +425,7 @@ class Tally:
     """Outcomes per seed request and signal, and the first crash."""
 
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    imports: Counter[str] = field(default_factory=Counter)
     events: int = 0
     crashes: int = 0
     first: tuple[Case, str, str] | None = None
@@ -494,12 +501,57 @@ class Receiver:
         return None
 
 
+class Importer:
+    """A ledger that every tenth JSON case goes into as a file (``turnledger
+    import``): its growth must be what the import says it wrote."""
+
+    EVERY = 10
+
+    def __init__(self, path: Path) -> None:
+        self.store: EventStore = open_store(str(path), synchronous="OFF")
+        self.file = path.with_suffix(".json")
+
+    def take(self, case: Case) -> tuple[str, str | None]:
+        """Import a case's body as a file, when its turn; the outcome, any problem.
+
+        Raises:
+            Exception: Whatever the import raised that is not a refusal.
+        """
+        if case.protobuf or case.number % self.EVERY:
+            return "", None
+        self.file.write_bytes(case.body)
+        before = self.store.max_position()
+        try:
+            done = import_otlp_file(
+                self.store, str(self.file), agent=None, max_bytes=MAX_FILE
+            )
+        except (CollectError, InputFileError, LedgerError):
+            grown = self.store.max_position() - before
+            return (
+                "refused",
+                f"a refused import wrote {grown} events" if grown else None,
+            )
+        grown = self.store.max_position() - before
+        if grown != done.written:
+            said = f"the import wrote {done.written} events, the ledger grew by"
+            return "imported", f"{said} {grown}"
+        return "imported", None
+
+    def finish(self) -> str | None:
+        """Check the whole ledger; return a problem, if any."""
+        report = verify(self.store)
+        self.store.close()
+        if not report.ok:
+            return f"verify found {len(report.problems)} problems: {report.problems[0]}"
+        return None
+
+
 def run(args: argparse.Namespace, seeds: Sequence[Seed], tally: Tally) -> None:
     """Every case, a new ledger and receiver every ``args.run`` cases."""
     rng = random.Random(args.seed)
     previous: Case | None = None
     with tempfile.TemporaryDirectory(prefix="fuzz_collect_") as tmp:
-        receivers: tuple[Receiver, Receiver] | None = None
+        receivers: tuple[Receiver, Receiver, Importer] | None = None
         for number in range(args.cases):
             if number % args.run == 0:
                 if receivers is not None:
@@ -507,6 +559,7 @@ def run(args: argparse.Namespace, seeds: Sequence[Seed], tally: Tally) -> None:
                 receivers = (
                     Receiver(Path(tmp) / f"run{number}.db"),
                     Receiver(Path(tmp) / f"run{number}-restarted.db", restarted=True),
+                    Importer(Path(tmp) / f"run{number}-imported.db"),
                 )
             if previous is not None and rng.random() < 0.05:  # a retry
                 case = Case(number, previous.seed, previous.body, previous.protobuf,
@@ -520,16 +573,20 @@ def run(args: argparse.Namespace, seeds: Sequence[Seed], tally: Tally) -> None:
             _finish(receivers, previous, tally)
 
 
-def _take(receivers: tuple[Receiver, Receiver], case: Case, tally: Tally) -> None:
-    """Take a case by the receiver and by the restarted one; compare them."""
-    live, restarted = receivers
+def _take(
+    receivers: tuple[Receiver, Receiver, Importer], case: Case, tally: Tally
+) -> None:
+    """Take a case by the receiver and by the restarted one (compared), and
+    maybe import it as a file."""
+    live, restarted, importer = receivers
     try:
         outcome, events, problem = live.take(case)
         again, _, other = restarted.take(case)
+        imported, trouble = importer.take(case)
     except Exception as e:  # noqa: BLE001 - any other exception is the finding
         tally.crash(case, f"{type(e).__name__}: {e}"[:500], traceback.format_exc(-8))
         return
-    problem = problem or other
+    problem = problem or other or trouble
     if problem is None and (again != outcome or live.written() != restarted.written()):
         problem = (
             f"a restarted receiver recorded otherwise ({again}, not {outcome}): "
@@ -540,6 +597,8 @@ def _take(receivers: tuple[Receiver, Receiver], case: Case, tally: Tally) -> Non
         return
     tally.outcomes[case.seed, outcome] += 1
     tally.events += events
+    if imported:
+        tally.imports[imported] += 1
 
 
 def _difference(
@@ -553,7 +612,7 @@ def _difference(
 
 
 def _finish(
-    receivers: tuple[Receiver, Receiver], last: Case | None, tally: Tally
+    receivers: tuple[Receiver, Receiver, Importer], last: Case | None, tally: Tally
 ) -> None:
     for receiver in receivers:
         problem = receiver.finish()
@@ -572,6 +631,8 @@ def print_summary(tally: Tally, seeds: Sequence[Seed], seconds: float, n: int) -
         counts = "".join(f"{tally.outcomes[seed.name, k]:>13,}" for k in OUTCOMES)
         print(f"{seed.name:<32}{counts}")
     print(f"{tally.events:,} events written")
+    imports = ", ".join(f"{k} {v:,}" for k, v in sorted(tally.imports.items()))
+    print(f"imported as files: {imports or 'none'}")
 
 
 def report_crash(tally: Tally, out: Path, seed: int) -> None:
@@ -624,6 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = {f"{s}:{k}": v for (s, k), v in sorted(tally.outcomes.items())}
         figures = {"cases": args.cases, "seed": args.seed, "seconds": seconds}
         figures |= {"outcomes": counts, "events": tally.events}
+        figures["imports"] = dict(tally.imports)
         figures["crashes"] = tally.crashes
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     if tally.first is None:

@@ -257,7 +257,8 @@ def test_recall_public_judges_the_transformer_by_its_own_goals(
 
 def test_fuzz_collect_reaches_both_the_decoder_and_the_recorder(tmp_path: Path):
     """The OTLP fuzzer's quick run: from every seed request some bodies are
-    recorded and some refused at decoding, and nothing crashed."""
+    recorded and some refused at decoding, some imported as files, and nothing
+    crashed."""
     out = tmp_path / "fuzz.json"
     done = _quick(tmp_path, "fuzz_collect", "--json", str(out))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -269,6 +270,7 @@ def test_fuzz_collect_reaches_both_the_decoder_and_the_recorder(tmp_path: Path):
     assert sum(v for k, v in figures["outcomes"].items() if "undecodable" in k) > 0
     assert figures["crashes"] == 0
     assert figures["events"] > 0
+    assert figures["imports"]["imported"] > 0  # some went in as files too
 
 
 class _Letters:
