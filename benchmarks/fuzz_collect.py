@@ -493,12 +493,8 @@ class Receiver:
         ]
 
     def finish(self) -> str | None:
-        """Check the whole ledger; return a problem, if any."""
-        report = verify(self.store)
-        self.store.close()
-        if not report.ok:
-            return f"verify found {len(report.problems)} problems: {report.problems[0]}"
-        return None
+        """Check the whole ledger, then close it; return a problem, if any."""
+        return _closed_whole(self.store)
 
 
 class Importer:
@@ -538,12 +534,17 @@ class Importer:
         return "imported", None
 
     def finish(self) -> str | None:
-        """Check the whole ledger; return a problem, if any."""
-        report = verify(self.store)
-        self.store.close()
-        if not report.ok:
-            return f"verify found {len(report.problems)} problems: {report.problems[0]}"
-        return None
+        """Check the whole ledger, then close it; return a problem, if any."""
+        return _closed_whole(self.store)
+
+
+def _closed_whole(store: EventStore) -> str | None:
+    """Verify a ledger and close it; what ``verify`` found wrong, if anything."""
+    report = verify(store)
+    store.close()
+    if not report.ok:
+        return f"verify found {len(report.problems)} problems: {report.problems[0]}"
+    return None
 
 
 def run(args: argparse.Namespace, seeds: Sequence[Seed], tally: Tally) -> None:
