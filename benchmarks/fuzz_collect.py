@@ -200,16 +200,7 @@ def _base64_ids(value: Any) -> Any:
 
 def _items(document: dict[str, Any], logs: bool) -> list[dict[str, Any]]:
     """The request's spans (log records), as the dicts in the document."""
-    outer, inner, leaf = (
-        ("resourceLogs", "scopeLogs", "logRecords")
-        if logs
-        else ("resourceSpans", "scopeSpans", "spans")
-    )
-    found = []
-    for resource in _list(document.get(outer)):
-        for scope in _list(_dict(resource).get(inner)):
-            found += [x for x in _list(_dict(scope).get(leaf)) if isinstance(x, dict)]
-    return found
+    return [x for held in _scopes(document, logs) for x in held if isinstance(x, dict)]
 
 
 def _scopes(document: dict[str, Any], logs: bool) -> list[list[Any]]:
