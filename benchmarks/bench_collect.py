@@ -29,7 +29,8 @@ batch and commits its events durably, were the mapping from spans to events
 free (the discarding receiver's ``export()`` median plus the medians of one
 decoding of a batch's body and one durable commit of its events, both timed
 again after the run, as a share of the discarding receiver's spans/s; an
-estimate from the same run's medians).
+estimate from the same run's medians); and the mapping's budget at the
+throughput goal, beside what the mapping takes now (:func:`_budget_line`).
 
 Each receiver is warmed up with a tenth of a run first; the warm-up's batches
 are neither timed nor among the acknowledgement and commit samples.
@@ -389,6 +390,39 @@ def _ceiling_line(
     )
 
 
+def _budget_line(
+    floor: list[float], decodes: list[float], commits: list[float], acks: list[float]
+) -> str:
+    """How much faster the mapping would have to be for the throughput goal.
+
+    At the goal, a batch may take the discarding receiver's ``export()``
+    median divided by :data:`THROUGHPUT_GOAL`. Take out that floor, one
+    decoding of the body and one durable commit (medians): what is left is
+    the mapping's budget per batch. Take the decoding and the commit out of
+    the acknowledgement's median: what is left is what the mapping takes now
+    (with the body's read and the answer, which are small). An estimate from
+    medians of the same run, as the ceiling is.
+    """
+    base, decode, commit, ack = (
+        percentile(v, 50) for v in (floor, decodes, commits, acks)
+    )
+    budget = base / THROUGHPUT_GOAL - base - decode - commit
+    now = ack - decode - commit
+    head = (
+        f"info  the mapping's budget at {THROUGHPUT_GOAL:g}x: a batch may take "
+        f"{base / THROUGHPUT_GOAL * 1e3:.1f} ms, the discarding receiver's export() "
+        f"p50 / {THROUGHPUT_GOAL:g}; "
+    )
+    if budget <= 0:
+        return head + "the floor, one decoding and one commit already take more"
+    return head + (
+        f"less the floor, one decoding and one commit, {budget * 1e3:.1f} ms are "
+        f"left for mapping a batch; the acknowledgement p50 less its decoding and "
+        f"commit is {now * 1e3:.1f} ms -> the mapping would have to be "
+        f"{now / budget:.1f}x faster"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both receivers round-robin, print the table and the goal lines."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -472,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         f"info  the exporter's export() of a batch, encoding and round trip: p95 "
         f"{export_p95 * 1e3:.1f} ms -> {export_p95 / commit_p95:.2f}x the commit"
     )
-    print(_ceiling_line(exports["discard"][0][warm["discard"] :], decodes, commits))
+    floor_export = exports["discard"][0][warm["discard"] :]
+    print(_ceiling_line(floor_export, decodes, commits))
+    print(_budget_line(floor_export, decodes, commits, acks))
     print()
     print("MCP tool calls vs the memory service called directly")
     if args.quick:

@@ -113,8 +113,40 @@ def run_one(name: str, out: Path, *, quick: bool, timeout: float) -> dict[str, A
     if done.returncode != 0:
         result["stderr"] = done.stderr[-2000:]
     if target.exists():
-        result["figures"] = json.loads(target.read_text())
+        result["figures"] = kept(json.loads(target.read_text()))
     return result
+
+
+SAMPLES_KEPT = 200
+"""A series keeps its samples in ``results.json`` up to this many."""
+
+
+def kept(figures: dict[str, Any]) -> dict[str, Any]:
+    """A script's figures as ``results.json`` keeps them.
+
+    A series of more than :data:`SAMPLES_KEPT` samples (one per question or per
+    stored entry, in the recall benchmarks: hundreds of kilobytes) keeps its
+    count and its median and p95 instead of them; the script's own ``--json``
+    keeps every sample.
+    """
+    # Run as a script, benchmarks/ is on the path; the tests load this file alone.
+    from _harness import percentile  # noqa: PLC0415
+
+    series = figures.get("series")
+    if not isinstance(series, dict):
+        return figures
+    trimmed = {}
+    for name, one in series.items():
+        samples = one.get("seconds") if isinstance(one, dict) else None
+        if not isinstance(samples, list) or len(samples) <= SAMPLES_KEPT:
+            trimmed[name] = one
+            continue
+        summary = {k: v for k, v in one.items() if k != "seconds"}
+        summary["samples"] = len(samples)
+        summary["p50_seconds"] = percentile(samples, 50)
+        summary["p95_seconds"] = percentile(samples, 95)
+        trimmed[name] = summary
+    return {**figures, "series": trimmed}
 
 
 def ratios_of(results: dict[str, Any]) -> list[tuple[str, str, float, Any, str]]:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -29,6 +31,7 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
     assert "acknowledgement p95" in goals[1]
     assert "client side, the exporter's HTTP round trip" in done.stdout
     assert "ceiling with the mapping left out" in done.stdout
+    assert "the mapping's budget at 0.5x" in done.stdout
     # The MCP section: its table and its two ratios (reported, no goal).
     mcp = [line for line in done.stdout.splitlines() if "/ direct:" in line]
     assert [line.split(":")[0] for line in mcp] == [
@@ -60,3 +63,20 @@ def test_bench_collect_quick_prints_both_goals_and_writes_json(tmp_path: Path) -
     timed = 2 * 64 // 16
     for name in ("ack", "trip", "export", "commit", "decode"):
         assert len(figures["series"][name]["seconds"]) == timed
+
+
+def test_the_budget_line_says_how_much_faster_the_mapping_must_be(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 0.5x a batch may take twice the floor's export(): 40 ms for a 20 ms
+    floor; less the floor, a 3 ms decoding and a 10 ms commit, 7 ms are left,
+    against 35 - 3 - 10 = 22 ms taken now; a floor too low leaves nothing."""
+    monkeypatch.syspath_prepend(str(HERE))
+    bench = pytest.importorskip("bench_collect")
+    line = bench._budget_line([0.020] * 3, [0.003] * 3, [0.010] * 3, [0.035] * 3)
+    assert "a batch may take 40.0 ms" in line
+    assert "7.0 ms are left for mapping a batch" in line
+    assert "decoding and commit is 22.0 ms" in line
+    assert line.endswith("the mapping would have to be 3.1x faster")
+    none = bench._budget_line([0.005], [0.003], [0.010], [0.035])
+    assert none.endswith("the floor, one decoding and one commit already take more")

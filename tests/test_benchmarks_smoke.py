@@ -347,3 +347,31 @@ def _bench_schemas(url: str) -> set[str]:
             "WHERE starts_with(schema_name, 'bench_recall_')"
         ).fetchall()
     return {row[0] for row in rows}
+
+
+def test_run_all_keeps_a_long_series_as_its_count_and_percentiles(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """results.json keeps a series of more than 200 samples as its count, p50
+    and p95; a shorter one keeps its samples, and the rest is left as it was."""
+    monkeypatch.syspath_prepend(str(HERE))
+    run_all = _run_all()
+    long = [i / 1000 for i in range(1, 302)]  # 0.001 .. 0.301
+    figures = {
+        "meta": {"x": 1},
+        "series": {
+            "recall": {"unit": "query", "n": 1, "seconds": long},
+            "store": {"unit": "entry", "n": 1, "seconds": [0.5, 0.25]},
+        },
+    }
+    kept = run_all.kept(figures)
+    assert kept["meta"] == {"x": 1}
+    assert kept["series"]["store"] == figures["series"]["store"]
+    assert kept["series"]["recall"] == {
+        "unit": "query",
+        "n": 1,
+        "samples": 301,
+        "p50_seconds": pytest.approx(0.151),
+        "p95_seconds": pytest.approx(0.286),
+    }
+    assert len(figures["series"]["recall"]["seconds"]) == 301  # not changed
